@@ -1,0 +1,43 @@
+"""What every agent shares: its input, and how the registry builds a session for it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from agents.runtime import AgentSession
+from agents.transcript import Transcript
+from agents.workspace import Workspace
+
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+
+Clock = Callable[[], datetime]
+
+
+@dataclass(frozen=True)
+class AgentInput:
+    fact_id: str
+    content: str
+    published_at: datetime
+    user_language: str = "English"
+
+
+class OutcomeSession(AgentSession, Protocol):
+    def outcome(self, transcript: Transcript) -> dict[str, Any]:
+        """The final environment state graders read (SPEC outcome keys)."""
+        ...
+
+
+class AgentFactory(Protocol):
+    def __call__(
+        self, workspace: Workspace, agent_input: AgentInput, system_prompt: str
+    ) -> OutcomeSession: ...
+
+
+def load_prompt(agent_name: str, prompts_dir: Path | None = None) -> str:
+    """Read the agent's system prompt from `prompts/<agent>.md` at run time."""
+    path = (prompts_dir or PROMPTS_DIR) / f"{agent_name}.md"
+    return path.read_text(encoding="utf-8")

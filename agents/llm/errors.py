@@ -1,0 +1,36 @@
+"""Errors of the model layer.
+
+Every error here is an *infrastructure* problem (configuration, credentials, provider down),
+never an agent failure: the runner records trials that hit one as `errored`, not `failed`.
+"""
+
+from __future__ import annotations
+
+
+class ModelError(Exception):
+    """Base class: something outside the agent's control went wrong."""
+
+
+class ModelConfigError(ModelError):
+    """Unknown provider, malformed model id, missing optional package."""
+
+
+class CredentialsError(ModelError):
+    """A key is missing or rejected. The message names the environment variable, never its value."""
+
+    def __init__(self, variable: str, detail: str) -> None:
+        super().__init__(f"{detail} (environment variable {variable})")
+        self.variable = variable
+
+
+class ProviderError(ModelError):
+    """The provider failed after all retries (429/5xx/timeouts) or returned garbage."""
+
+    def __init__(self, message: str, *, retries: int = 0, status: int | None = None) -> None:
+        super().__init__(message)
+        self.retries = retries
+        self.status = status
+
+
+class ScriptExhaustedError(ModelError):
+    """A scripted test model was asked for more responses than it was given."""

@@ -1,0 +1,81 @@
+"""Model ids -> clients. `anthropic:<model>`, `openai:<model>`, `local:smollm2`, `scripted:<name>`.
+
+SDKs are imported lazily inside the factories, so a missing package or key only matters when
+that provider is actually chosen.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agents.llm.errors import ModelConfigError
+from agents.llm.types import ModelClient
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """Provider-independent client options (CLI flags / config)."""
+
+    base_url: str | None = None
+    timeout_s: float = 120.0
+    max_retries: int = 4
+
+
+Factory = Callable[[str, ModelOptions], ModelClient]
+_PROVIDERS: dict[str, Factory] = {}
+SCRIPTED_MODELS: dict[str, Callable[[], ModelClient]] = {}
+"""Named scripted models usable from the CLI as `scripted:<name>` (tests and demos)."""
+
+
+def register_provider(name: str, factory: Factory) -> None:
+    _PROVIDERS[name] = factory
+
+
+def parse_model_id(model_id: str) -> tuple[str, str]:
+    provider, sep, name = model_id.partition(":")
+    provider = provider.strip().lower()
+    if provider not in _known_providers():
+        hint = difflib.get_close_matches(provider, _known_providers(), n=1)
+        extra = f" Did you mean '{hint[0]}'?" if hint else ""
+        raise ModelConfigError(
+            f"unknown model provider '{provider}' in model id '{model_id}'. "
+            f"Known providers: {', '.join(_known_providers())}.{extra}"
+        )
+    if provider != "scripted" and (not sep or not name.strip()):
+        raise ModelConfigError(
+            f"model id '{model_id}' has no model name; use '{provider}:<model>'"
+        )
+    return provider, name.strip()
+
+
+def _known_providers() -> list[str]:
+    _load_builtin()
+    return sorted([*_PROVIDERS, "scripted"])
+
+
+def create_client(model_id: str, options: ModelOptions | None = None) -> ModelClient:
+    options = options or ModelOptions()
+    provider, name = parse_model_id(model_id)
+    if provider == "scripted":
+        key = name or "default"
+        if key not in SCRIPTED_MODELS:
+            raise ModelConfigError(
+                f"unknown scripted model '{key}'. Known: {', '.join(sorted(SCRIPTED_MODELS)) or '(none)'}"
+            )
+        return SCRIPTED_MODELS[key]()
+    return _PROVIDERS[provider](name, options)
+
+
+_loaded = False
+
+
+def _load_builtin() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    from agents.llm import providers  # registers anthropic, openai, local
+
+    providers.register_all(register_provider)

@@ -1,0 +1,151 @@
+"""The agent loop shared by both agents.
+
+One *run* is a sequence of turns: ask the model, execute every tool call it made (in
+parallel), feed the results back, until the model stops calling tools, a tool raises the stop
+flag, or `max_turns` is reached. After each run the session's completion evidence is checked;
+if something is missing the model gets a reminder listing it, up to `max_runs` runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+from agents.llm.errors import ModelError
+from agents.llm.types import Message, ModelClient, ModelSettings, ToolCall
+from agents.tools import Tool, ToolResult
+from agents.transcript import ToolCallRecord, Transcript, utcnow
+
+
+class AgentSession(Protocol):
+    """One agent working on one input in one workspace."""
+
+    name: str
+    system_prompt: str
+
+    @property
+    def tools(self) -> Sequence[Tool]: ...
+
+    def first_message(self) -> str: ...
+
+    def missing_requirements(self) -> list[str]:
+        """Completion evidence: names of the checks that fail (empty = complete)."""
+        ...
+
+    def reminder(self, missing: list[str]) -> str:
+        """The system reminder sent when a run ended incomplete."""
+        ...
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    max_turns: int = 12
+    max_runs: int = 4
+    settings: ModelSettings = field(default_factory=ModelSettings)
+
+
+async def _run_tool(tools: dict[str, Tool], call: ToolCall) -> tuple[ToolResult, float, float]:
+    started = time.time()
+    tool = tools.get(call.name)
+    if tool is None:
+        result = ToolResult(
+            content=f"Unknown tool '{call.name}'. Available tools: {', '.join(sorted(tools))}.",
+            is_error=True,
+        )
+    else:
+        try:
+            result = await tool.invoke(call)
+        except Exception as err:  # a bug in a tool must not kill the trial
+            result = ToolResult(
+                content=f"Tool {call.name} failed: {type(err).__name__}: {err}", is_error=True
+            )
+    return result, started, time.time()
+
+
+async def run_agent(
+    client: ModelClient,
+    session: AgentSession,
+    config: RuntimeConfig | None = None,
+    transcript: Transcript | None = None,
+) -> Transcript:
+    """Run `session` to completion (or exhaustion). Fills and returns `transcript`.
+
+    Model errors (ModelError) propagate after being recorded as an `infra_error` event: they are
+    infrastructure failures, not agent behaviour.
+    """
+    config = config or RuntimeConfig()
+    transcript = transcript if transcript is not None else Transcript()
+    tools = {t.name: t for t in session.tools}
+    specs = [t.spec() for t in session.tools]
+    messages = transcript.messages
+    messages.append(Message.system(session.system_prompt))
+    messages.append(Message.user(session.first_message()))
+    metrics = transcript.metrics
+
+    for run_index in range(config.max_runs):
+        metrics.n_runs = run_index + 1
+        stopped = False
+        for _turn in range(config.max_turns):
+            metrics.n_turns += 1
+            t0 = time.perf_counter()
+            try:
+                response = await client.complete(messages, tools=specs, settings=config.settings)
+            except ModelError as err:
+                transcript.event("infra_error", f"{type(err).__name__}: {err}")
+                raise
+            finally:
+                metrics.model_seconds += time.perf_counter() - t0
+            metrics.n_model_calls += 1
+            metrics.usage = metrics.usage + response.usage
+            if response.retries:
+                metrics.n_retries += response.retries
+                transcript.event("retry", f"{response.retries} retried attempt(s)")
+            messages.append(Message.assistant(response.text, response.tool_calls))
+            if not response.tool_calls:
+                break
+            t1 = time.perf_counter()
+            results = await asyncio.gather(*(_run_tool(tools, c) for c in response.tool_calls))
+            metrics.tool_seconds += time.perf_counter() - t1
+            for call, (result, started, ended) in zip(response.tool_calls, results, strict=True):
+                metrics.n_tool_calls += 1
+                transcript.tool_calls.append(
+                    ToolCallRecord(
+                        call_id=call.id,
+                        tool_name=call.name,
+                        arguments=call.arguments,
+                        raw_arguments=call.raw_arguments if call.parse_error else None,
+                        result=result.content,
+                        is_error=result.is_error,
+                        started_at=_dt(started),
+                        ended_at=_dt(ended),
+                    )
+                )
+                messages.append(Message.tool(call, result.content, is_error=result.is_error))
+                stopped = stopped or result.stop
+            if stopped:
+                transcript.event("stop", "a tool ended the run")
+                break
+        else:
+            transcript.event("max_turns", f"run {run_index + 1} reached {config.max_turns} turns")
+
+        missing = session.missing_requirements()
+        transcript.missing_requirements = missing
+        if not missing:
+            transcript.completed = True
+            return transcript
+        if run_index + 1 < config.max_runs:
+            reminder = session.reminder(missing)
+            transcript.event("reminder", reminder, missing=missing)
+            messages.append(Message.user(reminder))
+    return transcript
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+__all__ = ["AgentSession", "RuntimeConfig", "run_agent", "utcnow"]
