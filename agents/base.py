@@ -41,3 +41,16 @@ def load_prompt(agent_name: str, prompts_dir: Path | None = None) -> str:
     """Read the agent's system prompt from `prompts/<agent>.md` at run time."""
     path = (prompts_dir or PROMPTS_DIR) / f"{agent_name}.md"
     return path.read_text(encoding="utf-8")
+
+
+def prepare_workspace(workspace: Workspace, agent_input: AgentInput) -> None:
+    """Make the workspace look as the app leaves it when a fact arrives: the fact entry in its
+    daily file and a pending card. Existing entries/cards (from fixtures) are kept."""
+    from agents.card.card_file import ensure_pending_card
+
+    workspace.ensure_fact(agent_input.fact_id, agent_input.content, agent_input.published_at)
+    ensure_pending_card(
+        workspace.card_path(agent_input.fact_id),
+        agent_input.fact_id,
+        int(agent_input.published_at.timestamp()),
+    )

@@ -1,0 +1,115 @@
+"""The timeline card YAML file: atomic writes and locked read-modify-write updates.
+
+Key order follows the app (SPEC section 3): fact_id, timestamp, status, tags, ui_configs, title,
+then the optional address, insight and failure_reason.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from filelock import FileLock
+
+KEY_ORDER = (
+    "fact_id",
+    "timestamp",
+    "status",
+    "tags",
+    "ui_configs",
+    "title",
+    "address",
+    "user_mark_address",
+    "content_creation_date",
+    "insight",
+    "failure_reason",
+)
+STATUSES = ("pending", "processing", "completed", "failed")
+
+
+class CardFileError(Exception):
+    pass
+
+
+def _ordered(card: dict[str, Any]) -> dict[str, Any]:
+    out = {k: card[k] for k in KEY_ORDER if k in card}
+    out.update({k: v for k, v in card.items() if k not in out})
+    return out
+
+
+def dump_card(card: dict[str, Any]) -> str:
+    return yaml.safe_dump(_ordered(card), sort_keys=False, allow_unicode=True, width=100)
+
+
+def read_card(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise CardFileError(f"{path.name}: not valid YAML ({err})") from err
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise CardFileError(f"{path.name}: card file must hold a mapping")
+    return data
+
+
+def write_card_atomic(path: Path, card: dict[str, Any]) -> None:
+    """Write to a temp file in the same directory, fsync, then rename over the target."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(dump_card(card))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _lock(path: Path) -> FileLock:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(path.with_name(f".{path.name}.lock")), timeout=10)
+
+
+def update_card(
+    path: Path, mutate: Callable[[dict[str, Any]], dict[str, Any] | None]
+) -> dict[str, Any]:
+    """Locked read-modify-write. `mutate` edits the dict in place or returns a new one.
+
+    A missing file starts from an empty mapping. `fact_id` is never changed by an update.
+    """
+    with _lock(path):
+        card = read_card(path) if path.exists() else {}
+        original_fact_id = card.get("fact_id")
+        result = mutate(card)
+        if result is not None:
+            card = result
+        if original_fact_id is not None:
+            card["fact_id"] = original_fact_id
+        write_card_atomic(path, card)
+        return card
+
+
+def ensure_pending_card(path: Path, fact_id: str, timestamp: int) -> None:
+    """Create the pending card the app makes when a fact arrives (no-op if it exists)."""
+    with _lock(path):
+        if path.exists():
+            return
+        write_card_atomic(
+            path,
+            {
+                "fact_id": fact_id,
+                "timestamp": timestamp,
+                "status": "pending",
+                "tags": [],
+                "ui_configs": [],
+                "title": "",
+            },
+        )
