@@ -1,0 +1,82 @@
+"""Results of trials and runs: what the runner produces and the reports, gate and proposer read."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agents.transcript import Transcript
+from graders.base import Score
+
+TrialStatus = Literal["passed", "failed", "errored", "timedOut", "skipped"]
+RESULTS_VERSION = 1
+
+
+class TrialResult(BaseModel):
+    task_id: str
+    bucket: str
+    trial_index: int
+    status: TrialStatus
+    started_at: datetime
+    ended_at: datetime
+    failure_reason: str | None = None
+    infra_error: str | None = None
+    """Set when the trial errored for reasons outside the agent (provider, key, replay miss)."""
+    transcript: Transcript = Field(default_factory=Transcript)
+    outcome: dict[str, Any] = Field(default_factory=dict)
+    scores: list[Score] = Field(default_factory=list)
+    cached: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def counts(self) -> bool:
+        """Whether the trial counts toward rates (infrastructure errors never do)."""
+        return self.status in ("passed", "failed", "timedOut")
+
+    @property
+    def score(self) -> float:
+        """Mean of the decided grader values; 0 for a timed-out trial or one with none."""
+        if self.status == "timedOut":
+            return 0.0
+        vals = [s.value for s in self.scores if s.value is not None]
+        return sum(vals) / len(vals) if vals else 0.0
+
+
+class Provenance(BaseModel):
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    prompt_hashes: dict[str, str] = Field(default_factory=dict)
+    suite_hash: str = ""
+    agent_model: str = ""
+    judge_model: str | None = None
+    mode: str = "live"
+
+
+class RunResult(BaseModel):
+    version: int = RESULTS_VERSION
+    run_name: str
+    suite_name: str
+    suite_kind: str
+    agent_name: str
+    suite_root: str
+    task_ids: list[str]
+    task_buckets: dict[str, str]
+    task_pass_threshold: float = 1.0
+    require_reference_solution: bool = False
+    trials_per_task: dict[str, int] = Field(default_factory=dict)
+    started_at: datetime
+    ended_at: datetime
+    provenance: Provenance = Field(default_factory=Provenance)
+    trials: list[TrialResult] = Field(default_factory=list)
+
+    @property
+    def all_errored(self) -> bool:
+        return bool(self.trials) and all(t.status == "errored" for t in self.trials)
+
+    def trials_of(self, task_id: str) -> list[TrialResult]:
+        return sorted((t for t in self.trials if t.task_id == task_id), key=lambda t: t.trial_index)
