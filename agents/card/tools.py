@@ -274,7 +274,11 @@ class CardTools:
             raise ToolError(f"could not update the card file: {err}") from err
         self.state.saves.append(SavedCard(str(fact_id), path))
         dropped = len(configs) - len(kept)
-        note = f" Dropped {dropped} snapshot config(s) next to other templates." if dropped else ""
+        note = (
+            f" Dropped {dropped} snapshot config(s): a snapshot is only kept when it is alone."
+            if dropped
+            else ""
+        )
         return ToolResult(
             content=(
                 f"Card saved for {fact_id}: title {title!r}, templates "
