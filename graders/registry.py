@@ -1,0 +1,159 @@
+"""Graders by name, so task.json can name them; config validation; running and trial verdicts.
+
+Each grader registers its name, kind ("code" or "model"), pass threshold, the agent it grades
+and a pydantic config model with `extra="forbid"`. Suites validate every config up-front with
+`validate_config`, so a typo fails loading instead of silently grading with defaults.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from graders.base import GradeContext, GraderConfig, Score, null_score
+
+GraderKind = Literal["code", "model"]
+AgentName = Literal["card_agent", "pkm_agent"]
+GradeFn = Callable[[GradeContext, Any], Awaitable[Score]]
+C = TypeVar("C", bound=GraderConfig)
+
+_BUILTIN_MODULES = ("graders.card", "graders.pkm", "graders.judge")
+
+
+class GraderError(ValueError):
+    """A grader configuration problem (unknown name, invalid config): raised, never scored."""
+
+
+class UnknownGraderError(GraderError):
+    pass
+
+
+class GraderConfigError(GraderError):
+    pass
+
+
+@dataclass(frozen=True)
+class GraderSpec:
+    name: str
+    kind: GraderKind
+    threshold: float
+    config_model: type[GraderConfig]
+    grade: GradeFn
+    agent: AgentName | None
+    description: str
+
+
+_REGISTRY: dict[str, GraderSpec] = {}
+
+
+def register(
+    name: str,
+    *,
+    kind: GraderKind,
+    threshold: float,
+    config: type[C],
+    agent: AgentName | None,
+) -> Callable[
+    [Callable[[GradeContext, C], Awaitable[Score]]], Callable[[GradeContext, C], Awaitable[Score]]
+]:
+    """Decorator registering `async def grade(ctx, config) -> Score` under `name`."""
+
+    def wrap(
+        fn: Callable[[GradeContext, C], Awaitable[Score]],
+    ) -> Callable[[GradeContext, C], Awaitable[Score]]:
+        if name in _REGISTRY and _REGISTRY[name].grade is not fn:
+            raise GraderError(f"grader {name!r} is registered twice")
+        doc = (fn.__doc__ or "").strip().splitlines()
+        _REGISTRY[name] = GraderSpec(
+            name=name,
+            kind=kind,
+            threshold=threshold,
+            config_model=config,
+            grade=fn,
+            agent=agent,
+            description=doc[0] if doc else "",
+        )
+        return fn
+
+    return wrap
+
+
+def _load_builtin() -> None:
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(module)
+
+
+def known_graders() -> list[str]:
+    _load_builtin()
+    return sorted(_REGISTRY)
+
+
+def get_grader(name: str) -> GraderSpec:
+    """The registered grader called `name`; unknown names fail with the list of known ones."""
+    _load_builtin()
+    spec = _REGISTRY.get(name)
+    if spec is None:
+        known = sorted(_REGISTRY)
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UnknownGraderError(
+            f"unknown grader {name!r}{hint}; known graders: {', '.join(known)}"
+        )
+    return spec
+
+
+def validate_config(name: str, config: Mapping[str, Any] | BaseModel | None) -> GraderConfig:
+    """Validate a task.json grader config; errors name the grader and the offending field."""
+    spec = get_grader(name)
+    if isinstance(config, spec.config_model):
+        return config
+    if isinstance(config, BaseModel):
+        config = config.model_dump()
+    if config is None:
+        config = {}
+    if not isinstance(config, Mapping):
+        raise GraderConfigError(
+            f"grader {name!r}: config must be a JSON object, got {type(config).__name__}"
+        )
+    try:
+        return spec.config_model.model_validate(dict(config))
+    except ValidationError as err:
+        problems = []
+        for e in err.errors():
+            loc = ".".join(str(p) for p in e["loc"])
+            where = f"config field {loc!r}" if loc else "config"
+            problems.append(f"{where}: {e['msg']}")
+        raise GraderConfigError(f"grader {name!r}: " + "; ".join(problems)) from err
+
+
+async def run_grader(
+    name: str, config: Mapping[str, Any] | BaseModel | None, ctx: GradeContext
+) -> Score:
+    """Grade one trial. Unknown names and bad configs raise; a grader exception becomes a null
+    score whose rationale is the exception (the trial is not failed by a broken grader)."""
+    spec = get_grader(name)
+    parsed = validate_config(name, config)
+    try:
+        score = await spec.grade(ctx, parsed)
+    except Exception as err:
+        return null_score(
+            name,
+            f"grader raised {type(err).__name__}: {err}",
+            error_type=type(err).__name__,
+            error_module=type(err).__module__,
+        )
+    if score.grader != name:
+        score = score.model_copy(update={"grader": name})
+    return score
+
+
+def trial_passed(scores: Sequence[Score], is_complete: bool) -> bool:
+    """SPEC: a trial passes when it completed, every non-null score passed, and at least one
+    score was decided."""
+    decided = [s for s in scores if s.value is not None]
+    return bool(is_complete) and bool(decided) and all(s.passed for s in decided)
