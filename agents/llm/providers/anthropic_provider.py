@@ -1,0 +1,254 @@
+"""Anthropic Messages API provider (`anthropic:<model>`).
+
+The system prompt is sent as one text block marked `cache_control: ephemeral`, so the
+tools + system prefix is cached across the many calls of an eval run. Tool results of one
+turn travel together in a single user message of `tool_result` blocks.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from agents.llm.errors import CredentialsError, ModelConfigError, ProviderError
+from agents.llm.providers.common import (
+    env_value,
+    json_schema_format,
+    map_sdk_error,
+    parse_raw,
+)
+from agents.llm.registry import ModelOptions
+from agents.llm.types import (
+    Message,
+    ModelResponse,
+    ModelSettings,
+    StopReason,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from agents.tools import parse_arguments
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+
+KEY_VAR = "ANTHROPIC_API_KEY"
+BASE_URL_VAR = "ANTHROPIC_BASE_URL"
+_LABEL = "Anthropic API"
+_EMPTY = "(empty)"  # the API rejects empty text blocks
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",
+    "stop_sequence": "stop_sequence",
+}
+
+
+def to_anthropic(messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """Split off the system text and convert the rest to Messages API turns.
+
+    Consecutive messages that land on the same role (tool results followed by a user
+    reminder, say) are merged, since the API expects alternating turns.
+    """
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+
+    for message in messages:
+        if message.role == "system":
+            if message.content:
+                system.append(message.content)
+        elif message.role == "user":
+            add("user", [{"type": "text", "text": message.content or _EMPTY}])
+        elif message.role == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if message.content:
+                blocks.append({"type": "text", "text": message.content})
+            blocks.extend(
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+                for c in message.tool_calls
+            )
+            add("assistant", blocks or [{"type": "text", "text": _EMPTY}])
+        else:
+            add(
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": message.tool_call_id or "",
+                        "content": message.content or _EMPTY,
+                        "is_error": message.is_error,
+                    }
+                ],
+            )
+    return "\n\n".join(system), turns
+
+
+def tools_to_anthropic(tools: list[ToolSpec] | tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    return [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
+    ]
+
+
+def from_anthropic(message: Any, *, retries: int, fallback_model: str) -> ModelResponse:
+    """Map an SDK `Message` to our ModelResponse."""
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in message.content or ():
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            texts.append(block.text)
+        elif kind == "tool_use":
+            raw = block.input if isinstance(block.input, dict | str) else json.dumps(block.input)
+            arguments, error = parse_arguments(raw)
+            calls.append(
+                ToolCall(
+                    id=block.id,
+                    name=block.name,
+                    arguments=arguments,
+                    raw_arguments=(raw if isinstance(raw, str) else json.dumps(raw))
+                    if error
+                    else None,
+                    parse_error=error,
+                )
+            )
+    usage = message.usage
+    return ModelResponse(
+        text="".join(texts),
+        tool_calls=tuple(calls),
+        usage=Usage(
+            input_tokens=usage.input_tokens or 0,
+            output_tokens=usage.output_tokens or 0,
+            cache_read_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
+            cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+        ),
+        stop_reason=_STOP_REASONS.get(message.stop_reason or "", "other"),
+        model=getattr(message, "model", None) or fallback_model,
+        retries=retries,
+    )
+
+
+class AnthropicProvider:
+    """ModelClient over the Anthropic Messages API.
+
+    The key comes from ANTHROPIC_API_KEY only, and the SDK client is built on first use, so a
+    missing key fails in `preflight()`/`complete()` before any request. Tests inject `client`.
+    `settings.temperature` is not sent: this SDK's Messages API has no temperature parameter.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: AsyncAnthropic | None = None,
+        options: ModelOptions | None = None,
+    ) -> None:
+        if not model:
+            raise ModelConfigError("anthropic model name is empty; use 'anthropic:<model>'")
+        self.model = model
+        self.model_id = f"anthropic:{model}"
+        self._options = options or ModelOptions()
+        self._client = client
+        self._owns_client = client is None
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(model={self.model!r}, base_url={self._base_url()!r})"
+
+    def _base_url(self) -> str | None:
+        if self._client is not None:
+            return str(self._client.base_url)
+        return self._options.base_url or env_value(BASE_URL_VAR)
+
+    def _secrets(self) -> tuple[str | None, ...]:
+        injected = getattr(self._client, "api_key", None) if self._client is not None else None
+        return (env_value(KEY_VAR), injected)
+
+    def _sdk(self) -> AsyncAnthropic:
+        if self._client is None:
+            key = env_value(KEY_VAR)
+            if key is None:
+                raise CredentialsError(KEY_VAR, "no Anthropic API key is set")
+            try:
+                from anthropic import AsyncAnthropic
+            except ImportError as err:  # pragma: no cover - a declared dependency
+                raise ModelConfigError("the 'anthropic' package is not installed") from err
+            self._client = AsyncAnthropic(
+                api_key=key,
+                base_url=self._base_url(),
+                max_retries=self._options.max_retries,
+                timeout=self._options.timeout_s,
+            )
+        return self._client
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | tuple[ToolSpec, ...] = (),
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        sdk = self._sdk()
+        system, turns = to_anthropic(messages)
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": (settings or ModelSettings()).max_tokens,
+            "messages": turns,
+        }
+        if system:
+            kwargs["system"] = [
+                {"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}
+            ]
+        if tools:
+            kwargs["tools"] = tools_to_anthropic(tools)
+        if settings is not None:
+            kwargs["timeout"] = settings.timeout_s
+            if settings.response_format:
+                _, schema, _ = json_schema_format(settings.response_format)
+                kwargs["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
+        message, retries = await self._send(sdk, kwargs)
+        return from_anthropic(message, retries=retries, fallback_model=self.model)
+
+    async def _send(self, sdk: AsyncAnthropic, kwargs: dict[str, Any]) -> tuple[Any, int]:
+        import anthropic
+
+        try:
+            raw = await sdk.messages.with_raw_response.create(**kwargs)
+            return await parse_raw(raw)
+        except anthropic.APIError as err:
+            raise map_sdk_error(
+                err, label=_LABEL, key_var=KEY_VAR, secrets=self._secrets()
+            ) from None
+
+    async def preflight(self) -> None:
+        """One 1-token request: checks the key and the model name before any trial runs."""
+        sdk = self._sdk()
+        try:
+            await self._send(
+                sdk,
+                {
+                    "model": self.model,
+                    "max_tokens": 1,
+                    "messages": [{"role": "user", "content": "ping"}],
+                },
+            )
+        except ProviderError as err:
+            if err.status == 404:
+                raise ModelConfigError(f"{_LABEL} does not know the model '{self.model}'") from None
+            raise
+
+    async def aclose(self) -> None:
+        if self._owns_client and self._client is not None:
+            await self._client.close()
+            self._client = None
+
+
+def create(model: str, options: ModelOptions) -> AnthropicProvider:
+    """Registry factory for `anthropic:<model>`."""
+    return AnthropicProvider(model, options=options)

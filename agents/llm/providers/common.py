@@ -1,0 +1,125 @@
+"""Helpers shared by the SDK-backed providers: keys, retry counting, error mapping.
+
+Both SDKs (anthropic, openai) come from the same generator, so their raw responses carry
+`retries_taken` and every request carries an `x-stainless-retry-count` header; that is how
+`ModelResponse.retries` and `ProviderError.retries` are counted without patching the SDKs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import ipaddress
+import os
+from typing import Any
+from urllib.parse import urlsplit
+
+from agents.llm.errors import CredentialsError, ModelConfigError, ModelError, ProviderError
+
+_RETRY_HEADER = "x-stainless-retry-count"
+_MAX_DETAIL = 300
+
+
+def env_value(name: str) -> str | None:
+    """An environment variable, or None when unset or blank."""
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def is_local_url(url: str | None) -> bool:
+    """True for URLs on this machine (localhost, loopback addresses, `*.localhost`)."""
+    if not url:
+        return False
+    host = (urlsplit(url).hostname or "").lower()
+    if host in {"localhost", "0.0.0.0"} or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def scrub(text: str, secrets: tuple[str | None, ...]) -> str:
+    """Remove every secret (and its first 12 characters, which servers like to echo)."""
+    for secret in secrets:
+        if not secret:
+            continue
+        text = text.replace(secret, "***")
+        if len(secret) > 16:
+            text = text.replace(secret[:12], "***")
+    return text
+
+
+def json_schema_format(response_format: dict[str, Any]) -> tuple[str, dict[str, Any], bool]:
+    """Normalise `ModelSettings.response_format` to (name, schema, strict).
+
+    Accepts either a bare JSON schema or the OpenAI wrapper
+    `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`.
+    """
+    if response_format.get("type") == "json_schema" and isinstance(
+        response_format.get("json_schema"), dict
+    ):
+        inner = response_format["json_schema"]
+        schema = inner.get("schema")
+        if not isinstance(schema, dict):
+            raise ModelConfigError("response_format.json_schema has no 'schema' object")
+        return str(inner.get("name") or "step"), schema, bool(inner.get("strict", True))
+    return "step", response_format, True
+
+
+async def parse_raw(raw: Any) -> tuple[Any, int]:
+    """Parse an SDK raw response (sync `.parse()` in openai, async in anthropic)."""
+    parsed = raw.parse()
+    if inspect.isawaitable(parsed):
+        parsed = await parsed
+    return parsed, int(getattr(raw, "retries_taken", 0) or 0)
+
+
+def retries_from_error(err: BaseException) -> int:
+    """How many retries preceded the attempt that raised `err` (from its request headers)."""
+    request = None
+    response = getattr(err, "response", None)
+    if response is not None:
+        request = getattr(response, "request", None)
+    if request is None:
+        try:
+            request = getattr(err, "request", None)
+        except RuntimeError:  # httpx raises when a request was never attached
+            request = None
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return 0
+    try:
+        return int(headers.get(_RETRY_HEADER, "0"))
+    except (TypeError, ValueError):
+        return 0
+
+
+def map_sdk_error(
+    err: BaseException, *, label: str, key_var: str, secrets: tuple[str | None, ...]
+) -> ModelError:
+    """Turn an SDK exception into CredentialsError / ProviderError (no key material inside)."""
+    retries = retries_from_error(err)
+    status = getattr(err, "status_code", None)
+    if status in (401, 403):
+        return CredentialsError(key_var, f"{label} rejected the API key (HTTP {status})")
+    if isinstance(status, int):
+        detail = scrub(str(getattr(err, "message", "") or err), secrets)[:_MAX_DETAIL]
+        return ProviderError(
+            f"{label} returned HTTP {status} after {retries} retries: {detail}",
+            retries=retries,
+            status=status,
+        )
+    kind = "timed out" if "timeout" in type(err).__name__.lower() else "could not be reached"
+    detail = scrub(str(err), secrets)[:_MAX_DETAIL]
+    return ProviderError(f"{label} {kind} after {retries} retries: {detail}", retries=retries)
+
+
+__all__ = [
+    "env_value",
+    "is_local_url",
+    "json_schema_format",
+    "map_sdk_error",
+    "parse_raw",
+    "retries_from_error",
+    "scrub",
+]

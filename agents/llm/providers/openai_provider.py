@@ -1,0 +1,279 @@
+"""OpenAI Chat Completions provider (`openai:<model>`), also for any compatible server.
+
+The base URL comes from `ModelOptions.base_url` or OPENAI_BASE_URL, so vLLM, Ollama,
+llama.cpp and LM Studio work. Local servers need no key: when the base URL is on this machine
+(localhost / loopback) and OPENAI_API_KEY is unset, a placeholder key is sent instead.
+Tool-call arguments that are not a JSON object never raise; they become `ToolCall.parse_error`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from agents.llm.errors import CredentialsError, ModelConfigError, ProviderError
+from agents.llm.providers.common import (
+    env_value,
+    is_local_url,
+    json_schema_format,
+    map_sdk_error,
+    parse_raw,
+)
+from agents.llm.registry import ModelOptions
+from agents.llm.types import (
+    Message,
+    ModelResponse,
+    ModelSettings,
+    StopReason,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from agents.tools import parse_arguments
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+KEY_VAR = "OPENAI_API_KEY"
+BASE_URL_VAR = "OPENAI_BASE_URL"
+LOCAL_PLACEHOLDER_KEY = "local-server-needs-no-key"
+"""Sent to local OpenAI-compatible servers when no key is set (they ignore it)."""
+_LABEL = "OpenAI-compatible API"
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+}
+
+
+def to_openai(messages: list[Message]) -> list[dict[str, Any]]:
+    """Convert our messages to Chat Completions messages (arguments as JSON strings)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role in ("system", "user"):
+            out.append({"role": message.role, "content": message.content})
+        elif message.role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+            if message.tool_calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": _arguments_text(c)},
+                    }
+                    for c in message.tool_calls
+                ]
+            elif entry["content"] is None:
+                entry["content"] = ""
+            out.append(entry)
+        else:
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": message.tool_call_id or "",
+                    "content": message.content,
+                }
+            )
+    return out
+
+
+def _arguments_text(call: ToolCall) -> str:
+    """What the model sent: its raw text when it did not parse, else the JSON object."""
+    if call.parse_error is not None and call.raw_arguments is not None:
+        return call.raw_arguments
+    return json.dumps(call.arguments, ensure_ascii=False)
+
+
+def tools_to_openai(tools: list[ToolSpec] | tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
+
+
+def from_openai(completion: Any, *, retries: int, fallback_model: str) -> ModelResponse:
+    """Map an SDK `ChatCompletion` to our ModelResponse.
+
+    `Usage.input_tokens` excludes cached prompt tokens (reported as `cache_read_tokens`), the
+    same split Anthropic reports, so cost estimates treat both providers alike.
+    """
+    if not completion.choices:
+        raise ProviderError(f"{_LABEL} returned no choices", retries=retries)
+    choice = completion.choices[0]
+    message = choice.message
+    calls: list[ToolCall] = []
+    for item in message.tool_calls or ():
+        function = getattr(item, "function", None)
+        if function is None:  # a non-function ("custom") tool call: we define none
+            continue
+        raw = function.arguments
+        arguments, error = parse_arguments(raw)
+        calls.append(
+            ToolCall(
+                id=item.id or f"call_{len(calls)}",
+                name=function.name,
+                arguments=arguments,
+                raw_arguments=raw if error else None,
+                parse_error=error,
+            )
+        )
+    usage = completion.usage
+    cached = 0
+    prompt = completion_tokens = 0
+    if usage is not None:
+        prompt = usage.prompt_tokens or 0
+        completion_tokens = usage.completion_tokens or 0
+        details = getattr(usage, "prompt_tokens_details", None)
+        cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
+    stop = _STOP_REASONS.get(choice.finish_reason or "", "other")
+    if calls and stop == "end_turn":
+        stop = "tool_use"  # some local servers say "stop" after a tool call
+    return ModelResponse(
+        text=message.content or "",
+        tool_calls=tuple(calls),
+        usage=Usage(
+            input_tokens=max(prompt - cached, 0),
+            output_tokens=completion_tokens,
+            cache_read_tokens=cached,
+        ),
+        stop_reason=stop,
+        model=completion.model or fallback_model,
+        retries=retries,
+    )
+
+
+class OpenAIProvider:
+    """ModelClient over Chat Completions. Tests (and the local provider) inject `client`."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: AsyncOpenAI | None = None,
+        options: ModelOptions | None = None,
+        model_id: str | None = None,
+    ) -> None:
+        if not model:
+            raise ModelConfigError("openai model name is empty; use 'openai:<model>'")
+        self.model = model
+        self.model_id = model_id or f"openai:{model}"
+        self._options = options or ModelOptions()
+        self._client = client
+        self._owns_client = client is None
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(model={self.model!r}, base_url={self._base_url()!r})"
+
+    def _base_url(self) -> str | None:
+        if self._client is not None:
+            return str(self._client.base_url)
+        return self._options.base_url or env_value(BASE_URL_VAR)
+
+    def _secrets(self) -> tuple[str | None, ...]:
+        injected = getattr(self._client, "api_key", None) if self._client is not None else None
+        return (env_value(KEY_VAR), injected)
+
+    def _sdk(self) -> AsyncOpenAI:
+        if self._client is None:
+            base_url = self._base_url()
+            key = env_value(KEY_VAR)
+            if key is None:
+                if not is_local_url(base_url):
+                    where = f" for {base_url}" if base_url else ""
+                    raise CredentialsError(KEY_VAR, f"no OpenAI API key is set{where}")
+                key = LOCAL_PLACEHOLDER_KEY
+            try:
+                from openai import AsyncOpenAI
+            except ImportError as err:  # pragma: no cover - a declared dependency
+                raise ModelConfigError("the 'openai' package is not installed") from err
+            self._client = AsyncOpenAI(
+                api_key=key,
+                base_url=base_url,
+                max_retries=self._options.max_retries,
+                timeout=self._options.timeout_s,
+            )
+        return self._client
+
+    def _official(self) -> bool:
+        return self._base_url() is None or "api.openai.com" in (self._base_url() or "")
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | tuple[ToolSpec, ...] = (),
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        sdk = self._sdk()
+        chosen = settings or ModelSettings()
+        # OpenAI's newer models only take max_completion_tokens; every compatible server
+        # understands the older max_tokens.
+        limit_key = "max_completion_tokens" if self._official() else "max_tokens"
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_openai(messages),
+            limit_key: chosen.max_tokens,
+        }
+        if tools:
+            kwargs["tools"] = tools_to_openai(tools)
+        if chosen.temperature is not None:
+            kwargs["temperature"] = chosen.temperature
+        if chosen.seed is not None:
+            kwargs["seed"] = chosen.seed
+        if chosen.response_format:
+            name, schema, strict = json_schema_format(chosen.response_format)
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": schema, "strict": strict},
+            }
+        if settings is not None:
+            kwargs["timeout"] = settings.timeout_s
+        completion, retries = await self._send(sdk, kwargs)
+        return from_openai(completion, retries=retries, fallback_model=self.model)
+
+    async def _send(self, sdk: AsyncOpenAI, kwargs: dict[str, Any]) -> tuple[Any, int]:
+        import openai
+
+        try:
+            raw = await sdk.chat.completions.with_raw_response.create(**kwargs)
+            return await parse_raw(raw)
+        except openai.APIError as err:
+            raise map_sdk_error(
+                err, label=_LABEL, key_var=KEY_VAR, secrets=self._secrets()
+            ) from None
+
+    async def preflight(self) -> None:
+        """One 1-token completion: checks the key, the server and the model name."""
+        sdk = self._sdk()
+        limit_key = "max_completion_tokens" if self._official() else "max_tokens"
+        try:
+            await self._send(
+                sdk,
+                {
+                    "model": self.model,
+                    "messages": [{"role": "user", "content": "ping"}],
+                    limit_key: 1,
+                },
+            )
+        except ProviderError as err:
+            if err.status == 404:
+                raise ModelConfigError(
+                    f"{_LABEL} at {self._base_url() or 'api.openai.com'} does not know the "
+                    f"model '{self.model}'"
+                ) from None
+            raise
+
+    async def aclose(self) -> None:
+        if self._owns_client and self._client is not None:
+            await self._client.close()
+            self._client = None
+
+
+def create(model: str, options: ModelOptions) -> OpenAIProvider:
+    """Registry factory for `openai:<model>`."""
+    return OpenAIProvider(model, options=options)
