@@ -46,8 +46,7 @@ class FakeAPI:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def queue(self, *replies: Reply) -> None:
         with self._lock:

@@ -132,8 +132,11 @@ async def test_malformed_tool_arguments_become_parse_errors(fake_api: FakeAPI) -
     assert replayed["arguments"] == broken.raw_arguments
 
 
-async def test_rate_limit_then_success_counts_one_retry(fake_api: FakeAPI) -> None:
-    fake_api.queue(openai_error(429, "rate limited"), Reply(body=openai_completion("ok")))
+@pytest.mark.parametrize("status", [429, 500, 503])
+async def test_retryable_error_then_success_counts_one_retry(
+    fake_api: FakeAPI, status: int
+) -> None:
+    fake_api.queue(openai_error(status, "try again"), Reply(body=openai_completion("ok")))
     client = provider(fake_api)
     response = await client.complete([Message.user("hi")])
     await client._sdk().close()

