@@ -113,6 +113,8 @@ class PkmAgentSession:
             self.wrote_para = True
 
     def reminded(self, texts: list[str]) -> None:
+        if not texts:
+            return
         self.reminders_this_run.extend(texts)
         self.reminders_total += len(texts)
 

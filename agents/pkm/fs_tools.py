@@ -186,10 +186,9 @@ class FileTools:
         text = read_text(real, virtual)
         lines = text.splitlines()
         found = read_reminders(self.sandbox, real, virtual, len(lines), self.observer.sessions())
-        if found:
-            self.observer.reminded(found)
         extra = [wrap(r) for r in found]
         if not text.strip():
+            self.observer.reminded(found)
             return ToolResult(content="\n\n".join([wrap(f"File is empty: {virtual}"), *extra]))
         if args.offset > len(lines):
             raise ToolError(
@@ -205,6 +204,7 @@ class FileTools:
                 f"{MAX_OUTPUT_BYTES // 1024} KiB. Read a part with offset and limit (the file "
                 f"has {len(lines)} lines), or use Grep to find the lines you need"
             )
+        self.observer.reminded(found)
         last = args.offset - 1 + len(chunk)
         if last < len(lines):
             body += (
@@ -217,20 +217,23 @@ class FileTools:
     def _batch_read(self, args: BatchReadArgs) -> ToolResult:
         entries: dict[str, Entry] = {}
         problems: list[str] = []
-        for pattern in args.file_patterns:
+        for index, pattern in enumerate(args.file_patterns, 1):
             try:
-                if has_glob_chars(pattern):
-                    matches = self.sandbox.glob(pattern)
-                    if not matches:
-                        problems.append(f"{pattern}: no files match")
+                matches = self.sandbox.glob(pattern) if has_glob_chars(pattern) else []
+                if matches:
                     for entry in matches:
                         entries.setdefault(entry.virtual, entry)
+                    continue
+                if has_glob_chars(pattern) and not self.sandbox.resolve(pattern)[0].is_file():
+                    problems.append(f"no files match {pattern}")
                     continue
                 real, virtual = self.sandbox.resolve(pattern)
                 require_file(real, virtual)
                 entries.setdefault(virtual, Entry(real, virtual, False, 0))
+            except SandboxError as err:  # never echo a rejected path: it may be a host path
+                problems.append(f"item {index}: {err}")
             except ToolError as err:
-                problems.append(f"{pattern}: {err}")
+                problems.append(str(err))
         if not entries:
             raise ToolError("nothing to read. " + "; ".join(problems))
         sections: list[str] = []
@@ -268,6 +271,8 @@ class FileTools:
             raise ToolError("the PKM root is a folder; give a file path such as /Areas/notes.md")
         if real.is_dir():
             raise ToolError(f"{virtual} is a directory, not a file")
+        if real.exists() and not real.is_file():
+            raise ToolError(f"{virtual} is not a regular file")
         return real, virtual
 
     @os_guard

@@ -97,8 +97,8 @@ class Sandbox:
         for n in range(2, len(parts) + 1):
             if tuple(parts[:n]) in self._host_prefixes:
                 raise SandboxError(
-                    f"'{_short(value)}' is a host filesystem path; use virtual paths where '/' "
-                    "is the PKM root (e.g. /Projects/...)"
+                    "that is a host filesystem path; use virtual paths where '/' is the PKM "
+                    "root (e.g. /Projects/...)"
                 )
         return "/" + "/".join(parts)
 
@@ -181,8 +181,8 @@ class Sandbox:
         A leading `/` makes the pattern start at the PKM root. The literal leading directories
         of the pattern are resolved through `resolve`, so a glob can never start outside.
         """
-        if "\x00" in pattern or "\\" in pattern:
-            raise SandboxError("glob pattern contains a NUL byte or a backslash")
+        if "\x00" in pattern or "\\" in pattern or _DRIVE_RE.match(pattern.strip()):
+            raise SandboxError("glob patterns are virtual POSIX paths (no NUL, '\\' or drive)")
         if pattern.startswith("/"):
             base, pattern = "/", pattern.lstrip("/")
         parts = [p for p in pattern.split("/") if p not in ("", ".")]

@@ -106,7 +106,7 @@ def render_tree(
                 ignored.append(entry.virtual)
             continue
         total += 1
-        if len(lines) > max_entries:
+        if len(lines) - 1 >= max_entries:
             continue
         name = entry.virtual.rsplit("/", 1)[-1]
         indent = "  " * (entry.depth - base_depth)

@@ -1,0 +1,205 @@
+"""The four Read reminders, the session history, and the insight-stop-unless-reminder rule."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from agents.pkm.agent import PkmAgentSession
+from agents.pkm.reminders import SESSIONS_FILE, load_sessions
+from agents.workspace import Workspace
+from tests.pkm.conftest import FACT_ID, OLD_FACT_ID, PUBLISHED, invoke, make_session, write
+
+
+async def _read(session: PkmAgentSession, path: str) -> str:
+    result = await invoke(session, "Read", file_path=path)
+    assert not result.is_error, result.content
+    return result.content
+
+
+async def test_length_reminders(session: PkmAgentSession, workspace: Workspace) -> None:
+    for n, expected in ((1000, None), (1001, "Consider splitting"), (2000, "Restructure")):
+        write(workspace.pkm, f"Resources/len{n}.md", "x\n" * n)
+        content = await _read(session, f"/Resources/len{n}.md")
+        if expected is None:
+            assert "<system-reminder>" not in content
+        else:
+            assert "<system-reminder>" in content and expected in content
+            assert f"{n} lines" in content
+    assert session.reminders_total == 2
+
+
+async def test_fragmented_directory_reminder(
+    session: PkmAgentSession, workspace: Workspace
+) -> None:
+    folder = "Areas/Meals"
+    for i in range(5):
+        write(
+            workspace.pkm,
+            f"{folder}/meal{i}.md",
+            f"- soup <!-- fact_id: 2026/03/0{i + 1}.md#ts_1 -->\n",
+        )
+    write(
+        workspace.pkm,
+        f"{folder}/two.md",
+        "a <!-- fact_id: 2026/03/08.md#ts_1 -->\nb <!-- fact_id: 2026/03/09.md#ts_2 -->\n",
+    )
+    write(workspace.pkm, f"{folder}/none.md", "plain\n")
+    assert "<system-reminder>" not in await _read(session, f"/{folder}/meal0.md")
+    write(workspace.pkm, f"{folder}/meal5.md", "- stew <!-- fact_id: 2026/03/07.md#ts_3 -->\n")
+    content = await _read(session, f"/{folder}/none.md")
+    assert "fragmented" in content and "6 files" in content and "/Areas/Meals" in content
+
+
+async def test_date_named_file_reminder(session: PkmAgentSession, workspace: Workspace) -> None:
+    for name in ("2026-03-14.md", "20260314 standup.md", "notes 2025-12-01.md"):
+        write(workspace.pkm, f"Areas/Journal/{name}", "entry\n")
+        assert "is a date" in await _read(session, f"/Areas/Journal/{name}")
+    for name in ("notes-2026.md", "1999-01-01.md", "2026-13-40.md", "v202603141.md"):
+        write(workspace.pkm, f"Areas/Journal/{name}", "entry\n")
+        assert "<system-reminder>" not in await _read(session, f"/Areas/Journal/{name}")
+
+
+def _history(workspace: Workspace, edited: list[list[str]]) -> None:
+    path = workspace.root / SESSIONS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [
+        json.dumps(
+            {
+                "fact_id": f"2026/03/0{i + 1}.md#ts_1",
+                "at": f"2026-03-0{i + 1}T08:00:00+00:00",
+                "edited": e,
+            }
+        )
+        for i, e in enumerate(edited)
+    ]
+    path.write_text("\n".join(lines) + "\nnot json\n", encoding="utf-8")
+
+
+async def test_hot_file_reminder_counts_last_five_sessions(workspace: Workspace) -> None:
+    log = "Areas/Health/sleep.md"
+    _history(workspace, [[log], ["x.md"], [log], [log], ["y.md"], [log, "q.md"]])
+    hot = await _read(make_session(workspace), "/" + log)
+    assert "edited in 3 of the user's last 5 sessions" in hot
+    _history(workspace, [[log], [log], [log], ["a.md"], ["b.md"], ["c.md"], [log], ["/" + log]])
+    cold = await _read(make_session(workspace), "/" + log)
+    assert "<system-reminder>" not in cold
+
+
+async def test_record_session_appends_only_after_mutation(workspace: Workspace) -> None:
+    idle = make_session(workspace)
+    await invoke(idle, "Read", file_path="/Areas/Health/sleep.md")
+    assert idle.record_session() is False
+    assert not (workspace.root / SESSIONS_FILE).exists()
+    busy = make_session(workspace)
+    await invoke(busy, "Write", file_path="/Areas/Health/caffeine.md", content="- late coffee\n")
+    await invoke(busy, "Move", source_path="/Projects/Garden", destination_path="/Archives/Garden")
+    assert busy.record_session() is True
+    entries = load_sessions(workspace.root)
+    assert entries == [
+        {
+            "fact_id": FACT_ID,
+            "at": PUBLISHED.isoformat(),
+            "edited": ["Areas/Health/caffeine.md", "Archives/Garden"],
+        }
+    ]
+
+
+async def _edit_with_fact_id(session: PkmAgentSession) -> None:
+    result = await invoke(
+        session,
+        "Edit",
+        file_path="/Areas/Health/sleep.md",
+        old_string="- 03-09: 7 h, felt fine\n",
+        new_string=f"- 03-09: 7 h, felt fine\n- 03-14: 5 h <!-- fact_id: {FACT_ID} -->\n",
+    )
+    assert not result.is_error, result.content
+
+
+async def test_insight_sets_card_and_stops(session: PkmAgentSession, workspace: Workspace) -> None:
+    await _edit_with_fact_id(session)
+    result = await invoke(
+        session,
+        "update_timeline_card_insight",
+        fact_id=FACT_ID,
+        insight_text="Second short night this week, again after late caffeine.",
+        related_fact_ids=[OLD_FACT_ID, OLD_FACT_ID, FACT_ID],
+    )
+    assert not result.is_error and result.stop
+    card = yaml.safe_load(workspace.card_path(FACT_ID).read_text())
+    assert card["fact_id"] == FACT_ID and card["status"] == "pending"
+    assert card["insight"] == {
+        "text": "Second short night this week, again after late caffeine.",
+        "related_facts": [{"id": OLD_FACT_ID}],
+        "character_id": None,
+    }
+    assert session.missing_requirements() == []
+
+
+async def test_insight_keeps_character_and_validates(
+    session: PkmAgentSession, workspace: Workspace
+) -> None:
+    path = workspace.card_path(FACT_ID)
+    card = yaml.safe_load(path.read_text())
+    card["insight"] = {"text": "old", "related_facts": [], "character_id": "owl"}
+    path.write_text(yaml.safe_dump(card))
+    wrong = await invoke(
+        session, "update_timeline_card_insight", fact_id=OLD_FACT_ID, insight_text="x"
+    )
+    assert wrong.is_error and FACT_ID in wrong.content
+    blank = await invoke(
+        session, "update_timeline_card_insight", fact_id=FACT_ID, insight_text="  "
+    )
+    assert blank.is_error
+    bad_related = await invoke(
+        session,
+        "update_timeline_card_insight",
+        fact_id=FACT_ID,
+        insight_text="x",
+        related_fact_ids=["nope"],
+    )
+    assert bad_related.is_error and not session.updated_insight
+    ok = await invoke(session, "update_timeline_card_insight", fact_id=FACT_ID, insight_text="new")
+    assert ok.stop
+    assert yaml.safe_load(path.read_text())["insight"]["character_id"] == "owl"
+
+
+async def test_insight_does_not_stop_after_a_reminder_in_the_run(
+    session: PkmAgentSession, workspace: Workspace
+) -> None:
+    session.first_message()  # a run starts
+    write(workspace.pkm, "Areas/Journal/2026-03-13.md", "entry\n")
+    await _read(session, "/Areas/Journal/2026-03-13.md")
+    await _edit_with_fact_id(session)
+    first = await invoke(session, "update_timeline_card_insight", fact_id=FACT_ID, insight_text="a")
+    assert not first.is_error and not first.stop
+    assert "is a date" in first.content
+    assert session.updated_insight
+    again = await invoke(session, "update_timeline_card_insight", fact_id=FACT_ID, insight_text="b")
+    assert again.stop  # the reminder was handed over once; the next call ends the run
+
+    await _read(session, "/Areas/Journal/2026-03-13.md")
+    session.reminder(["updated_insight"])  # a new run starts: earlier reminders do not count
+    third = await invoke(session, "update_timeline_card_insight", fact_id=FACT_ID, insight_text="c")
+    assert third.stop
+
+
+async def test_skip_records_evidence(session: PkmAgentSession) -> None:
+    blank = await invoke(session, "skip_pkm_organization", evidence=" ")
+    assert blank.is_error and not session.skipped
+    result = await invoke(session, "skip_pkm_organization", evidence="the input is only 'hi'")
+    assert result.stop and not result.is_error
+    assert session.skipped and session.skip_evidence == "the input is only 'hi'"
+    assert session.missing_requirements() == []
+
+
+async def test_skip_after_mutation_is_incomplete(session: PkmAgentSession) -> None:
+    await invoke(session, "Write", file_path="/Areas/hi.md", content="hi")
+    result = await invoke(session, "skip_pkm_organization", evidence="greeting")
+    assert result.stop and "not clean" in result.content
+    missing = session.missing_requirements()
+    assert missing == ["skip_without_mutation", "wrote_para_with_fact_id", "updated_insight"]
+    reminder = session.reminder(missing)
+    assert reminder.startswith("<system-reminder>") and "must not change anything" in reminder
+    assert FACT_ID in reminder
