@@ -301,14 +301,15 @@ def render_failing_markdown(export: FailingExport, *, max_chars: int = 40_000) -
         if len(out) + 2 + len(section) <= max_chars:
             out += "\n\n" + section
             continue
+        shown = n
         if n == 0:  # keep what fits of the first trial rather than nothing
             for block in _trial_blocks(trial):
                 if len(out) + 2 + len(block) > max_chars - 80:
                     out += "\n\n[... rest of this trial truncated: size cap ...]"
                     break
                 out += "\n\n" + block
-            n += 1
-        rest = len(e.trials) - n
+            shown = 1
+        rest = len(e.trials) - shown
         if rest:
             out += f"\n\n[... {rest} more failing trial(s) not shown: size cap {max_chars} ...]"
         break
