@@ -113,9 +113,7 @@ def from_anthropic(message: Any, *, retries: int, fallback_model: str) -> ModelR
                     id=block.id,
                     name=block.name,
                     arguments=arguments,
-                    raw_arguments=(raw if isinstance(raw, str) else json.dumps(raw))
-                    if error
-                    else None,
+                    raw_arguments=raw if error and isinstance(raw, str) else None,
                     parse_error=error,
                 )
             )
