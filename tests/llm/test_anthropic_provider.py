@@ -170,3 +170,22 @@ async def test_settings_map_to_request_and_stop_reasons(fake_api: FakeAPI) -> No
     assert "system" not in body and "tools" not in body
     assert first.stop_reason == "max_tokens"
     assert second.stop_reason == "other"
+
+
+def test_tool_use_input_that_is_not_an_object_becomes_a_parse_error() -> None:
+    from types import SimpleNamespace
+
+    from agents.llm.providers.anthropic_provider import from_anthropic
+
+    block = SimpleNamespace(type="tool_use", id="toolu_x", name="Read", input=["a", "b"])
+    message = SimpleNamespace(
+        content=[block],
+        usage=SimpleNamespace(input_tokens=1, output_tokens=1),
+        stop_reason="pause_turn",
+        model="m",
+    )
+    response = from_anthropic(message, retries=0, fallback_model="m")
+    (call,) = response.tool_calls
+    assert call.arguments == {} and call.parse_error == "arguments must be a JSON object, got list"
+    assert call.raw_arguments == '["a", "b"]'
+    assert response.stop_reason == "other"
