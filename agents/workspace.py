@@ -114,7 +114,11 @@ class Workspace:
         if fid.ts in parse_fact_entries(existing):
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        sep = "" if not existing or existing.endswith("\n\n") else ("\n" if existing.endswith("\n") else "\n\n")
+        sep = (
+            ""
+            if not existing or existing.endswith("\n\n")
+            else ("\n" if existing.endswith("\n") else "\n\n")
+        )
         entry = f'## <id:{fid.ts}> {published:%H:%M:%S} "{{}}"\n\n{content}\n'
         path.write_text(existing + sep + entry, encoding="utf-8")
 

@@ -32,9 +32,15 @@ PUBLISHED = datetime(2026, 3, 14, 9, 30)
 
 
 def card_script(_req: Request) -> ModelResponse:
-    return reply("", call("save_timeline_card", fact_id=FACT, title="Standup",
-                          ui_configs=[{"template_id": "event",
-                                       "data": {"start_time": "2026-03-19T10:30:00"}}]))
+    return reply(
+        "",
+        call(
+            "save_timeline_card",
+            fact_id=FACT,
+            title="Standup",
+            ui_configs=[{"template_id": "event", "data": {"start_time": "2026-03-19T10:30:00"}}],
+        ),
+    )
 
 
 def pkm_script(req: Request) -> ModelResponse:
@@ -42,10 +48,23 @@ def pkm_script(req: Request) -> ModelResponse:
     steps = [
         reply("", call("LS", path="/")),
         reply("", call("Read", file_path="/Areas/notes.md")),
-        reply("", call("Edit", file_path="/Areas/notes.md", old_string="# Notes",
-                       new_string=f"# Notes\n\n- standup moved <!-- fact_id: {FACT} -->")),
-        reply("", call("update_timeline_card_insight", fact_id=FACT,
-                       insight_text="Standups keep moving to Thursdays.")),
+        reply(
+            "",
+            call(
+                "Edit",
+                file_path="/Areas/notes.md",
+                old_string="# Notes",
+                new_string=f"# Notes\n\n- standup moved <!-- fact_id: {FACT} -->",
+            ),
+        ),
+        reply(
+            "",
+            call(
+                "update_timeline_card_insight",
+                fact_id=FACT,
+                insight_text="Standups keep moving to Thursdays.",
+            ),
+        ),
     ]
     return steps[min(n, len(steps) - 1)]
 
@@ -78,8 +97,10 @@ def main() -> None:
     for agent in ("card_agent", "pkm_agent"):
         median, worst, turns = asyncio.run(measure(agent, args.repeats))
         verdict = "OK" if median < 5.0 else "OVER TARGET"
-        print(f"{agent:10s} turns={turns:5d} overhead/turn median={median:.3f} ms "
-              f"max={worst:.3f} ms  target<5 ms: {verdict}")
+        print(
+            f"{agent:10s} turns={turns:5d} overhead/turn median={median:.3f} ms "
+            f"max={worst:.3f} ms  target<5 ms: {verdict}"
+        )
 
 
 if __name__ == "__main__":

@@ -145,14 +145,15 @@ def judged_score(
     return value_score(name, value, JUDGE_THRESHOLD, assertions, rationale, meta)
 
 
-async def ask_judge(ctx: GradeContext, prompt: str) -> tuple[str, str]:
-    """Send the rendered rubric to the judge; returns (reply text, model id)."""
+async def ask_judge(ctx: GradeContext, prompt: str) -> tuple[str, str, dict[str, int]]:
+    """Send the rendered rubric to the judge; returns (reply text, model id, token usage)."""
     assert ctx.judge is not None
     settings: ModelSettings = ctx.judge_settings
     if settings.temperature is None:
         settings = settings.model_copy(update={"temperature": 0.0})
     response = await ctx.judge.complete([Message.user(prompt)], settings=settings)
-    return response.text, response.model or ctx.judge.model_id
+    usage = response.usage.model_dump()
+    return response.text, response.model or ctx.judge.model_id, usage
 
 
 # --- graders ------------------------------------------------------------------------------
@@ -214,8 +215,8 @@ async def pkm_insight_quality(ctx: GradeContext, config: NoConfig) -> Score:
             "consulted": _consulted(ctx),
         },
     )
-    reply, model_id = await ask_judge(ctx, prompt)
-    return judged_score(name, INSIGHT_DIMS, reply, model_id, {"insight": insight})
+    reply, model_id, usage = await ask_judge(ctx, prompt)
+    return judged_score(name, INSIGHT_DIMS, reply, model_id, {"insight": insight, "usage": usage})
 
 
 @register(
@@ -251,6 +252,7 @@ async def pkm_append_coherence(ctx: GradeContext, config: NoConfig) -> Score:
             "fact_id": ctx.fact_id,
         },
     )
-    reply, model_id = await ask_judge(ctx, prompt)
-    meta = {"path": case.path, "tool": case.tool, "new_text": clip(case.new_text, 2000)}
+    reply, model_id, usage = await ask_judge(ctx, prompt)
+    meta = {"path": case.path, "tool": case.tool, "new_text": clip(case.new_text, 2000),
+            "usage": usage}
     return judged_score(name, COHERENCE_DIMS, reply, model_id, meta)

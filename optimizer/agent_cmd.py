@@ -42,9 +42,14 @@ def pkm_unified_diff(before: dict[str, bytes], after: dict[str, bytes]) -> str:
         b = after.get(path, b"").decode("utf-8", "replace").splitlines(keepends=True)
         if a == b and (path in before) == (path in after):
             continue
-        chunks.extend(difflib.unified_diff(
-            a, b, fromfile=f"a/PKM/{path}" if path in before else "/dev/null",
-            tofile=f"b/PKM/{path}" if path in after else "/dev/null"))
+        chunks.extend(
+            difflib.unified_diff(
+                a,
+                b,
+                fromfile=f"a/PKM/{path}" if path in before else "/dev/null",
+                tofile=f"b/PKM/{path}" if path in after else "/dev/null",
+            )
+        )
     return "".join(chunks)
 
 
@@ -81,13 +86,19 @@ async def run_agent_command(cmd: AgentCommand, root: Path) -> dict[str, Any]:
         "fact_id": fact_id,
         "model": cmd.model,
         "workspace": str(root) if cmd.workspace else None,
-        "outcome": {k: v for k, v in outcome.items() if k not in ("file_contents",
-                                                                   "file_contents_before")},
+        "outcome": {
+            k: v for k, v in outcome.items() if k not in ("file_contents", "file_contents_before")
+        },
         "pkm_diff": pkm_unified_diff(before, ws.snapshot()),
         "tool_calls": [
-            {"tool_name": c.tool_name, "arguments": c.arguments, "is_error": c.is_error,
-             "result": c.result, "arguments_short": _short(c.arguments),
-             "result_short": _short(c.result)}
+            {
+                "tool_name": c.tool_name,
+                "arguments": c.arguments,
+                "is_error": c.is_error,
+                "result": c.result,
+                "arguments_short": _short(c.arguments),
+                "result_short": _short(c.result),
+            }
             for c in transcript.tool_calls
         ],
         "summary": transcript.summary(),

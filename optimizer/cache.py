@@ -50,12 +50,15 @@ def request_key(
     payload = {
         "model": model_id,
         "salt": salt,
-        "messages": [m.model_dump(mode="json", exclude={"tool_calls"}) | {
-            "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in m.tool_calls]
-        } for m in messages],
+        "messages": [
+            m.model_dump(mode="json", exclude={"tool_calls"})
+            | {"tool_calls": [{"name": c.name, "arguments": c.arguments} for c in m.tool_calls]}
+            for m in messages
+        ],
         "tools": [t.model_dump(mode="json") for t in tools],
         "settings": settings.model_dump(mode="json", exclude={"timeout_s", "max_retries"})
-        if settings else None,
+        if settings
+        else None,
     }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()

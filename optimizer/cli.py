@@ -20,6 +20,7 @@ import typer
 from agents.llm.errors import ModelError
 from optimizer import ui
 from optimizer.config import DEFAULT_AGENT_MODEL, ConfigError
+from optimizer.report_store import ReportError
 from optimizer.suite import SuiteError
 
 app = typer.Typer(
@@ -36,13 +37,20 @@ EXIT_OK, EXIT_USER, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 ModelOpt = Annotated[
     str,
-    typer.Option("--model", "--agent-model", envvar="PROMPTLOOP_AGENT_MODEL",
-                 help="Agent model id: anthropic:<model>, openai:<model>, local:smollm2."),
+    typer.Option(
+        "--model",
+        "--agent-model",
+        envvar="PROMPTLOOP_AGENT_MODEL",
+        help="Agent model id: anthropic:<model>, openai:<model>, local:smollm2.",
+    ),
 ]
 BaseUrlOpt = Annotated[
     str | None,
-    typer.Option("--base-url", envvar="OPENAI_BASE_URL",
-                 help="Base URL of an OpenAI-compatible server (vLLM, Ollama, llama.cpp, ...)."),
+    typer.Option(
+        "--base-url",
+        envvar="OPENAI_BASE_URL",
+        help="Base URL of an OpenAI-compatible server (vLLM, Ollama, llama.cpp, ...).",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
@@ -51,7 +59,7 @@ def guarded(fn: Callable[[], T]) -> T:
     """Run a command body, mapping errors to one `Error:` line and a meaningful exit code."""
     try:
         return fn()
-    except (ConfigError, SuiteError, ValueError) as err:
+    except (ConfigError, SuiteError, ReportError, ValueError) as err:
         ui.error(str(err))
         raise typer.Exit(EXIT_USER) from None
     except ModelError as err:
@@ -66,15 +74,24 @@ def guarded(fn: Callable[[], T]) -> T:
 def agent(
     agent_name: Annotated[str, typer.Argument(help="card_agent or pkm_agent.")],
     content: Annotated[str, typer.Option("--content", help="The raw user input.")],
-    fact_id: Annotated[str, typer.Option("--fact-id", help="Fact id YYYY/MM/DD.md#ts_N; "
-                                         "default: today's date, ts_1.")] = "",
-    workspace: Annotated[Path | None, typer.Option(
-        "--workspace", help="Workspace folder (Facts/, Cards/, PKM/). Default: a fresh temp one.",
-        file_okay=False)] = None,
+    fact_id: Annotated[
+        str,
+        typer.Option("--fact-id", help="Fact id YYYY/MM/DD.md#ts_N; default: today's date, ts_1."),
+    ] = "",
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace",
+            help="Workspace folder (Facts/, Cards/, PKM/). Default: a fresh temp one.",
+            file_okay=False,
+        ),
+    ] = None,
     model: ModelOpt = DEFAULT_AGENT_MODEL,
     base_url: BaseUrlOpt = None,
-    published: Annotated[str | None, typer.Option(
-        "--published", help="Publish time 'YYYY-MM-DD HH:MM:SS' (default: now).")] = None,
+    published: Annotated[
+        str | None,
+        typer.Option("--published", help="Publish time 'YYYY-MM-DD HH:MM:SS' (default: now)."),
+    ] = None,
     max_turns: Annotated[int, typer.Option(help="Turns per run.", min=1)] = 12,
     as_json: JsonOpt = False,
 ) -> None:
@@ -82,11 +99,21 @@ def agent(
     from optimizer.agent_cmd import AgentCommand, run_agent_command
 
     def body() -> None:
-        published_at = datetime.fromisoformat(published) if published else datetime.now().replace(
-            microsecond=0)
-        cmd = AgentCommand(agent_name=agent_name, content=content, fact_id=fact_id,
-                           workspace=workspace, model=model, base_url=base_url,
-                           published_at=published_at, max_turns=max_turns)
+        published_at = (
+            datetime.fromisoformat(published)
+            if published
+            else datetime.now().replace(microsecond=0)
+        )
+        cmd = AgentCommand(
+            agent_name=agent_name,
+            content=content,
+            fact_id=fact_id,
+            workspace=workspace,
+            model=model,
+            base_url=base_url,
+            published_at=published_at,
+            max_turns=max_turns,
+        )
         if workspace is None:
             with tempfile.TemporaryDirectory(prefix="promptloop-agent-") as tmp:
                 result = asyncio.run(run_agent_command(cmd, Path(tmp)))
@@ -111,8 +138,9 @@ def _show_agent_result(result: dict[str, Any], as_json: bool) -> None:
     ui.out.rule("tool calls")
     for c in result["tool_calls"]:
         mark = "ERR" if c["is_error"] else "ok "
-        ui.out.print(f"{mark} {c['tool_name']}({c['arguments_short']}) -> {c['result_short']}",
-                     markup=False)
+        ui.out.print(
+            f"{mark} {c['tool_name']}({c['arguments_short']}) -> {c['result_short']}", markup=False
+        )
     ui.out.rule("transcript")
     ui.out.print(result["summary"], markup=False)
     if result.get("workspace"):
@@ -121,8 +149,10 @@ def _show_agent_result(result: dict[str, Any], as_json: bool) -> None:
 
 @app.command()
 def suites(
-    path: Annotated[Path | None, typer.Argument(help="A suite folder or a folder of suites; "
-                                                "default: the bundled tasks/.")] = None,
+    path: Annotated[
+        Path | None,
+        typer.Argument(help="A suite folder or a folder of suites; default: the bundled tasks/."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List suites with their tasks and failure buckets."""
@@ -132,27 +162,201 @@ def suites(
         root = path or TASKS_DIR
         if not root.exists():
             raise ConfigError(f"{root}: no such folder")
-        roots = [root] if (root / "suite.json").is_file() else sorted(
-            p.parent for p in root.glob("**/suite.json"))
+        roots = (
+            [root]
+            if (root / "suite.json").is_file()
+            else sorted(p.parent for p in root.glob("**/suite.json"))
+        )
         if not roots:
             raise ConfigError(f"{root}: no suite.json found below this folder")
-        listing = []
+        listing: list[dict[str, Any]] = []
         for r in roots:
             s = load_suite(r)
-            listing.append({
-                "name": s.name, "agent": s.agent_name, "kind": s.config.kind, "path": str(r),
-                "tasks": len(s.tasks),
-                "trials": sum(t.spec.trials_per_run for t in s.tasks),
-                "buckets": {b: [t.id for t in ts] for b, ts in sorted(s.buckets.items())},
-            })
+            listing.append(
+                {
+                    "name": s.name,
+                    "agent": s.agent_name,
+                    "kind": s.config.kind,
+                    "path": str(r),
+                    "tasks": len(s.tasks),
+                    "trials": sum(t.spec.trials_per_run for t in s.tasks),
+                    "buckets": {b: [t.id for t in ts] for b, ts in sorted(s.buckets.items())},
+                }
+            )
         if as_json:
             ui.print_json(listing)
             return
         for s_ in listing:
-            ui.table(f"{s_['name']} ({s_['agent']}, {s_['kind']}) - {s_['tasks']} tasks, "
-                     f"{s_['trials']} trials - {s_['path']}",
-                     ["bucket", "tasks", "task ids"],
-                     [[b, len(ids), ", ".join(ids)] for b, ids in s_["buckets"].items()])
+            ui.table(
+                f"{s_['name']} ({s_['agent']}, {s_['kind']}) - {s_['tasks']} tasks, "
+                f"{s_['trials']} trials - {s_['path']}",
+                ["bucket", "tasks", "task ids"],
+                [[b, len(ids), ", ".join(ids)] for b, ids in s_["buckets"].items()],
+            )
+
+    guarded(body)
+
+
+SuiteArg = Annotated[
+    str,
+    typer.Option(
+        "--suite",
+        envvar="PROMPTLOOP_SUITE",
+        help="card_agent, pkm_agent, or the path of a suite folder (with suite.json).",
+    ),
+]
+KindOpt = Annotated[
+    str,
+    typer.Option(
+        "--kind",
+        envvar="PROMPTLOOP_KIND",
+        help="Suite kind for a named suite: capability|regression.",
+    ),
+]
+JudgeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--judge-model",
+        envvar="PROMPTLOOP_JUDGE_MODEL",
+        help="Judge model for LLM-judge graders (default: a stronger model of the same provider).",
+    ),
+]
+StateOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        "--state-dir",
+        envvar="PROMPTLOOP_HOME",
+        help="State folder for reports, caches and ledgers (default: <repo>/.promptloop).",
+    ),
+]
+
+
+@app.command("eval")
+def eval_(
+    suite: SuiteArg,
+    kind: KindOpt = "capability",
+    bucket: Annotated[
+        list[str] | None, typer.Option("--bucket", help="Only this bucket (repeat).")
+    ] = None,
+    task: Annotated[
+        list[str] | None, typer.Option("--task", help="Only this task id (repeat).")
+    ] = None,
+    trials: Annotated[
+        int | None,
+        typer.Option(
+            "--trials",
+            min=1,
+            envvar="PROMPTLOOP_TRIALS",
+            help="Trials per task (default: the task's own).",
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency",
+            min=1,
+            envvar="PROMPTLOOP_CONCURRENCY",
+            help="Trials at once (default: card 6, PKM 4).",
+        ),
+    ] = None,
+    agent_model: Annotated[
+        str, typer.Option("--agent-model", envvar="PROMPTLOOP_AGENT_MODEL", help="Agent model id.")
+    ] = DEFAULT_AGENT_MODEL,
+    judge_model: JudgeOpt = None,
+    base_url: BaseUrlOpt = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode",
+            envvar="PROMPTLOOP_MODE",
+            help="live | record | replay (replay needs no model).",
+        ),
+    ] = "live",
+    fresh: Annotated[bool, typer.Option("--fresh", help="Ignore cached trial results.")] = False,
+    out: StateOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run an evaluation suite and report per-bucket pass rates.
+
+    Exit 0 when the run completed (whatever the pass rate), 1 for a usage/config error, 2 when
+    the infrastructure failed (bad key, provider down, every trial errored)."""
+    from optimizer.config import state_dir
+    from optimizer.evaluate import EvalRequest, Models, evaluate
+    from optimizer.runner import AllTrialsErroredError, RunOptions
+
+    def body() -> None:
+        if mode not in ("live", "record", "replay"):
+            raise ConfigError(f"--mode must be live, record or replay, not '{mode}'")
+        state = state_dir(out)
+        models = Models(agent=agent_model, judge=judge_model, base_url=base_url)
+        options = RunOptions(
+            agent_model=agent_model,
+            trials=trials,
+            concurrency=concurrency,
+            mode=mode,  # type: ignore[arg-type]
+            reuse=not fresh,
+        )
+        request = EvalRequest(
+            suite=suite,
+            kind=kind,
+            buckets=tuple(bucket or ()),
+            task_ids=tuple(task or ()),
+            models=models,
+            options=options,
+        )
+        try:
+            with ui.run_progress(f"eval {suite}", enabled=not as_json) as progress:
+                run, summary, path = asyncio.run(evaluate(request, state, progress))
+        except AllTrialsErroredError as err:
+            ui.error(str(err))
+            raise typer.Exit(EXIT_INFRA) from None
+        if as_json:
+            ui.print_json(
+                {
+                    "run": run.run_name,
+                    "report": str(path),
+                    "summary": summary.model_dump(mode="json", by_alias=True),
+                }
+            )
+            return
+        ui.show_summary(summary, str(path))
+
+    guarded(body)
+
+
+@app.command()
+def report(
+    run: Annotated[str, typer.Argument(help="Run name, 'latest', or a report JSON path.")],
+    failing: Annotated[
+        bool,
+        typer.Option(
+            "--failing",
+            help="Export failing trials (what the proposer reads) instead of the full summary.",
+        ),
+    ] = False,
+    bucket: Annotated[
+        list[str] | None, typer.Option("--bucket", help="Bucket(s) for --failing.")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="md | json | html")] = "md",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file.")
+    ] = None,
+    out: StateOpt = None,
+) -> None:
+    """Show a saved run as Markdown, JSON or a self-contained HTML page."""
+    from optimizer.config import state_dir
+    from optimizer.report_present import render_report
+
+    def body() -> None:
+        if fmt not in ("md", "json", "html"):
+            raise ConfigError(f"--format must be md, json or html, not '{fmt}'")
+        text = render_report(state_dir(out), run, fmt, failing=failing, buckets=bucket or [])
+        if output:
+            output.write_text(text, encoding="utf-8")
+            ui.info(f"wrote {output}")
+        else:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
     guarded(body)
 

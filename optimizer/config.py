@@ -51,7 +51,10 @@ def repo_root(start: Path | None = None) -> Path | None:
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--show-toplevel"],
-            cwd=start or Path.cwd(), capture_output=True, text=True, check=True,
+            cwd=start or Path.cwd(),
+            capture_output=True,
+            text=True,
+            check=True,
         )
     except (subprocess.CalledProcessError, FileNotFoundError):
         return None
@@ -79,24 +82,31 @@ def state_dir(explicit: Path | None = None) -> Path:
 def _exclude(root: Path, pattern: str) -> None:
     try:
         common = subprocess.run(
-            ["git", "rev-parse", "--git-common-dir"], cwd=root, capture_output=True, text=True,
+            ["git", "rev-parse", "--git-common-dir"],
+            cwd=root,
+            capture_output=True,
+            text=True,
             check=True,
         ).stdout.strip()
         exclude = (root / common / "info" / "exclude").resolve()
         text = exclude.read_text(encoding="utf-8") if exclude.is_file() else ""
         if pattern not in text.splitlines():
             exclude.parent.mkdir(parents=True, exist_ok=True)
-            exclude.write_text(text + ("" if text.endswith("\n") or not text else "\n")
-                               + pattern + "\n", encoding="utf-8")
+            exclude.write_text(
+                text + ("" if text.endswith("\n") or not text else "\n") + pattern + "\n",
+                encoding="utf-8",
+            )
     except (subprocess.CalledProcessError, OSError):
         pass
 
 
-def make_client(model_id: str, base_url: str | None = None, timeout_s: float = 120.0,
-                max_retries: int = 4) -> ModelClient:
+def make_client(
+    model_id: str, base_url: str | None = None, timeout_s: float = 120.0, max_retries: int = 4
+) -> ModelClient:
     try:
-        return create_client(model_id, ModelOptions(base_url=base_url, timeout_s=timeout_s,
-                                                     max_retries=max_retries))
+        return create_client(
+            model_id, ModelOptions(base_url=base_url, timeout_s=timeout_s, max_retries=max_retries)
+        )
     except ModelConfigError as err:
         raise ConfigError(str(err)) from err
 
@@ -106,11 +116,18 @@ def provenance(root: Path | None = None) -> Provenance:
     if root is None:
         return Provenance()
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                                text=True, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                    cwd=root, capture_output=True, text=True,
-                                    check=True).stdout.strip())
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=root,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+        )
     except subprocess.CalledProcessError:
         return Provenance()
     return Provenance(git_commit=commit, git_dirty=dirty)

@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from agents.base import AgentInput, load_prompt, prepare_workspace
 from agents.llm.errors import ModelError
 from agents.llm.types import ModelClient, ModelSettings
@@ -67,6 +69,15 @@ class RunOptions:
     """Run only these trial indices per task id (confirmatory reruns)."""
 
 
+def default_concurrency(agent_name: str, options: RunOptions) -> int:
+    """The embedded model serves one request at a time: more concurrency only queues."""
+    if options.concurrency:
+        return options.concurrency
+    if options.agent_model.startswith("local:"):
+        return 1
+    return DEFAULT_CONCURRENCY.get(agent_name, 4)
+
+
 def _needs_judge(suite: Suite) -> bool:
     return any(get_grader(g.name).kind == "model" for t in suite.tasks for g in t.spec.graders)
 
@@ -89,12 +100,15 @@ async def _grade(
         input_content=task.spec.input.content,
         outcome=outcome,
         transcript=transcript,
-        expected_outcome=(task.spec.reference_solution.expected_outcome
-                          if task.spec.reference_solution else None),
+        expected_outcome=(
+            task.spec.reference_solution.expected_outcome if task.spec.reference_solution else None
+        ),
         judge=judge,
         judge_settings=settings,
     )
-    return list(await asyncio.gather(*(run_grader(g.name, g.config, ctx) for g in task.spec.graders)))
+    return list(
+        await asyncio.gather(*(run_grader(g.name, g.config, ctx) for g in task.spec.graders))
+    )
 
 
 def build_workspace(task: LoadedTask, dest: Path) -> Workspace:
@@ -124,8 +138,11 @@ async def run_trial(
     salt = f"{suite.name}/{task.id}#{index}"
     calls = options.state_dir / "recordings"
     agent_c = RecordReplayClient(agent, calls, options.mode, salt, options.agent_model)
-    judge_c = (RecordReplayClient(judge, calls, options.mode, salt + "/judge", options.judge_model or "")
-               if judge is not None or options.mode == "replay" else None)
+    judge_c = (
+        RecordReplayClient(judge, calls, options.mode, salt + "/judge", options.judge_model or "")
+        if judge is not None or options.mode == "replay"
+        else None
+    )
     with tempfile.TemporaryDirectory(prefix="promptloop-trial-") as tmp:
         ws = build_workspace(task, Path(tmp))
         agent_input = AgentInput(
@@ -141,16 +158,28 @@ async def run_trial(
             timeout = options.timeout_s or task.spec.timeout_seconds
             async with asyncio.timeout(timeout):
                 await run_agent(agent_c, session, options.runtime, transcript)
-            outcome = session.outcome(transcript)
+            outcome = plain_outcome(session.outcome(transcript))
             scores = await _grade(task, outcome, transcript, judge_c, options.judge_settings)
-            status = "passed" if trial_passed(scores, bool(outcome.get("is_complete"))) else "failed"
-            if status == "failed":
+            judge_errors = [
+                s for s in scores if s.metadata.get("error_module") == ModelError.__module__
+            ]
+            if judge_errors:
+                # the judge could not be reached: infrastructure, not a 0 score for the agent
+                status = "errored"
+                infra = reason = f"judge failed: {judge_errors[0].rationale}"
+            elif trial_passed(scores, bool(outcome.get("is_complete"))):
+                status = "passed"
+            else:
+                status = "failed"
                 reason = _failure_reason(outcome, scores)
         except TimeoutError:
-            status, reason = "timedOut", f"trial exceeded {options.timeout_s or task.spec.timeout_seconds:g}s"
+            status, reason = (
+                "timedOut",
+                f"trial exceeded {options.timeout_s or task.spec.timeout_seconds:g}s",
+            )
             transcript.event("timeout", reason)
             if session is not None:
-                outcome = session.outcome(transcript)
+                outcome = plain_outcome(session.outcome(transcript))
         except ModelError as err:
             status, infra = "errored", f"{type(err).__name__}: {err}"
             reason = infra
@@ -173,6 +202,14 @@ async def run_trial(
     )
 
 
+def plain_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
+    """Outcome values as plain JSON data, so cached and saved trials load back identically."""
+    return {
+        k: (v.model_dump(mode="json") if isinstance(v, BaseModel) else v)
+        for k, v in outcome.items()
+    }
+
+
 def _failure_reason(outcome: dict[str, Any], scores: list[Score]) -> str:
     if not outcome.get("is_complete"):
         missing = outcome.get("missing_requirements") or []
@@ -182,7 +219,7 @@ def _failure_reason(outcome: dict[str, Any], scores: list[Score]) -> str:
 
 
 def _trial_plan(suite: Suite, options: RunOptions) -> list[tuple[LoadedTask, int]]:
-    plan = []
+    plan: list[tuple[LoadedTask, int]] = []
     for task in suite.tasks:
         n = options.trials or task.spec.trials_per_run
         indices = (options.trial_indices or {}).get(task.id, list(range(n)))
@@ -200,11 +237,16 @@ async def run_suite(
 ) -> RunResult:
     """Run every planned trial of `suite` and return the run (not yet written to disk)."""
     notify = progress or (lambda _k, _p: None)
-    prompt = options.prompt_text if options.prompt_text is not None else load_prompt(
-        suite.agent_name, options.prompts_dir)
+    prompt = (
+        options.prompt_text
+        if options.prompt_text is not None
+        else load_prompt(suite.agent_name, options.prompts_dir)
+    )
     phash = text_hash(prompt)
     if judge is None and _needs_judge(suite) and options.mode != "replay":
-        notify("warning", {"message": "suite has judge graders but no judge model: they score null"})
+        notify(
+            "warning", {"message": "suite has judge graders but no judge model: they score null"}
+        )
     if options.mode != "replay":
         assert agent is not None, "a live or record run needs an agent model"
         await agent.preflight()
@@ -212,13 +254,18 @@ async def run_suite(
             await judge.preflight()
     plan = _trial_plan(suite, options)
     cache_dir = options.state_dir / "cache" / "trials"
-    sem = asyncio.Semaphore(options.concurrency or DEFAULT_CONCURRENCY.get(suite.agent_name, 4))
+    sem = asyncio.Semaphore(default_concurrency(suite.agent_name, options))
     started = datetime.now(UTC)
     notify("run_start", {"suite": suite.name, "total": len(plan)})
 
     async def one(task: LoadedTask, index: int) -> TrialResult:
-        key = trial_cache_key(task.content_hash, phash, options.agent_model,
-                              options.judge_model if judge is not None else None, index)
+        key = trial_cache_key(
+            task.content_hash,
+            phash,
+            options.agent_model,
+            options.judge_model if judge is not None else None,
+            index,
+        )
         path = cache_dir / f"{key}.json"
         if options.reuse and path.is_file():
             result = TrialResult.model_validate_json(path.read_text(encoding="utf-8"))
@@ -231,8 +278,16 @@ async def run_suite(
                 result.transcript.event("timing", f"{time.perf_counter() - t0:.3f}s")
             if result.status in ("passed", "failed"):
                 atomic_write_text(path, result.model_dump_json())
-        notify("trial_end", {"task": task.id, "trial": index, "status": result.status,
-                             "cached": result.cached, "bucket": task.bucket})
+        notify(
+            "trial_end",
+            {
+                "task": task.id,
+                "trial": index,
+                "status": result.status,
+                "cached": result.cached,
+                "bucket": task.bucket,
+            },
+        )
         return result
 
     trials = await asyncio.gather(*(one(t, i) for t, i in plan))
@@ -249,13 +304,15 @@ async def run_suite(
         trials_per_task={t.id: options.trials or t.spec.trials_per_run for t in suite.tasks},
         started_at=started,
         ended_at=datetime.now(UTC),
-        provenance=(provenance or Provenance()).model_copy(update={
-            "prompt_hashes": {suite.agent_name: phash},
-            "suite_hash": suite.content_hash,
-            "agent_model": options.agent_model,
-            "judge_model": options.judge_model,
-            "mode": options.mode,
-        }),
+        provenance=(provenance or Provenance()).model_copy(
+            update={
+                "prompt_hashes": {suite.agent_name: phash},
+                "suite_hash": suite.content_hash,
+                "agent_model": options.agent_model,
+                "judge_model": options.judge_model,
+                "mode": options.mode,
+            }
+        ),
         trials=list(trials),
     )
     notify("run_end", {"suite": suite.name})

@@ -32,8 +32,9 @@ class SuiteConfig(BaseModel):
     name: str
     agent_name: Literal["card_agent", "pkm_agent"]
     kind: Literal["capability", "regression", "mixed"] = "mixed"
-    task_pass_threshold: float = Field(1.0, alias="taskPassThreshold", ge=0.0, le=1.0,
-                                       allow_inf_nan=False)
+    task_pass_threshold: float = Field(
+        1.0, alias="taskPassThreshold", ge=0.0, le=1.0, allow_inf_nan=False
+    )
     require_reference_solution: bool = Field(False, alias="requireReferenceSolution")
     clock: str = DEFAULT_CLOCK
     """Ours: the fixed publish time of every trial, so relative dates resolve the same way."""
@@ -134,15 +135,19 @@ class Suite:
     def published_at(self) -> datetime:
         return datetime.fromisoformat(self.config.clock)
 
-    def select(self, *, buckets: list[str] | None = None, task_ids: list[str] | None = None) -> Suite:
+    def select(
+        self, *, buckets: list[str] | None = None, task_ids: list[str] | None = None
+    ) -> Suite:
         """A sub-suite; unknown bucket or task names are errors listing the valid ones."""
         tasks = list(self.tasks)
         if buckets:
             known = sorted(self.buckets)
             bad = [b for b in buckets if b not in known]
             if bad:
-                raise SuiteError(f"unknown bucket(s) {', '.join(bad)} in suite {self.name}; "
-                                 f"known: {', '.join(known)}")
+                raise SuiteError(
+                    f"unknown bucket(s) {', '.join(bad)} in suite {self.name}; "
+                    f"known: {', '.join(known)}"
+                )
             tasks = [t for t in tasks if t.bucket in buckets]
         if task_ids:
             known_ids = {t.id for t in self.tasks}
@@ -159,7 +164,9 @@ def resolve_suite_path(suite: str, kind: str = "capability") -> Path:
         return TASKS_DIR / suite / kind
     path = Path(suite)
     if not (path / "suite.json").is_file():
-        raise SuiteError(f"{path}: no suite.json here (give card_agent, pkm_agent or a suite folder)")
+        raise SuiteError(
+            f"{path}: no suite.json here (give card_agent, pkm_agent or a suite folder)"
+        )
     return path
 
 
@@ -175,7 +182,9 @@ def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise SuiteError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from err
+        raise SuiteError(
+            f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}"
+        ) from err
     except OSError as err:
         raise SuiteError(f"{path}: cannot read ({err.strerror})") from err
 
@@ -193,9 +202,10 @@ def _resolve_fixture(root: Path, rel: str, task_path: Path, field: str, shared: 
     if not candidate.is_dir() and shared:
         candidate = (FIXTURES_DIR / rel).resolve()
     if not candidate.is_dir():
-        raise SuiteError(f"{task_path}: field 'input.{field}': fixture folder '{rel}' not found "
-                         f"(relative to the suite root {root}" +
-                         (f" or {FIXTURES_DIR})" if shared else ")"))
+        raise SuiteError(
+            f"{task_path}: field 'input.{field}': fixture folder '{rel}' not found "
+            f"(relative to the suite root {root}" + (f" or {FIXTURES_DIR})" if shared else ")")
+        )
     return candidate
 
 
@@ -212,6 +222,7 @@ def load_suite(path: Path | str) -> Suite:
     except ValidationError as err:
         raise SuiteError(_fmt_validation(suite_file, err)) from err
 
+    from graders.pkm import expected_terminal_path
     from graders.registry import known_graders, validate_config
 
     known = known_graders()
@@ -219,10 +230,18 @@ def load_suite(path: Path | str) -> Suite:
     seen: dict[str, Path] = {}
     suite_hash = hashlib.sha256(suite_file.read_bytes())
     task_root = root / "tasks"
-    files = sorted(
-        (p for p in task_root.rglob("*.json") if "workspace" not in p.relative_to(task_root).parts),
-        key=lambda p: p.as_posix(),
-    ) if task_root.is_dir() else []
+    files = (
+        sorted(
+            (
+                p
+                for p in task_root.rglob("*.json")
+                if "workspace" not in p.relative_to(task_root).parts
+            ),
+            key=lambda p: p.as_posix(),
+        )
+        if task_root.is_dir()
+        else []
+    )
     for task_path in files:
         data = _read_json(task_path)
         if not isinstance(data, dict):
@@ -232,23 +251,39 @@ def load_suite(path: Path | str) -> Suite:
         except ValidationError as err:
             raise SuiteError(_fmt_validation(task_path, err)) from err
         if spec.id in seen:
-            raise SuiteError(f"{task_path}: field 'id': duplicate task id '{spec.id}' "
-                             f"(also in {seen[spec.id]})")
+            raise SuiteError(
+                f"{task_path}: field 'id': duplicate task id '{spec.id}' (also in {seen[spec.id]})"
+            )
         seen[spec.id] = task_path
         if config.require_reference_solution and spec.reference_solution is None:
             raise SuiteError(f"{task_path}: field 'reference_solution': required by suite.json")
         for i, g in enumerate(spec.graders):
             if g.name not in known:
-                raise SuiteError(f"{task_path}: field 'graders.{i}.name': unknown grader "
-                                 f"'{g.name}'; known graders: {', '.join(sorted(known))}")
+                raise SuiteError(
+                    f"{task_path}: field 'graders.{i}.name': unknown grader "
+                    f"'{g.name}'; known graders: {', '.join(sorted(known))}"
+                )
             try:
-                validate_config(g.name, g.config)
+                parsed = validate_config(g.name, g.config)
+                if g.name == "terminal_path":
+                    expected_terminal_path(
+                        parsed,  # type: ignore[arg-type]
+                        spec.reference_solution.expected_outcome
+                        if spec.reference_solution
+                        else None,
+                    )
             except Exception as err:
                 raise SuiteError(f"{task_path}: field 'graders.{i}.config': {err}") from err
-        base = (_resolve_fixture(root, spec.input.base_fixture, task_path, "base_fixture", True)
-                if spec.input.base_fixture else None)
-        overlay = (_resolve_fixture(root, spec.input.fixture_dir, task_path, "fixture_dir", False)
-                   if spec.input.fixture_dir else None)
+        base = (
+            _resolve_fixture(root, spec.input.base_fixture, task_path, "base_fixture", True)
+            if spec.input.base_fixture
+            else None
+        )
+        overlay = (
+            _resolve_fixture(root, spec.input.fixture_dir, task_path, "fixture_dir", False)
+            if spec.input.fixture_dir
+            else None
+        )
         th = hashlib.sha256(task_path.read_bytes())
         for fx in (base, overlay):
             if fx is not None:

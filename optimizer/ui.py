@@ -81,3 +81,39 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     for r in rows:
         t.add_row(*[str(v) for v in r])
     out.print(t)
+
+
+def show_summary(summary: Any, report_path: str) -> None:
+    """The closing per-bucket table of an eval run."""
+
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{v:.0%}"
+
+    rows = [
+        [
+            b.bucket,
+            b.tasks,
+            b.trials,
+            pct(b.trial_pass_rate),
+            pct(b.task_pass_rate),
+            "-" if b.mean_score is None else f"{b.mean_score:.2f}",
+            b.errored_trials or "",
+        ]
+        for b in summary.buckets
+    ]
+    table(
+        f"{summary.suite_name}: task pass {pct(summary.task_pass_rate)}, trial pass "
+        f"{pct(summary.trial_pass_rate)} ({summary.passed_trials}/{summary.counted_trials}), "
+        f"errored {summary.errored_trials}, cached {summary.cached_trials}",
+        ["bucket", "tasks", "trials", "trial pass", "task pass", "mean score", "errored"],
+        rows,
+    )
+    cost = summary.cost.total_usd
+    usage = summary.usage
+    out.print(
+        f"tokens: {usage.total_tokens} (in {usage.input_tokens}, out {usage.output_tokens})"
+        f", model calls {usage.model_calls}, retries {usage.retries}; est. cost: "
+        f"{'n/a' if cost is None else f'${cost:.4f}'}",
+        markup=False,
+    )
+    out.print(f"report: {report_path}", markup=False)

@@ -77,8 +77,14 @@ async def test_success_records_everything() -> None:
     assert t.tool_calls[0].ended_at >= t.tool_calls[0].started_at
     assert t.metrics.n_turns == 2 and t.metrics.n_tool_calls == 2
     assert t.metrics.usage.total_tokens == 30
-    assert [m.role for m in t.messages] == ["system", "user", "assistant", "tool", "assistant",
-                                            "tool"]
+    assert [m.role for m in t.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
     assert any(e.kind == "stop" for e in t.events)
     # the stop flag ended the run: the model was not asked again
     assert len(model.calls) == 2
@@ -97,11 +103,20 @@ async def test_parallel_tool_calls_run_concurrently() -> None:
 
 async def test_tool_errors_are_results_not_crashes() -> None:
     bad_json = ToolCall(id="x1", name="echo", raw_arguments="{oops", parse_error="not JSON")
-    model = ScriptedModel([
-        reply("", call("echo", text="boom"), call("echo", text="crash"), call("nope"),
-              call("echo", text=5), call("echo"), bad_json),
-        reply("", call("done")),
-    ])
+    model = ScriptedModel(
+        [
+            reply(
+                "",
+                call("echo", text="boom"),
+                call("echo", text="crash"),
+                call("nope"),
+                call("echo", text=5),
+                call("echo"),
+                bad_json,
+            ),
+            reply("", call("done")),
+        ]
+    )
     t = await run_agent(model, Session())
     errors = [c for c in t.tool_calls if c.is_error]
     assert len(errors) == 6

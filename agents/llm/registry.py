@@ -44,9 +44,7 @@ def parse_model_id(model_id: str) -> tuple[str, str]:
             f"Known providers: {', '.join(_known_providers())}.{extra}"
         )
     if provider != "scripted" and (not sep or not name.strip()):
-        raise ModelConfigError(
-            f"model id '{model_id}' has no model name; use '{provider}:<model>'"
-        )
+        raise ModelConfigError(f"model id '{model_id}' has no model name; use '{provider}:<model>'")
     return provider, name.strip()
 
 
@@ -62,7 +60,8 @@ def create_client(model_id: str, options: ModelOptions | None = None) -> ModelCl
         key = name or "default"
         if key not in SCRIPTED_MODELS:
             raise ModelConfigError(
-                f"unknown scripted model '{key}'. Known: {', '.join(sorted(SCRIPTED_MODELS)) or '(none)'}"
+                f"unknown scripted model '{key}'. "
+                f"Known: {', '.join(sorted(SCRIPTED_MODELS)) or '(none)'}"
             )
         return SCRIPTED_MODELS[key]()
     return _PROVIDERS[provider](name, options)

@@ -1,0 +1,35 @@
+"""Rendering a saved run for `promptloop report` (Markdown, JSON, failing export)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from optimizer.failing import export_failing, render_failing_markdown
+from optimizer.report import summarize
+from optimizer.report_markdown import render_markdown
+from optimizer.report_store import build_report, default_store_dir, load_run
+
+
+def render_report(
+    state: Path, run_name: str, fmt: str, *, failing: bool = False, buckets: list[str] | None = None
+) -> str:
+    run = load_run(default_store_dir(state), run_name)
+    if failing:
+        targets = buckets or sorted(
+            {t.bucket for t in run.trials if t.status in ("failed", "timedOut")}
+        )
+        exports = [export_failing(run, b) for b in targets]
+        if fmt == "json":
+            return json.dumps(
+                [e.model_dump(mode="json") for e in exports], indent=2, ensure_ascii=False
+            )
+        return "\n\n".join(render_failing_markdown(e) for e in exports) or "No failing trials."
+    summary = summarize(run)
+    if fmt == "json":
+        return json.dumps(build_report(run, summary), indent=2, ensure_ascii=False, default=str)
+    if fmt == "html":
+        from optimizer.html_report import render_html
+
+        return render_html(run, summary)
+    return render_markdown(run, summary)
