@@ -11,6 +11,7 @@ the applied result, never the model's text. Guards live in `optimizer.guards`.
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -163,7 +164,7 @@ def parse_diff(diff_text: str) -> ParsedDiff:
 def _eof_markers(tags: list[str]) -> tuple[bool, bool]:
     """(old lacks, new lacks) the final newline, from the tags with '\\' marker lines."""
     old = new = False
-    for prev, tag in zip(tags, tags[1:], strict=False):
+    for prev, tag in itertools.pairwise(tags):
         if tag == "\\":
             old = old or prev in (" ", "-")
             new = new or prev in (" ", "+")
@@ -342,7 +343,7 @@ def apply_diff(original: str, diff: ParsedDiff | str, target_path: str) -> str:
         lines[start:start + n] = new
     if at_end and at_end[-1].new_no_newline:
         trailing = False
-    elif at_end and at_end[-1].old_no_newline or (original == "" and lines):
+    elif (at_end and at_end[-1].old_no_newline) or (original == "" and lines):
         trailing = True
     return join_lines(lines, trailing)
 

@@ -1,0 +1,288 @@
+"""Branches and temporary worktrees for prompt candidates, without touching the user's checkout.
+
+Every candidate lives on its own branch in a worktree under the system temp dir, created with
+`git worktree add -b` so the user's working tree, index and current branch are never modified.
+Worktrees are removed on every exit path of `GitOps.candidate` (normal, exception, Ctrl-C,
+task cancellation) and, as a last resort, by an atexit / SIGTERM hook that cleans up whatever
+this process still has registered. Files are read from the object database, never the checkout.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import git
+
+BRANCH_PREFIX = "promptloop/"
+DEFAULT_AUTHOR = "promptloop <promptloop@localhost>"
+# Hooks of the user's repository must not run for our internal commits and checkouts.
+_SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false")
+
+
+class GitOpsError(RuntimeError):
+    """A git operation failed; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class HeadInfo:
+    commit: str | None
+    """Sha of HEAD, None in a repository without commits."""
+    branch: str | None
+    """Current branch name, None when detached."""
+    detached: bool
+    dirty: bool
+    """Tracked files differ from HEAD (staged or not); untracked files do not count."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    path: Path
+    """Root of the temporary worktree: write the candidate prompt here."""
+    branch: str
+    base_sha: str
+
+
+# --- registry of live worktrees, cleaned at exit and on SIGTERM ------------------------------
+
+_LIVE: dict[Path, tuple[Path, Path]] = {}  # worktree path -> (repo working dir, temp dir)
+_LOCK = threading.Lock()
+_HOOKS_INSTALLED = False
+_PREVIOUS_SIGTERM: Any = None
+
+
+def _remove_worktree(repo_dir: Path, wt: Path, tmp: Path) -> None:
+    """Best effort: `git worktree remove --force`, delete the folder, `git worktree prune`."""
+    subprocess.run(["git", *_SAFE_CONFIG, "worktree", "remove", "--force", str(wt)],
+                   cwd=repo_dir, capture_output=True, check=False)
+    shutil.rmtree(tmp, ignore_errors=True)
+    subprocess.run(["git", "worktree", "prune"], cwd=repo_dir, capture_output=True, check=False)
+
+
+def cleanup_live_worktrees() -> None:
+    """Remove every worktree this process created and has not removed yet."""
+    with _LOCK:
+        items = list(_LIVE.items())
+    for wt, (repo_dir, tmp) in items:
+        _remove_worktree(repo_dir, wt, tmp)
+        with _LOCK:
+            _LIVE.pop(wt, None)
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    cleanup_live_worktrees()
+    if callable(_PREVIOUS_SIGTERM):
+        _PREVIOUS_SIGTERM(signum, frame)
+    elif _PREVIOUS_SIGTERM != signal.SIG_IGN:
+        raise SystemExit(128 + signum)
+
+
+def _install_hooks() -> None:
+    global _HOOKS_INSTALLED, _PREVIOUS_SIGTERM
+    with _LOCK:
+        if _HOOKS_INSTALLED:
+            return
+        _HOOKS_INSTALLED = True
+    atexit.register(cleanup_live_worktrees)
+    if threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError):
+            _PREVIOUS_SIGTERM = signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+# --- branch names ----------------------------------------------------------------------------
+
+
+def sanitize_ref_component(text: str) -> str:
+    """One path component of a branch name that `git check-ref-format` accepts."""
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", text.strip())
+    s = re.sub(r"\.{2,}", ".", s)
+    s = re.sub(r"-{2,}", "-", s).strip(".-")
+    while s.endswith(".lock"):
+        s = s[: -len(".lock")].rstrip(".-")
+    return s or "x"
+
+
+class GitOps:
+    """Git operations for the optimizer on the repository at `repo_path`."""
+
+    def __init__(self, repo_path: str | os.PathLike[str]) -> None:
+        try:
+            self.repo = git.Repo(repo_path, search_parent_directories=False)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError) as err:
+            raise GitOpsError(f"{repo_path}: not a git repository") from err
+        if self.repo.working_tree_dir is None:
+            raise GitOpsError(f"{repo_path}: a bare repository has no working tree")
+        self.root = Path(self.repo.working_tree_dir)
+
+    def close(self) -> None:
+        """Stop GitPython's persistent helper processes."""
+        self.repo.close()
+
+    def __enter__(self) -> GitOps:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _git(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+        where = ("-C", str(cwd)) if cwd is not None else ()
+        try:
+            out = self.repo.git.execute(["git", *where, *_SAFE_CONFIG, *args], env=env,
+                                        strip_newline_in_stdout=False)
+            return str(out)
+        except git.GitCommandError as err:
+            detail = (err.stderr or err.stdout or "").strip().removeprefix("stderr: ").strip("'")
+            raise GitOpsError(f"git {' '.join(args[:2])} failed: {detail}") from err
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def resolve(self, ref: str) -> str:
+        """The commit sha `ref` names; a clear error for an unknown ref."""
+        try:
+            return self._git("rev-parse", "--verify", "--quiet", "--end-of-options",
+                             f"{ref}^{{commit}}").strip()
+        except GitOpsError as err:
+            raise GitOpsError(f"unknown git ref {ref!r} in {self.root} (not a branch, tag or "
+                              "commit)") from err
+
+    def read_file(self, ref: str, path: str) -> str:
+        """The text of `path` at `ref`, from the object database (never the working tree)."""
+        commit = self.repo.commit(self.resolve(ref))
+        try:
+            blob = commit.tree / path.strip("/")
+        except KeyError as err:
+            raise GitOpsError(f"{path} does not exist at {ref} ({commit.hexsha[:10]})") from err
+        if blob.type != "blob":
+            raise GitOpsError(f"{path} at {ref} is a {blob.type}, not a file")
+        data: bytes = blob.data_stream.read()
+        return data.decode("utf-8")
+
+    def head_info(self) -> HeadInfo:
+        """Commit, branch (or detached) and dirty flag of the user's checkout."""
+        try:
+            commit: str | None = self.repo.head.commit.hexsha
+        except ValueError:
+            commit = None
+        detached = self.repo.head.is_detached
+        branch = None if detached else self.repo.head.ref.name
+        dirty = commit is not None and self.repo.is_dirty(index=True, working_tree=True,
+                                                          untracked_files=False)
+        return HeadInfo(commit, branch, detached, dirty)
+
+    def diff_files(self, base_ref: str, head_ref: str, paths: Sequence[str]) -> str:
+        """Unified diff between two refs restricted to `paths` ('' when they are equal)."""
+        return self._git("diff", "--no-color", "--no-ext-diff", "--no-textconv",
+                         self.resolve(base_ref), self.resolve(head_ref), "--", *paths)
+
+    # --- branches --------------------------------------------------------------------------
+
+    def branch_exists(self, name: str) -> bool:
+        return f"refs/heads/{name}" in {r.path for r in self.repo.branches}
+
+    def list_branches(self, prefix: str = BRANCH_PREFIX) -> list[str]:
+        return sorted(h.name for h in self.repo.branches if h.name.startswith(prefix))
+
+    def unique_branch_name(self, suite: str, bucket: str, short_id: str) -> str:
+        """`promptloop/<suite>/<bucket>/<short-id>`, sanitised, with -2, -3... if taken."""
+        parts = [sanitize_ref_component(p) for p in (suite, bucket, short_id)]
+        base = BRANCH_PREFIX + "/".join(parts)
+        name, n = base, 1
+        while self.branch_exists(name):
+            n += 1
+            name = f"{base}-{n}"
+        self._git("check-ref-format", "--branch", name)
+        return name
+
+    def delete_branch(self, name: str) -> None:
+        """Delete one of our branches (refuses others and the user's current branch)."""
+        if not name.startswith(BRANCH_PREFIX):
+            raise GitOpsError(f"refusing to delete {name!r}: not a {BRANCH_PREFIX}* branch")
+        if not self.branch_exists(name):
+            raise GitOpsError(f"no branch {name!r}")
+        self._git("branch", "-D", "--", name)
+
+    def set_message(self, branch: str, message: str) -> str:
+        """Reword the tip commit of `branch` (e.g. to add the verdict) without a checkout."""
+        if not branch.startswith(BRANCH_PREFIX):
+            raise GitOpsError(f"refusing to rewrite {branch!r}: not a {BRANCH_PREFIX}* branch")
+        tip = self.repo.commit(self.resolve(f"refs/heads/{branch}"))
+        author = f"{tip.author.name} <{tip.author.email}>"
+        args = ["commit-tree", tip.tree.hexsha, "-m", message]
+        for parent in tip.parents:
+            args += ["-p", parent.hexsha]
+        new = self._git(*args, env=_identity(author)).strip()
+        self._git("update-ref", f"refs/heads/{branch}", new, tip.hexsha)
+        return new
+
+    # --- candidates ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def candidate(self, base_ref: str, branch_name: str) -> Iterator[Candidate]:
+        """A new branch at `base_ref` checked out in a temporary worktree, removed on exit.
+
+        The branch survives the context (delete it with `delete_branch`)."""
+        sha = self.resolve(base_ref)
+        if self.branch_exists(branch_name):
+            raise GitOpsError(f"branch {branch_name!r} already exists")
+        _install_hooks()
+        tmp = Path(tempfile.mkdtemp(prefix="promptloop-wt-"))
+        wt = tmp / "worktree"
+        with _LOCK:
+            _LIVE[wt] = (self.root, tmp)
+        try:
+            self._git("worktree", "add", "--quiet", "-b", branch_name, str(wt), sha)
+            yield Candidate(wt, branch_name, sha)
+        finally:
+            # Unregister only once removed: a second Ctrl-C here leaves it to the atexit hook.
+            with _LOCK:
+                live = wt in _LIVE
+            if live:
+                _remove_worktree(self.root, wt, tmp)
+                with _LOCK:
+                    _LIVE.pop(wt, None)
+
+    def commit(self, candidate: Candidate, paths: Sequence[str], message: str,
+               author: str = DEFAULT_AUTHOR) -> str:
+        """Commit only `paths` (relative to the worktree root) on the candidate's branch."""
+        rel = []
+        for p in paths:
+            path = Path(p)
+            if path.is_absolute():
+                try:
+                    path = path.relative_to(candidate.path)
+                except ValueError as err:
+                    raise GitOpsError(f"{p} is outside the candidate worktree") from err
+            rel.append(path.as_posix())
+        if not rel:
+            raise GitOpsError("nothing to commit: no paths given")
+
+        env = _identity(author)
+        self._git("add", "--", *rel, cwd=candidate.path)
+        if not self._git("diff", "--cached", "--name-only", "--", *rel,
+                         cwd=candidate.path).strip():
+            raise GitOpsError(f"nothing to commit: {', '.join(rel)} unchanged")
+        self._git("commit", "--quiet", "--no-verify", "-m", message, "--", *rel,
+                  cwd=candidate.path, env=env)
+        return self._git("rev-parse", "HEAD", cwd=candidate.path).strip()
+
+
+def _identity(author: str) -> dict[str, str]:
+    """`author` as author and committer, so no user.name/email config is needed."""
+    m = re.fullmatch(r"\s*(.*?)\s*<([^>]*)>\s*", author)
+    if not m or not m.group(1):
+        raise GitOpsError(f"author must look like 'Name <email>', got {author!r}")
+    name, email = m.group(1), m.group(2)
+    return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+            "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
