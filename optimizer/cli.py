@@ -7,7 +7,6 @@ Every option can also come from a `PROMPTLOOP_*` environment variable.
 from __future__ import annotations
 
 import asyncio
-import difflib
 import sys
 import tempfile
 from collections.abc import Callable
@@ -16,11 +15,14 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from pydantic import ValidationError
 
 from agents.llm.errors import ModelError
 from optimizer import ui
 from optimizer.config import DEFAULT_AGENT_MODEL, ConfigError
+from optimizer.gitops import GitOpsError
 from optimizer.report_store import ReportError
+from optimizer.runner import AllTrialsErroredError
 from optimizer.suite import SuiteError
 
 app = typer.Typer(
@@ -59,15 +61,44 @@ def guarded(fn: Callable[[], T]) -> T:
     """Run a command body, mapping errors to one `Error:` line and a meaningful exit code."""
     try:
         return fn()
-    except (ConfigError, SuiteError, ReportError, ValueError) as err:
+    except (ConfigError, SuiteError, ReportError, GitOpsError, ValueError) as err:
         ui.error(str(err))
         raise typer.Exit(EXIT_USER) from None
-    except ModelError as err:
+    except (ModelError, AllTrialsErroredError) as err:
         ui.error(f"{type(err).__name__}: {err}")
         raise typer.Exit(EXIT_INFRA) from None
     except KeyboardInterrupt:
         ui.error("interrupted")
         raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            envvar="PROMPTLOOP_CONFIG",
+            help="A promptloop.toml with defaults per command ([optimize], [eval], [nightly]...); "
+            "default: ./promptloop.toml if present.",
+        ),
+    ] = None,
+) -> None:
+    """Load defaults from promptloop.toml; command-line flags and env vars override them."""
+    from optimizer.config import load_toml
+
+    try:
+        data = load_toml(config)
+    except ConfigError as err:
+        ui.error(str(err))
+        raise typer.Exit(EXIT_USER) from None
+    ctx.obj = data
+    ctx.default_map = {
+        cmd: {k.replace("-", "_"): v for k, v in section.items()}
+        for cmd, section in data.items()
+        if isinstance(section, dict)
+    }
 
 
 @app.command()
@@ -361,6 +392,148 @@ def report(
     guarded(body)
 
 
+@app.command()
+def optimize(
+    suite: Annotated[
+        str, typer.Option("--suite", envvar="PROMPTLOOP_SUITE", help="card_agent or pkm_agent.")
+    ],
+    bucket: Annotated[
+        str,
+        typer.Option("--bucket", envvar="PROMPTLOOP_BUCKET", help="The failure bucket to improve."),
+    ],
+    iterations: Annotated[
+        int, typer.Option(min=1, envvar="PROMPTLOOP_ITERATIONS", help="Proposals to try at most.")
+    ] = 3,
+    trials: Annotated[
+        int | None,
+        typer.Option(
+            min=1, envvar="PROMPTLOOP_TRIALS", help="Trials per task (default: task's own)."
+        ),
+    ] = None,
+    proposer_model: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PROMPTLOOP_PROPOSER_MODEL", help="Proposer model (default: the agent model)."
+        ),
+    ] = None,
+    agent_model: Annotated[
+        str, typer.Option(envvar="PROMPTLOOP_AGENT_MODEL", help="Agent model id.")
+    ] = DEFAULT_AGENT_MODEL,
+    judge_model: JudgeOpt = None,
+    base_url: BaseUrlOpt = None,
+    base: Annotated[
+        str, typer.Option(envvar="PROMPTLOOP_BASE", help="Git ref whose prompt is the baseline.")
+    ] = "HEAD",
+    max_changed_lines: Annotated[
+        int,
+        typer.Option(min=1, envvar="PROMPTLOOP_MAX_CHANGED_LINES", help="Refuse bigger patches."),
+    ] = 40,
+    keep_rejected: Annotated[
+        bool,
+        typer.Option(
+            envvar="PROMPTLOOP_KEEP_REJECTED", help="Keep branches of rejected proposals."
+        ),
+    ] = False,
+    proposer_cmd: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PROMPTLOOP_PROPOSER_CMD",
+            help="External coding agent run in the candidate worktree (env PROMPTLOOP_PACKAGE, "
+            "PROMPTLOOP_PROMPT_FILE); its git diff is the proposal.",
+        ),
+    ] = None,
+    proposer_format: Annotated[
+        str,
+        typer.Option(
+            envvar="PROMPTLOOP_PROPOSER_FORMAT",
+            help="auto | diff | edits (JSON edits under a schema, for weak models).",
+        ),
+    ] = "auto",
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, envvar="PROMPTLOOP_CONCURRENCY", help="Trials at once.")
+    ] = None,
+    confirm_trials: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            envvar="PROMPTLOOP_CONFIRM_TRIALS",
+            help="Extra trials per task to confirm a suspected regression.",
+        ),
+    ] = 2,
+    min_improvement: Annotated[
+        float, typer.Option(envvar="PROMPTLOOP_MIN_IMPROVEMENT", help="Target bucket gain needed.")
+    ] = 0.05,
+    regression_tolerance: Annotated[
+        float,
+        typer.Option(
+            envvar="PROMPTLOOP_REGRESSION_TOLERANCE", help="Largest drop not called a regression."
+        ),
+    ] = 0.05,
+    out: StateOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Propose, check and evaluate minimal prompt patches for one failure bucket.
+
+    Runs the baseline (reusing cached trials), packages the bucket's failing trials for the
+    proposer, refuses unsafe patches before evaluation, evaluates each candidate on its own git
+    branch (your checkout is never touched) and keeps it only if the target bucket improves and
+    no bucket regresses. Exit 0 when done (accepted or not, or nothing to do)."""
+    from optimizer.config import repo_root, state_dir
+    from optimizer.loop import OptimizeConfig
+    from optimizer.loop import optimize as run_optimize
+    from optimizer.stats import GatePolicy
+
+    def body() -> None:
+        root = repo_root()
+        if root is None:
+            raise ConfigError("optimize needs a git repository (run it inside your prompt repo)")
+        try:
+            config = OptimizeConfig.model_validate(
+                {
+                    "suite": suite,
+                    "bucket": bucket,
+                    "iterations": iterations,
+                    "trials": trials,
+                    "agent_model": agent_model,
+                    "judge_model": judge_model,
+                    "proposer_model": proposer_model,
+                    "base_url": base_url,
+                    "base": base,
+                    "max_changed_lines": max_changed_lines,
+                    "keep_rejected": keep_rejected,
+                    "proposer_cmd": proposer_cmd,
+                    "proposer_format": proposer_format,
+                    "concurrency": concurrency,
+                    "confirm_trials": confirm_trials,
+                    "policy": GatePolicy(
+                        min_improvement=min_improvement, regression_tolerance=regression_tolerance
+                    ),
+                    "repo": root,
+                    "state_dir": state_dir(out),
+                }
+            )
+        except ValidationError as err:
+            raise ConfigError(_pydantic_message(err)) from None
+        with ui.LoopDisplay(enabled=not as_json) as display:
+            result = asyncio.run(
+                run_optimize(config, on_event=display.on_event, progress=display.progress_for)
+            )
+        if as_json:
+            ui.print_json(result.model_dump(mode="json"))
+        else:
+            ui.show_optimize(result)
+
+    guarded(body)
+
+
+def _pydantic_message(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        parts.append(f"--{loc.replace('_', '-')}: {e['msg']}")
+    return "; ".join(parts)
+
+
 def main() -> None:
     """Console-script entry point."""
     try:
@@ -368,8 +541,3 @@ def main() -> None:
     except KeyboardInterrupt:
         ui.error("interrupted")
         sys.exit(EXIT_INTERRUPTED)
-
-
-def did_you_mean(value: str, options: list[str]) -> str:
-    hint = difflib.get_close_matches(value, options, n=1)
-    return f" Did you mean '{hint[0]}'?" if hint else ""

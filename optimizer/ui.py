@@ -117,3 +117,106 @@ def show_summary(summary: Any, report_path: str) -> None:
         markup=False,
     )
     out.print(f"report: {report_path}", markup=False)
+
+
+class LoopDisplay:
+    """Progress bars (one per suite run) and phase messages for optimize/nightly/review."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=False,
+            disable=not enabled,
+        )
+
+    def __enter__(self) -> LoopDisplay:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def progress_for(self, label: str) -> Any:
+        task_id = self.progress.add_task(label, total=None, status="")
+        counts: dict[str, int] = {}
+
+        def on_event(kind: str, payload: dict[str, Any]) -> None:
+            if kind == "run_start":
+                self.progress.update(task_id, total=payload["total"])
+            elif kind == "trial_end":
+                key = "cached" if payload.get("cached") else payload["status"]
+                counts[key] = counts.get(key, 0) + 1
+                self.progress.update(
+                    task_id,
+                    advance=1,
+                    status=" ".join(f"{k}={v}" for k, v in sorted(counts.items())),
+                )
+            elif kind == "warning":
+                self.message(f"[yellow]Warning:[/] {payload['message']}")
+
+        return on_event
+
+    def message(self, text: str) -> None:
+        if self.enabled:
+            self.progress.console.print(text, highlight=False)
+
+    def on_event(self, kind: str, payload: dict[str, Any]) -> None:
+        if kind == "phase":
+            self.message(f"[bold cyan]»[/] {payload['message']}")
+        elif kind == "baseline":
+            self.message(
+                f"[bold cyan]»[/] baseline: {payload['total']} trials, "
+                f"{payload['cached']} reused from cache"
+            )
+        elif kind == "proposing":
+            self.message(
+                f"[bold cyan]»[/] iteration {payload['iteration']}: asking the proposer "
+                f"(~{payload['tokens']} tokens; package {payload['package']})"
+            )
+        elif kind == "refused":
+            self.message(
+                "[yellow]  refused before evaluation:[/] " + "; ".join(payload["reasons"])
+            )
+        elif kind == "evaluating":
+            self.message(f"[bold cyan]»[/] evaluating the candidate on {payload['branch']}")
+        elif kind == "confirm":
+            self.message(
+                f"[yellow]  suspected regression in {', '.join(payload['buckets'])}: "
+                f"re-running {payload['tasks']} task(s) with more trials[/]"
+            )
+        elif kind == "verdict":
+            self.message(
+                f"[bold]  verdict: {payload['verdict'].decision}[/] "
+                + " ".join(payload["verdict"].reasons)
+            )
+
+
+def show_optimize(result: Any) -> None:
+    out.rule(f"optimize {result.suite} / {result.bucket}")
+    out.print(
+        f"base commit {result.base_commit[:12]}; baseline {result.baseline_trials} trials "
+        f"({result.baseline_cached_trials} reused from cache)",
+        markup=False,
+    )
+    for it in result.iterations:
+        out.print(
+            f"\niteration {it.iteration}: [bold]{it.outcome}[/]  {it.hypothesis}", highlight=False
+        )
+        for r in it.reasons:
+            out.print(f"  - {r}", markup=False)
+        if it.verdict_table:
+            cols = list(it.verdict_table[0].keys())
+            table("", cols, [[row.get(c, "") for c in cols] for row in it.verdict_table])
+        if it.branch:
+            out.print(f"  branch: {it.branch}", markup=False)
+        if it.pr_body_path:
+            out.print(f"  PR body: {it.pr_body_path}", markup=False)
+    out.print(f"\n{result.message}", markup=False)
+    out.print(f"ledger: {result.ledger_path}\nsession: {result.session_dir}", markup=False)

@@ -11,15 +11,22 @@ from agents.llm.registry import SCRIPTED_MODELS
 from tests import policies
 
 # Real providers must never be reached from tests: clear any keys a developer has exported.
-for _var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL",
-             "PROMPTLOOP_HOME"):
+for _var in (
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_BASE_URL",
+    "PROMPTLOOP_HOME",
+):
     os.environ.pop(_var, None)
 
-SCRIPTED_MODELS.update({
-    "pkm": policies.pkm_model,
-    "card": policies.card_model,
-    "judge": policies.judge_model,
-})
+SCRIPTED_MODELS.update(
+    {
+        "pkm": policies.pkm_model,
+        "card": policies.card_model,
+        "judge": policies.judge_model,
+    }
+)
 
 
 @pytest.fixture

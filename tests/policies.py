@@ -72,8 +72,10 @@ def card_policy(req: Request) -> ModelResponse:
     if url:
         config = {"template_id": "link", "data": {"url": url.group(0)}}
     elif money:
-        config = {"template_id": "transaction",
-                  "data": {"merchant": content.split()[0], "amount": money.group(0)}}
+        config = {
+            "template_id": "transaction",
+            "data": {"merchant": content.split()[0], "amount": money.group(0)},
+        }
     else:
         config = {"template_id": "snippet", "data": {"text": content or "(empty)"}}
     title = " ".join(content.split()[:6]) or "Note"
@@ -81,8 +83,10 @@ def card_policy(req: Request) -> ModelResponse:
 
 
 def judge_policy(_req: Request) -> ModelResponse:
-    return reply('{"groundedness": 0.8, "non_redundancy": 0.7, "expression_quality": 0.9, '
-                 '"voice": 0.8, "formatting": 0.8, "structure": 0.8, "rationale": "fine"}')
+    return reply(
+        '{"groundedness": 0.8, "non_redundancy": 0.7, "expression_quality": 0.9, '
+        '"voice": 0.8, "formatting": 0.8, "structure": 0.8, "rationale": "fine"}'
+    )
 
 
 def pkm_model() -> ScriptedModel:

@@ -21,8 +21,17 @@ def _eval(state: Path, *args: str) -> tuple[int, dict]:
 
 
 def test_eval_card_regression_then_cached_then_replay(state: Path) -> None:
-    code, first = _eval(state, "--suite", "card_agent", "--kind", "regression",
-                        "--agent-model", "scripted:card", "--mode", "record")
+    code, first = _eval(
+        state,
+        "--suite",
+        "card_agent",
+        "--kind",
+        "regression",
+        "--agent-model",
+        "scripted:card",
+        "--mode",
+        "record",
+    )
     assert code == 0, first["_output"]
     s1 = first["summary"]
     assert s1["numTrials"] == 16 and s1["erroredTrials"] == 0
@@ -31,36 +40,57 @@ def test_eval_card_regression_then_cached_then_replay(state: Path) -> None:
     assert json.loads(index[-1])["runName"] == first["run"]
 
     # second run: every trial comes from the trial cache, same scores
-    code, second = _eval(state, "--suite", "card_agent", "--kind", "regression",
-                         "--agent-model", "scripted:card")
+    code, second = _eval(
+        state, "--suite", "card_agent", "--kind", "regression", "--agent-model", "scripted:card"
+    )
     assert code == 0 and second["summary"]["cachedTrials"] == 16
     assert second["summary"]["trialPassRate"] == s1["trialPassRate"]
 
     # replay twice with no cache: identical per-bucket scores, no model needed
     scores = []
     for _ in range(2):
-        code, rep = _eval(state, "--suite", "card_agent", "--kind", "regression",
-                          "--agent-model", "scripted:card", "--mode", "replay", "--fresh")
+        code, rep = _eval(
+            state,
+            "--suite",
+            "card_agent",
+            "--kind",
+            "regression",
+            "--agent-model",
+            "scripted:card",
+            "--mode",
+            "replay",
+            "--fresh",
+        )
         assert code == 0, rep["_output"]
         assert rep["summary"]["cachedTrials"] == 0
-        scores.append([(b["bucket"], b["meanScore"], b["trialPassRate"])
-                       for b in rep["summary"]["buckets"]])
+        scores.append(
+            [(b["bucket"], b["meanScore"], b["trialPassRate"]) for b in rep["summary"]["buckets"]]
+        )
     assert scores[0] == scores[1]
-    assert scores[0] == [(b["bucket"], b["meanScore"], b["trialPassRate"])
-                         for b in s1["buckets"]]
+    assert scores[0] == [(b["bucket"], b["meanScore"], b["trialPassRate"]) for b in s1["buckets"]]
 
 
 def test_eval_pkm_with_judge_and_report(state: Path) -> None:
-    code, data = _eval(state, "--suite", "pkm_agent", "--kind", "regression",
-                       "--agent-model", "scripted:pkm", "--judge-model", "scripted:judge")
+    code, data = _eval(
+        state,
+        "--suite",
+        "pkm_agent",
+        "--kind",
+        "regression",
+        "--agent-model",
+        "scripted:pkm",
+        "--judge-model",
+        "scripted:judge",
+    )
     assert code == 0, data["_output"]
     buckets = {b["bucket"]: b for b in data["summary"]["buckets"]}
     # the scripted policy writes everything: without the skip rule, skip tasks fail
     assert buckets["skip_trivial"]["trialPassRate"] == 0.0
     md = runner.invoke(app, ["report", data["run"], "--out", str(state)])
     assert md.exit_code == 0 and "skip_trivial" in md.stdout
-    failing = runner.invoke(app, ["report", "latest", "--failing", "--bucket", "skip_trivial",
-                                  "--out", str(state)])
+    failing = runner.invoke(
+        app, ["report", "latest", "--failing", "--bucket", "skip_trivial", "--out", str(state)]
+    )
     assert failing.exit_code == 0
     assert "terminal_path" in failing.stdout and "Write" in failing.stdout
     as_json = runner.invoke(app, ["report", data["run"], "--format", "json", "--out", str(state)])
@@ -72,15 +102,26 @@ def test_eval_pkm_with_judge_and_report(state: Path) -> None:
 
 
 def test_replay_without_recording_is_infrastructure_failure(state: Path) -> None:
-    code, data = _eval(state, "--suite", "card_agent", "--kind", "regression",
-                       "--agent-model", "scripted:card", "--mode", "replay", "--fresh")
+    code, data = _eval(
+        state,
+        "--suite",
+        "card_agent",
+        "--kind",
+        "regression",
+        "--agent-model",
+        "scripted:card",
+        "--mode",
+        "replay",
+        "--fresh",
+    )
     assert code == 2
     assert "errored" in data["_output"]
 
 
 def test_usage_errors_exit_1(state: Path, tmp_path: Path) -> None:
-    code, data = _eval(state, "--suite", "card_agent", "--bucket", "nope",
-                       "--agent-model", "scripted:card")
+    code, data = _eval(
+        state, "--suite", "card_agent", "--bucket", "nope", "--agent-model", "scripted:card"
+    )
     assert code == 1 and "unknown bucket" in data["_output"]
     code, data = _eval(state, "--suite", str(tmp_path), "--agent-model", "scripted:card")
     assert code == 1 and "suite.json" in data["_output"]
@@ -89,8 +130,15 @@ def test_usage_errors_exit_1(state: Path, tmp_path: Path) -> None:
 
 
 def test_missing_key_fails_before_any_trial(state: Path) -> None:
-    code, data = _eval(state, "--suite", "card_agent", "--kind", "regression",
-                       "--agent-model", "anthropic:claude-haiku-4-5")
+    code, data = _eval(
+        state,
+        "--suite",
+        "card_agent",
+        "--kind",
+        "regression",
+        "--agent-model",
+        "anthropic:claude-haiku-4-5",
+    )
     assert code == 2 and "ANTHROPIC_API_KEY" in data["_output"]
     assert not (state / "runs").exists()
 

@@ -1,0 +1,607 @@
+"""`promptloop optimize`: baseline -> package -> proposal -> guards -> branch -> rerun -> gate.
+
+The user's checkout is never touched: the base prompt is read from the git object database, each
+candidate lives in a temporary worktree on its own branch, and state goes to the state folder.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agents.llm.errors import ModelError
+from agents.llm.types import ModelClient, Usage
+from optimizer.config import ConfigError, default_judge, make_client, provenance
+from optimizer.failing import export_failing, render_failing_markdown
+from optimizer.gitops import GitOps
+from optimizer.guards import PreparedPatch, prepare_patch
+from optimizer.ledger import Ledger, LedgerEntry, diff_hash
+from optimizer.literals import LiteralIndex, build_literal_index
+from optimizer.patch import PatchError
+from optimizer.pr import commit_message, pr_body, trial_changes
+from optimizer.pricing import estimate_cost
+from optimizer.proposer import (
+    PackageInput,
+    Proposal,
+    ProposerError,
+    UnusableProposalError,
+    ask_model,
+    build_package,
+    counter_examples,
+    hypothesis_from_output,
+    run_command,
+)
+from optimizer.report import summarize
+from optimizer.report_store import default_store_dir, save_run
+from optimizer.results import RunResult
+from optimizer.runner import AllTrialsErroredError, ProgressFn, RunOptions, _needs_judge, run_suite
+from optimizer.stats import BucketComparison, GatePolicy, Verdict, compare_runs, decide, merge_runs
+from optimizer.suite import Suite, load_suite, resolve_suite_path
+
+MANUAL = Path(__file__).resolve().parent.parent / "manuals" / "prompt_engineering.md"
+Event = Callable[[str, dict[str, Any]], None]
+
+
+class OptimizeConfig(BaseModel):
+    suite: Literal["card_agent", "pkm_agent"]
+    bucket: str
+    iterations: int = Field(3, ge=1)
+    trials: int | None = Field(None, ge=1)
+    agent_model: str = "local:smollm2"
+    judge_model: str | None = None
+    proposer_model: str | None = None
+    base_url: str | None = None
+    base: str = "HEAD"
+    max_changed_lines: int = Field(40, ge=1)
+    max_removed_share: float = Field(0.3, gt=0, le=1)
+    keep_rejected: bool = False
+    proposer_cmd: str | None = None
+    proposer_format: Literal["auto", "diff", "edits"] = "auto"
+    token_budget: int | None = None
+    confirm_trials: int = Field(2, ge=0)
+    concurrency: int | None = None
+    kinds: tuple[str, ...] = ("capability", "regression")
+    policy: GatePolicy = Field(default_factory=GatePolicy)
+    repo: Path | None = None
+    state_dir: Path = Path(".promptloop")
+    stop_on_accept: bool = True
+
+    @property
+    def prompt_path(self) -> str:
+        return f"prompts/{self.suite}.md"
+
+    @property
+    def proposer_id(self) -> str:
+        return self.proposer_model or self.agent_model
+
+    @property
+    def fmt(self) -> Literal["diff", "edits"]:
+        if self.proposer_format != "auto":
+            return self.proposer_format
+        return "edits" if self.proposer_id.startswith("local:") else "diff"
+
+
+class IterationResult(BaseModel):
+    iteration: int
+    outcome: str
+    hypothesis: str = ""
+    diff: str = ""
+    reasons: list[str] = Field(default_factory=list)
+    branch: str | None = None
+    commit: str | None = None
+    verdict_table: list[dict[str, Any]] = Field(default_factory=list)
+    package_path: str | None = None
+    pr_body_path: str | None = None
+    tokens: int = 0
+
+
+class OptimizeResult(BaseModel):
+    status: Literal["done", "nothing_to_do"]
+    message: str
+    suite: str
+    bucket: str
+    base_commit: str
+    baseline_runs: list[str] = Field(default_factory=list)
+    baseline_cached_trials: int = 0
+    baseline_trials: int = 0
+    iterations: list[IterationResult] = Field(default_factory=list)
+    accepted_branches: list[str] = Field(default_factory=list)
+    ledger_path: str = ""
+    session_dir: str = ""
+
+
+class Optimizer:
+    """One optimize session. Clients may be injected (tests); otherwise built from model ids."""
+
+    def __init__(
+        self,
+        config: OptimizeConfig,
+        *,
+        agent: ModelClient | None = None,
+        judge: ModelClient | None = None,
+        proposer: ModelClient | None = None,
+        on_event: Event | None = None,
+        progress: Callable[[str], ProgressFn] | None = None,
+    ) -> None:
+        self.c = config
+        self._agent, self._judge, self._proposer = agent, judge, proposer
+        self.emit = on_event or (lambda _k, _p: None)
+        self.progress = progress or (lambda _label: lambda _k, _p: None)
+        self.git = GitOps(config.repo or Path.cwd())
+        self.ledger = Ledger(config.state_dir / "ledger.jsonl")
+        self.session = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+        self.session_dir = config.state_dir / "optimize" / self.session
+        self.usage = Usage()
+        self._owned: list[ModelClient] = []
+
+    # --- models -------------------------------------------------------------------------
+    def _client(self, which: str) -> ModelClient:
+        c = self.c
+        if which == "agent":
+            if self._agent is None:
+                self._agent = make_client(c.agent_model, c.base_url)
+                self._owned.append(self._agent)
+            return self._agent
+        if which == "judge":
+            if self._judge is None:
+                jid = c.judge_model or default_judge(c.agent_model)
+                self._judge = (
+                    self._client("agent") if jid == c.agent_model else make_client(jid, c.base_url)
+                )
+                if self._judge is not self._agent:
+                    self._owned.append(self._judge)
+            return self._judge
+        if self._proposer is None:
+            self._proposer = (
+                self._client("agent")
+                if c.proposer_id == c.agent_model
+                else make_client(c.proposer_id, c.base_url)
+            )
+            if self._proposer is not self._agent:
+                self._owned.append(self._proposer)
+        return self._proposer
+
+    async def aclose(self) -> None:
+        for client in self._owned:
+            await client.aclose()
+
+    # --- evaluation ---------------------------------------------------------------------
+    def _suites(self) -> list[Suite]:
+        root = self.c.repo or Path.cwd()
+        out = []
+        for kind in self.c.kinds:
+            local = root / "tasks" / self.c.suite / kind
+            path = (
+                local
+                if (local / "suite.json").is_file()
+                else resolve_suite_path(self.c.suite, kind)
+            )
+            if (path / "suite.json").is_file():
+                out.append(load_suite(path))
+        if not out:
+            raise ConfigError(f"no suites found for {self.c.suite}")
+        return out
+
+    async def _run(
+        self, suite: Suite, prompt: str, label: str, indices: dict[str, list[int]] | None = None
+    ) -> RunResult:
+        judge = self._client("judge") if _needs_judge(suite) else None
+        options = RunOptions(
+            agent_model=self.c.agent_model,
+            judge_model=(self.c.judge_model or default_judge(self.c.agent_model))
+            if judge
+            else None,
+            trials=self.c.trials,
+            concurrency=self.c.concurrency,
+            state_dir=self.c.state_dir,
+            prompt_text=prompt,
+            trial_indices=indices,
+        )
+        run = await run_suite(
+            suite,
+            options,
+            self._client("agent"),
+            judge,
+            self.progress(f"{label} {suite.name}"),
+            provenance(self.c.repo),
+        )
+        summary = summarize(run)
+        save_run(run, default_store_dir(self.c.state_dir), summary=summary)
+        self.usage = self.usage + Usage(
+            input_tokens=summary.usage.input_tokens + summary.judge_usage.input_tokens,
+            output_tokens=summary.usage.output_tokens + summary.judge_usage.output_tokens,
+        )
+        if run.all_errored:
+            raise AllTrialsErroredError(
+                f"every trial of {run.run_name} errored: {next(iter(summary.infra_errors), '')}"
+            )
+        return run
+
+    def _compare(self, base: list[RunResult], cand: list[RunResult]) -> list[BucketComparison]:
+        out: list[BucketComparison] = []
+        for b, c in zip(base, cand, strict=True):
+            for comp in compare_runs(b, c, self.c.policy):
+                if b.suite_kind != "capability":
+                    comp = comp.model_copy(update={"bucket": f"{b.suite_kind}/{comp.bucket}"})
+                out.append(comp)
+        return out
+
+    async def _confirm(
+        self,
+        suites: list[Suite],
+        base: list[RunResult],
+        cand: list[RunResult],
+        prompts: tuple[str, str],
+        suspected: list[str],
+    ) -> tuple[list[RunResult], list[RunResult]]:
+        """Re-run the tasks of suspected regressions with more trials on both sides and pool."""
+        if not self.c.confirm_trials:
+            return base, cand
+        new_base, new_cand = list(base), list(cand)
+        for i, suite in enumerate(suites):
+            prefix = "" if suite.config.kind == "capability" else f"{suite.config.kind}/"
+            buckets = {
+                s[len(prefix) :]
+                for s in suspected
+                if s.startswith(prefix) and (prefix or "/" not in s)
+            }
+            tasks = [t for t in suite.tasks if t.bucket in buckets]
+            if not tasks:
+                continue
+            indices = {}
+            for t in tasks:
+                n = max((tr.trial_index for tr in base[i].trials_of(t.id)), default=-1) + 1
+                indices[t.id] = list(range(n, n + self.c.confirm_trials))
+            sub = suite.select(task_ids=[t.id for t in tasks])
+            self.emit("confirm", {"buckets": sorted(buckets), "tasks": len(tasks)})
+            extra_b = await self._run(sub, prompts[0], "confirm base", indices)
+            extra_c = await self._run(sub, prompts[1], "confirm candidate", indices)
+            new_base[i] = merge_runs(base[i], extra_b)
+            new_cand[i] = merge_runs(cand[i], extra_c)
+        return new_base, new_cand
+
+    # --- the loop -----------------------------------------------------------------------
+    async def optimize(self) -> OptimizeResult:
+        c = self.c
+        base_sha = self.git.resolve(c.base)
+        base_prompt = self.git.read_file(base_sha, c.prompt_path)
+        suites = self._suites()
+        known = sorted({b for s in suites for b in s.buckets})
+        if c.bucket not in known:
+            from optimizer.cli_util import did_you_mean
+
+            raise ConfigError(
+                f"unknown bucket '{c.bucket}' for {c.suite}.{did_you_mean(c.bucket, known)}"
+                f" Known buckets: {', '.join(known)}"
+            )
+        self.emit("phase", {"message": f"baseline of {c.suite} at {base_sha[:12]}"})
+        base_runs = [await self._run(s, base_prompt, "baseline") for s in suites]
+        cached = sum(t.cached for r in base_runs for t in r.trials)
+        total = sum(len(r.trials) for r in base_runs)
+        result = OptimizeResult(
+            status="done",
+            message="",
+            suite=c.suite,
+            bucket=c.bucket,
+            base_commit=base_sha,
+            baseline_runs=[r.run_name for r in base_runs],
+            baseline_cached_trials=cached,
+            baseline_trials=total,
+            ledger_path=str(self.ledger.path),
+            session_dir=str(self.session_dir),
+        )
+        self.emit("baseline", {"cached": cached, "total": total})
+        failing = [
+            t
+            for r in base_runs
+            for t in r.trials
+            if t.bucket == c.bucket and t.status in ("failed", "timedOut")
+        ]
+        if not failing:
+            result.status = "nothing_to_do"
+            result.message = f"bucket '{c.bucket}' has no failing trials at {base_sha[:12]}"
+            return result
+        literals = build_literal_index(suites, base_prompt, MANUAL.read_text(encoding="utf-8"))
+        for iteration in range(1, c.iterations + 1):
+            it = await self._iteration(
+                iteration, suites, base_runs, base_sha, base_prompt, literals
+            )
+            result.iterations.append(it)
+            if it.outcome == "accepted" and it.branch:
+                result.accepted_branches.append(it.branch)
+                if c.stop_on_accept:
+                    break
+        n_acc = len(result.accepted_branches)
+        result.message = (
+            f"{n_acc} accepted branch(es): {', '.join(result.accepted_branches)}"
+            if n_acc
+            else "no proposal was accepted; the base prompt stays"
+        )
+        return result
+
+    def _entry(self, iteration: int, base_sha: str, **kw: Any) -> LedgerEntry:
+        return LedgerEntry(
+            id=f"{self.session}-{iteration}",
+            suite=self.c.suite,
+            agent=self.c.suite,
+            bucket=self.c.bucket,
+            iteration=iteration,
+            base_commit=base_sha,
+            prompt_path=self.c.prompt_path,
+            proposer=self.c.proposer_cmd or self.c.proposer_id,
+            **kw,
+        )
+
+    def _package(self, base_runs: list[RunResult], base_prompt: str) -> PackageInput:
+        c = self.c
+        cap = base_runs[0]
+        export = (
+            export_failing(cap, c.bucket)
+            if c.bucket in {t.bucket for t in cap.trials}
+            else export_failing(
+                next(r for r in base_runs if c.bucket in {t.bucket for t in r.trials}), c.bucket
+            )
+        )
+        budget = c.token_budget or (2500 if c.proposer_id.startswith("local:") else 12_000)
+        return PackageInput(
+            prompt_path=c.prompt_path,
+            prompt_text=base_prompt,
+            bucket=c.bucket,
+            failing_md=render_failing_markdown(export),
+            counter_md=counter_examples(base_runs, c.bucket),
+            manual=MANUAL.read_text(encoding="utf-8"),
+            rejected=self.ledger.rejected(c.suite, c.bucket),
+            max_changed_lines=c.max_changed_lines,
+            token_budget=budget,
+            fmt=c.fmt,
+        )
+
+    def _prepare(self, diff: str, base_prompt: str, literals: LiteralIndex) -> PreparedPatch:
+        return prepare_patch(
+            diff,
+            target_path=self.c.prompt_path,
+            original=base_prompt,
+            protected_literals=literals,
+            max_changed_lines=self.c.max_changed_lines,
+            max_removed_share=self.c.max_removed_share,
+        )
+
+    async def _propose(
+        self,
+        iteration: int,
+        package_input: PackageInput,
+        base_prompt: str,
+        literals: LiteralIndex,
+        worktree: Path | None,
+    ) -> tuple[Proposal, str]:
+        """Returns the proposal and the package path."""
+        package = build_package(package_input)
+        folder = self.session_dir / f"iter-{iteration}"
+        path = package.write(folder)
+        self.emit(
+            "proposing", {"iteration": iteration, "tokens": package.tokens, "package": str(path)}
+        )
+        if self.c.proposer_cmd:
+            assert worktree is not None
+            out = await run_command(
+                self.c.proposer_cmd, worktree, path, self.c.prompt_path, self.c.bucket
+            )
+            diff = worktree_diff(worktree)
+            (folder / "reply.md").write_text(out, encoding="utf-8")
+            return Proposal(hypothesis_from_output(out), diff, out, 1, Usage(), "command"), str(
+                path
+            )
+        proposal = await ask_model(
+            self._client("proposer"),
+            package,
+            fmt=package_input.fmt,
+            prompt_path=self.c.prompt_path,
+            original=base_prompt,
+            check=lambda d: _discard(self._prepare(d, base_prompt, literals)),
+        )
+        (folder / "reply.md").write_text(proposal.raw_reply, encoding="utf-8")
+        self.usage = self.usage + proposal.usage
+        return proposal, str(path)
+
+    async def _iteration(
+        self,
+        iteration: int,
+        suites: list[Suite],
+        base_runs: list[RunResult],
+        base_sha: str,
+        base_prompt: str,
+        literals: LiteralIndex,
+    ) -> IterationResult:
+        c = self.c
+        it = IterationResult(iteration=iteration, outcome="error")
+        tokens_before = self.usage.total_tokens
+        branch = self.git.unique_branch_name(c.suite, c.bucket, uuid.uuid4().hex[:8])
+        keep = False
+        entry: dict[str, Any] = {}
+        try:
+            with self.git.candidate(base_sha, branch) as cand:
+                try:
+                    proposal, it.package_path = await self._propose(
+                        iteration,
+                        self._package(base_runs, base_prompt),
+                        base_prompt,
+                        literals,
+                        cand.path,
+                    )
+                    it.hypothesis = proposal.hypothesis
+                    prepared = self._prepare(proposal.diff, base_prompt, literals)
+                except (ProposerError, PatchError, ModelError) as err:
+                    unusable = isinstance(err, PatchError | UnusableProposalError)
+                    it.outcome = "refused" if unusable else "error"
+                    it.reasons = [f"{type(err).__name__}: {err}"]
+                    entry = {
+                        "outcome": it.outcome,
+                        "reasons": it.reasons,
+                        "hypothesis": it.hypothesis,
+                    }
+                    return it
+                it.diff = prepared.diff
+                violations = [{"code": v.code, "message": v.message} for v in prepared.violations]
+                seen = self.ledger.seen_diff(c.suite, c.bucket, diff_hash(prepared.diff))
+                if seen is not None and not violations:
+                    violations.append(
+                        {
+                            "code": "duplicate",
+                            "message": (
+                                f"the same change was already evaluated as {seen.id} "
+                                f"({seen.outcome})"
+                            ),
+                        }
+                    )
+                if violations:
+                    it.outcome = "refused"
+                    it.reasons = [v["message"] for v in violations]
+                    entry = {
+                        "outcome": "refused",
+                        "reasons": it.reasons,
+                        "guard_violations": violations,
+                        "hypothesis": it.hypothesis,
+                        "diff": prepared.diff,
+                        "diff_hash": diff_hash(prepared.diff),
+                    }
+                    self.emit("refused", {"iteration": iteration, "reasons": it.reasons})
+                    return it
+                (cand.path / c.prompt_path).write_text(prepared.new_text, encoding="utf-8")
+                self.emit("evaluating", {"iteration": iteration, "branch": branch})
+                cand_runs = [await self._run(s, prepared.new_text, "candidate") for s in suites]
+                comps = self._compare(base_runs, cand_runs)
+                verdict = decide(comps, c.bucket, c.policy)
+                if verdict.suspected_regressions:
+                    b2, c2 = await self._confirm(
+                        suites,
+                        base_runs,
+                        cand_runs,
+                        (base_prompt, prepared.new_text),
+                        verdict.suspected_regressions,
+                    )
+                    comps, base_for_pr, cand_runs = self._compare(b2, c2), b2, c2
+                    verdict = decide(comps, c.bucket, c.policy)
+                else:
+                    base_for_pr = base_runs
+                it.commit = self.git.commit(
+                    cand,
+                    [c.prompt_path],
+                    commit_message(c.suite, c.bucket, it.hypothesis, verdict, comps),
+                )
+                it.outcome = {"accept": "accepted", "reject": "rejected"}.get(
+                    verdict.decision, "inconclusive"
+                )
+                it.reasons = list(verdict.reasons)
+                it.verdict_table = _table(verdict, comps)
+                keep = it.outcome == "accepted" or c.keep_rejected
+                it.branch = branch if keep else None
+                it.tokens = self.usage.total_tokens - tokens_before
+                if it.outcome == "accepted":
+                    it.pr_body_path = str(
+                        self._write_pr(it, branch, verdict, comps, base_for_pr, cand_runs, base_sha)
+                    )
+                entry = {
+                    "outcome": it.outcome,
+                    "reasons": it.reasons,
+                    "hypothesis": it.hypothesis,
+                    "diff": it.diff,
+                    "diff_hash": diff_hash(it.diff),
+                    "verdict_table": it.verdict_table,
+                    "branch": it.branch,
+                    "commit": it.commit,
+                    "pr_body_path": it.pr_body_path,
+                }
+                self.emit(
+                    "verdict",
+                    {
+                        "iteration": iteration,
+                        "verdict": verdict,
+                        "comparisons": comps,
+                        "branch": it.branch,
+                    },
+                )
+                return it
+        finally:
+            if not keep and self.git.branch_exists(branch):
+                self.git.delete_branch(branch)
+            if entry:
+                it.tokens = self.usage.total_tokens - tokens_before
+                cost = estimate_cost(c.agent_model, Usage(input_tokens=it.tokens)).usd
+                self.ledger.append(
+                    self._entry(
+                        iteration,
+                        base_sha,
+                        tokens={"total": it.tokens},
+                        cost_usd=cost,
+                        package_path=it.package_path,
+                        **entry,
+                    )
+                )
+
+    def _write_pr(
+        self,
+        it: IterationResult,
+        branch: str,
+        verdict: Verdict,
+        comps: list[BucketComparison],
+        base: list[RunResult],
+        cand: list[RunResult],
+        base_sha: str,
+    ) -> Path:
+        body = pr_body(
+            suite=self.c.suite,
+            bucket=self.c.bucket,
+            branch=branch,
+            hypothesis=it.hypothesis,
+            diff=it.diff,
+            verdict=verdict,
+            comparisons=comps,
+            changes=[trial_changes(b, c) for b, c in zip(base, cand, strict=True)],
+            tokens=it.tokens,
+            cost_usd=estimate_cost(self.c.agent_model, Usage(input_tokens=it.tokens)).usd,
+            base_commit=base_sha,
+        )
+        path = self.session_dir / f"iter-{it.iteration}" / "PR.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body, encoding="utf-8")
+        return path
+
+
+def worktree_diff(worktree: Path) -> str:
+    """Everything an external proposer changed in the candidate worktree, as one diff."""
+    subprocess.run(["git", "add", "-A"], cwd=worktree, check=True, capture_output=True)
+    return subprocess.run(
+        ["git", "diff", "--cached", "--no-color"],
+        cwd=worktree,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def _discard(_value: object) -> None:
+    return None
+
+
+def _table(verdict: Verdict, comps: list[BucketComparison]) -> list[dict[str, Any]]:
+    from optimizer.stats import verdict_table
+
+    return verdict_table(comps, verdict.target_bucket)
+
+
+async def optimize(config: OptimizeConfig, **kw: Any) -> OptimizeResult:
+    opt = Optimizer(config, **kw)
+    try:
+        return await opt.optimize()
+    finally:
+        await opt.aclose()
+
+
+__all__ = ["OptimizeConfig", "OptimizeResult", "Optimizer", "optimize", "replace"]
