@@ -9,21 +9,16 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
 
-from agents.llm.errors import ModelError
 from optimizer import ui
+from optimizer.cli_util import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USER, guarded
 from optimizer.config import DEFAULT_AGENT_MODEL, ConfigError
-from optimizer.gitops import GitOpsError
-from optimizer.report_store import ReportError
-from optimizer.runner import AllTrialsErroredError
-from optimizer.suite import SuiteError
 
 app = typer.Typer(
     name="promptloop",
@@ -34,8 +29,6 @@ app = typer.Typer(
     add_completion=False,
 )
 
-T = TypeVar("T")
-EXIT_OK, EXIT_USER, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 ModelOpt = Annotated[
     str,
@@ -57,21 +50,6 @@ BaseUrlOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
-def guarded(fn: Callable[[], T]) -> T:
-    """Run a command body, mapping errors to one `Error:` line and a meaningful exit code."""
-    try:
-        return fn()
-    except (ConfigError, SuiteError, ReportError, GitOpsError, ValueError) as err:
-        ui.error(str(err))
-        raise typer.Exit(EXIT_USER) from None
-    except (ModelError, AllTrialsErroredError) as err:
-        ui.error(f"{type(err).__name__}: {err}")
-        raise typer.Exit(EXIT_INFRA) from None
-    except KeyboardInterrupt:
-        ui.error("interrupted")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-
-
 @app.callback()
 def _root(
     ctx: typer.Context,
@@ -80,7 +58,7 @@ def _root(
         typer.Option(
             "--config",
             envvar="PROMPTLOOP_CONFIG",
-            help="A promptloop.toml with defaults per command ([optimize], [eval], [nightly]...); "
+            help="A promptloop.toml with one table of defaults per command (optimize, eval, nightly...); "
             "default: ./promptloop.toml if present.",
         ),
     ] = None,
@@ -532,6 +510,15 @@ def _pydantic_message(err: ValidationError) -> str:
         loc = ".".join(str(p) for p in e["loc"])
         parts.append(f"--{loc.replace('_', '-')}: {e['msg']}")
     return "; ".join(parts)
+
+
+def _register_commands() -> None:
+    from optimizer.commands import register_all
+
+    register_all(app)
+
+
+_register_commands()
 
 
 def main() -> None:

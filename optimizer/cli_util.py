@@ -1,8 +1,39 @@
-"""Small helpers shared by the CLI and engine error messages."""
+"""Helpers shared by every CLI command: exit codes, error mapping, did-you-mean."""
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
+from typing import TypeVar
+
+import typer
+
+from agents.llm.errors import ModelError
+from optimizer import ui
+from optimizer.config import ConfigError
+from optimizer.gitops import GitOpsError
+from optimizer.report_store import ReportError
+from optimizer.runner import AllTrialsErroredError
+from optimizer.suite import SuiteError
+
+T = TypeVar("T")
+EXIT_OK, EXIT_USER, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def guarded(fn: Callable[[], T]) -> T:
+    """Run a command body, mapping errors to one `Error:` line and a meaningful exit code:
+    1 for user/configuration errors, 2 for infrastructure failures, 130 for Ctrl-C."""
+    try:
+        return fn()
+    except (ConfigError, SuiteError, ReportError, GitOpsError, ValueError) as err:
+        ui.error(str(err))
+        raise typer.Exit(EXIT_USER) from None
+    except (ModelError, AllTrialsErroredError) as err:
+        ui.error(f"{type(err).__name__}: {err}")
+        raise typer.Exit(EXIT_INFRA) from None
+    except KeyboardInterrupt:
+        ui.error("interrupted")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def did_you_mean(value: str, options: list[str]) -> str:
