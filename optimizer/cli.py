@@ -58,7 +58,8 @@ def _root(
         typer.Option(
             "--config",
             envvar="PROMPTLOOP_CONFIG",
-            help="A promptloop.toml with one table of defaults per command (optimize, eval, nightly...); "
+            help="A promptloop.toml with one table of defaults per command "
+            "(optimize, eval, nightly...); "
             "default: ./promptloop.toml if present.",
         ),
     ] = None,
