@@ -24,6 +24,7 @@ from optimizer.gitops import GitOps
 from optimizer.guards import PreparedPatch, prepare_patch
 from optimizer.ledger import Ledger, LedgerEntry, diff_hash
 from optimizer.literals import LiteralIndex, build_literal_index
+from optimizer.paired import agent_suites, compare_suite_runs, confirm_suspects
 from optimizer.patch import PatchError
 from optimizer.pr import commit_message, pr_body, trial_changes
 from optimizer.pricing import estimate_cost
@@ -42,8 +43,8 @@ from optimizer.report import summarize
 from optimizer.report_store import default_store_dir, save_run
 from optimizer.results import RunResult
 from optimizer.runner import AllTrialsErroredError, ProgressFn, RunOptions, _needs_judge, run_suite
-from optimizer.stats import BucketComparison, GatePolicy, Verdict, compare_runs, decide, merge_runs
-from optimizer.suite import Suite, load_suite, resolve_suite_path
+from optimizer.stats import BucketComparison, GatePolicy, Verdict, decide
+from optimizer.suite import Suite
 
 MANUAL = Path(__file__).resolve().parent.parent / "manuals" / "prompt_engineering.md"
 Event = Callable[[str, dict[str, Any]], None]
@@ -174,20 +175,7 @@ class Optimizer:
 
     # --- evaluation ---------------------------------------------------------------------
     def _suites(self) -> list[Suite]:
-        root = self.c.repo or Path.cwd()
-        out = []
-        for kind in self.c.kinds:
-            local = root / "tasks" / self.c.suite / kind
-            path = (
-                local
-                if (local / "suite.json").is_file()
-                else resolve_suite_path(self.c.suite, kind)
-            )
-            if (path / "suite.json").is_file():
-                out.append(load_suite(path))
-        if not out:
-            raise ConfigError(f"no suites found for {self.c.suite}")
-        return out
+        return agent_suites(self.c.suite, self.c.kinds, self.c.repo or Path.cwd())
 
     async def _run(
         self, suite: Suite, prompt: str, label: str, indices: dict[str, list[int]] | None = None
@@ -225,13 +213,7 @@ class Optimizer:
         return run
 
     def _compare(self, base: list[RunResult], cand: list[RunResult]) -> list[BucketComparison]:
-        out: list[BucketComparison] = []
-        for b, c in zip(base, cand, strict=True):
-            for comp in compare_runs(b, c, self.c.policy):
-                if b.suite_kind != "capability":
-                    comp = comp.model_copy(update={"bucket": f"{b.suite_kind}/{comp.bucket}"})
-                out.append(comp)
-        return out
+        return compare_suite_runs(base, cand, self.c.policy)
 
     async def _confirm(
         self,
@@ -242,30 +224,16 @@ class Optimizer:
         suspected: list[str],
     ) -> tuple[list[RunResult], list[RunResult]]:
         """Re-run the tasks of suspected regressions with more trials on both sides and pool."""
-        if not self.c.confirm_trials:
-            return base, cand
-        new_base, new_cand = list(base), list(cand)
-        for i, suite in enumerate(suites):
-            prefix = "" if suite.config.kind == "capability" else f"{suite.config.kind}/"
-            buckets = {
-                s[len(prefix) :]
-                for s in suspected
-                if s.startswith(prefix) and (prefix or "/" not in s)
-            }
-            tasks = [t for t in suite.tasks if t.bucket in buckets]
-            if not tasks:
-                continue
-            indices = {}
-            for t in tasks:
-                n = max((tr.trial_index for tr in base[i].trials_of(t.id)), default=-1) + 1
-                indices[t.id] = list(range(n, n + self.c.confirm_trials))
-            sub = suite.select(task_ids=[t.id for t in tasks])
-            self.emit("confirm", {"buckets": sorted(buckets), "tasks": len(tasks)})
-            extra_b = await self._run(sub, prompts[0], "confirm base", indices)
-            extra_c = await self._run(sub, prompts[1], "confirm candidate", indices)
-            new_base[i] = merge_runs(base[i], extra_b)
-            new_cand[i] = merge_runs(cand[i], extra_c)
-        return new_base, new_cand
+        return await confirm_suspects(
+            suites,
+            base,
+            cand,
+            prompts,
+            suspected,
+            extra_trials=self.c.confirm_trials,
+            run=self._run,
+            emit=self.emit,
+        )
 
     # --- the loop -----------------------------------------------------------------------
     async def optimize(self) -> OptimizeResult:
