@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -50,6 +50,16 @@ MANUAL = Path(__file__).resolve().parent.parent / "manuals" / "prompt_engineerin
 Event = Callable[[str, dict[str, Any]], None]
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """The evaluated starting point of a session; one baseline serves every bucket of a suite."""
+
+    base_sha: str
+    base_prompt: str
+    suites: list[Suite]
+    runs: list[RunResult]
+
+
 class OptimizeConfig(BaseModel):
     suite: Literal["card_agent", "pkm_agent"]
     bucket: str
@@ -73,6 +83,8 @@ class OptimizeConfig(BaseModel):
     repo: Path | None = None
     state_dir: Path = Path(".promptloop")
     stop_on_accept: bool = True
+    first_iteration: int = Field(1, ge=1)
+    """Number of the first iteration to run (a resumed session skips finished ones)."""
 
     @property
     def prompt_path(self) -> str:
@@ -119,7 +131,12 @@ class OptimizeResult(BaseModel):
 
 
 class Optimizer:
-    """One optimize session. Clients may be injected (tests); otherwise built from model ids."""
+    """One optimize session. Clients may be injected (tests); otherwise built from model ids.
+
+    `before_iteration(n)` returning False ends the loop before iteration n (a nightly budget);
+    `after_iteration(result)` runs after each iteration (a nightly checkpoint); `session` fixes
+    the session id so a resumed session keeps its ledger ids and folders.
+    """
 
     def __init__(
         self,
@@ -130,14 +147,19 @@ class Optimizer:
         proposer: ModelClient | None = None,
         on_event: Event | None = None,
         progress: Callable[[str], ProgressFn] | None = None,
+        before_iteration: Callable[[int], bool] | None = None,
+        after_iteration: Callable[[IterationResult], None] | None = None,
+        session: str | None = None,
     ) -> None:
         self.c = config
+        self.before_iteration = before_iteration
+        self.after_iteration = after_iteration
         self._agent, self._judge, self._proposer = agent, judge, proposer
         self.emit = on_event or (lambda _k, _p: None)
         self.progress = progress or (lambda _label: lambda _k, _p: None)
         self.git = GitOps(config.repo or Path.cwd())
         self.ledger = Ledger(config.state_dir / "ledger.jsonl")
-        self.session = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+        self.session = session or f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
         self.session_dir = config.state_dir / "optimize" / self.session
         self.usage = Usage()
         self._owned: list[ModelClient] = []
@@ -236,11 +258,8 @@ class Optimizer:
         )
 
     # --- the loop -----------------------------------------------------------------------
-    async def optimize(self) -> OptimizeResult:
+    def _check_bucket(self, suites: list[Suite]) -> None:
         c = self.c
-        base_sha = self.git.resolve(c.base)
-        base_prompt = self.git.read_file(base_sha, c.prompt_path)
-        suites = self._suites()
         known = sorted({b for s in suites for b in s.buckets})
         if c.bucket not in known:
             from optimizer.cli_util import did_you_mean
@@ -249,8 +268,27 @@ class Optimizer:
                 f"unknown bucket '{c.bucket}' for {c.suite}.{did_you_mean(c.bucket, known)}"
                 f" Known buckets: {', '.join(known)}"
             )
+
+    async def run_baseline(self) -> Baseline:
+        """Evaluate the base prompt on every suite kind (cached trials are reused)."""
+        c = self.c
+        base_sha = self.git.resolve(c.base)
+        base_prompt = self.git.read_file(base_sha, c.prompt_path)
+        suites = self._suites()
         self.emit("phase", {"message": f"baseline of {c.suite} at {base_sha[:12]}"})
-        base_runs = [await self._run(s, base_prompt, "baseline") for s in suites]
+        runs = [await self._run(s, base_prompt, "baseline") for s in suites]
+        return Baseline(base_sha, base_prompt, suites, runs)
+
+    async def optimize(self, baseline: Baseline | None = None) -> OptimizeResult:
+        """Run the session; `baseline` (from `run_baseline`) skips evaluating the base again."""
+        c = self.c
+        if baseline is None:
+            self._check_bucket(self._suites())
+            baseline = await self.run_baseline()
+        else:
+            self._check_bucket(baseline.suites)
+        base_sha, base_prompt = baseline.base_sha, baseline.base_prompt
+        suites, base_runs = baseline.suites, baseline.runs
         cached = sum(t.cached for r in base_runs for t in r.trials)
         total = sum(len(r.trials) for r in base_runs)
         result = OptimizeResult(
@@ -277,11 +315,15 @@ class Optimizer:
             result.message = f"bucket '{c.bucket}' has no failing trials at {base_sha[:12]}"
             return result
         literals = build_literal_index(suites, base_prompt, MANUAL.read_text(encoding="utf-8"))
-        for iteration in range(1, c.iterations + 1):
+        for iteration in range(c.first_iteration, c.iterations + 1):
+            if self.before_iteration is not None and not self.before_iteration(iteration):
+                break
             it = await self._iteration(
                 iteration, suites, base_runs, base_sha, base_prompt, literals
             )
             result.iterations.append(it)
+            if self.after_iteration is not None:
+                self.after_iteration(it)
             if it.outcome == "accepted" and it.branch:
                 result.accepted_branches.append(it.branch)
                 if c.stop_on_accept:
@@ -393,6 +435,7 @@ class Optimizer:
         branch = self.git.unique_branch_name(c.suite, c.bucket, uuid.uuid4().hex[:8])
         keep = False
         entry: dict[str, Any] = {}
+        self.emit("candidate", {"iteration": iteration, "branch": branch})
         try:
             with self.git.candidate(base_sha, branch) as cand:
                 try:
@@ -572,4 +615,4 @@ async def optimize(config: OptimizeConfig, **kw: Any) -> OptimizeResult:
         await opt.aclose()
 
 
-__all__ = ["OptimizeConfig", "OptimizeResult", "Optimizer", "optimize", "replace"]
+__all__ = ["Baseline", "OptimizeConfig", "OptimizeResult", "Optimizer", "optimize", "replace"]
