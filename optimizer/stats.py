@@ -320,6 +320,41 @@ def decide(
                                    f"estimate but not significantly: {describe(target)}")
 
 
+ReviewDecision = Literal["regresses", "improves", "neutral"]
+
+
+class ReviewVerdict(BaseModel):
+    """The gate's verdict on a change with no target bucket (a prompt PR under review)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: ReviewDecision
+    reasons: list[str] = Field(default_factory=list)
+    regressed: list[str] = Field(default_factory=list)
+    improved: list[str] = Field(default_factory=list)
+
+
+def decide_review(comparisons: Sequence[BucketComparison]) -> ReviewVerdict:
+    """`regresses` if any bucket regressed, `improves` if some improved and none regressed,
+    else `neutral`. The bucket statuses already carry the policy's thresholds."""
+    regressed = [c for c in comparisons if c.status == "regressed"]
+    improved = [c for c in comparisons if c.status == "improved"]
+    reasons = [f"bucket {c.bucket!r} regressed: {describe(c)}" for c in regressed]
+    reasons += [f"bucket {c.bucket!r} improved: {describe(c)}" for c in improved]
+    if not regressed and not improved:
+        usable = [c for c in comparisons if c.n_pairs]
+        reasons.append(f"no bucket changed beyond the thresholds ({len(usable)} bucket(s) "
+                       "with paired trials)" if usable else "no bucket has paired trials")
+    dropped = [c for c in comparisons if c.n_dropped]
+    if dropped:
+        parts = ", ".join(f"{c.bucket}: {c.n_dropped}" for c in dropped)
+        reasons.append(f"pairs dropped as errored/skipped (infrastructure, not evidence): {parts}")
+    decision: ReviewDecision = "regresses" if regressed else "improves" if improved else "neutral"
+    return ReviewVerdict(decision=decision, reasons=reasons,
+                         regressed=[c.bucket for c in regressed],
+                         improved=[c.bucket for c in improved])
+
+
 # --- pooling confirmation trials --------------------------------------------------------
 
 
