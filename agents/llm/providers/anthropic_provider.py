@@ -15,7 +15,7 @@ from agents.llm.providers.common import (
     env_value,
     json_schema_format,
     map_sdk_error,
-    parse_raw,
+    send_parsed,
 )
 from agents.llm.registry import ModelOptions
 from agents.llm.types import (
@@ -205,6 +205,8 @@ class AnthropicProvider:
             ]
         if tools:
             kwargs["tools"] = tools_to_anthropic(tools)
+            if settings is not None and settings.tool_choice == "required":
+                kwargs["tool_choice"] = {"type": "any"}
         if settings is not None:
             kwargs["timeout"] = settings.timeout_s
             if settings.response_format:
@@ -217,8 +219,11 @@ class AnthropicProvider:
         import anthropic
 
         try:
-            raw = await sdk.messages.with_raw_response.create(**kwargs)
-            return await parse_raw(raw)
+            return await send_parsed(
+                lambda: sdk.messages.with_raw_response.create(**kwargs),
+                label=_LABEL,
+                max_retries=self._options.max_retries,
+            )
         except anthropic.APIError as err:
             raise map_sdk_error(
                 err, label=_LABEL, key_var=KEY_VAR, secrets=self._secrets()

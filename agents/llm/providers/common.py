@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import ipaddress
 import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -74,6 +75,36 @@ async def parse_raw(raw: Any) -> tuple[Any, int]:
     return parsed, int(getattr(raw, "retries_taken", 0) or 0)
 
 
+async def send_parsed(
+    send: Callable[[], Awaitable[Any]], *, label: str, max_retries: int
+) -> tuple[Any, int]:
+    """Send with an SDK raw-response call and parse the body.
+
+    A body that does not parse (truncated or garbled JSON from a flaky server or proxy) is
+    retried like a 5xx, at most `max_retries` times, then becomes a ProviderError; the returned
+    retry count includes those attempts and the SDK's own retries.
+    """
+    retries = 0
+    garbled = 0
+    while True:
+        raw = await send()
+        retries += int(getattr(raw, "retries_taken", 0) or 0)
+        try:
+            parsed, _ = await parse_raw(raw)
+        except ValueError as err:  # json.JSONDecodeError and pydantic errors
+            if garbled >= max_retries:
+                detail = str(err)[:_MAX_DETAIL]
+                raise ProviderError(
+                    f"{label} returned an unparseable response body after {retries} "
+                    f"retries: {detail}",
+                    retries=retries,
+                ) from None
+            garbled += 1
+            retries += 1
+            continue
+        return parsed, retries
+
+
 def retries_from_error(err: BaseException) -> int:
     """How many retries preceded the attempt that raised `err` (from its request headers)."""
     request = None
@@ -122,4 +153,5 @@ __all__ = [
     "parse_raw",
     "retries_from_error",
     "scrub",
+    "send_parsed",
 ]

@@ -17,7 +17,7 @@ from agents.llm.providers.common import (
     is_local_url,
     json_schema_format,
     map_sdk_error,
-    parse_raw,
+    send_parsed,
 )
 from agents.llm.registry import ModelOptions
 from agents.llm.types import (
@@ -221,6 +221,8 @@ class OpenAIProvider:
         }
         if tools:
             kwargs["tools"] = tools_to_openai(tools)
+            if settings is not None and settings.tool_choice == "required":
+                kwargs["tool_choice"] = "required"
         if chosen.temperature is not None:
             kwargs["temperature"] = chosen.temperature
         if chosen.seed is not None:
@@ -240,8 +242,11 @@ class OpenAIProvider:
         import openai
 
         try:
-            raw = await sdk.chat.completions.with_raw_response.create(**kwargs)
-            return await parse_raw(raw)
+            return await send_parsed(
+                lambda: sdk.chat.completions.with_raw_response.create(**kwargs),
+                label=_LABEL,
+                max_retries=self._options.max_retries,
+            )
         except openai.APIError as err:
             raise map_sdk_error(
                 err, label=_LABEL, key_var=KEY_VAR, secrets=self._secrets()
