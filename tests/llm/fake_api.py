@@ -21,6 +21,8 @@ class Reply:
     body: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    raw: bytes | None = None
+    """Send these bytes instead of `body` (truncated or garbled JSON)."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class FakeAPI:
                 reply = api._next(Recorded(self.command, self.path, headers, body))
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
-                payload = json.dumps(reply.body).encode()
+                payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
                 try:
                     self.send_response(reply.status)
                     self.send_header("content-type", "application/json")
