@@ -80,7 +80,7 @@ def delta_class(base: float | None, cand: float | None) -> str:
 # --- page shell ------------------------------------------------------------------------
 
 CSS = """
-:root{--bg:#f7f7f5;--fg:#1d1f23;--muted:#646a73;--card:#fff;--line:#dfe1e5;
+:root{color-scheme:light dark;--bg:#f7f7f5;--fg:#1d1f23;--muted:#646a73;--card:#fff;--line:#dfe1e5;
 --pass:#1f8a4c;--fail:#c23b31;--warn:#b7791f;--err:#8e2bb0;--accent:#2f62c9;--base:#9aa1ab;
 --code:#f1f2f4;--add:#e3f5e8;--del:#fbe7e5}
 @media (prefers-color-scheme:dark){:root{--bg:#16181c;--fg:#e6e7ea;--muted:#9aa1ab;
@@ -111,7 +111,8 @@ margin:12px 0;font-weight:600;background:color-mix(in srgb,var(--fail) 7%,var(--
 .prov b{color:var(--fg);font-weight:600}
 table{border-collapse:collapse;width:100%;background:var(--card)}
 th,td{border-bottom:1px solid var(--line);padding:5px 8px;text-align:left;vertical-align:top}
-th{font-size:12px;color:var(--muted);font-weight:600;background:var(--card)}
+th{font-size:12px;color:var(--muted);font-weight:600;background:var(--card);white-space:nowrap}
+.nowrap{white-space:nowrap}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .badge{display:inline-block;padding:1px 7px;border-radius:10px;font-size:12px;font-weight:600;
 color:#fff;background:var(--muted);white-space:nowrap}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from optimizer.html_assets import REPORT_CSS, REPORT_JS
 from optimizer.html_kit import (
     ChartRow,
     bucket_chart_svg,
@@ -41,17 +42,21 @@ def _stat(label: str, value: str, sub: str = "", *, alert: bool = False) -> str:
     )
 
 
-def _vs(base: float | None, cand: float | None, has_base: bool) -> str:
-    """`base 50.0% · +12.5 pp` markup for a stat card, when comparing."""
+def _delta_score(base: float | None, cand: float | None) -> str:
+    return "" if base is None or cand is None else f"{cand - base:+.3f}"
+
+
+def _vs(base: float | None, cand: float | None, has_base: bool, *, rate: bool = True) -> str:
+    """`base 50.0% · +12.5 pp` (or `base 0.613 · +0.195`) for a stat card, when comparing."""
     if not has_base:
         return ""
-    d = delta_pp(base, cand)
-    return (f"<br>base {esc(pct(base))}"
-            + (f' · <span class="{delta_class(base, cand)}">{esc(d)}</span>' if d else ""))
+    d = delta_pp(base, cand) if rate else _delta_score(base, cand)
+    return (f"<br>base {esc(pct(base) if rate else num(base))}"
+            + (f' · <span class="nowrap {delta_class(base, cand)}">{esc(d)}</span>' if d else ""))
 
 
-def _header(run: RunResult, s: RunSummary, base: RunResult | None,
-            bs: RunSummary | None, title: str) -> str:
+def _provenance(run: RunResult, base: RunResult | None) -> str:
+    """Models, commit, hashes and timing; full hashes in the tooltip."""
     p = run.provenance
     secs = (run.ended_at - run.started_at).total_seconds()
     prov = [
@@ -71,6 +76,10 @@ def _header(run: RunResult, s: RunSummary, base: RunResult | None,
         f'<span>{esc(k)}: <b class="mono" title="{esc(full.get(k, v))}">{esc(v)}</b></span>'
         for k, v in prov
     )
+    return f'<div class="prov card">{prov_html}</div>'
+
+
+def _stat_cards(s: RunSummary, bs: RunSummary | None) -> str:
     has_base = bs is not None
     u, ju, c = s.usage, s.judge_usage, s.cost
     cost = "unknown" if c.total_usd is None else f"${c.total_usd:.4f}"
@@ -86,7 +95,7 @@ def _header(run: RunResult, s: RunSummary, base: RunResult | None,
               + _vs(bs.trial_pass_rate if bs else None, s.trial_pass_rate, has_base)),
         _stat("Mean score", num(s.mean_score),
               f"{s.failed_trials} failed, {s.timed_out_trials} timed out"
-              + (f"<br>base {esc(num(bs.mean_score))}" if bs else "")),
+              + _vs(bs.mean_score if bs else None, s.mean_score, has_base, rate=False)),
         _stat("Errored trials", str(s.errored_trials),
               "infrastructure errors, not counted in rates" if s.errored_trials
               else "no infrastructure errors", alert=s.errored_trials > 0),
@@ -100,6 +109,11 @@ def _header(run: RunResult, s: RunSummary, base: RunResult | None,
               + (f"<br>judge {ju.total_tokens:,} tokens" if ju.model_calls else "")),
         _stat("Estimated cost", cost, cost_sub),
     ]
+    return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def _header(run: RunResult, s: RunSummary, base: RunResult | None,
+            bs: RunSummary | None, title: str) -> str:
     banners = []
     if s.all_errored:
         banners.append("Every trial errored: this run measured nothing about the prompt.")
@@ -111,8 +125,7 @@ def _header(run: RunResult, s: RunSummary, base: RunResult | None,
         f'<div class="muted">suite <b>{esc(run.suite_name)}</b> · run '
         f'<b class="mono">{esc(run.run_name)}</b></div>'
         + "".join(f'<div class="banner">{b}</div>' for b in banners)
-        + f'<div class="cards">{"".join(cards)}</div>'
-        f'<div class="prov card">{prov_html}</div></header>'
+        + _stat_cards(s, bs) + _provenance(run, base) + "</header>"
     )
 
 
@@ -136,7 +149,8 @@ def _bucket_section(s: RunSummary, bs: RunSummary | None) -> str:
             "</th><th class=\"num\">trial pass rate</th><th class=\"num\">mean score</th>"
             "<th class=\"num\">errored</th>")
     if bs:
-        head += "<th class=\"num\">base pass rate</th><th class=\"num\">Δ</th>"
+        head += ('<th class="num">base pass rate</th><th class="num">Δ pass</th>'
+                 '<th class="num">base score</th><th class="num">Δ score</th>')
     body = []
     for n in names:
         b, o = mine.get(n), theirs.get(n)
@@ -145,6 +159,9 @@ def _bucket_section(s: RunSummary, bs: RunSummary | None) -> str:
             cand, old = (b.trial_pass_rate if b else None), (o.trial_pass_rate if o else None)
             cells += (f'<td class="num">{esc(pct(old))}</td><td class="num '
                       f'{delta_class(old, cand)}">{esc(delta_pp(old, cand))}</td>')
+            cand, old = (b.mean_score if b else None), (o.mean_score if o else None)
+            cells += (f'<td class="num">{esc(num(old))}</td><td class="num '
+                      f'{delta_class(old, cand)}">{esc(_delta_score(old, cand))}</td>')
         body.append(
             f'<tr><td><a href="#trials" data-show-bucket="{esc(n)}">{esc(n)}</a></td>{cells}</tr>'
         )
@@ -216,9 +233,9 @@ def _trial_group(i: int, t: TrialResult, base_t: TrialResult | None, has_base: b
              f'data-index="{t.trial_index}" data-changed="{"1" if changed else "0"}"')
     base_cell = ""
     if has_base:
-        base_cell = ("<td>" + (f'{badge(base_t.status)} <span class="mono">{base_t.score:.2f}'
-                               "</span>" if base_t else '<span class="muted">none</span>')
-                     + "</td>")
+        shown = (f'{badge(base_t.status)} <span class="mono">{base_t.score:.2f}</span>'
+                 if base_t else '<span class="muted">none</span>')
+        base_cell = f'<td class="nowrap">{shown}</td>'
     reason = t.infra_error or t.failure_reason or ""
     head = (
         f'<tr class="head"><td><button class="exp" type="button" aria-expanded="false" '
@@ -321,147 +338,3 @@ def render_html(
         f'<script type="application/json" id="report-data">{script_json(index)}</script>',
     ])
     return page(heading, body, extra_css=TRIAL_CSS + REPORT_CSS, script=REPORT_JS)
-
-
-REPORT_CSS = """
-header .cards{margin-top:14px}
-section.two{display:grid;grid-template-columns:2fr 1fr;gap:18px}
-.chart-toggle{margin-bottom:6px}.chart-toggle label{margin-right:12px}
-.filters{display:flex;flex-wrap:wrap;gap:8px 16px;align-items:center;margin-bottom:8px}
-.filters .statuses label{margin-right:10px;white-space:nowrap}
-.filters button{font:inherit;padding:3px 10px;border:1px solid var(--line);border-radius:6px;
-background:var(--card);color:var(--fg);cursor:pointer}
-.filters input[type=search]{font:inherit;padding:2px 6px;width:180px}
-#trial-table thead th{position:sticky;top:0;z-index:1}
-#trial-table th[data-sort]{cursor:pointer;user-select:none}
-#trial-table th[data-sort]:after{content:" ⇅";color:var(--line)}
-#trial-table th.sorted-asc:after{content:" ▲";color:var(--muted)}
-#trial-table th.sorted-desc:after{content:" ▼";color:var(--muted)}
-tbody.trial tr.head{cursor:pointer}tbody.trial tr.head:hover td{background:var(--code)}
-tbody.trial.open tr.head td{background:var(--code);border-bottom-color:transparent}
-tr.detail>td{background:var(--bg);padding:8px 14px 14px}
-.detail-body{max-width:1180px}
-button.exp{border:0;background:none;color:var(--fg);cursor:pointer;font-size:13px;padding:0 4px}
-footer{margin-top:30px}
-@media (max-width:800px){section.two{grid-template-columns:1fr}}
-"""
-
-REPORT_JS = r"""
-(function () {
-  "use strict";
-  var data = JSON.parse(document.getElementById("report-data").textContent);
-  var table = document.getElementById("trial-table");
-  var groups = Array.prototype.slice.call(table.querySelectorAll("tbody.trial"));
-  var bucketSel = document.getElementById("f-bucket");
-  var statusBox = document.getElementById("f-status");
-  var search = document.getElementById("f-search");
-  var changed = document.getElementById("f-changed");
-  var countEl = document.getElementById("f-count");
-  function tally(key, value) {
-    return data.trials.filter(function (t) { return t[key] === value; }).length;
-  }
-  data.buckets.forEach(function (b) {
-    var o = document.createElement("option");
-    o.value = b;
-    o.textContent = b + " (" + tally("bucket", b) + ")";
-    bucketSel.appendChild(o);
-  });
-  data.statuses.forEach(function (s) {
-    var label = document.createElement("label");
-    var box = document.createElement("input");
-    box.type = "checkbox"; box.value = s; box.checked = true;
-    label.appendChild(box);
-    label.appendChild(document.createTextNode(" " + s + " (" + tally("status", s) + ")"));
-    statusBox.appendChild(label);
-  });
-  function statusOn() {
-    var on = {};
-    statusBox.querySelectorAll("input").forEach(function (c) { on[c.value] = c.checked; });
-    return on;
-  }
-  function apply() {
-    var b = bucketSel.value, q = search.value.trim().toLowerCase(), on = statusOn(), n = 0;
-    groups.forEach(function (g) {
-      var show = (!b || g.dataset.bucket === b) && on[g.dataset.status] !== false &&
-        (!q || g.dataset.task.toLowerCase().indexOf(q) >= 0) &&
-        (!changed || !changed.checked || g.dataset.changed === "1");
-      g.hidden = !show;
-      if (show) { n += 1; }
-    });
-    countEl.textContent = "showing " + n + " of " + groups.length + " trials";
-  }
-  function toggle(g, open) {
-    var d = g.querySelector("tr.detail"), btn = g.querySelector("button.exp");
-    if (open === undefined) { open = d.hidden; }
-    d.hidden = !open;
-    g.classList.toggle("open", open);
-    btn.setAttribute("aria-expanded", open ? "true" : "false");
-    btn.textContent = open ? "\u25BE" : "\u25B8";
-  }
-  table.addEventListener("click", function (e) {
-    var row = e.target.closest("tr.head");
-    if (row && !e.target.closest("a")) { toggle(row.parentNode); }
-  });
-  var sortKey = "order", sortDir = 1;
-  table.querySelectorAll("th[data-sort]").forEach(function (th) {
-    th.addEventListener("click", function () {
-      var key = th.dataset.sort;
-      sortDir = key === sortKey ? -sortDir : 1;
-      sortKey = key;
-      table.querySelectorAll("th").forEach(function (h) {
-        h.classList.remove("sorted-asc", "sorted-desc");
-      });
-      th.classList.add(sortDir > 0 ? "sorted-asc" : "sorted-desc");
-      var numeric = ["index", "score", "tokens", "secs"].indexOf(key) >= 0;
-      groups.sort(function (a, b) {
-        var x = a.dataset[key], y = b.dataset[key], r;
-        r = numeric ? parseFloat(x) - parseFloat(y) : x.localeCompare(y);
-        return r * sortDir || parseFloat(a.dataset.order) - parseFloat(b.dataset.order);
-      });
-      groups.forEach(function (g) { table.appendChild(g); });
-    });
-  });
-  bucketSel.addEventListener("change", apply);
-  statusBox.addEventListener("change", apply);
-  search.addEventListener("input", apply);
-  if (changed) { changed.addEventListener("change", apply); }
-  document.getElementById("b-failures").addEventListener("click", function () {
-    statusBox.querySelectorAll("input").forEach(function (c) {
-      c.checked = c.value === "failed" || c.value === "timedOut";
-    });
-    apply();
-  });
-  document.getElementById("b-reset").addEventListener("click", function () {
-    bucketSel.value = ""; search.value = "";
-    if (changed) { changed.checked = false; }
-    statusBox.querySelectorAll("input").forEach(function (c) { c.checked = true; });
-    apply();
-  });
-  document.getElementById("b-expand").addEventListener("click", function () {
-    groups.forEach(function (g) { if (!g.hidden) { toggle(g, true); } });
-  });
-  document.getElementById("b-collapse").addEventListener("click", function () {
-    groups.forEach(function (g) { toggle(g, false); });
-  });
-  document.querySelectorAll("[data-show-bucket]").forEach(function (a) {
-    a.addEventListener("click", function () {
-      bucketSel.value = a.dataset.showBucket;
-      apply();
-    });
-  });
-  document.querySelectorAll("input[name=metric]").forEach(function (r) {
-    r.addEventListener("change", function () {
-      document.querySelectorAll("div.chart[data-metric]").forEach(function (c) {
-        c.hidden = c.dataset.metric !== r.value;
-      });
-    });
-  });
-  var m = /^#trial-(\d+)$/.exec(location.hash);
-  if (m) {
-    var g = document.getElementById("trial-" + m[1]);
-    if (g) { toggle(g, true); g.scrollIntoView(); }
-  }
-  apply();
-  document.body.setAttribute("data-ready", "true");
-})();
-"""

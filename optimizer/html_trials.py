@@ -268,11 +268,12 @@ def render_trial_detail(trial: TrialResult, prompts: PromptPool) -> str:
         head.append(f'<p><b>Failure reason:</b> {esc(truncate(trial.failure_reason, 2000))}</p>')
     head.append(f'<p class="small muted mono">{esc(trial.transcript.summary())}'
                 + (" · served from cache" if trial.cached else "") + "</p>")
+    diff = render_diff(trial.outcome)
     return "".join([
         *head,
         _section("Grader scores", render_scores(trial)),
-        _section("Workspace diff", render_diff(trial.outcome)),
-        _section("Outcome", render_outcome(trial.outcome), open_=False),
+        _section("Workspace diff", diff),
+        _section("Outcome", render_outcome(trial.outcome), open_=not diff),
         _section(f"Transcript ({len(trial.transcript.messages)} messages)",
                  render_transcript(trial, prompts)),
         _section(f"Tool calls ({len(trial.transcript.tool_calls)})", render_tool_calls(trial),
@@ -287,11 +288,13 @@ TRIAL_CSS = """
 .rationale{margin:2px 0 6px}
 table.asserts td,table.asserts th,table.kv td,table.kv th,table.calls td,table.calls th{
 font-size:12px;padding:3px 6px}
+table.asserts td:first-child{width:18px}table.asserts td:nth-child(2){width:42%}
 table.asserts tr.bad td,table.calls tr.bad td{background:var(--del)}
 table.kv th{width:220px}
 table.calls pre{max-height:220px;margin:0}
 .msg{border:1px solid var(--line);border-radius:6px;padding:6px 10px;margin:6px 0;
 background:var(--card)}
+.msg .role .mono{text-transform:none;letter-spacing:0}
 .msg .role{font-size:11px;text-transform:uppercase;letter-spacing:.04em;color:var(--muted);
 font-weight:700}
 .m-user{border-left:3px solid var(--accent)}.m-assistant{border-left:3px solid var(--pass)}
