@@ -206,6 +206,22 @@ def test_helpers_escape_and_embed() -> None:
 # --- headless Chromium -------------------------------------------------------------------
 
 
+PROBE = """<script>
+(function () {
+  var body = document.body, sel = document.getElementById("f-bucket");
+  sel.value = "skip_trivial";
+  sel.dispatchEvent(new Event("change", {bubbles: true}));
+  body.setAttribute("data-bucket-count", document.getElementById("f-count").textContent);
+  document.getElementById("b-failures").click();
+  body.setAttribute("data-failing-count", document.getElementById("f-count").textContent);
+  document.getElementById("b-reset").click();
+  var th = document.querySelector("th[data-sort=score]");
+  th.click(); th.click();
+  body.setAttribute("data-top-score", document.querySelector("tbody.trial").dataset.score);
+})();
+</script>"""
+
+
 def _chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu",
@@ -243,6 +259,17 @@ def test_renders_in_headless_chromium(
     assert "showing 16 of 16 trials" in dom
     assert '<tbody class="trial open" id="trial-2"' in dom  # deep link expanded the trial
     assert '<tr class="detail" id="detail-1" hidden="">' in dom
+
+    # drive the filters and sorting as a person would, then read the outcome back from the DOM
+    probe = tmp_path / "probe.html"
+    probe.write_text(path.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"))
+    dom = _chromium(tmp_path / "p3", "--dump-dom", probe.resolve().as_uri()).stdout
+    shown = sum(t.bucket == "skip_trivial" for t in run.trials)
+    failing = sum(t.bucket == "skip_trivial" and t.status == "failed" for t in run.trials)
+    top = max(t.score for t in run.trials)
+    assert f'data-bucket-count="showing {shown} of 16 trials"' in dom
+    assert f'data-failing-count="showing {failing} of 16 trials"' in dom
+    assert f'data-top-score="{top:.4f}"' in dom
 
     shot = tmp_path / "report.png"
     result = _chromium(tmp_path / "p2", f"--screenshot={shot}", "--window-size=1280,1600", url)
