@@ -267,7 +267,7 @@ class Reviewer:
             )
             comps = compare_suite_runs(base_final, head_final, self.c.policy)
             verdict = decide_review(comps)
-        self.emit("verdict_review", {"agent": agent, "verdict": verdict})
+        self.emit("phase", {"message": f"{agent}: {verdict.decision}"})
         broken: list[TrialChange] = []
         fixed: list[TrialChange] = []
         for b, h in zip(base_final, head_final, strict=True):
