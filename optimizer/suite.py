@@ -302,3 +302,40 @@ def task_json_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "promptloop task.json"
     return schema
+
+
+SCHEMA_PATH = TASKS_DIR / "task.schema.json"
+
+
+def write_task_schema(path: Path = SCHEMA_PATH) -> Path:
+    """Write the JSON schema of task.json (tests/optimizer/test_runner.py checks it is current).
+
+    Regenerate the checked-in copy after changing TaskSpec:
+    `python -m optimizer.suite --write-schema [PATH]`.
+    """
+    text = json.dumps(task_json_schema(), indent=2, ensure_ascii=False) + "\n"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m optimizer.suite")
+    parser.add_argument(
+        "--write-schema",
+        nargs="?",
+        const=str(SCHEMA_PATH),
+        metavar="PATH",
+        help=f"write the task.json schema (default: {SCHEMA_PATH})",
+    )
+    args = parser.parse_args(argv)
+    if args.write_schema is None:
+        parser.print_usage()
+        return 2
+    write_task_schema(Path(args.write_schema))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
