@@ -235,7 +235,10 @@ def load_checkpoint(path: Path) -> Checkpoint:
 
 
 def latest_unfinished(state: Path) -> Checkpoint | None:
-    """The newest night that did not finish (killed, interrupted or failed), if any."""
+    """The newest night, if it did not finish (killed, interrupted or failed).
+
+    Older unfinished nights are not picked up once a newer night exists: their baselines and
+    budgets belong to a past state of the repository."""
     root = nights_dir(state)
     if not root.is_dir():
         return None
@@ -247,6 +250,5 @@ def latest_unfinished(state: Path) -> Checkpoint | None:
             cp = load_checkpoint(path)
         except (OSError, ValidationError, ValueError):
             continue
-        if cp.status != "finished":
-            return cp
+        return cp if cp.status != "finished" else None
     return None

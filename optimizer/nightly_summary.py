@@ -189,7 +189,7 @@ def _step_rows(s: NightSummary) -> list[list[str]]:
 
 
 RANK_HEAD = ["#", "suite", "bucket", "failing trials", "trials", "mean score"]
-STEP_HEAD = ["step", "outcome", "tokens", "estimated", "est. cost", "seconds", "basis / note"]
+STEP_HEAD = ["step", "outcome", "tokens", "estimated before", "cost", "seconds", "basis / note"]
 
 
 def render_markdown(s: NightSummary) -> str:

@@ -27,8 +27,8 @@ def nightly(
              "./promptloop.toml if present). Flags and env vars override it.")] = None,
     resume: Annotated[bool, Opt(
         "--resume", envvar="PROMPTLOOP_NIGHTLY_RESUME",
-        help="Continue the latest unfinished night (killed, interrupted or failed) with its "
-             "original settings; starts a new night if there is none.")] = False,
+        help="Continue the latest night if it did not finish (killed, interrupted, failed) "
+             "with its original settings; else start a new night.")] = False,
     push: Annotated[bool, Opt(
         "--push", envvar="PROMPTLOOP_NIGHTLY_PUSH",
         help="git push origin <branch> for each accepted branch (never forced).")] = False,
