@@ -45,6 +45,9 @@ class AgentSession(Protocol):
 class RuntimeConfig:
     max_turns: int = 12
     max_runs: int = 4
+    require_tool_first_turn: bool = True
+    """Both agents must act through a tool; forcing the first turn of each run to be a tool
+    call keeps weak models from answering in prose and ending the run."""
     settings: ModelSettings = field(default_factory=ModelSettings)
 
 
@@ -85,15 +88,21 @@ async def run_agent(
     messages.append(Message.system(session.system_prompt))
     messages.append(Message.user(session.first_message()))
     metrics = transcript.metrics
+    first_turn = (
+        config.settings.model_copy(update={"tool_choice": "required"})
+        if config.require_tool_first_turn
+        else config.settings
+    )
 
     for run_index in range(config.max_runs):
         metrics.n_runs = run_index + 1
         stopped = False
-        for _turn in range(config.max_turns):
+        for turn in range(config.max_turns):
             metrics.n_turns += 1
+            settings = first_turn if turn == 0 else config.settings
             t0 = time.perf_counter()
             try:
-                response = await client.complete(messages, tools=specs, settings=config.settings)
+                response = await client.complete(messages, tools=specs, settings=settings)
             except ModelError as err:
                 transcript.event("infra_error", f"{type(err).__name__}: {err}")
                 raise

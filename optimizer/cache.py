@@ -116,10 +116,16 @@ class RecordReplayClient:
 
 
 def trial_cache_key(
-    task_hash: str, prompt_hash: str, agent_model: str, judge_model: str | None, trial_index: int
+    task_hash: str,
+    prompt_hash: str,
+    agent_model: str,
+    judge_model: str | None,
+    trial_index: int,
+    variant: str = "",
 ) -> str:
+    """`variant` covers anything else that changes a trial's behaviour (runtime limits)."""
     blob = json.dumps(
-        [HARNESS_VERSION, task_hash, prompt_hash, agent_model, judge_model, trial_index]
+        [HARNESS_VERSION, task_hash, prompt_hash, agent_model, judge_model, trial_index, variant]
     )
     return hashlib.sha256(blob.encode()).hexdigest()
 

@@ -439,6 +439,21 @@ def optimize(
             help="Extra trials per task to confirm a suspected regression.",
         ),
     ] = 2,
+    suites: Annotated[
+        str,
+        typer.Option(
+            "--suites",
+            envvar="PROMPTLOOP_SUITES",
+            help="Comma-separated suite folders under tasks/<agent>/ that form the gate.",
+        ),
+    ] = "capability,regression",
+    max_turns: Annotated[
+        int, typer.Option(min=1, envvar="PROMPTLOOP_MAX_TURNS", help="Agent turns per run.")
+    ] = 12,
+    max_runs: Annotated[
+        int,
+        typer.Option(min=1, envvar="PROMPTLOOP_MAX_RUNS", help="Agent runs per trial."),
+    ] = 4,
     min_improvement: Annotated[
         float, typer.Option(envvar="PROMPTLOOP_MIN_IMPROVEMENT", help="Target bucket gain needed.")
     ] = 0.05,
@@ -484,6 +499,9 @@ def optimize(
                     "proposer_format": proposer_format,
                     "concurrency": concurrency,
                     "confirm_trials": confirm_trials,
+                    "kinds": tuple(k.strip() for k in suites.split(",") if k.strip()),
+                    "max_turns": max_turns,
+                    "max_runs": max_runs,
                     "policy": GatePolicy(
                         min_improvement=min_improvement, regression_tolerance=regression_tolerance
                     ),

@@ -8,6 +8,7 @@ the result is rendered into the same canonical unified diff as a free-form propo
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import re
@@ -61,6 +62,21 @@ EDIT_PROPOSAL_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 """JSON schema of `EditProposal`, flat enough for grammar-constrained decoding."""
+
+
+def edit_schema_for(original: str, *, max_edits: int = 3) -> dict[str, Any]:
+    """EDIT_PROPOSAL_SCHEMA with `anchor` restricted to the file's own non-blank lines and at
+    most `max_edits` edits: under grammar-constrained decoding even a tiny model then names an
+    anchor that exists, so its edit always applies."""
+    lines = list(dict.fromkeys(ln.strip() for ln in original.splitlines() if ln.strip()))
+    schema = copy.deepcopy(EDIT_PROPOSAL_SCHEMA)
+    edits = schema["properties"]["edits"]
+    edits["maxItems"] = max_edits
+    schema["properties"]["hypothesis"]["maxLength"] = 240
+    edits["items"]["properties"]["text"]["maxLength"] = 400
+    if lines:
+        edits["items"]["properties"]["anchor"] = {"type": "string", "enum": lines}
+    return schema
 
 
 def parse_edit_proposal(model_text: str) -> EditProposal:

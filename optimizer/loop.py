@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from agents.llm.errors import ModelError
 from agents.llm.types import ModelClient, Usage
+from agents.runtime import RuntimeConfig
 from optimizer.config import ConfigError, default_judge, make_client, provenance
 from optimizer.failing import export_failing, render_failing_markdown
 from optimizer.gitops import GitOps
@@ -79,6 +80,10 @@ class OptimizeConfig(BaseModel):
     confirm_trials: int = Field(2, ge=0)
     concurrency: int | None = None
     kinds: tuple[str, ...] = ("capability", "regression")
+    """Suite folders under tasks/<agent>/ that make up the gate (the target bucket's suite and
+    every suite whose buckets must not regress)."""
+    max_turns: int = Field(12, ge=1)
+    max_runs: int = Field(4, ge=1)
     policy: GatePolicy = Field(default_factory=GatePolicy)
     repo: Path | None = None
     state_dir: Path = Path(".promptloop")
@@ -213,6 +218,7 @@ class Optimizer:
             state_dir=self.c.state_dir,
             prompt_text=prompt,
             trial_indices=indices,
+            runtime=RuntimeConfig(max_turns=self.c.max_turns, max_runs=self.c.max_runs),
         )
         run = await run_suite(
             suite,

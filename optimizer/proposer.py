@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from agents.llm.types import Message, ModelClient, ModelSettings, Usage
-from optimizer.edits import EDIT_PROPOSAL_SCHEMA, edits_to_diff, parse_edit_proposal
+from optimizer.edits import edit_schema_for, edits_to_diff, parse_edit_proposal
 from optimizer.failing import condensed_trace, extract_input
 from optimizer.ledger import LedgerEntry
 from optimizer.patch import PatchError, extract_diff
@@ -209,7 +209,7 @@ async def ask_model(
     settings = ModelSettings(
         temperature=0.2,
         max_tokens=max_tokens,
-        response_format=EDIT_PROPOSAL_SCHEMA if fmt == "edits" else None,
+        response_format=edit_schema_for(original) if fmt == "edits" else None,
     )
     usage = Usage()
     last_error = ""

@@ -19,7 +19,7 @@ from pydantic import Field, WithJsonSchema
 from agents.card.card_file import CardFileError, read_card, update_card
 from agents.card.templates import TEMPLATE_IDS, TEMPLATES, catalog_markdown, describe, validate_data
 from agents.tools import Tool, ToolArgs, ToolError, ToolResult
-from agents.workspace import FactId, FactIdError, Workspace
+from agents.workspace import FACT_ID_PATTERN, FactId, FactIdError, Workspace
 
 SAVE_TOOL = "save_timeline_card"
 METADATA_TOOL = "get_card_metadata"
@@ -71,7 +71,8 @@ class GetCardMetadataArgs(ToolArgs):
 
 
 class SaveTimelineCardArgs(ToolArgs):
-    fact_id: str = Field(description="The Raw Input ID, e.g. 2026/03/14.md#ts_2")
+    fact_id: str = Field(description="The Raw Input ID, e.g. 2026/03/14.md#ts_2",
+                         json_schema_extra={"pattern": FACT_ID_PATTERN})
     title: str = Field(description="Short card title in the user's language.")
     ui_configs: Annotated[Any, WithJsonSchema(_UI_CONFIGS_SCHEMA)]
     address: str | None = Field(default=None, description="Address the input refers to.")
@@ -301,18 +302,20 @@ class CardTools:
         return fact_id
 
     def tools(self) -> tuple[Tool, Tool]:
+        """The save tool comes first: it is the agent's one real action, and weak models under
+        grammar-constrained decoding tend to pick the first tool offered."""
         return (
-            Tool(
-                name=METADATA_TOOL,
-                description="List the allowed card tags and how often each is already used.",
-                args_model=GetCardMetadataArgs,
-                handler=self.metadata,
-            ),
             Tool(
                 name=SAVE_TOOL,
                 description=SAVE_DESCRIPTION,
                 args_model=SaveTimelineCardArgs,
                 handler=self.save,
+            ),
+            Tool(
+                name=METADATA_TOOL,
+                description="List the allowed card tags and how often each is already used.",
+                args_model=GetCardMetadataArgs,
+                handler=self.metadata,
             ),
         )
 

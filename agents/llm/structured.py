@@ -72,8 +72,9 @@ def simplify_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def step_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
-    """The JSON schema of one step: `{"tool": <name>, "arguments": {...}}` or a final answer."""
+def step_schema(tools: Sequence[ToolSpec], *, allow_final: bool = True) -> dict[str, Any]:
+    """The JSON schema of one step: `{"tool": <name>, "arguments": {...}}` or a final answer
+    (left out when a tool call is required this turn)."""
     branches: list[dict[str, Any]] = []
     for tool in tools:
         arguments = simplify_schema(tool.parameters)
@@ -88,14 +89,15 @@ def step_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
                 "additionalProperties": False,
             }
         )
-    branches.append(
-        {
-            "type": "object",
-            "properties": {"tool": {"const": FINAL_ANSWER}, "answer": {"type": "string"}},
-            "required": ["tool", "answer"],
-            "additionalProperties": False,
-        }
-    )
+    if allow_final:
+        branches.append(
+            {
+                "type": "object",
+                "properties": {"tool": {"const": FINAL_ANSWER}, "answer": {"type": "string"}},
+                "required": ["tool", "answer"],
+                "additionalProperties": False,
+            }
+        )
     return {"oneOf": branches}
 
 
@@ -231,11 +233,11 @@ class StructuredToolClient:
         rendered = render_messages(messages, specs)
         if not specs:
             return await self.inner.complete(rendered, settings=settings)
-        fmt = {
-            "type": "json_schema",
-            "json_schema": {"name": "step", "schema": step_schema(specs), "strict": True},
-        }
-        chosen = (settings or ModelSettings()).model_copy(update={"response_format": fmt})
+        base = settings or ModelSettings()
+        schema = step_schema(specs, allow_final=base.tool_choice != "required")
+        fmt = {"type": "json_schema", "json_schema": {"name": "step", "schema": schema,
+                                                       "strict": True}}
+        chosen = base.model_copy(update={"response_format": fmt, "tool_choice": "auto"})
         response = await self.inner.complete(rendered, settings=chosen)
         text, calls = parse_step(response.text, names)
         stop = response.stop_reason

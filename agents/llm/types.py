@@ -113,6 +113,8 @@ class ModelSettings(_Frozen):
     seed: int | None = None
     response_format: dict[str, Any] | None = None
     """A JSON schema the reply text must follow (OpenAI-style `json_schema` format)."""
+    tool_choice: Literal["auto", "required"] = "auto"
+    """`required`: the model must call a tool this turn (ignored when no tools are given)."""
 
 
 @runtime_checkable

@@ -24,7 +24,7 @@ from agents.pkm.reminders import append_session, load_sessions, wrap
 from agents.pkm.search_tools import SearchTools, render_tree
 from agents.tools import Tool, ToolArgs, ToolError, ToolResult
 from agents.transcript import Transcript
-from agents.workspace import FactId, FactIdError, Workspace, diff_snapshots
+from agents.workspace import FACT_ID_PATTERN, FactId, FactIdError, Workspace, diff_snapshots
 
 NAME = "pkm_agent"
 MUTATING_TOOLS = ("Write", "Edit", "Move", "Remove")
@@ -32,7 +32,8 @@ FIRST_MESSAGE_TREE_LIMIT = 1000
 
 
 class InsightArgs(ToolArgs):
-    fact_id: str = Field(description="The Raw Input ID (fact_id) of this task")
+    fact_id: str = Field(description="The Raw Input ID (fact_id) of this task",
+                         json_schema_extra={"pattern": FACT_ID_PATTERN})
     insight_text: str = Field(description="The insight shown on the user's timeline card")
     related_fact_ids: list[str] | None = Field(
         None, description="fact ids of earlier inputs this insight connects to (from the PKM)"

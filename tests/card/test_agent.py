@@ -47,7 +47,7 @@ async def test_success_path(workspace: Workspace, agent_input: AgentInput) -> No
 
     assert transcript.completed and transcript.missing_requirements == []
     assert len(model.calls) == 1, "a successful save must end the run"
-    assert [t.name for t in model.calls[0].tools] == [METADATA_TOOL, SAVE_TOOL]
+    assert [t.name for t in model.calls[0].tools] == [SAVE_TOOL, METADATA_TOOL]
     assert model.calls[0].messages[0].content == load_prompt("card_agent")
 
     outcome = session.outcome(transcript)
