@@ -6,6 +6,8 @@ a run: `Tool.invoke` turns them into an error result the model can read and corr
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 import json
 from collections.abc import Awaitable, Callable
@@ -59,6 +61,12 @@ def inline_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@functools.cache
+def _arguments_schema(args_model: type[BaseModel]) -> dict[str, Any]:
+    # Generating a JSON schema costs ~1 ms per model; every trial asks for every tool's.
+    return inline_schema(args_model.model_json_schema())
+
+
 def format_validation_error(tool: str, err: ValidationError) -> str:
     parts = []
     for e in err.errors():
@@ -78,7 +86,7 @@ class Tool:
         return ToolSpec(
             name=self.name,
             description=self.description,
-            parameters=inline_schema(self.args_model.model_json_schema()),
+            parameters=copy.deepcopy(_arguments_schema(self.args_model)),
         )
 
     async def invoke(self, call: ToolCall) -> ToolResult:

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agents.base import AgentInput, load_prompt, prepare_workspace
+from agents.base import AgentInput, OutcomeSession, load_prompt, prepare_workspace
 from agents.llm.errors import ModelError
 from agents.llm.types import ModelClient, ModelSettings
 from agents.registry import get_agent
@@ -143,22 +143,23 @@ async def run_trial(
         if judge is not None or options.mode == "replay"
         else None
     )
-    with tempfile.TemporaryDirectory(prefix="promptloop-trial-") as tmp:
-        ws = build_workspace(task, Path(tmp))
-        agent_input = AgentInput(
-            fact_id=task.spec.input.fact_id,
-            content=task.spec.input.content,
-            published_at=suite.published_at,
-            user_language=task.spec.metadata.get("user_language", "English"),
-        )
-        session = None
+    agent_input = AgentInput(
+        fact_id=task.spec.input.fact_id,
+        content=task.spec.input.content,
+        published_at=suite.published_at,
+        user_language=task.spec.metadata.get("user_language", "English"),
+    )
+    tmp = Path(tempfile.mkdtemp(prefix="promptloop-trial-"))
+    session: OutcomeSession | None = None
+    try:
         try:
-            prepare_workspace(ws, agent_input)
-            session = get_agent(suite.agent_name)(ws, agent_input, prompt)
+            # File work (fixture copy, snapshots) runs in a worker thread so the event loop
+            # keeps serving the other trials' model calls meanwhile.
+            session = await asyncio.to_thread(_open_session, suite, task, tmp, agent_input, prompt)
             timeout = options.timeout_s or task.spec.timeout_seconds
             async with asyncio.timeout(timeout):
                 await run_agent(agent_c, session, options.runtime, transcript)
-            outcome = plain_outcome(session.outcome(transcript))
+            outcome = plain_outcome(await asyncio.to_thread(session.outcome, transcript))
             scores = await _grade(task, outcome, transcript, judge_c, options.judge_settings)
             judge_errors = [
                 s for s in scores if s.metadata.get("error_module") == ModelError.__module__
@@ -179,7 +180,7 @@ async def run_trial(
             )
             transcript.event("timeout", reason)
             if session is not None:
-                outcome = plain_outcome(session.outcome(transcript))
+                outcome = plain_outcome(await asyncio.to_thread(session.outcome, transcript))
         except ModelError as err:
             status, infra = "errored", f"{type(err).__name__}: {err}"
             reason = infra
@@ -187,6 +188,8 @@ async def run_trial(
             status, infra = "errored", f"harness error {type(err).__name__}: {err}"
             reason = infra
             transcript.event("exception", infra)
+    finally:
+        await _remove_tree(tmp)
     return TrialResult(
         task_id=task.id,
         bucket=task.bucket,
@@ -200,6 +203,23 @@ async def run_trial(
         outcome=outcome,
         scores=scores,
     )
+
+
+def _open_session(
+    suite: Suite, task: LoadedTask, dest: Path, agent_input: AgentInput, prompt: str
+) -> OutcomeSession:
+    ws = build_workspace(task, dest)
+    prepare_workspace(ws, agent_input)
+    return get_agent(suite.agent_name)(ws, agent_input, prompt)
+
+
+async def _remove_tree(path: Path) -> None:
+    """Delete a trial workspace off the event loop (many small deletes are slow I/O)."""
+    try:
+        await asyncio.to_thread(shutil.rmtree, path, ignore_errors=True)
+    except asyncio.CancelledError:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
 
 
 def plain_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
@@ -258,6 +278,9 @@ async def run_suite(
     started = datetime.now(UTC)
     notify("run_start", {"suite": suite.name, "total": len(plan)})
 
+    rt = options.runtime
+    variant = f"turns={rt.max_turns},runs={rt.max_runs},first={rt.require_tool_first_turn}"
+
     async def one(task: LoadedTask, index: int) -> TrialResult:
         key = trial_cache_key(
             task.content_hash,
@@ -265,6 +288,7 @@ async def run_suite(
             options.agent_model,
             options.judge_model if judge is not None else None,
             index,
+            variant,
         )
         path = cache_dir / f"{key}.json"
         if options.reuse and path.is_file():

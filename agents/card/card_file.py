@@ -29,6 +29,8 @@ KEY_ORDER = (
     "failure_reason",
 )
 STATUSES = ("pending", "processing", "completed", "failed")
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader when PyYAML was built with it (same results, ~10x faster)."""
 
 
 class CardFileError(Exception):
@@ -47,7 +49,7 @@ def dump_card(card: dict[str, Any]) -> str:
 
 def read_card(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
     except yaml.YAMLError as err:
         raise CardFileError(f"{path.name}: not valid YAML ({err})") from err
     if data is None:
