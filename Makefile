@@ -18,9 +18,13 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The main job: the whole optimize loop on the embedded model (agent and proposer are the
+# 135M SmolLM2 served in-process by llama.cpp): baseline, failure package, proposal, guards,
+# candidate branch, rerun, paired gate, verdict. A few minutes on 2 cores; no API key.
+DEMO_ARGS ?= --suite card_agent --bucket template_event --suites quickstart \
+	--iterations 1 --max-turns 2 --max-runs 2 --confirm-trials 1
 demo: $(STAMP)
-	$(VENV)/bin/promptloop agent card_agent --model local:smollm2 \
-	  --content "Standup with the eval team Thursday 10:30am, Zoom"
+	$(VENV)/bin/promptloop optimize $(DEMO_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check agents graders optimizer tests

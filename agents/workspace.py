@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 FACT_ID_RE = re.compile(r"^(?P<y>\d{4})/(?P<m>\d{2})/(?P<d>\d{2})\.md#(?P<ts>ts_\d+)$")
 ENTRY_RE = re.compile(r"^## <id:(?P<ts>ts_\d+)> (?P<time>\d{2}:\d{2}:\d{2})(?: .*)?$")
 SNIPPET_LIMIT = 4096
-FACT_ID_PATTERN = r"^\d{4}/\d{2}/\d{2}\.md#ts_\d{1,6}$"
+FACT_ID_PATTERN = r"^[0-9]{4}/[0-9]{2}/[0-9]{2}\.md#ts_[0-9]{1,6}$"
 """The fact id format as a JSON-schema pattern (also constrains grammar-guided decoding)."""
 
 

@@ -212,11 +212,34 @@ def show_optimize(result: Any) -> None:
         for r in it.reasons:
             out.print(f"  - {r}", markup=False)
         if it.verdict_table:
-            cols = list(it.verdict_table[0].keys())
-            table("", cols, [[row.get(c, "") for c in cols] for row in it.verdict_table])
+            verdict_rows(it.verdict_table)
         if it.branch:
             out.print(f"  branch: {it.branch}", markup=False)
         if it.pr_body_path:
             out.print(f"  PR body: {it.pr_body_path}", markup=False)
     out.print(f"\n{result.message}", markup=False)
     out.print(f"ledger: {result.ledger_path}\nsession: {result.session_dir}", markup=False)
+
+
+def _num(v: Any, fmt: str = "{:.2f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def verdict_rows(rows: list[dict[str, Any]]) -> None:
+    """The per-bucket gate table: every bucket, candidate vs base on paired trials."""
+    body = []
+    for r in rows:
+        ci = ("-" if r.get("ci_low") is None
+              else f"[{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]")
+        body.append([
+            ("* " if r.get("target") else "") + str(r["bucket"]), r.get("n", 0),
+            f"{_num(r.get('base_mean'))} -> {_num(r.get('cand_mean'))}",
+            _num(r.get("delta"), "{:+.2f}"), ci,
+            f"{_num(r.get('base_pass_rate'), '{:.0%}')} -> "
+            f"{_num(r.get('cand_pass_rate'), '{:.0%}')}",
+            f"{r.get('fixed', 0)}/{r.get('broken', 0)}", _num(r.get("p_value"), "{:.3f}"),
+            r.get("status", ""),
+        ])
+    table("per-bucket gate (* = target)",
+          ["bucket", "pairs", "mean score", "delta", "95% CI", "pass rate", "fixed/broken", "p",
+           "status"], body)
