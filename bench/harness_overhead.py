@@ -32,11 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agents.llm.scripted import Request, ScriptedModel  # noqa: E402
-from agents.llm.types import ModelResponse  # noqa: E402
-from optimizer.runner import RunOptions, run_suite  # noqa: E402
-from optimizer.suite import TASKS_DIR, Suite, load_suite  # noqa: E402
-from tests import policies  # noqa: E402
+from agents.llm.scripted import Request, ScriptedModel
+from agents.llm.types import ModelResponse
+from optimizer.runner import RunOptions, run_suite
+from optimizer.suite import TASKS_DIR, Suite, load_suite
+from tests import policies
 
 _TRIAL: contextvars.ContextVar[int | None] = contextvars.ContextVar("trial", default=None)
 
