@@ -519,6 +519,8 @@ def optimize(
             ui.print_json(result.model_dump(mode="json"))
         else:
             ui.show_optimize(result)
+            if config.agent_model.startswith("local:"):
+                ui.info(ui.LOCAL_HINT)
 
     guarded(body)
 

@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -218,7 +219,21 @@ def show_optimize(result: Any) -> None:
         if it.pr_body_path:
             out.print(f"  PR body: {it.pr_body_path}", markup=False)
     out.print(f"\n{result.message}", markup=False)
-    out.print(f"ledger: {result.ledger_path}\nsession: {result.session_dir}", markup=False)
+    runs = Path(result.ledger_path).parent / "runs"
+    out.print(f"ledger:  {result.ledger_path}\nreports: {runs} (baseline runs: "
+              f"{', '.join(result.baseline_runs)})\nsession: {result.session_dir} (proposal "
+              "packages, model replies, PR bodies)", markup=False)
+
+
+LOCAL_HINT = (
+    "Note: local:smollm2 is a 135M-parameter model that runs on your CPU; it shows the loop "
+    "working, not good prompts. Point the same command at a real model with one flag:\n"
+    "  --agent-model anthropic:claude-haiku-4-5 --proposer-model anthropic:claude-sonnet-4-5  "
+    "(ANTHROPIC_API_KEY)\n"
+    "  --agent-model openai:gpt-4.1-mini --proposer-model openai:gpt-4.1  (OPENAI_API_KEY)\n"
+    "  --agent-model openai:<model> --base-url http://localhost:8000/v1  (vLLM, Ollama, "
+    "llama.cpp, LM Studio)"
+)
 
 
 def _num(v: Any, fmt: str = "{:.2f}") -> str:
