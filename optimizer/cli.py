@@ -352,6 +352,10 @@ def report(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to this file.")
     ] = None,
+    base: Annotated[
+        str | None,
+        typer.Option("--base", help="With --format html: a base run to compare against."),
+    ] = None,
     out: StateOpt = None,
 ) -> None:
     """Show a saved run as Markdown, JSON or a self-contained HTML page."""
@@ -361,7 +365,9 @@ def report(
     def body() -> None:
         if fmt not in ("md", "json", "html"):
             raise ConfigError(f"--format must be md, json or html, not '{fmt}'")
-        text = render_report(state_dir(out), run, fmt, failing=failing, buckets=bucket or [])
+        text = render_report(
+            state_dir(out), run, fmt, failing=failing, buckets=bucket or [], base=base
+        )
         if output:
             output.write_text(text, encoding="utf-8")
             ui.info(f"wrote {output}")

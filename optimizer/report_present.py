@@ -12,7 +12,13 @@ from optimizer.report_store import build_report, default_store_dir, load_run
 
 
 def render_report(
-    state: Path, run_name: str, fmt: str, *, failing: bool = False, buckets: list[str] | None = None
+    state: Path,
+    run_name: str,
+    fmt: str,
+    *,
+    failing: bool = False,
+    buckets: list[str] | None = None,
+    base: str | None = None,
 ) -> str:
     run = load_run(default_store_dir(state), run_name)
     if failing:
@@ -31,5 +37,6 @@ def render_report(
     if fmt == "html":
         from optimizer.html_report import render_html
 
-        return render_html(run, summary)
+        base_run = load_run(default_store_dir(state), base) if base else None
+        return render_html(run, summary, base=base_run)
     return render_markdown(run, summary)
