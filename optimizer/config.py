@@ -18,10 +18,10 @@ CONFIG_FILE = "promptloop.toml"
 
 # A judge should be a different, stronger model than the agent (SPEC section 5).
 _DEFAULT_JUDGES = {
-    "anthropic": "anthropic:claude-sonnet-4-5",
-    "openai": "openai:gpt-4.1",
-    "local": "local:smollm2",
-    "scripted": "scripted:judge",
+    "anthropic": ("anthropic:claude-sonnet-4-5", "anthropic:claude-opus-4-1"),
+    "openai": ("openai:gpt-4.1", "openai:o3"),
+    "local": ("local:smollm2",),  # the only offline model: the judge cannot differ
+    "scripted": ("scripted:judge",),
 }
 
 
@@ -30,8 +30,10 @@ class ConfigError(Exception):
 
 
 def default_judge(agent_model: str) -> str:
+    """A judge of the agent's provider that is not the agent itself where one exists."""
     provider, _ = parse_model_id(agent_model)
-    return _DEFAULT_JUDGES.get(provider, agent_model)
+    choices = _DEFAULT_JUDGES.get(provider, (agent_model,))
+    return next((c for c in choices if c != agent_model), choices[0])
 
 
 def load_toml(path: Path | None) -> dict[str, Any]:
