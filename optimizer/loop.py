@@ -25,7 +25,7 @@ from optimizer.gitops import GitOps
 from optimizer.guards import PreparedPatch, prepare_patch
 from optimizer.ledger import Ledger, LedgerEntry, diff_hash
 from optimizer.literals import LiteralIndex, build_literal_index
-from optimizer.paired import agent_suites, compare_suite_runs, confirm_suspects
+from optimizer.paired import agent_suites, compare_suite_runs, confirm_suspects, run_and_save
 from optimizer.patch import PatchError
 from optimizer.pr import commit_message, pr_body, trial_changes
 from optimizer.pricing import estimate_cost
@@ -40,10 +40,8 @@ from optimizer.proposer import (
     hypothesis_from_output,
     run_command,
 )
-from optimizer.report import summarize
-from optimizer.report_store import default_store_dir, save_run
 from optimizer.results import RunResult
-from optimizer.runner import AllTrialsErroredError, ProgressFn, RunOptions, _needs_judge, run_suite
+from optimizer.runner import ProgressFn, RunOptions, _needs_judge
 from optimizer.stats import BucketComparison, GatePolicy, Verdict, decide
 from optimizer.suite import Suite
 
@@ -220,7 +218,7 @@ class Optimizer:
             trial_indices=indices,
             runtime=RuntimeConfig(max_turns=self.c.max_turns, max_runs=self.c.max_runs),
         )
-        run = await run_suite(
+        run, spent = await run_and_save(
             suite,
             options,
             self._client("agent"),
@@ -228,16 +226,7 @@ class Optimizer:
             self.progress(f"{label} {suite.name}"),
             provenance(self.c.repo),
         )
-        summary = summarize(run)
-        save_run(run, default_store_dir(self.c.state_dir), summary=summary)
-        self.usage = self.usage + Usage(
-            input_tokens=summary.usage.input_tokens + summary.judge_usage.input_tokens,
-            output_tokens=summary.usage.output_tokens + summary.judge_usage.output_tokens,
-        )
-        if run.all_errored:
-            raise AllTrialsErroredError(
-                f"every trial of {run.run_name} errored: {next(iter(summary.infra_errors), '')}"
-            )
+        self.usage = self.usage + spent
         return run
 
     def _compare(self, base: list[RunResult], cand: list[RunResult]) -> list[BucketComparison]:

@@ -11,8 +11,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agents.llm.types import ModelClient, Usage
 from optimizer.config import ConfigError
-from optimizer.results import RunResult
+from optimizer.report import summarize
+from optimizer.report_store import default_store_dir, save_run
+from optimizer.results import Provenance, RunResult
+from optimizer.runner import AllTrialsErroredError, ProgressFn, RunOptions, run_suite
 from optimizer.stats import BucketComparison, GatePolicy, compare_runs, merge_runs
 from optimizer.suite import Suite, load_suite, resolve_suite_path
 
@@ -90,3 +94,28 @@ async def confirm_suspects(
         new_base[i] = merge_runs(base[i], extra_b)
         new_cand[i] = merge_runs(cand[i], extra_c)
     return new_base, new_cand
+
+
+async def run_and_save(
+    suite: Suite,
+    options: RunOptions,
+    agent: ModelClient | None,
+    judge: ModelClient | None,
+    progress: ProgressFn | None,
+    provenance: Provenance | None,
+) -> tuple[RunResult, Usage]:
+    """Run a suite, save its report, and return it with the tokens it spent (agent + judge).
+
+    A run whose every trial errored raises: it is an infrastructure failure, not a 0% rate."""
+    run = await run_suite(suite, options, agent, judge, progress, provenance)
+    summary = summarize(run)
+    save_run(run, default_store_dir(options.state_dir), summary=summary)
+    if run.all_errored:
+        raise AllTrialsErroredError(
+            f"every trial of {run.run_name} errored: {next(iter(summary.infra_errors), '')}"
+        )
+    spent = Usage(
+        input_tokens=summary.usage.input_tokens + summary.judge_usage.input_tokens,
+        output_tokens=summary.usage.output_tokens + summary.judge_usage.output_tokens,
+    )
+    return run, spent

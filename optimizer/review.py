@@ -22,11 +22,15 @@ from optimizer.config import DEFAULT_AGENT_MODEL, ConfigError, default_judge, ma
 from optimizer.config import provenance as git_provenance
 from optimizer.failing import FailingTrial, export_failing
 from optimizer.gitops import GitOps, GitOpsError
-from optimizer.paired import agent_suites, bucket_prefix, compare_suite_runs, confirm_suspects
-from optimizer.report import summarize
-from optimizer.report_store import default_store_dir, save_run
+from optimizer.paired import (
+    agent_suites,
+    bucket_prefix,
+    compare_suite_runs,
+    confirm_suspects,
+    run_and_save,
+)
 from optimizer.results import RunResult
-from optimizer.runner import AllTrialsErroredError, ProgressFn, RunOptions, _needs_judge, run_suite
+from optimizer.runner import ProgressFn, RunOptions, _needs_judge
 from optimizer.stats import (
     BucketComparison,
     GatePolicy,
@@ -222,7 +226,7 @@ class Reviewer:
         prov = git_provenance(self.repo).model_copy(
             update={"git_commit": self._commits.get(prompt), "git_dirty": False}
         )
-        run = await run_suite(
+        run, spent = await run_and_save(
             suite,
             options,
             self._agent_client(),
@@ -230,16 +234,7 @@ class Reviewer:
             self.progress(f"{label} {suite.name}"),
             prov,
         )
-        summary = summarize(run)
-        save_run(run, default_store_dir(self.c.state_dir), summary=summary)
-        self.usage = self.usage + Usage(
-            input_tokens=summary.usage.input_tokens + summary.judge_usage.input_tokens,
-            output_tokens=summary.usage.output_tokens + summary.judge_usage.output_tokens,
-        )
-        if run.all_errored:
-            raise AllTrialsErroredError(
-                f"every trial of {run.run_name} errored: {next(iter(summary.infra_errors), '')}"
-            )
+        self.usage = self.usage + spent
         return run
 
     async def _review_agent(self, agent: str, base_text: str, head_text: str) -> AgentReview:
