@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -262,3 +263,32 @@ def test_unknown_bucket_and_nothing_to_do(repo: Path, state: Path) -> None:
         run(repo, state, [], bucket="skip_trivia")
     result, _, proposer = run(repo, state, [], bucket="long_fact")
     assert result.status == "nothing_to_do" and not proposer.calls
+
+
+def test_external_proposer_command(repo: Path, state: Path, tmp_path: Path) -> None:
+    """--proposer-cmd: a coding agent edits the candidate worktree; its git diff is the proposal."""
+    script = tmp_path / "agent.py"
+    script.write_text(
+        "import os, pathlib, sys\n"
+        "assert pathlib.Path(os.environ['PROMPTLOOP_PACKAGE']).is_file()\n"
+        "p = pathlib.Path(os.environ['PROMPTLOOP_PROMPT_FILE'])\n"
+        "p.write_text(p.read_text().replace('## Skipping\\n', '## Skipping\\nIf the input is "
+        "only a greeting, filler or emoji, call skip_pkm_organization and write nothing.\\n'))\n"
+        "if len(sys.argv) > 1:\n"
+        "    pathlib.Path('tasks/pkm_agent/capability/suite.json').write_text('{}')\n"
+        "print('HYPOTHESIS: trivial input needs an explicit skip rule')\n"
+    )
+    cmd = f"{sys.executable} {script}"
+    config = OptimizeConfig(suite="pkm_agent", bucket="skip_trivial", iterations=1,
+                            agent_model="scripted:pkm", proposer_cmd=cmd, repo=repo,
+                            state_dir=state)
+    result = asyncio.run(optimize(config, agent=policies.pkm_model()))
+    it = result.iterations[0]
+    assert it.outcome == "accepted", it.reasons
+    assert it.hypothesis == "trivial input needs an explicit skip rule"
+    assert "only a greeting" in _git(repo, "show", f"{it.branch}:prompts/pkm_agent.md")
+    # the same agent also touching a task file is refused before evaluation
+    config = config.model_copy(update={"proposer_cmd": cmd + " --touch-tasks"})
+    refused = asyncio.run(optimize(config, agent=policies.pkm_model())).iterations[0]
+    assert refused.outcome == "refused"
+    assert any("tasks/pkm_agent/capability/suite.json" in r for r in refused.reasons)
