@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,7 +52,7 @@ class CallLog:
     order: list[int] = field(default_factory=list)
     _next: int = 0
 
-    def agent_model(self, policy: object) -> ScriptedModel:
+    def agent_model(self, policy: Callable[[Request], ModelResponse]) -> ScriptedModel:
         async def answer(req: Request) -> ModelResponse:
             trial = _TRIAL.get()
             if trial is None:  # first call of this trial: tag the trial's context
@@ -61,7 +62,7 @@ class CallLog:
                 self.order.append(trial)
             self.agent[trial] += 1
             await asyncio.sleep(self.latency)
-            return policy(req)  # type: ignore[operator, no-any-return]
+            return policy(req)
 
         return ScriptedModel(answer)
 
