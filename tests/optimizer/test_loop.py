@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -244,9 +245,14 @@ def test_interrupted_run_leaves_checkout_identical(repo: Path, state: Path) -> N
     (repo / "prompts" / "pkm_agent.md").write_text(PROMPT + "\nuncommitted\n")
     before = checkout_state(repo)
 
+    fired = []
+
     def interrupting(req: Request) -> ModelResponse:
-        if policies.GOOD_SKIP_RULE in req.messages[0].content.lower():
-            raise KeyboardInterrupt  # Ctrl-C while the candidate is being evaluated
+        if policies.GOOD_SKIP_RULE in req.messages[0].content.lower() and not fired:
+            fired.append(True)
+            # a real Ctrl-C while the candidate is being evaluated: asyncio.run turns SIGINT
+            # into cancellation of the running tasks, then raises KeyboardInterrupt
+            signal.raise_signal(signal.SIGINT)
         return policies.pkm_policy(req)
 
     with pytest.raises(KeyboardInterrupt):
