@@ -53,4 +53,5 @@ def prepare_workspace(workspace: Workspace, agent_input: AgentInput) -> None:
         workspace.card_path(agent_input.fact_id),
         agent_input.fact_id,
         int(agent_input.published_at.timestamp()),
+        durable=workspace.durable,
     )

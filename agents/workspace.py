@@ -82,8 +82,10 @@ class WorkspaceDiff(BaseModel):
 
 
 class Workspace:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, durable: bool = True) -> None:
         self.root = Path(root)
+        self.durable = durable
+        """False for throw-away trial workspaces: card writes skip fsync (still atomic)."""
 
     @property
     def pkm(self) -> Path:

@@ -116,7 +116,7 @@ def build_workspace(task: LoadedTask, dest: Path) -> Workspace:
         if src is not None:
             shutil.copytree(src, dest, dirs_exist_ok=True, symlinks=True)
     (dest / "PKM").mkdir(exist_ok=True)
-    return Workspace(dest)
+    return Workspace(dest, durable=False)
 
 
 async def run_trial(

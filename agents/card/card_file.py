@@ -59,15 +59,19 @@ def read_card(path: Path) -> dict[str, Any]:
     return data
 
 
-def write_card_atomic(path: Path, card: dict[str, Any]) -> None:
-    """Write to a temp file in the same directory, fsync, then rename over the target."""
+def write_card_atomic(path: Path, card: dict[str, Any], *, durable: bool = True) -> None:
+    """Write to a temp file in the same directory, fsync, then rename over the target.
+
+    `durable=False` skips the fsync: the rename stays atomic for readers, only crash
+    durability is lost, which a throw-away trial workspace does not need."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(dump_card(card))
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -81,7 +85,10 @@ def _lock(path: Path) -> FileLock:
 
 
 def update_card(
-    path: Path, mutate: Callable[[dict[str, Any]], dict[str, Any] | None]
+    path: Path,
+    mutate: Callable[[dict[str, Any]], dict[str, Any] | None],
+    *,
+    durable: bool = True,
 ) -> dict[str, Any]:
     """Locked read-modify-write. `mutate` edits the dict in place or returns a new one.
 
@@ -95,11 +102,11 @@ def update_card(
             card = result
         if original_fact_id is not None:
             card["fact_id"] = original_fact_id
-        write_card_atomic(path, card)
+        write_card_atomic(path, card, durable=durable)
         return card
 
 
-def ensure_pending_card(path: Path, fact_id: str, timestamp: int) -> None:
+def ensure_pending_card(path: Path, fact_id: str, timestamp: int, *, durable: bool = True) -> None:
     """Create the pending card the app makes when a fact arrives (no-op if it exists)."""
     with _lock(path):
         if path.exists():
@@ -114,4 +121,5 @@ def ensure_pending_card(path: Path, fact_id: str, timestamp: int) -> None:
                 "ui_configs": [],
                 "title": "",
             },
+            durable=durable,
         )

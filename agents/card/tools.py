@@ -270,7 +270,7 @@ class CardTools:
             card.pop("failure_reason", None)
 
         try:
-            update_card(path, mutate)
+            update_card(path, mutate, durable=self.workspace.durable)
         except CardFileError as err:
             raise ToolError(f"could not update the card file: {err}") from err
         self.state.saves.append(SavedCard(str(fact_id), path))

@@ -206,7 +206,9 @@ class PkmAgentSession:
             card["insight"] = {"text": text, "related_facts": related, "character_id": character}
 
         try:
-            update_card(self.workspace.card_path(self.fact_id), mutate)
+            update_card(
+                self.workspace.card_path(self.fact_id), mutate, durable=self.workspace.durable
+            )
         except (CardFileError, OSError) as err:
             raise ToolError(f"could not update the card: {type(err).__name__}") from None
         self.updated_insight = True
