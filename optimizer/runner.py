@@ -267,6 +267,14 @@ async def run_suite(
         notify(
             "warning", {"message": "suite has judge graders but no judge model: they score null"}
         )
+    if judge is not None and _needs_judge(suite) and options.judge_model == options.agent_model:
+        notify(
+            "warning",
+            {
+                "message": f"the judge is the agent model itself ({options.agent_model}): judge "
+                "scores are not independent; pass --judge-model for a stronger judge"
+            },
+        )
     if options.mode != "replay":
         assert agent is not None, "a live or record run needs an agent model"
         await agent.preflight()
