@@ -64,7 +64,7 @@ EDIT_PROPOSAL_SCHEMA: dict[str, Any] = {
 """JSON schema of `EditProposal`, flat enough for grammar-constrained decoding."""
 
 
-def edit_schema_for(original: str, *, max_edits: int = 3) -> dict[str, Any]:
+def edit_schema_for(original: str, *, max_edits: int = 2) -> dict[str, Any]:
     """EDIT_PROPOSAL_SCHEMA with `anchor` restricted to the file's own non-blank lines and at
     most `max_edits` edits: under grammar-constrained decoding even a tiny model then names an
     anchor that exists, so its edit always applies."""
@@ -72,8 +72,8 @@ def edit_schema_for(original: str, *, max_edits: int = 3) -> dict[str, Any]:
     schema = copy.deepcopy(EDIT_PROPOSAL_SCHEMA)
     edits = schema["properties"]["edits"]
     edits["maxItems"] = max_edits
-    schema["properties"]["hypothesis"]["maxLength"] = 240
-    edits["items"]["properties"]["text"]["maxLength"] = 400
+    schema["properties"]["hypothesis"]["maxLength"] = 200
+    edits["items"]["properties"]["text"]["maxLength"] = 300
     if lines:
         edits["items"]["properties"]["anchor"] = {"type": "string", "enum": lines}
     return schema

