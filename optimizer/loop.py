@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -165,6 +165,8 @@ class Optimizer:
         self.session = session or f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
         self.session_dir = config.state_dir / "optimize" / self.session
         self.usage = Usage()
+        self.cost_usd: float | None = 0.0
+        """Estimated dollars spent so far (None once a model's price is unknown)."""
         self._owned: list[ModelClient] = []
 
     # --- models -------------------------------------------------------------------------
@@ -193,6 +195,10 @@ class Optimizer:
             if self._proposer is not self._agent:
                 self._owned.append(self._proposer)
         return self._proposer
+
+    def _spend(self, usage: Usage, usd: float | None) -> None:
+        self.usage = self.usage + usage
+        self.cost_usd = None if usd is None or self.cost_usd is None else self.cost_usd + usd
 
     async def aclose(self) -> None:
         for client in self._owned:
@@ -226,7 +232,7 @@ class Optimizer:
             self.progress(f"{label} {suite.name}"),
             provenance(self.c.repo),
         )
-        self.usage = self.usage + spent
+        self._spend(spent.usage, spent.usd)
         return run
 
     def _compare(self, base: list[RunResult], cand: list[RunResult]) -> list[BucketComparison]:
@@ -412,7 +418,7 @@ class Optimizer:
             check=lambda d: _discard(self._prepare(d, base_prompt, literals)),
         )
         (folder / "reply.md").write_text(proposal.raw_reply, encoding="utf-8")
-        self.usage = self.usage + proposal.usage
+        self._spend(proposal.usage, estimate_cost(self.c.proposer_id, proposal.usage).usd)
         return proposal, str(path)
 
     async def _iteration(
@@ -426,7 +432,7 @@ class Optimizer:
     ) -> IterationResult:
         c = self.c
         it = IterationResult(iteration=iteration, outcome="error")
-        tokens_before = self.usage.total_tokens
+        tokens_before, usd_before = self.usage.total_tokens, self.cost_usd
         branch = self.git.unique_branch_name(c.suite, c.bucket, uuid.uuid4().hex[:8])
         keep = False
         entry: dict[str, Any] = {}
@@ -511,7 +517,16 @@ class Optimizer:
                 it.tokens = self.usage.total_tokens - tokens_before
                 if it.outcome == "accepted":
                     it.pr_body_path = str(
-                        self._write_pr(it, branch, verdict, comps, base_for_pr, cand_runs, base_sha)
+                        self._write_pr(
+                            it,
+                            branch,
+                            verdict,
+                            comps,
+                            base_for_pr,
+                            cand_runs,
+                            base_sha,
+                            _delta_usd(self.cost_usd, usd_before),
+                        )
                     )
                 entry = {
                     "outcome": it.outcome,
@@ -539,7 +554,7 @@ class Optimizer:
                 self.git.delete_branch(branch)
             if entry:
                 it.tokens = self.usage.total_tokens - tokens_before
-                cost = estimate_cost(c.agent_model, Usage(input_tokens=it.tokens)).usd
+                cost = _delta_usd(self.cost_usd, usd_before)
                 self.ledger.append(
                     self._entry(
                         iteration,
@@ -560,6 +575,7 @@ class Optimizer:
         base: list[RunResult],
         cand: list[RunResult],
         base_sha: str,
+        cost_usd: float | None,
     ) -> Path:
         body = pr_body(
             suite=self.c.suite,
@@ -571,7 +587,7 @@ class Optimizer:
             comparisons=comps,
             changes=[trial_changes(b, c) for b, c in zip(base, cand, strict=True)],
             tokens=it.tokens,
-            cost_usd=estimate_cost(self.c.agent_model, Usage(input_tokens=it.tokens)).usd,
+            cost_usd=cost_usd,
             base_commit=base_sha,
         )
         path = self.session_dir / f"iter-{it.iteration}" / "PR.md"
@@ -592,6 +608,10 @@ def worktree_diff(worktree: Path) -> str:
     ).stdout
 
 
+def _delta_usd(now: float | None, before: float | None) -> float | None:
+    return None if now is None or before is None else now - before
+
+
 def _discard(_value: object) -> None:
     return None
 
@@ -610,4 +630,4 @@ async def optimize(config: OptimizeConfig, **kw: Any) -> OptimizeResult:
         await opt.aclose()
 
 
-__all__ = ["Baseline", "OptimizeConfig", "OptimizeResult", "Optimizer", "optimize", "replace"]
+__all__ = ["Baseline", "OptimizeConfig", "OptimizeResult", "Optimizer", "optimize"]

@@ -8,6 +8,7 @@ suite kind (`regression/plain`) so buckets of different suites never merge.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,13 @@ async def confirm_suspects(
     return new_base, new_cand
 
 
+@dataclass(frozen=True)
+class Spent:
+    usage: Usage
+    usd: float | None
+    """Estimated dollars (None when a model's price is unknown)."""
+
+
 async def run_and_save(
     suite: Suite,
     options: RunOptions,
@@ -103,7 +111,7 @@ async def run_and_save(
     judge: ModelClient | None,
     progress: ProgressFn | None,
     provenance: Provenance | None,
-) -> tuple[RunResult, Usage]:
+) -> tuple[RunResult, Spent]:
     """Run a suite, save its report, and return it with the tokens it spent (agent + judge).
 
     A run whose every trial errored raises: it is an infrastructure failure, not a 0% rate."""
@@ -114,8 +122,18 @@ async def run_and_save(
         raise AllTrialsErroredError(
             f"every trial of {run.run_name} errored: {next(iter(summary.infra_errors), '')}"
         )
-    spent = Usage(
-        input_tokens=summary.usage.input_tokens + summary.judge_usage.input_tokens,
-        output_tokens=summary.usage.output_tokens + summary.judge_usage.output_tokens,
-    )
-    return run, spent
+    return run, Spent(fresh_usage(run), summary.cost.spent_usd)
+
+
+def fresh_usage(run: RunResult) -> Usage:
+    """Tokens this run actually spent (agent and judge), not counting cached trials."""
+    total = Usage()
+    for t in run.trials:
+        if t.cached:
+            continue
+        total = total + t.transcript.metrics.usage
+        for s in t.scores:
+            judge = s.metadata.get("usage")
+            if isinstance(judge, dict):
+                total = total + Usage.model_validate(judge)
+    return total

@@ -234,7 +234,7 @@ class Reviewer:
             self.progress(f"{label} {suite.name}"),
             prov,
         )
-        self.usage = self.usage + spent
+        self.usage = self.usage + spent.usage
         return run
 
     async def _review_agent(self, agent: str, base_text: str, head_text: str) -> AgentReview:
