@@ -255,8 +255,14 @@ def test_interrupted_run_leaves_checkout_identical(repo: Path, state: Path) -> N
             signal.raise_signal(signal.SIGINT)
         return policies.pkm_policy(req)
 
-    with pytest.raises(KeyboardInterrupt):
-        run(repo, state, [GOOD], agent=ScriptedModel(interrupting, model_id="scripted:pkm"))
+    # background jobs (CI, `make test &`) may start with SIGINT ignored: restore Python's
+    # default handler so the signal behaves as a Ctrl-C in a terminal
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run(repo, state, [GOOD], agent=ScriptedModel(interrupting, model_id="scripted:pkm"))
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert checkout_state(repo) == before
     assert _git(repo, "worktree", "list").count("\n") == 1
     assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
