@@ -17,7 +17,7 @@ import typer
 from pydantic import ValidationError
 
 from optimizer import ui
-from optimizer.cli_util import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USER, guarded
+from optimizer.cli_util import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USER, guarded, option_errors
 from optimizer.config import DEFAULT_AGENT_MODEL, ConfigError
 
 app = typer.Typer(
@@ -516,7 +516,7 @@ def optimize(
                 }
             )
         except ValidationError as err:
-            raise ConfigError(_pydantic_message(err)) from None
+            raise ConfigError(option_errors(err)) from None
         with ui.LoopDisplay(enabled=not as_json) as display:
             result = asyncio.run(
                 run_optimize(config, on_event=display.on_event, progress=display.progress_for)
@@ -529,14 +529,6 @@ def optimize(
                 ui.info(ui.LOCAL_HINT)
 
     guarded(body)
-
-
-def _pydantic_message(err: ValidationError) -> str:
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"])
-        parts.append(f"--{loc.replace('_', '-')}: {e['msg']}")
-    return "; ".join(parts)
 
 
 def _register_commands() -> None:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import typer
+from pydantic import ValidationError
 
 from agents.llm.errors import ModelError
 from optimizer import ui
@@ -34,6 +35,14 @@ def guarded(fn: Callable[[], T]) -> T:
     except KeyboardInterrupt:
         ui.error("interrupted")
         raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def option_errors(err: ValidationError) -> str:
+    """A pydantic error of a command's config as `--option: problem` pairs."""
+    return "; ".join(
+        f"--{'.'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}"
+        for e in err.errors()
+    )
 
 
 def did_you_mean(value: str, options: list[str]) -> str:

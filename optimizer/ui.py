@@ -42,37 +42,9 @@ def print_json(data: Any) -> None:
 
 @contextmanager
 def run_progress(label: str, enabled: bool = True) -> Iterator[Any]:
-    """A progress bar for a suite run; yields the callback the runner calls."""
-    if not enabled:
-        yield lambda _k, _p: None
-        return
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=False,
-    )
-    counts = {"passed": 0, "failed": 0, "errored": 0, "timedOut": 0, "cached": 0}
-    task_id = progress.add_task(label, total=None, status="")
-
-    def on_event(kind: str, payload: dict[str, Any]) -> None:
-        if kind == "run_start":
-            progress.update(task_id, total=payload["total"])
-        elif kind == "trial_end":
-            counts[payload["status"]] = counts.get(payload["status"], 0) + 1
-            if payload.get("cached"):
-                counts["cached"] += 1
-            status = " ".join(f"{k}={v}" for k, v in counts.items() if v)
-            progress.update(task_id, advance=1, status=status)
-        elif kind == "warning":
-            progress.console.print(f"[yellow]Warning:[/] {payload['message']}")
-
-    with progress:
-        yield on_event
+    """A progress bar for one suite run; yields the callback the runner calls."""
+    with LoopDisplay(enabled=enabled) as display:
+        yield display.progress_for(label)
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:

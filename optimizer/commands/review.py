@@ -10,7 +10,7 @@ import typer
 from pydantic import ValidationError
 
 from optimizer import ui
-from optimizer.cli_util import EXIT_INFRA, guarded
+from optimizer.cli_util import EXIT_INFRA, guarded, option_errors
 from optimizer.config import DEFAULT_AGENT_MODEL, ConfigError
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ def review(
                 }
             )
         except ValidationError as err:
-            raise ConfigError(_message(err)) from None
+            raise ConfigError(option_errors(err)) from None
         with ui.LoopDisplay(enabled=not as_json) as display:
             result = asyncio.run(
                 run_review(config, on_event=display.on_event, progress=display.progress_for)
@@ -208,14 +208,6 @@ def _post(path: Path, root: Path, head: str, pr: int | None) -> PostResult:
     from optimizer.review_comment import post_comment
 
     return post_comment(path, repo=root, head_ref=head, pr=pr)
-
-
-def _message(err: ValidationError) -> str:
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"])
-        parts.append(f"--{loc.replace('_', '-')}: {e['msg']}")
-    return "; ".join(parts)
 
 
 def _show(data: dict[str, Any]) -> None:
