@@ -105,9 +105,13 @@ def _exclude(root: Path, pattern: str) -> None:
 def make_client(
     model_id: str, base_url: str | None = None, timeout_s: float = 120.0, max_retries: int = 4
 ) -> ModelClient:
+    """A client for `model_id`. `base_url` (--base-url) is the OpenAI-compatible server, so it
+    only applies to `openai:` ids; Anthropic reads ANTHROPIC_BASE_URL itself."""
     try:
+        provider, _ = parse_model_id(model_id)
+        url = base_url if provider == "openai" else None
         return create_client(
-            model_id, ModelOptions(base_url=base_url, timeout_s=timeout_s, max_retries=max_retries)
+            model_id, ModelOptions(base_url=url, timeout_s=timeout_s, max_retries=max_retries)
         )
     except ModelConfigError as err:
         raise ConfigError(str(err)) from err

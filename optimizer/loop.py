@@ -285,6 +285,9 @@ class Optimizer:
         c = self.c
         if baseline is None:
             self._check_bucket(self._suites())
+            if not c.proposer_cmd:
+                # a bad proposer key must fail before the baseline is paid for
+                await self._client("proposer").preflight()
             baseline = await self.run_baseline()
         else:
             self._check_bucket(baseline.suites)
