@@ -87,30 +87,6 @@ def _write_suite(root: Path, kind: str, buckets: dict[str, list[tuple[str, str, 
             )
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    (repo / "prompts").mkdir(parents=True)
-    (repo / "prompts" / "pkm_agent.md").write_text(PROMPT)
-    _write_suite(repo / "tasks" / "pkm_agent" / "capability", "capability", TASKS)
-    _write_suite(
-        repo / "tasks" / "pkm_agent" / "regression",
-        "regression",
-        {
-            "plain": [
-                ("plain-a", "Booked the car service for Tuesday morning", "persist"),
-                ("plain-b", "Ran 5 km along the river in 27 minutes", "persist"),
-            ]
-        },
-    )
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "dev@example.com")
-    _git(repo, "config", "user.name", "Dev")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
-    return repo
-
-
 def diff_adding(line: str, after: str = "## Skipping", path: str = "prompts/pkm_agent.md") -> str:
     return (
         f"HYPOTHESIS: the prompt never says what to do with trivial input.\n\n```diff\n"

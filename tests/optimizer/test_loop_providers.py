@@ -16,7 +16,7 @@ from optimizer.config import ConfigError
 from optimizer.loop import OptimizeConfig, optimize
 from tests.llm.agent_server import AgentServer
 from tests.llm.fake_api import FakeAPI, Reply, anthropic_error, anthropic_message
-from tests.optimizer.test_loop import GOOD, _git, repo  # noqa: F401  (fixture)
+from tests.optimizer.test_loop import GOOD, _git
 
 SECRET = "sk-ant-test-0123456789abcdef"
 

@@ -16,7 +16,6 @@ from optimizer.cli import app
 from optimizer.review import ReviewConfig, ReviewResult, review
 from optimizer.stats import BucketComparison, decide_review
 from tests import policies
-from tests.optimizer import test_loop as loop_tests
 from tests.optimizer.test_loop import PROMPT, _git, checkout_state
 
 GOOD_LINE = (
@@ -26,7 +25,6 @@ GOOD_LINE = (
 BROAD_LINE = "Call skip_pkm_organization for every input with fewer than 80 characters."
 
 runner = CliRunner()
-repo = loop_tests.repo  # the temporary git repo fixture of the optimize-loop tests
 
 
 def human_branch(repo: Path, branch: str, line: str | None = None) -> None:
