@@ -9,12 +9,9 @@ from __future__ import annotations
 import subprocess
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, Field
+from typing import Any
 
 from agents.llm.errors import ModelError
 from agents.llm.types import ModelClient, Usage
@@ -25,6 +22,7 @@ from optimizer.gitops import GitOps
 from optimizer.guards import PreparedPatch, prepare_patch
 from optimizer.ledger import Ledger, LedgerEntry, diff_hash
 from optimizer.literals import LiteralIndex, build_literal_index
+from optimizer.loop_models import Baseline, IterationResult, OptimizeConfig, OptimizeResult
 from optimizer.paired import agent_suites, compare_suite_runs, confirm_suspects, run_and_save
 from optimizer.patch import PatchError
 from optimizer.pr import commit_message, pr_body, trial_changes
@@ -42,95 +40,11 @@ from optimizer.proposer import (
 )
 from optimizer.results import RunResult
 from optimizer.runner import ProgressFn, RunOptions, _needs_judge
-from optimizer.stats import BucketComparison, GatePolicy, Verdict, decide
+from optimizer.stats import BucketComparison, Verdict, decide
 from optimizer.suite import Suite
 
 MANUAL = Path(__file__).resolve().parent.parent / "manuals" / "prompt_engineering.md"
 Event = Callable[[str, dict[str, Any]], None]
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """The evaluated starting point of a session; one baseline serves every bucket of a suite."""
-
-    base_sha: str
-    base_prompt: str
-    suites: list[Suite]
-    runs: list[RunResult]
-
-
-class OptimizeConfig(BaseModel):
-    suite: Literal["card_agent", "pkm_agent"]
-    bucket: str
-    iterations: int = Field(3, ge=1)
-    trials: int | None = Field(None, ge=1)
-    agent_model: str = "local:smollm2"
-    judge_model: str | None = None
-    proposer_model: str | None = None
-    base_url: str | None = None
-    base: str = "HEAD"
-    max_changed_lines: int = Field(40, ge=1)
-    max_removed_share: float = Field(0.3, gt=0, le=1)
-    keep_rejected: bool = False
-    proposer_cmd: str | None = None
-    proposer_format: Literal["auto", "diff", "edits"] = "auto"
-    token_budget: int | None = None
-    confirm_trials: int = Field(2, ge=0)
-    concurrency: int | None = None
-    kinds: tuple[str, ...] = ("capability", "regression")
-    """Suite folders under tasks/<agent>/ that make up the gate (the target bucket's suite and
-    every suite whose buckets must not regress)."""
-    max_turns: int = Field(12, ge=1)
-    max_runs: int = Field(4, ge=1)
-    policy: GatePolicy = Field(default_factory=GatePolicy)
-    repo: Path | None = None
-    state_dir: Path = Path(".promptloop")
-    stop_on_accept: bool = True
-    first_iteration: int = Field(1, ge=1)
-    """Number of the first iteration to run (a resumed session skips finished ones)."""
-
-    @property
-    def prompt_path(self) -> str:
-        return f"prompts/{self.suite}.md"
-
-    @property
-    def proposer_id(self) -> str:
-        return self.proposer_model or self.agent_model
-
-    @property
-    def fmt(self) -> Literal["diff", "edits"]:
-        if self.proposer_format != "auto":
-            return self.proposer_format
-        return "edits" if self.proposer_id.startswith("local:") else "diff"
-
-
-class IterationResult(BaseModel):
-    iteration: int
-    outcome: str
-    hypothesis: str = ""
-    diff: str = ""
-    reasons: list[str] = Field(default_factory=list)
-    branch: str | None = None
-    commit: str | None = None
-    verdict_table: list[dict[str, Any]] = Field(default_factory=list)
-    package_path: str | None = None
-    pr_body_path: str | None = None
-    tokens: int = 0
-
-
-class OptimizeResult(BaseModel):
-    status: Literal["done", "nothing_to_do"]
-    message: str
-    suite: str
-    bucket: str
-    base_commit: str
-    baseline_runs: list[str] = Field(default_factory=list)
-    baseline_cached_trials: int = 0
-    baseline_trials: int = 0
-    iterations: list[IterationResult] = Field(default_factory=list)
-    accepted_branches: list[str] = Field(default_factory=list)
-    ledger_path: str = ""
-    session_dir: str = ""
 
 
 class Optimizer:
@@ -424,6 +338,42 @@ class Optimizer:
         self._spend(proposal.usage, estimate_cost(self.c.proposer_id, proposal.usage).usd)
         return proposal, str(path)
 
+    def _violations(self, prepared: PreparedPatch) -> list[dict[str, str]]:
+        """Guard refusals of a prepared patch, plus a repeat of an idea already in the ledger."""
+        out = [{"code": v.code, "message": v.message} for v in prepared.violations]
+        seen = self.ledger.seen_diff(self.c.suite, self.c.bucket, diff_hash(prepared.diff))
+        if seen is not None and not out:
+            out.append(
+                {
+                    "code": "duplicate",
+                    "message": (
+                        f"the same change was already evaluated as {seen.id} ({seen.outcome})"
+                    ),
+                }
+            )
+        return out
+
+    async def _evaluate(
+        self, suites: list[Suite], base_runs: list[RunResult], base_prompt: str, new_prompt: str
+    ) -> tuple[Verdict, list[BucketComparison], list[RunResult], list[RunResult]]:
+        """Run the candidate paired with the baseline, confirm suspected regressions with more
+        trials on both sides, and decide. Returns the verdict, the comparisons and the (possibly
+        pooled) base and candidate runs."""
+        cand_runs = [await self._run(s, new_prompt, "candidate") for s in suites]
+        comps = self._compare(base_runs, cand_runs)
+        verdict = decide(comps, self.c.bucket, self.c.policy)
+        if not verdict.suspected_regressions:
+            return verdict, comps, base_runs, cand_runs
+        pooled_base, pooled_cand = await self._confirm(
+            suites,
+            base_runs,
+            cand_runs,
+            (base_prompt, new_prompt),
+            verdict.suspected_regressions,
+        )
+        comps = self._compare(pooled_base, pooled_cand)
+        return decide(comps, self.c.bucket, self.c.policy), comps, pooled_base, pooled_cand
+
     async def _iteration(
         self,
         iteration: int,
@@ -463,18 +413,7 @@ class Optimizer:
                     }
                     return it
                 it.diff = prepared.diff
-                violations = [{"code": v.code, "message": v.message} for v in prepared.violations]
-                seen = self.ledger.seen_diff(c.suite, c.bucket, diff_hash(prepared.diff))
-                if seen is not None and not violations:
-                    violations.append(
-                        {
-                            "code": "duplicate",
-                            "message": (
-                                f"the same change was already evaluated as {seen.id} "
-                                f"({seen.outcome})"
-                            ),
-                        }
-                    )
+                violations = self._violations(prepared)
                 if violations:
                     it.outcome = "refused"
                     it.reasons = [v["message"] for v in violations]
@@ -490,21 +429,9 @@ class Optimizer:
                     return it
                 (cand.path / c.prompt_path).write_text(prepared.new_text, encoding="utf-8")
                 self.emit("evaluating", {"iteration": iteration, "branch": branch})
-                cand_runs = [await self._run(s, prepared.new_text, "candidate") for s in suites]
-                comps = self._compare(base_runs, cand_runs)
-                verdict = decide(comps, c.bucket, c.policy)
-                if verdict.suspected_regressions:
-                    b2, c2 = await self._confirm(
-                        suites,
-                        base_runs,
-                        cand_runs,
-                        (base_prompt, prepared.new_text),
-                        verdict.suspected_regressions,
-                    )
-                    comps, base_for_pr, cand_runs = self._compare(b2, c2), b2, c2
-                    verdict = decide(comps, c.bucket, c.policy)
-                else:
-                    base_for_pr = base_runs
+                verdict, comps, base_for_pr, cand_runs = await self._evaluate(
+                    suites, base_runs, base_prompt, prepared.new_text
+                )
                 it.commit = self.git.commit(
                     cand,
                     [c.prompt_path],
