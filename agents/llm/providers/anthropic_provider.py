@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents.llm.errors import CredentialsError, ModelConfigError, ProviderError
 from agents.llm.providers.common import (
+    SDKProvider,
     env_value,
     json_schema_format,
     map_sdk_error,
@@ -133,7 +134,7 @@ def from_anthropic(message: Any, *, retries: int, fallback_model: str) -> ModelR
     )
 
 
-class AnthropicProvider:
+class AnthropicProvider(SDKProvider["AsyncAnthropic"]):
     """ModelClient over the Anthropic Messages API.
 
     The key comes from ANTHROPIC_API_KEY only, and the SDK client is built on first use, so a
@@ -141,32 +142,9 @@ class AnthropicProvider:
     `settings.temperature` is not sent: this SDK's Messages API has no temperature parameter.
     """
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        client: AsyncAnthropic | None = None,
-        options: ModelOptions | None = None,
-    ) -> None:
-        if not model:
-            raise ModelConfigError("anthropic model name is empty; use 'anthropic:<model>'")
-        self.model = model
-        self.model_id = f"anthropic:{model}"
-        self._options = options or ModelOptions()
-        self._client = client
-        self._owns_client = client is None
-
-    def __repr__(self) -> str:
-        return f"AnthropicProvider(model={self.model!r}, base_url={self._base_url()!r})"
-
-    def _base_url(self) -> str | None:
-        if self._client is not None:
-            return str(self._client.base_url)
-        return self._options.base_url or env_value(BASE_URL_VAR)
-
-    def _secrets(self) -> tuple[str | None, ...]:
-        injected = getattr(self._client, "api_key", None) if self._client is not None else None
-        return (env_value(KEY_VAR), injected)
+    PROVIDER = "anthropic"
+    KEY_VAR = KEY_VAR
+    BASE_URL_VAR = BASE_URL_VAR
 
     def _sdk(self) -> AsyncAnthropic:
         if self._client is None:
@@ -245,11 +223,6 @@ class AnthropicProvider:
             if err.status == 404:
                 raise ModelConfigError(f"{_LABEL} does not know the model '{self.model}'") from None
             raise
-
-    async def aclose(self) -> None:
-        if self._owns_client and self._client is not None:
-            await self._client.close()
-            self._client = None
 
 
 def create(model: str, options: ModelOptions) -> AnthropicProvider:

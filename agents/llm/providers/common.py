@@ -11,10 +11,13 @@ import inspect
 import ipaddress
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from agents.llm.errors import CredentialsError, ModelConfigError, ModelError, ProviderError
+from agents.llm.registry import ModelOptions
+
+C = TypeVar("C")
 
 _RETRY_HEADER = "x-stainless-retry-count"
 _MAX_DETAIL = 300
@@ -155,3 +158,47 @@ __all__ = [
     "scrub",
     "send_parsed",
 ]
+
+
+class SDKProvider(Generic[C]):
+    """What the SDK-backed providers share: model id, options, an injectable SDK client that
+    is otherwise built on first use, a repr without secrets, and closing what it owns."""
+
+    PROVIDER = ""
+    KEY_VAR = ""
+    BASE_URL_VAR = ""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: C | None = None,
+        options: ModelOptions | None = None,
+        model_id: str | None = None,
+    ) -> None:
+        if not model:
+            raise ModelConfigError(
+                f"{self.PROVIDER} model name is empty; use '{self.PROVIDER}:<model>'"
+            )
+        self.model = model
+        self.model_id = model_id or f"{self.PROVIDER}:{model}"
+        self._options = options or ModelOptions()
+        self._client: C | None = client
+        self._owns_client = client is None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self._base_url()!r})"
+
+    def _base_url(self) -> str | None:
+        if self._client is not None:
+            return str(getattr(self._client, "base_url", "")) or None
+        return self._options.base_url or env_value(self.BASE_URL_VAR)
+
+    def _secrets(self) -> tuple[str | None, ...]:
+        injected = getattr(self._client, "api_key", None) if self._client is not None else None
+        return (env_value(self.KEY_VAR), injected)
+
+    async def aclose(self) -> None:
+        if self._owns_client and self._client is not None:
+            await self._client.close()  # type: ignore[attr-defined]
+            self._client = None

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents.llm.errors import CredentialsError, ModelConfigError, ProviderError
 from agents.llm.providers.common import (
+    SDKProvider,
     env_value,
     is_local_url,
     json_schema_format,
@@ -147,36 +148,12 @@ def from_openai(completion: Any, *, retries: int, fallback_model: str) -> ModelR
     )
 
 
-class OpenAIProvider:
+class OpenAIProvider(SDKProvider["AsyncOpenAI"]):
     """ModelClient over Chat Completions. Tests (and the local provider) inject `client`."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        client: AsyncOpenAI | None = None,
-        options: ModelOptions | None = None,
-        model_id: str | None = None,
-    ) -> None:
-        if not model:
-            raise ModelConfigError("openai model name is empty; use 'openai:<model>'")
-        self.model = model
-        self.model_id = model_id or f"openai:{model}"
-        self._options = options or ModelOptions()
-        self._client = client
-        self._owns_client = client is None
-
-    def __repr__(self) -> str:
-        return f"OpenAIProvider(model={self.model!r}, base_url={self._base_url()!r})"
-
-    def _base_url(self) -> str | None:
-        if self._client is not None:
-            return str(self._client.base_url)
-        return self._options.base_url or env_value(BASE_URL_VAR)
-
-    def _secrets(self) -> tuple[str | None, ...]:
-        injected = getattr(self._client, "api_key", None) if self._client is not None else None
-        return (env_value(KEY_VAR), injected)
+    PROVIDER = "openai"
+    KEY_VAR = KEY_VAR
+    BASE_URL_VAR = BASE_URL_VAR
 
     def _sdk(self) -> AsyncOpenAI:
         if self._client is None:
@@ -272,11 +249,6 @@ class OpenAIProvider:
                     f"model '{self.model}'"
                 ) from None
             raise
-
-    async def aclose(self) -> None:
-        if self._owns_client and self._client is not None:
-            await self._client.close()
-            self._client = None
 
 
 def create(model: str, options: ModelOptions) -> OpenAIProvider:
