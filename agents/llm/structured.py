@@ -41,6 +41,8 @@ _SCHEMA_LIST = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
 _TOOL_NAME = re.compile(r'"(?:tool|name)"\s*:\s*"([^"\\]+)"')
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 _DESCRIPTION_CHARS = 160
+MAX_STRING_CHARS = 300
+"""Longest string argument a structured step may hold (keeps steps inside the token cap)."""
 
 
 def simplify_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +67,9 @@ def simplify_schema(schema: dict[str, Any]) -> dict[str, Any]:
                 out[key] = [walk(v) for v in value]
             else:
                 out[key] = value
+        if out.get("type") == "string" and "maxLength" not in out and "enum" not in out:
+            # small models ramble inside strings until max_tokens cuts the JSON: bound them
+            out["maxLength"] = MAX_STRING_CHARS
         return out
 
     result = walk(inline_schema(schema))
