@@ -51,7 +51,8 @@ class NightlyConfig(BaseModel):
     proposer_format: Literal["auto", "diff", "edits"] = "auto"
     max_usd: float | None = Field(None, ge=0)
     max_tokens: int | None = Field(None, ge=0)
-    max_wall_minutes: float | None = Field(None, gt=0)
+    max_wall_minutes: float | None = Field(480, gt=0)
+    """Default 8 hours: an unattended night ends by morning unless the config says otherwise."""
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """USD per million tokens by model id, overriding/extending the built-in table."""
     assumed_tokens_per_trial: int = Field(20_000, ge=1)
