@@ -8,6 +8,7 @@ baseline that did not change is never paid for twice.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -123,11 +124,34 @@ def trial_cache_key(
     trial_index: int,
     variant: str = "",
 ) -> str:
-    """`variant` covers anything else that changes a trial's behaviour (runtime limits)."""
+    """`variant` covers anything else that changes a trial's behaviour (runtime limits). The
+    agents', graders' and judge rubrics' source is part of the key, so a code change never
+    serves stale trials."""
     blob = json.dumps(
-        [HARNESS_VERSION, task_hash, prompt_hash, agent_model, judge_model, trial_index, variant]
+        [
+            HARNESS_VERSION,
+            code_fingerprint(),
+            task_hash,
+            prompt_hash,
+            agent_model,
+            judge_model,
+            trial_index,
+            variant,
+        ]
     )
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """Hash of the code and rubrics that decide a trial's outcome and scores."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for folder, pattern in (("agents", "*.py"), ("graders", "*.py"), ("prompts/judges", "*.md")):
+        for path in sorted((root / folder).rglob(pattern)):
+            h.update(path.relative_to(root).as_posix().encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def text_hash(text: str) -> str:

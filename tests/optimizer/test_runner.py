@@ -424,3 +424,12 @@ def test_task_schema_is_current(tmp_path: Path) -> None:
     assert out.read_text(encoding="utf-8") == SCHEMA_PATH.read_text(encoding="utf-8")
     assert set(checked_in["required"]) == {"id", "description", "input", "graders"}
     assert checked_in["additionalProperties"] is False
+
+
+def test_trial_cache_key_follows_the_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change to agent or grader code must not serve trials cached by the old code."""
+    from optimizer import cache
+
+    before = trial_cache_key("task", "p", "scripted:card", None, 0)
+    monkeypatch.setattr(cache, "code_fingerprint", lambda: "a-different-build")
+    assert trial_cache_key("task", "p", "scripted:card", None, 0) != before
