@@ -150,3 +150,21 @@ def test_suites_listing() -> None:
     assert listing["card_agent_capability"]["tasks"] >= 30
     assert len(listing["pkm_agent_capability"]["buckets"]) >= 15
     assert all(len(ids) >= 2 for s in listing.values() for ids in s["buckets"].values())
+
+
+def test_html_report_compares_against_a_base_run(state: Path, tmp_path: Path) -> None:
+    code, first = _eval(state, "--suite", "card_agent", "--kind", "regression",
+                        "--agent-model", "scripted:card", "--trials", "1")
+    assert code == 0
+    code, second = _eval(state, "--suite", "card_agent", "--kind", "regression",
+                         "--agent-model", "scripted:card", "--trials", "1", "--fresh")
+    assert code == 0
+    out = tmp_path / "report.html"
+    result = runner.invoke(app, ["report", second["run"], "--format", "html", "--base",
+                                 first["run"], "-o", str(out), "--out", str(state)])
+    assert result.exit_code == 0, result.output
+    html = out.read_text()
+    assert first["run"] in html and second["run"] in html and "<svg" in html
+    missing = runner.invoke(app, ["report", second["run"], "--format", "html", "--base",
+                                  "no-such-run", "--out", str(state)])
+    assert missing.exit_code == 1 and "no-such-run" in missing.output
