@@ -30,6 +30,7 @@ KEY_ORDER = (
 )
 STATUSES = ("pending", "processing", "completed", "failed")
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 """libyaml's safe loader when PyYAML was built with it (same results, ~10x faster)."""
 
 
@@ -44,7 +45,9 @@ def _ordered(card: dict[str, Any]) -> dict[str, Any]:
 
 
 def dump_card(card: dict[str, Any]) -> str:
-    return yaml.safe_dump(_ordered(card), sort_keys=False, allow_unicode=True, width=100)
+    return yaml.dump(
+        _ordered(card), Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=100
+    )
 
 
 def read_card(path: Path) -> dict[str, Any]:
