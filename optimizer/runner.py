@@ -138,6 +138,34 @@ def trial_root() -> str | None:
     return None
 
 
+TRIAL_PREFIX = "promptloop-trial-"
+
+
+@functools.cache
+def sweep_stale_trials() -> int:
+    """Remove trial workspaces left by processes that died (kill -9 skips every cleanup;
+    on tmpfs they would hold memory until reboot). Returns how many were removed."""
+    base = Path(trial_root() or tempfile.gettempdir())
+    removed = 0
+    for path in base.glob(f"{TRIAL_PREFIX}*"):
+        pid = path.name[len(TRIAL_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def build_workspace(task: LoadedTask, dest: Path) -> Workspace:
     for src in (task.base_fixture, task.fixture_dir):
         if src is not None:
@@ -176,7 +204,7 @@ async def run_trial(
         published_at=suite.published_at,
         user_language=task.spec.metadata.get("user_language", "English"),
     )
-    tmp = Path(tempfile.mkdtemp(prefix="promptloop-trial-", dir=trial_root()))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{TRIAL_PREFIX}{os.getpid()}-", dir=trial_root()))
     session: OutcomeSession | None = None
     try:
         try:
@@ -307,6 +335,7 @@ async def run_suite(
         await agent.preflight()
         if judge is not None and _needs_judge(suite):
             await judge.preflight()
+    sweep_stale_trials()
     plan = _trial_plan(suite, options)
     cache_dir = options.state_dir / "cache" / "trials"
     sem = asyncio.Semaphore(default_concurrency(suite.agent_name, options))

@@ -433,3 +433,24 @@ def test_trial_cache_key_follows_the_code(monkeypatch: pytest.MonkeyPatch) -> No
     before = trial_cache_key("task", "p", "scripted:card", None, 0)
     monkeypatch.setattr(cache, "code_fingerprint", lambda: "a-different-build")
     assert trial_cache_key("task", "p", "scripted:card", None, 0) != before
+
+
+def test_stale_trial_workspaces_of_dead_processes_are_swept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from optimizer import runner
+
+    monkeypatch.setattr(runner, "trial_root", lambda: str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    stale = tmp_path / f"{runner.TRIAL_PREFIX}{dead}-abc"
+    live = tmp_path / f"{runner.TRIAL_PREFIX}{os.getpid()}-def"
+    other = tmp_path / "unrelated"
+    for folder in (stale, live, other):
+        (folder / "PKM").mkdir(parents=True)
+    assert runner.sweep_stale_trials.__wrapped__() == 1
+    assert not stale.exists() and live.exists() and other.exists()
