@@ -168,3 +168,17 @@ def test_html_report_compares_against_a_base_run(state: Path, tmp_path: Path) ->
     missing = runner.invoke(app, ["report", second["run"], "--format", "html", "--base",
                                   "no-such-run", "--out", str(state)])
     assert missing.exit_code == 1 and "no-such-run" in missing.output
+
+
+def test_pkm_replay_includes_judge_calls(state: Path) -> None:
+    args = ["--suite", "pkm_agent", "--bucket", "novel_character_note", "--agent-model",
+            "scripted:pkm", "--judge-model", "scripted:judge", "--trials", "1"]
+    code, recorded = _eval(state, *args, "--mode", "record")
+    assert code == 0, recorded["_output"]
+    code, replayed = _eval(state, *args, "--mode", "replay", "--fresh")
+    assert code == 0, replayed["_output"]
+    assert replayed["summary"]["erroredTrials"] == 0
+    judged = [g for g in replayed["summary"]["graders"] if g["grader"] == "pkm_insight_quality"]
+    assert judged and judged[0]["decided"] > 0  # the judge's recorded replies were replayed
+    assert [(b["bucket"], b["meanScore"]) for b in replayed["summary"]["buckets"]] == [
+        (b["bucket"], b["meanScore"]) for b in recorded["summary"]["buckets"]]
