@@ -99,7 +99,7 @@ def _exclude(root: Path, pattern: str) -> None:
                 encoding="utf-8",
             )
     except (subprocess.CalledProcessError, OSError):
-        pass
+        pass  # best effort: an unwritable .git only means the folder shows as untracked
 
 
 def make_client(
