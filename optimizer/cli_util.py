@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -11,7 +10,7 @@ from pydantic import ValidationError
 
 from agents.llm.errors import ModelError
 from optimizer import ui
-from optimizer.config import ConfigError
+from optimizer.config import ConfigError, did_you_mean  # noqa: F401  (re-exported)
 from optimizer.gitops import GitOpsError
 from optimizer.report_store import ReportError
 from optimizer.runner import AllTrialsErroredError
@@ -43,8 +42,3 @@ def option_errors(err: ValidationError) -> str:
         f"--{'.'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}"
         for e in err.errors()
     )
-
-
-def did_you_mean(value: str, options: list[str]) -> str:
-    hint = difflib.get_close_matches(value, options, n=1)
-    return f" Did you mean '{hint[0]}'?" if hint else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import subprocess
 import tomllib
@@ -27,6 +28,11 @@ _DEFAULT_JUDGES = {
 
 class ConfigError(Exception):
     """A user configuration problem (exit code 1)."""
+
+
+def did_you_mean(value: str, options: list[str]) -> str:
+    hint = difflib.get_close_matches(value, options, n=1)
+    return f" Did you mean '{hint[0]}'?" if hint else ""
 
 
 def default_judge(agent_model: str) -> str:

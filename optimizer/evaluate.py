@@ -8,11 +8,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agents.llm.types import ModelClient
-from optimizer.config import ConfigError, default_judge, make_client, provenance
-from optimizer.report import RunSummary, summarize
-from optimizer.report_store import default_store_dir, save_run
+from optimizer.config import default_judge, make_client, provenance
+from optimizer.paired import run_and_save
+from optimizer.report import RunSummary
 from optimizer.results import RunResult
-from optimizer.runner import AllTrialsErroredError, ProgressFn, RunOptions, _needs_judge, run_suite
+from optimizer.runner import ProgressFn, RunOptions, needs_judge
 from optimizer.suite import Suite, load_suite, resolve_suite_path
 
 
@@ -40,7 +40,7 @@ async def open_clients(
     agent = make_client(models.agent, models.base_url)
     judge: ModelClient | None = None
     try:
-        if suite is None or _needs_judge(suite):
+        if suite is None or needs_judge(suite):
             judge = (
                 agent
                 if models.judge_id == models.agent
@@ -84,15 +84,8 @@ async def evaluate(
             judge_model=request.models.judge_id if (judge or base.mode == "replay") else None,
             state_dir=state,
         )
-        run = await run_suite(suite, options, agent, judge, progress, provenance())
-    summary = summarize(run)
-    path = save_run(run, default_store_dir(state), summary=summary)
-    if run.all_errored:
-        first = next(iter(summary.infra_errors), "unknown error")
-        raise AllTrialsErroredError(
-            f"every trial of {run.run_name} errored ({first}); report: {path}"
-        )
-    return run, summary, path
+        saved = await run_and_save(suite, options, agent, judge, progress, provenance())
+    return saved.run, saved.summary, saved.path
 
 
-__all__ = ["ConfigError", "EvalRequest", "Models", "evaluate", "load_selected", "open_clients"]
+__all__ = ["EvalRequest", "Models", "evaluate", "load_selected", "open_clients"]

@@ -16,7 +16,7 @@ from typing import Any
 from agents.llm.errors import ModelError
 from agents.llm.types import ModelClient, Usage
 from agents.runtime import RuntimeConfig
-from optimizer.config import ConfigError, default_judge, make_client, provenance
+from optimizer.config import ConfigError, default_judge, did_you_mean, make_client, provenance
 from optimizer.failing import export_failing, render_failing_markdown
 from optimizer.gitops import GitOps
 from optimizer.guards import PreparedPatch, prepare_patch
@@ -39,7 +39,7 @@ from optimizer.proposer import (
     run_command,
 )
 from optimizer.results import RunResult
-from optimizer.runner import ProgressFn, RunOptions, _needs_judge
+from optimizer.runner import ProgressFn, RunOptions, needs_judge
 from optimizer.stats import BucketComparison, Verdict, decide
 from optimizer.suite import Suite
 
@@ -125,7 +125,7 @@ class Optimizer:
     async def _run(
         self, suite: Suite, prompt: str, label: str, indices: dict[str, list[int]] | None = None
     ) -> RunResult:
-        judge = self._client("judge") if _needs_judge(suite) else None
+        judge = self._client("judge") if needs_judge(suite) else None
         options = RunOptions(
             agent_model=self.c.agent_model,
             judge_model=(self.c.judge_model or default_judge(self.c.agent_model))
@@ -138,7 +138,7 @@ class Optimizer:
             trial_indices=indices,
             runtime=RuntimeConfig(max_turns=self.c.max_turns, max_runs=self.c.max_runs),
         )
-        run, spent = await run_and_save(
+        saved = await run_and_save(
             suite,
             options,
             self._client("agent"),
@@ -146,8 +146,8 @@ class Optimizer:
             self.progress(f"{label} {suite.name}"),
             provenance(self.c.repo),
         )
-        self._spend(spent.usage, spent.usd)
-        return run
+        self._spend(saved.usage, saved.usd)
+        return saved.run
 
     def _compare(self, base: list[RunResult], cand: list[RunResult]) -> list[BucketComparison]:
         return compare_suite_runs(base, cand, self.c.policy)
@@ -177,8 +177,6 @@ class Optimizer:
         c = self.c
         known = sorted({b for s in suites for b in s.buckets})
         if c.bucket not in known:
-            from optimizer.cli_util import did_you_mean
-
             raise ConfigError(
                 f"unknown bucket '{c.bucket}' for {c.suite}.{did_you_mean(c.bucket, known)}"
                 f" Known buckets: {', '.join(known)}"

@@ -19,7 +19,7 @@ from optimizer.loop import Baseline, OptimizeConfig
 from optimizer.nightly_budget import Budget
 from optimizer.nightly_state import BucketRank
 from optimizer.pricing import ModelPrice
-from optimizer.runner import _needs_judge
+from optimizer.runner import needs_judge
 from optimizer.stats import GatePolicy
 from optimizer.suite import Suite
 
@@ -94,7 +94,7 @@ def uncached_trials(suites: list[Suite], prompt: str, c: NightlyConfig) -> int:
     phash, n = text_hash(prompt), 0
     folder = c.state_dir / "cache" / "trials"
     for suite in suites:
-        judge = c.judge_id if _needs_judge(suite) else None
+        judge = c.judge_id if needs_judge(suite) else None
         for task in suite.tasks:
             for i in range(c.trials or task.spec.trials_per_run):
                 key = trial_cache_key(task.content_hash, phash, c.agent_model, judge, i)

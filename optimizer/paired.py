@@ -14,7 +14,7 @@ from typing import Any
 
 from agents.llm.types import ModelClient, Usage
 from optimizer.config import ConfigError
-from optimizer.report import summarize
+from optimizer.report import RunSummary, spent_usage, summarize
 from optimizer.report_store import default_store_dir, save_run
 from optimizer.results import Provenance, RunResult
 from optimizer.runner import AllTrialsErroredError, ProgressFn, RunOptions, run_suite
@@ -98,10 +98,16 @@ async def confirm_suspects(
 
 
 @dataclass(frozen=True)
-class Spent:
+class SavedRun:
+    """A finished, saved run: its summary, report path, and what it cost now."""
+
+    run: RunResult
+    summary: RunSummary
+    path: Path
     usage: Usage
+    """Agent + judge tokens spent now (cached trials excluded)."""
     usd: float | None
-    """Estimated dollars (None when a model's price is unknown)."""
+    """Estimated dollars spent now (None when a model's price is unknown)."""
 
 
 async def run_and_save(
@@ -111,29 +117,16 @@ async def run_and_save(
     judge: ModelClient | None,
     progress: ProgressFn | None,
     provenance: Provenance | None,
-) -> tuple[RunResult, Spent]:
-    """Run a suite, save its report, and return it with the tokens it spent (agent + judge).
+) -> SavedRun:
+    """Run a suite and save its report. The one place eval, optimize and review run suites.
 
     A run whose every trial errored raises: it is an infrastructure failure, not a 0% rate."""
     run = await run_suite(suite, options, agent, judge, progress, provenance)
     summary = summarize(run)
-    save_run(run, default_store_dir(options.state_dir), summary=summary)
+    path = save_run(run, default_store_dir(options.state_dir), summary=summary)
     if run.all_errored:
+        first = next(iter(summary.infra_errors), "unknown error")
         raise AllTrialsErroredError(
-            f"every trial of {run.run_name} errored: {next(iter(summary.infra_errors), '')}"
+            f"every trial of {run.run_name} errored ({first}); report: {path}"
         )
-    return run, Spent(fresh_usage(run), summary.cost.spent_usd)
-
-
-def fresh_usage(run: RunResult) -> Usage:
-    """Tokens this run actually spent (agent and judge), not counting cached trials."""
-    total = Usage()
-    for t in run.trials:
-        if t.cached:
-            continue
-        total = total + t.transcript.metrics.usage
-        for s in t.scores:
-            judge = s.metadata.get("usage")
-            if isinstance(judge, dict):
-                total = total + Usage.model_validate(judge)
-    return total
+    return SavedRun(run, summary, path, spent_usage(run.trials), summary.cost.spent_usd)

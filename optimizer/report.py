@@ -199,15 +199,17 @@ def _task_summaries(run: RunResult) -> list[TaskSummary]:
     for task_id in task_order(run):
         trials = run.trials_of(task_id)
         counted = [t for t in trials if t.counts]
-        out.append(TaskSummary(
-            task_id=task_id,
-            bucket=bucket_of(run, task_id),
-            trials=len(counted),
-            passed_trials=sum(t.passed for t in counted),
-            errored_trials=sum(t.status == "errored" for t in trials),
-            passed=task_passed(trials, run.suite_kind, run.task_pass_threshold),
-            mean_score=_mean([t.score for t in counted]),
-        ))
+        out.append(
+            TaskSummary(
+                task_id=task_id,
+                bucket=bucket_of(run, task_id),
+                trials=len(counted),
+                passed_trials=sum(t.passed for t in counted),
+                errored_trials=sum(t.status == "errored" for t in trials),
+                passed=task_passed(trials, run.suite_kind, run.task_pass_threshold),
+                mean_score=_mean([t.score for t in counted]),
+            )
+        )
     return out
 
 
@@ -220,18 +222,20 @@ def _bucket_summaries(run: RunResult, tasks: Sequence[TaskSummary]) -> list[Buck
         decided = [t for t in mine if t.passed is not None]
         passed_tasks = sum(bool(t.passed) for t in decided)
         passed_trials = sum(t.passed for t in counted)
-        out.append(BucketSummary(
-            bucket=bucket,
-            tasks=len(mine),
-            decided_tasks=len(decided),
-            passed_tasks=passed_tasks,
-            trials=len(counted),
-            passed_trials=passed_trials,
-            errored_trials=sum(t.errored_trials for t in mine),
-            trial_pass_rate=_rate(passed_trials, len(counted)),
-            task_pass_rate=_rate(passed_tasks, len(decided)),
-            mean_score=_mean([t.score for t in counted]),
-        ))
+        out.append(
+            BucketSummary(
+                bucket=bucket,
+                tasks=len(mine),
+                decided_tasks=len(decided),
+                passed_tasks=passed_tasks,
+                trials=len(counted),
+                passed_trials=passed_trials,
+                errored_trials=sum(t.errored_trials for t in mine),
+                trial_pass_rate=_rate(passed_trials, len(counted)),
+                task_pass_rate=_rate(passed_tasks, len(decided)),
+                mean_score=_mean([t.score for t in counted]),
+            )
+        )
     return out
 
 
@@ -245,14 +249,16 @@ def _grader_summaries(counted: Sequence[TrialResult]) -> list[GraderSummary]:
         entries = by_name[name]
         values = [v for v, _ in entries if v is not None]
         verdicts = [p for _, p in entries if p is not None]
-        out.append(GraderSummary(
-            grader=name,
-            scores=len(entries),
-            decided=len(values),
-            passed=sum(verdicts),
-            mean=_mean(values),
-            pass_rate=_rate(sum(verdicts), len(verdicts)),
-        ))
+        out.append(
+            GraderSummary(
+                grader=name,
+                scores=len(entries),
+                decided=len(values),
+                passed=sum(verdicts),
+                mean=_mean(values),
+                pass_rate=_rate(sum(verdicts), len(verdicts)),
+            )
+        )
     return out
 
 
@@ -273,6 +279,17 @@ def _pass_at_k_table(tasks: Sequence[TaskSummary]) -> list[PassAtK]:
     ]
 
 
+def _usage_summary(total: Usage, **counts: int) -> UsageSummary:
+    return UsageSummary(
+        input_tokens=total.input_tokens,
+        output_tokens=total.output_tokens,
+        cache_read_tokens=total.cache_read_tokens,
+        cache_write_tokens=total.cache_write_tokens,
+        total_tokens=total.total_tokens,
+        **counts,
+    )
+
+
 def _usage(trials: Sequence[TrialResult]) -> tuple[UsageSummary, Usage]:
     total = Usage()
     calls = retries = tools = turns = 0
@@ -283,16 +300,8 @@ def _usage(trials: Sequence[TrialResult]) -> tuple[UsageSummary, Usage]:
         retries += m.n_retries
         tools += m.n_tool_calls
         turns += m.n_turns
-    return UsageSummary(
-        input_tokens=total.input_tokens,
-        output_tokens=total.output_tokens,
-        cache_read_tokens=total.cache_read_tokens,
-        cache_write_tokens=total.cache_write_tokens,
-        total_tokens=total.total_tokens,
-        model_calls=calls,
-        retries=retries,
-        tool_calls=tools,
-        turns=turns,
+    return _usage_summary(
+        total, model_calls=calls, retries=retries, tool_calls=tools, turns=turns
     ), total
 
 
@@ -307,14 +316,13 @@ def _judge_usage(trials: Sequence[TrialResult]) -> tuple[UsageSummary, Usage]:
                 known = {k: int(v) for k, v in raw.items() if k in Usage.model_fields}
                 total = total + Usage(**known)
                 calls += 1
-    return UsageSummary(
-        input_tokens=total.input_tokens,
-        output_tokens=total.output_tokens,
-        cache_read_tokens=total.cache_read_tokens,
-        cache_write_tokens=total.cache_write_tokens,
-        total_tokens=total.total_tokens,
-        model_calls=calls,
-    ), total
+    return _usage_summary(total, model_calls=calls), total
+
+
+def spent_usage(trials: Sequence[TrialResult]) -> Usage:
+    """Agent plus judge tokens of the trials actually run now (cached ones cost nothing)."""
+    fresh = [t for t in trials if not t.cached]
+    return _usage(fresh)[1] + _judge_usage(fresh)[1]
 
 
 def _sum_usd(parts: Sequence[float | None]) -> float | None:
@@ -338,8 +346,13 @@ def _cost(run: RunResult, prices: PriceOverrides | None) -> CostSummary:
             notes.append(judge.note)
     elif prov.judge_model:
         notes.append("judge tokens were not recorded by the graders; judge cost not included")
-    return CostSummary(agent=agent_all, judge=judge, total_usd=_sum_usd(totals),
-                       spent_usd=_sum_usd(spent), notes=notes)
+    return CostSummary(
+        agent=agent_all,
+        judge=judge,
+        total_usd=_sum_usd(totals),
+        spent_usd=_sum_usd(spent),
+        notes=notes,
+    )
 
 
 def summarize(run: RunResult, *, prices: PriceOverrides | None = None) -> RunSummary:

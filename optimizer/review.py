@@ -30,7 +30,7 @@ from optimizer.paired import (
     run_and_save,
 )
 from optimizer.results import RunResult
-from optimizer.runner import ProgressFn, RunOptions, _needs_judge
+from optimizer.runner import ProgressFn, RunOptions, needs_judge
 from optimizer.stats import (
     BucketComparison,
     GatePolicy,
@@ -212,7 +212,7 @@ class Reviewer:
     async def _run(
         self, suite: Suite, prompt: str, label: str, indices: dict[str, list[int]] | None = None
     ) -> RunResult:
-        judge = self._judge_client() if _needs_judge(suite) else None
+        judge = self._judge_client() if needs_judge(suite) else None
         options = RunOptions(
             agent_model=self.c.agent_model,
             judge_model=self.judge_id if judge else None,
@@ -226,7 +226,7 @@ class Reviewer:
         prov = git_provenance(self.repo).model_copy(
             update={"git_commit": self._commits.get(prompt), "git_dirty": False}
         )
-        run, spent = await run_and_save(
+        saved = await run_and_save(
             suite,
             options,
             self._agent_client(),
@@ -234,8 +234,8 @@ class Reviewer:
             self.progress(f"{label} {suite.name}"),
             prov,
         )
-        self.usage = self.usage + spent.usage
-        return run
+        self.usage = self.usage + saved.usage
+        return saved.run
 
     async def _review_agent(self, agent: str, base_text: str, head_text: str) -> AgentReview:
         suites = agent_suites(agent, self.c.kinds, self.repo)

@@ -80,7 +80,7 @@ def default_concurrency(agent_name: str, options: RunOptions) -> int:
     return DEFAULT_CONCURRENCY.get(agent_name, 4)
 
 
-def _needs_judge(suite: Suite) -> bool:
+def needs_judge(suite: Suite) -> bool:
     return any(get_grader(g.name).kind == "model" for t in suite.tasks for g in t.spec.graders)
 
 
@@ -318,11 +318,11 @@ async def run_suite(
         else load_prompt(suite.agent_name, options.prompts_dir)
     )
     phash = text_hash(prompt)
-    if judge is None and _needs_judge(suite) and options.mode != "replay":
+    if judge is None and needs_judge(suite) and options.mode != "replay":
         notify(
             "warning", {"message": "suite has judge graders but no judge model: they score null"}
         )
-    if judge is not None and _needs_judge(suite) and options.judge_model == options.agent_model:
+    if judge is not None and needs_judge(suite) and options.judge_model == options.agent_model:
         notify(
             "warning",
             {
@@ -333,7 +333,7 @@ async def run_suite(
     if options.mode != "replay":
         assert agent is not None, "a live or record run needs an agent model"
         await agent.preflight()
-        if judge is not None and _needs_judge(suite):
+        if judge is not None and needs_judge(suite):
             await judge.preflight()
     sweep_stale_trials()
     plan = _trial_plan(suite, options)
