@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agents.base import AgentInput, load_prompt, prepare_workspace
 from agents.registry import get_agent
 from agents.transcript import Transcript
-from optimizer.runner import build_workspace
-from optimizer.suite import DEFAULT_CLOCK, LoadedTask, TaskSpec
+from optimizer.core.suites import DEFAULT_CLOCK, LoadedTask, TaskSpec
+from optimizer.run.runner import build_workspace
 
 PARA = ("Projects", "Areas", "Resources", "Archives")
 FACT = "2026/03/14.md#ts_1"

@@ -28,9 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents.llm.scripted import ScriptedModel, reply
-from optimizer.loop import OptimizeConfig, OptimizeResult, optimize
-from optimizer.runner import RunOptions, run_suite
-from optimizer.suite import REPO_ROOT, TASKS_DIR, load_suite
+from optimizer.core.suites import REPO_ROOT, TASKS_DIR, load_suite
+from optimizer.run.runner import RunOptions, run_suite
+from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
 from tests import policies
 
 PROMPT = "prompts/pkm_agent.md"

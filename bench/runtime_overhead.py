@@ -20,12 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agents.base import AgentInput, load_prompt, prepare_workspace  # noqa: E402
-from agents.llm.scripted import Request, ScriptedModel, call, reply  # noqa: E402
-from agents.llm.types import ModelResponse  # noqa: E402
-from agents.registry import get_agent  # noqa: E402
-from agents.runtime import run_agent  # noqa: E402
-from agents.workspace import Workspace  # noqa: E402
+from agents.base import AgentInput, load_prompt, prepare_workspace
+from agents.llm.scripted import Request, ScriptedModel, call, reply
+from agents.llm.types import ModelResponse
+from agents.registry import get_agent
+from agents.runtime import run_agent
+from agents.workspace import Workspace
 
 FACT = "2026/03/14.md#ts_1"
 PUBLISHED = datetime(2026, 3, 14, 9, 30)

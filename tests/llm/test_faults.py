@@ -21,12 +21,12 @@ from agents.llm.errors import ProviderError
 from agents.llm.providers.openai_provider import OpenAIProvider
 from agents.llm.types import Message, ModelSettings
 from agents.runtime import RuntimeConfig
-from optimizer.cli import app
-from optimizer.evaluate import EvalRequest, Models, evaluate
-from optimizer.report_store import load_report_file
-from optimizer.results import RunResult
-from optimizer.runner import RunOptions
-from optimizer.suite import REPO_ROOT
+from optimizer.cli.app import app
+from optimizer.core.results import RunResult
+from optimizer.core.suites import REPO_ROOT
+from optimizer.report.store import load_report_file
+from optimizer.run.evaluate import EvalRequest, Models, evaluate
+from optimizer.run.runner import RunOptions
 from tests.llm.agent_server import AgentServer, FaultPlan
 from tests.llm.fake_api import FakeAPI, Reply, openai_completion
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.optimizer.test_loop import PROMPT, TASKS, _git, _write_suite
+from tests.optimizer.workflows.test_optimize import PROMPT, TASKS, _git, _write_suite
 
 
 @pytest.fixture

@@ -1,0 +1,164 @@
+"""`promptloop doctor`: check providers, the embedded model, git and the suites."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from optimizer.cli import ui
+from optimizer.cli.util import EXIT_USER, guarded
+from optimizer.core.config import DEFAULT_AGENT_MODEL
+from optimizer.workflows.doctor import DoctorReport, diagnose
+
+
+def doctor(
+    agent_model: Annotated[
+        str,
+        typer.Option(
+            "--agent-model",
+            envvar="PROMPTLOOP_AGENT_MODEL",
+            help="The agent model whose requirements are checked.",
+        ),
+    ] = DEFAULT_AGENT_MODEL,
+    judge_model: Annotated[
+        str | None,
+        typer.Option(
+            "--judge-model",
+            envvar="PROMPTLOOP_JUDGE_MODEL",
+            help="Judge model for suites with judge graders (default: derived from the agent).",
+        ),
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            envvar="OPENAI_BASE_URL",
+            help="Base URL of an OpenAI-compatible server (a local one needs no key).",
+        ),
+    ] = None,
+    tasks: Annotated[
+        Path | None,
+        typer.Option(
+            "--tasks",
+            envvar="PROMPTLOOP_TASKS",
+            help="Folder of suites to check (default: the checkout's tasks/, else the bundled).",
+            file_okay=False,
+        ),
+    ] = None,
+    check_local: Annotated[
+        bool,
+        typer.Option(
+            "--check-local",
+            envvar="PROMPTLOOP_CHECK_LOCAL",
+            help="Start the embedded model server and time one short completion.",
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Check what this machine and checkout can run, and say what to do about the rest.
+
+    Shows which providers are configured (whether ANTHROPIC_API_KEY / OPENAI_API_KEY are set;
+    their values are never printed), whether the embedded model's weights and runtime are
+    installed, the git state (branch, dirty, promptloop/* branches, stray worktrees) and, for
+    every suite, its tasks, buckets, trials and whether it needs a judge model. Exit 0 when
+    everything needed to run with --agent-model (default: the offline local:smollm2) is
+    present, 1 otherwise."""
+
+    def body() -> None:
+        report = diagnose(
+            agent_model=agent_model,
+            judge_model=judge_model,
+            base_url=base_url,
+            tasks_dir=tasks,
+            check_local_server=check_local,
+        )
+        if as_json:
+            ui.print_json(report.model_dump(mode="json") | {"ok": report.ok})
+        else:
+            _show(report)
+        if not report.ok:
+            raise typer.Exit(EXIT_USER)
+
+    guarded(body)
+
+
+def _yes(flag: bool | None) -> str:
+    return "yes" if flag else "no"
+
+
+def _show(report: DoctorReport) -> None:
+    ui.table(
+        "providers",
+        ["provider", "key", "base URL", "SDK"],
+        [
+            [
+                p.provider,
+                f"{p.key_var} {'set' if p.key_set else 'not set'}",
+                p.base_url or "-",
+                "installed" if p.sdk_installed else "missing",
+            ]
+            for p in report.providers
+        ],
+    )
+    local = report.local
+    rows = [
+        ["weights", local.model_path or f"missing: {local.model_error}"],
+        ["size", f"{local.model_bytes / 1e6:.1f} MB" if local.model_bytes else "-"],
+        ["xllamacpp", local.runtime_version or f"missing: {local.runtime_error}"],
+    ]
+    if local.check is not None:
+        c = local.check
+        rows.append(
+            [
+                "server check",
+                f"started in {c.start_s:.2f}s, {c.output_tokens} tokens in "
+                f"{c.completion_s:.2f}s: {c.reply!r}"
+                if c.ok
+                else f"failed: {c.error}",
+            ]
+        )
+    ui.table("embedded model (local:smollm2)", ["item", "status"], rows)
+    git = report.git
+    ui.table(
+        "git",
+        ["item", "value"],
+        [["error", git.error]]
+        if git.error
+        else [
+            ["repository", git.repo_root],
+            ["branch", git.branch or f"(detached at {(git.commit or '')[:12]})"],
+            ["dirty", _yes(git.dirty)],
+            ["promptloop branches", ", ".join(git.promptloop_branches) or "none"],
+            ["stray worktrees", ", ".join(w.path for w in git.stray_worktrees) or "none"],
+        ],
+    )
+    ui.table(
+        f"suites (agent model {report.agent_model})",
+        ["suite", "tasks", "buckets", "trials", "judge model", "loads"],
+        [
+            [
+                s.name or s.path,
+                s.tasks,
+                s.buckets,
+                s.trials,
+                f"{s.judge_model} for {', '.join(s.judge_graders)}" if s.judge_model else "-",
+                "yes" if s.loads else f"NO: {s.error}",
+            ]
+            for s in report.suites
+        ],
+    )
+    for w in report.warnings:
+        ui.warn(f"{w.what}\n  fix: {w.fix}")
+    if report.ok:
+        ui.out.print(
+            f"ready: everything a run with {report.agent_model} needs is here", markup=False
+        )
+        return
+    for p in report.problems:
+        ui.error(f"{p.what}\n  fix: {p.fix}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor)

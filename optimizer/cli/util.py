@@ -1,0 +1,44 @@
+"""Helpers shared by every CLI command: exit codes, error mapping, did-you-mean."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import typer
+from pydantic import ValidationError
+
+from agents.llm.errors import ModelError
+from optimizer.cli import ui
+from optimizer.core.config import ConfigError, did_you_mean  # noqa: F401  (re-exported)
+from optimizer.core.suites import SuiteError
+from optimizer.git import GitOpsError
+from optimizer.report.store import ReportError
+from optimizer.run.runner import AllTrialsErroredError
+
+T = TypeVar("T")
+EXIT_OK, EXIT_USER, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def guarded(fn: Callable[[], T]) -> T:
+    """Run a command body, mapping errors to one `Error:` line and a meaningful exit code:
+    1 for user/configuration errors, 2 for infrastructure failures, 130 for Ctrl-C."""
+    try:
+        return fn()
+    except (ConfigError, SuiteError, ReportError, GitOpsError, ValueError) as err:
+        ui.error(str(err))
+        raise typer.Exit(EXIT_USER) from None
+    except (ModelError, AllTrialsErroredError) as err:
+        ui.error(f"{type(err).__name__}: {err}")
+        raise typer.Exit(EXIT_INFRA) from None
+    except KeyboardInterrupt:
+        ui.error("interrupted")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def option_errors(err: ValidationError) -> str:
+    """A pydantic error of a command's config as `--option: problem` pairs."""
+    return "; ".join(
+        f"--{'.'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}"
+        for e in err.errors()
+    )

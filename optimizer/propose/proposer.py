@@ -1,0 +1,283 @@
+"""The proposer: package the failures for a model, ask it for a patch, retry when it won't apply.
+
+The package (everything the proposer sees) is written to disk before the call, so a reviewer can
+read exactly what the proposal was based on. Two answer formats: a unified diff (capable models)
+and a JSON list of anchored edits under a JSON schema (weak models such as the embedded one),
+rendered into the same unified diff. An external coding agent (`--proposer-cmd`) can also edit
+the candidate worktree directly; its `git diff` is the proposal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from agents.llm.types import Message, ModelClient, ModelSettings, Usage
+from optimizer.core.results import RunResult
+from optimizer.propose.edits import edit_schema_for, edits_to_diff, parse_edit_proposal
+from optimizer.propose.package import condensed_trace, extract_input
+from optimizer.propose.patch import PatchError, extract_diff
+from optimizer.workflows.ledger import LedgerEntry
+
+PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+Format = Literal["diff", "edits"]
+_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+class ProposerError(Exception):
+    """No usable proposal (model error text, unparseable after retries, command failed)."""
+
+    def __init__(self, message: str, *, usage: Usage | None = None, attempts: int = 0) -> None:
+        super().__init__(message)
+        self.usage = usage or Usage()
+        self.attempts = attempts
+
+
+class UnusableProposalError(ProposerError):
+    """The model answered, but no answer could be parsed and applied (refused, not an error)."""
+
+
+@dataclass(frozen=True)
+class Proposal:
+    hypothesis: str
+    diff: str
+    """The diff as proposed (for edits: rendered from them); not yet applied or guarded."""
+    raw_reply: str
+    attempts: int
+    usage: Usage = field(default_factory=Usage)
+    fmt: str = "diff"
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count: CJK characters ~1 token each, other text ~4 characters a token."""
+    cjk = len(_CJK_RE.findall(text))
+    return cjk + (len(text) - cjk) // 4 + 1
+
+
+def _clip(text: str, max_tokens: int, what: str) -> str:
+    if estimate_tokens(text) <= max_tokens:
+        return text
+    chars = max(200, max_tokens * 4)
+    cut = text[:chars]
+    nl = cut.rfind("\n")
+    if nl > chars // 2:
+        cut = cut[:nl]
+    return cut + f"\n[... {what} truncated to fit the token budget ...]"
+
+
+def numbered(text: str) -> str:
+    return "\n".join(f"{i:4d}  {line}" for i, line in enumerate(text.splitlines(), 1))
+
+
+def counter_examples(runs: list[RunResult], bucket: str, limit: int = 3) -> str:
+    """A few passing trials of other buckets: behaviour a patch must not break."""
+    blocks: list[str] = []
+    seen_buckets: set[str] = set()
+    for run in runs:
+        for t in sorted(run.trials, key=lambda t: (t.bucket, t.task_id, t.trial_index)):
+            if len(blocks) >= limit:
+                break
+            if t.bucket == bucket or t.status != "passed" or t.bucket in seen_buckets:
+                continue
+            seen_buckets.add(t.bucket)
+            trace = "\n".join(condensed_trace(t.transcript, max_lines=8))
+            blocks.append(
+                f"### {t.bucket} / {t.task_id} (passes now)\nInput: "
+                f"{(extract_input(t.transcript) or '').strip()[:400]}\n{trace}"
+            )
+    return "\n\n".join(blocks) or "(none)"
+
+
+def rejected_block(entries: list[LedgerEntry], limit: int = 5) -> str:
+    if not entries:
+        return "(none yet)"
+    out = []
+    for e in entries[-limit:]:
+        changed = "\n".join(
+            ln for ln in e.diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
+        )
+        out.append(
+            f"- {e.outcome}: {e.hypothesis or '(no hypothesis)'}\n  why: "
+            f"{'; '.join(e.reasons) or 'n/a'}\n  changed lines:\n"
+            + "\n".join("    " + ln for ln in changed.splitlines()[:12])
+        )
+    return "\n".join(out)
+
+
+@dataclass(frozen=True)
+class PackageInput:
+    prompt_path: str
+    prompt_text: str
+    bucket: str
+    failing_md: str
+    counter_md: str
+    manual: str
+    rejected: list[LedgerEntry]
+    max_changed_lines: int
+    token_budget: int = 12_000
+    fmt: Format = "diff"
+
+
+@dataclass(frozen=True)
+class Package:
+    system: str
+    user: str
+
+    @property
+    def tokens(self) -> int:
+        return estimate_tokens(self.system) + estimate_tokens(self.user)
+
+    def write(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "package.md"
+        path.write_text(
+            f"<!-- system message -->\n{self.system}\n\n<!-- user message -->\n{self.user}\n",
+            encoding="utf-8",
+        )
+        return path
+
+
+def _render(template: str, values: dict[str, str]) -> str:
+    for key, value in values.items():
+        template = template.replace("{{" + key + "}}", value)
+    return template
+
+
+def build_package(p: PackageInput) -> Package:
+    """Assemble what the proposer sees, within `token_budget` (the prompt is never cut)."""
+    name = "proposer.md" if p.fmt == "diff" else "proposer_edits.md"
+    system = _render(
+        (PROMPTS_DIR / name).read_text(encoding="utf-8"),
+        {"prompt_path": p.prompt_path, "max_changed_lines": str(p.max_changed_lines)},
+    )
+    prompt_block = (
+        f"## The prompt file `{p.prompt_path}` (line numbers are not part of it)\n"
+        f"<prompt_file>\n{numbered(p.prompt_text)}\n</prompt_file>"
+    )
+    rejected = _clip(rejected_block(p.rejected), 800, "rejected proposals")
+    fixed = estimate_tokens(system) + estimate_tokens(prompt_block) + estimate_tokens(rejected)
+    rest = max(600, p.token_budget - fixed - 200)
+    failing = _clip(p.failing_md, int(rest * 0.6), "failing trials")
+    manual = _clip(p.manual, int(rest * 0.25), "manual")
+    counter = _clip(p.counter_md, int(rest * 0.15), "counter-examples")
+    user = "\n\n".join(
+        [
+            prompt_block,
+            f"## Failing trials of the bucket `{p.bucket}`\n<failing_trials>\n{failing}\n"
+            "</failing_trials>",
+            "## Passing trials of other buckets (must keep passing)\n"
+            f"<counter_examples>\n{counter}\n</counter_examples>",
+            f"## Proposals already rejected for this bucket\n<rejected>\n{rejected}\n</rejected>",
+            f"## Prompt-engineering manual\n<manual>\n{manual}\n</manual>",
+            "Now answer in the required format.",
+        ]
+    )
+    return Package(system=system, user=user)
+
+
+def parse_diff_reply(text: str) -> tuple[str, str]:
+    """(hypothesis, diff) from a diff-format reply; PatchError when there is no diff."""
+    m = re.search(r"HYPOTHESIS:\s*(.+)", text)
+    hypothesis = m.group(1).strip() if m else ""
+    diff = extract_diff(text)
+    if not diff.strip():
+        raise PatchError(
+            "the reply contains no unified diff; answer with HYPOTHESIS: and a ```diff block"
+        )
+    return hypothesis or "(no hypothesis given)", diff
+
+
+async def ask_model(
+    client: ModelClient,
+    package: Package,
+    *,
+    fmt: Format,
+    prompt_path: str,
+    original: str,
+    check: Callable[[str], None],
+    max_retries: int = 2,
+    max_tokens: int = 1500,
+) -> Proposal:
+    """Ask for a proposal; `check(diff)` raises PatchError when it does not apply, and the error
+    goes back to the model (at most `max_retries` more attempts)."""
+    messages = [Message.system(package.system), Message.user(package.user)]
+    settings = ModelSettings(
+        temperature=0.2,
+        max_tokens=max_tokens,
+        response_format=edit_schema_for(original) if fmt == "edits" else None,
+    )
+    usage = Usage()
+    last_error = ""
+    for attempt in range(1, max_retries + 2):
+        response = await client.complete(messages, settings=settings)
+        usage = usage + response.usage
+        text = response.text
+        try:
+            if fmt == "edits":
+                proposal = parse_edit_proposal(text)
+                hypothesis = proposal.hypothesis
+                diff = edits_to_diff(original, proposal, prompt_path)
+            else:
+                hypothesis, diff = parse_diff_reply(text)
+            check(diff)
+            return Proposal(hypothesis, diff, text, attempt, usage, fmt)
+        except PatchError as err:
+            last_error = str(err)
+            messages += [
+                Message.assistant(text),
+                Message.user(
+                    f"Your proposal could not be applied: {err}\nFix it and answer again in the "
+                    "required format, copying context lines exactly from the prompt file."
+                ),
+            ]
+    raise UnusableProposalError(
+        f"no applicable proposal after {max_retries + 1} attempts: {last_error}",
+        usage=usage,
+        attempts=max_retries + 1,
+    )
+
+
+async def run_command(
+    cmd: str,
+    worktree: Path,
+    package_path: Path,
+    prompt_path: str,
+    bucket: str,
+    timeout_s: float = 1800,
+) -> str:
+    """Run an external proposer in the candidate worktree; returns its stdout.
+
+    The command gets PROMPTLOOP_PACKAGE (the package file), PROMPTLOOP_PROMPT_FILE (the file it
+    may edit, relative to the worktree) and PROMPTLOOP_BUCKET. A line `HYPOTHESIS: ...` on its
+    stdout becomes the proposal's hypothesis.
+    """
+    env = {
+        **os.environ,
+        "PROMPTLOOP_PACKAGE": str(package_path),
+        "PROMPTLOOP_PROMPT_FILE": prompt_path,
+        "PROMPTLOOP_BUCKET": bucket,
+    }
+    proc = await asyncio.create_subprocess_shell(
+        cmd, cwd=worktree, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise ProposerError(f"proposer command timed out after {timeout_s:g}s") from None
+    if proc.returncode != 0:
+        raise ProposerError(
+            f"proposer command exited with {proc.returncode}: {err.decode(errors='replace')[-500:]}"
+        )
+    return out.decode(errors="replace")
+
+
+def hypothesis_from_output(text: str) -> str:
+    m = re.search(r"HYPOTHESIS:\s*(.+)", text)
+    return m.group(1).strip() if m else "(external proposer gave no hypothesis)"

@@ -1,0 +1,185 @@
+"""Markdown summary of one run: rates, graders, pass@k, buckets, cost, provenance, failures.
+
+Deterministic for a given run (no clock reads), so it can be diffed and stored next to the
+JSON report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from graders.base import Score
+from optimizer.core.results import RunResult, TrialResult
+from optimizer.report.summary import RunSummary, task_order
+
+FAILED_STATUSES = ("failed", "timedOut")
+
+
+def pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f}%"
+
+
+def num(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def usd(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:.4f}"
+
+
+def cell(text: Any) -> str:
+    """A value made safe for a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def short(value: Any, limit: int = 200) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out.extend("| " + " | ".join(cell(c) for c in row) + " |" for row in rows)
+    return out
+
+
+def score_lines(score: Score, *, indent: str = "") -> list[str]:
+    """One bullet for a score, then its failing assertions as sub-bullets."""
+    verdict = {True: "passed", False: "FAILED", None: "n/a"}[score.passed]
+    head = f"{indent}- `{score.grader}`: {num(score.value, 2)} ({verdict})"
+    if score.rationale:
+        head += f" — {short(score.rationale, 600)}"
+    lines = [head]
+    for a in score.assertions:
+        if a.passed:
+            continue
+        detail = f"{indent}  - ✗ {short(a.description, 200)}"
+        if a.actual is not None or a.expected is not None:
+            detail += f" (actual: {short(a.actual, 120)}; expected: {short(a.expected, 120)})"
+        lines.append(detail)
+    return lines
+
+
+def _headline(run: RunResult, s: RunSummary) -> list[str]:
+    lines = [
+        f"# Run `{run.run_name}`",
+        "",
+        f"Suite **{run.suite_name}** ({run.suite_kind}, {run.agent_name}) · "
+        f"{run.started_at:%Y-%m-%d %H:%M:%S} UTC · "
+        f"{(run.ended_at - run.started_at).total_seconds():.1f}s",
+        "",
+        f"- **Task pass rate: {pct(s.task_pass_rate)}** ({s.passed_tasks}/{s.decided_tasks} tasks"
+        + (f", threshold {s.task_pass_threshold:g}" if s.task_pass_threshold < 1.0 else "")
+        + ")",
+        f"- **Trial pass rate: {pct(s.trial_pass_rate)}** ({s.passed_trials}/{s.counted_trials} "
+        f"trials; {s.failed_trials} failed, {s.timed_out_trials} timed out)",
+        f"- Mean trial score: {num(s.mean_score)}",
+        f"- Trials: {s.num_trials} total, {s.cached_trials} from cache"
+        + (f", {s.skipped_trials} skipped" if s.skipped_trials else ""),
+    ]
+    if s.errored_trials:
+        label = "ALL TRIALS ERRORED" if s.all_errored else f"{s.errored_trials} TRIAL(S) ERRORED"
+        lines += [
+            "",
+            f"> **⚠ {label}** ({s.errored_trials}/{s.num_trials}): infrastructure errors, "
+            "excluded from every rate above. Fix them before trusting this run.",
+        ]
+        lines += [f"> - {n}× {short(msg, 300)}" for msg, n in list(s.infra_errors.items())[:5]]
+    return lines
+
+
+def _graders(s: RunSummary) -> list[str]:
+    if not s.graders:
+        return []
+    rows = [(f"`{g.grader}`", g.decided, num(g.mean), pct(g.pass_rate), g.scores - g.decided)
+            for g in s.graders]
+    return ["", "## Graders", "",
+            *_table(("grader", "decided", "mean", "pass rate", "null"), rows)]
+
+
+def _pass_k(s: RunSummary) -> list[str]:
+    if not s.pass_at_k:
+        return []
+    rows = [(p.k, num(p.pass_at_k), num(p.pass_hat_k)) for p in s.pass_at_k]
+    return ["", "## pass@k / pass^k", "",
+            f"Averaged over {s.pass_at_k[0].tasks} task(s); k up to the fewest counted trials.",
+            "", *_table(("k", "pass@k", "pass^k"), rows)]
+
+
+def _buckets(s: RunSummary) -> list[str]:
+    rows = [(b.bucket, b.tasks, b.trials, pct(b.trial_pass_rate), pct(b.task_pass_rate),
+             num(b.mean_score), b.errored_trials) for b in s.buckets]
+    return ["", "## Buckets", "", *_table(
+        ("bucket", "tasks", "trials", "trial pass rate", "task pass rate", "mean score",
+         "errored"), rows)]
+
+
+def _usage(s: RunSummary) -> list[str]:
+    u, c = s.usage, s.cost
+    lines = [
+        "", "## Tokens and cost", "",
+        f"- Agent: {u.total_tokens} tokens (in {u.input_tokens}, out {u.output_tokens}, "
+        f"cache read {u.cache_read_tokens}, cache write {u.cache_write_tokens}); "
+        f"{u.model_calls} model calls, {u.retries} retries, {u.tool_calls} tool calls",
+    ]
+    if s.judge_usage.model_calls:
+        j = s.judge_usage
+        lines.append(f"- Judge: {j.total_tokens} tokens (in {j.input_tokens}, out "
+                     f"{j.output_tokens}) over {j.model_calls} judged scores")
+    lines.append(f"- Estimated cost: {usd(c.total_usd)} (spent by this run, cache excluded: "
+                 f"{usd(c.spent_usd)})")
+    lines += [f"- Note: {n}" for n in c.notes]
+    return lines
+
+
+def _provenance(run: RunResult) -> list[str]:
+    p = run.provenance
+    commit = (p.git_commit or "unknown")[:12] + (" (dirty)" if p.git_dirty else "")
+    hashes = ", ".join(f"{k} {v[:12]}" for k, v in sorted(p.prompt_hashes.items())) or "n/a"
+    return [
+        "", "## Provenance", "",
+        f"- Git commit: {commit}",
+        f"- Agent model: {p.agent_model or 'n/a'}; judge model: {p.judge_model or 'none'}",
+        f"- Prompt hash: {hashes}",
+        f"- Suite hash: {p.suite_hash[:12] or 'n/a'}; mode: {p.mode}",
+    ]
+
+
+def ordered_trials(run: RunResult, statuses: Sequence[str]) -> list[TrialResult]:
+    """Trials with one of `statuses`, in suite task order then trial index."""
+    rank = {tid: i for i, tid in enumerate(task_order(run))}
+    chosen = [t for t in run.trials if t.status in statuses]
+    return sorted(chosen, key=lambda t: (rank.get(t.task_id, len(rank)), t.trial_index))
+
+
+def _failures(run: RunResult) -> list[str]:
+    failed = ordered_trials(run, FAILED_STATUSES)
+    lines = ["", f"## Failed trials ({len(failed)})"]
+    if not failed:
+        lines += ["", "None."]
+    for t in failed:
+        lines += ["", f"### `{t.task_id}` #{t.trial_index} ({t.bucket}) — {t.status}"]
+        if t.failure_reason:
+            lines.append(f"Reason: {short(t.failure_reason, 400)}")
+        lines.append("")
+        for s in t.scores:
+            lines += score_lines(s)
+        if not t.scores:
+            lines.append("- (no scores)")
+    errored = ordered_trials(run, ("errored",))
+    if errored:
+        lines += ["", f"## Errored trials ({len(errored)}, infrastructure; not scored)", ""]
+        lines += [f"- `{t.task_id}` #{t.trial_index}: "
+                  f"{short(t.infra_error or t.failure_reason or 'unknown error', 300)}"
+                  for t in errored]
+    return lines
+
+
+def render_markdown(run: RunResult, summary: RunSummary) -> str:
+    lines = [
+        *_headline(run, summary), *_graders(summary), *_pass_k(summary),
+        *_buckets(summary), *_usage(summary), *_provenance(run), *_failures(run),
+    ]
+    return "\n".join(lines) + "\n"

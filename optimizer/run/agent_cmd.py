@@ -1,0 +1,106 @@
+"""`promptloop agent`: run one agent on one input in a workspace, for debugging prompts."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from agents.base import AgentInput, load_prompt, prepare_workspace
+from agents.registry import get_agent
+from agents.runtime import RuntimeConfig, run_agent
+from agents.transcript import Transcript
+from agents.workspace import FactId, FactIdError, Workspace
+from optimizer.core.config import ConfigError, make_client
+
+
+@dataclass(frozen=True)
+class AgentCommand:
+    agent_name: str
+    content: str
+    fact_id: str
+    workspace: Path | None
+    model: str
+    base_url: str | None
+    published_at: datetime
+    max_turns: int = 12
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def pkm_unified_diff(before: dict[str, bytes], after: dict[str, bytes]) -> str:
+    chunks: list[str] = []
+    for path in sorted(set(before) | set(after)):
+        a = before.get(path, b"").decode("utf-8", "replace").splitlines(keepends=True)
+        b = after.get(path, b"").decode("utf-8", "replace").splitlines(keepends=True)
+        if a == b and (path in before) == (path in after):
+            continue
+        chunks.extend(
+            difflib.unified_diff(
+                a,
+                b,
+                fromfile=f"a/PKM/{path}" if path in before else "/dev/null",
+                tofile=f"b/PKM/{path}" if path in after else "/dev/null",
+            )
+        )
+    return "".join(chunks)
+
+
+async def run_agent_command(cmd: AgentCommand, root: Path) -> dict[str, Any]:
+    """Run the agent and return a JSON-able result (outcome, diff, tool calls, summary)."""
+    try:
+        factory = get_agent(cmd.agent_name)
+    except (KeyError, ValueError) as err:
+        raise ConfigError(str(err).strip("'\"")) from err
+    fact_id = cmd.fact_id or f"{cmd.published_at:%Y/%m/%d}.md#ts_1"
+    try:
+        FactId.parse(fact_id)
+    except FactIdError as err:
+        raise ConfigError(f"--fact-id: {err}") from err
+    root.mkdir(parents=True, exist_ok=True)
+    ws = Workspace(root)
+    (ws.pkm).mkdir(exist_ok=True)
+    before = ws.snapshot()
+    agent_input = AgentInput(fact_id=fact_id, content=cmd.content, published_at=cmd.published_at)
+    prepare_workspace(ws, agent_input)
+    session = factory(ws, agent_input, load_prompt(cmd.agent_name))
+    client = make_client(cmd.model, cmd.base_url)
+    transcript = Transcript()
+    try:
+        await client.preflight()
+        await run_agent(client, session, RuntimeConfig(max_turns=cmd.max_turns), transcript)
+    finally:
+        await client.aclose()
+    outcome = session.outcome(transcript)
+    if hasattr(session, "record_session"):
+        session.record_session()
+    return {
+        "agent": cmd.agent_name,
+        "fact_id": fact_id,
+        "model": cmd.model,
+        "workspace": str(root) if cmd.workspace else None,
+        "outcome": {
+            k: v for k, v in outcome.items() if k not in ("file_contents", "file_contents_before")
+        },
+        "pkm_diff": pkm_unified_diff(before, ws.snapshot()),
+        "tool_calls": [
+            {
+                "tool_name": c.tool_name,
+                "arguments": c.arguments,
+                "is_error": c.is_error,
+                "result": c.result,
+                "arguments_short": _short(c.arguments),
+                "result_short": _short(c.result),
+            }
+            for c in transcript.tool_calls
+        ],
+        "summary": transcript.summary(),
+        "metrics": transcript.metrics.model_dump(mode="json"),
+    }

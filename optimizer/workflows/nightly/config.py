@@ -1,0 +1,133 @@
+"""Settings of `promptloop nightly` and the planning helpers that need no engine state.
+
+`NightlyConfig` is the `[nightly]` table of promptloop.toml; `rank_buckets` orders the buckets
+a night works on; `uncached_trials` counts what a baseline will actually pay for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.llm.types import Usage
+from optimizer.core.config import DEFAULT_AGENT_MODEL, default_judge
+from optimizer.core.pricing import ModelPrice
+from optimizer.core.suites import Suite
+from optimizer.gate.stats import GatePolicy
+from optimizer.run.cache import text_hash, trial_cache_key
+from optimizer.run.runner import needs_judge
+from optimizer.workflows.nightly.budget import Budget
+from optimizer.workflows.nightly.state import BucketRank
+from optimizer.workflows.optimize import Baseline, OptimizeConfig
+
+SuiteName = Literal["card_agent", "pkm_agent"]
+ALL_SUITES: tuple[SuiteName, ...] = ("card_agent", "pkm_agent")
+_SHARED_WITH_OPTIMIZE = {
+    "trials", "agent_model", "judge_model", "proposer_model", "base_url", "max_changed_lines",
+    "proposer_format", "confirm_trials", "concurrency", "kinds", "policy", "repo", "state_dir",
+}
+
+
+class NightlyConfig(BaseModel):
+    """The `[nightly]` table of promptloop.toml (flags and PROMPTLOOP_* env vars override it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    suites: list[SuiteName] = Field(default_factory=lambda: list(ALL_SUITES), min_length=1)
+    agent_model: str = DEFAULT_AGENT_MODEL
+    judge_model: str | None = None
+    proposer_model: str | None = None
+    base_url: str | None = None
+    base: str = "HEAD"
+    iterations_per_bucket: int = Field(2, ge=1)
+    max_buckets: int = Field(3, ge=1)
+    trials: int | None = Field(None, ge=1)
+    concurrency: int | None = Field(None, ge=1)
+    confirm_trials: int = Field(2, ge=0)
+    max_changed_lines: int = Field(40, ge=1)
+    proposer_format: Literal["auto", "diff", "edits"] = "auto"
+    max_usd: float | None = Field(None, ge=0)
+    max_tokens: int | None = Field(None, ge=0)
+    max_wall_minutes: float | None = Field(480, gt=0)
+    """Default 8 hours: an unattended night ends by morning unless the config says otherwise."""
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    """USD per million tokens by model id, overriding/extending the built-in table."""
+    assumed_tokens_per_trial: int = Field(20_000, ge=1)
+    """Tokens of one trial until the night has seen real ones (cached trials count)."""
+    estimate_margin: float = Field(1.25, ge=1.0)
+    """Safety factor on every estimate derived from earlier steps."""
+    kinds: tuple[str, ...] = ("capability", "regression")
+    policy: GatePolicy = Field(default_factory=GatePolicy)
+    repo: Path | None = None
+    state_dir: Path = Path(".promptloop")
+
+    @property
+    def judge_id(self) -> str:
+        return self.judge_model or default_judge(self.agent_model)
+
+    @property
+    def proposer_id(self) -> str:
+        return self.proposer_model or self.agent_model
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(max_usd=self.max_usd, max_tokens=self.max_tokens,
+                      max_wall_minutes=self.max_wall_minutes)
+
+    @property
+    def models(self) -> dict[str, str]:
+        return {"agent": self.agent_model, "judge": self.judge_id, "proposer": self.proposer_id}
+
+    def optimize_config(self, suite: str, bucket: str, base: str, first: int = 1) -> OptimizeConfig:
+        shared = self.model_dump(include=_SHARED_WITH_OPTIMIZE)
+        return OptimizeConfig.model_validate(
+            shared | {"suite": suite, "bucket": bucket, "base": base, "first_iteration": first,
+                      "iterations": self.iterations_per_bucket}
+        )
+
+
+def uncached_trials(suites: list[Suite], prompt: str, c: NightlyConfig) -> int:
+    """How many trials of `suites` the trial cache cannot serve for `prompt` (these cost)."""
+    phash, n = text_hash(prompt), 0
+    folder = c.state_dir / "cache" / "trials"
+    for suite in suites:
+        judge = c.judge_id if needs_judge(suite) else None
+        for task in suite.tasks:
+            for i in range(c.trials or task.spec.trials_per_run):
+                key = trial_cache_key(task.content_hash, phash, c.agent_model, judge, i)
+                n += not (folder / f"{key}.json").is_file()
+    return n
+
+
+def rank_buckets(
+    baselines: Mapping[str, Baseline], limit: int
+) -> tuple[list[BucketRank], list[str]]:
+    """Buckets with failing trials: most failing first, then lowest mean score, then name.
+
+    Only buckets of capability suites can be a gate target; failing regression-only buckets
+    are returned apart so the summary can name them."""
+    ranks, skipped = [], []
+    for suite, b in baselines.items():
+        targetable = {t.bucket for s in b.suites if s.config.kind == "capability" for t in s.tasks}
+        for bucket in sorted({t.bucket for r in b.runs for t in r.trials}):
+            trials = [t for r in b.runs for t in r.trials if t.bucket == bucket and t.counts]
+            failing = sum(t.status in ("failed", "timedOut") for t in trials)
+            if not failing:
+                continue
+            if bucket not in targetable:
+                skipped.append(f"{suite}/{bucket}")
+                continue
+            mean = sum(t.score for t in trials) / len(trials)
+            ranks.append(BucketRank(suite=suite, bucket=bucket, failing=failing,
+                                    trials=len(trials), mean_score=mean))
+    ranks.sort(key=lambda r: (-r.failing, r.mean_score or 0.0, f"{r.suite}/{r.bucket}"))
+    return ranks[:limit], skipped
+
+
+def proposer_guess(model: str) -> Usage:
+    """Up to three attempts, each re-sending the package (see proposer.ask_model)."""
+    package = 2_500 if model.startswith("local:") else 12_000
+    return Usage(input_tokens=3 * (package + 2_000), output_tokens=3 * 1_500)

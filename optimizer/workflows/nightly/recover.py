@@ -1,0 +1,100 @@
+"""Crash recovery for `nightly --resume`: settle the iteration a killed night was in.
+
+The checkpoint names the iteration in progress and its branch. If the optimize loop had already
+written the iteration's ledger entry, the iteration finished and only its checkpoint was lost:
+it is adopted from the ledger (an accepted branch is kept, not redone). Otherwise the half-made
+branch and its temporary worktree are removed and the iteration runs again. Either way the
+spend that was never metered is charged at the step's estimate, so budgets stay conservative.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from optimizer.git import BRANCH_PREFIX
+from optimizer.workflows.ledger import Ledger, LedgerEntry
+from optimizer.workflows.nightly.state import Checkpoint, StepRecord
+from optimizer.workflows.optimize import IterationResult
+
+_GIT = ("git", "-c", "core.hooksPath=/dev/null")
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*_GIT, *args], cwd=repo, capture_output=True, text=True, check=False)
+
+
+def worktrees_of(repo: Path, branch: str) -> list[Path]:
+    """Worktrees (other than the main one) that have `branch` checked out."""
+    out, path = [], None
+    for line in _git(repo, "worktree", "list", "--porcelain").stdout.splitlines():
+        if line.startswith("worktree "):
+            path = Path(line[len("worktree "):])
+        elif line == f"branch refs/heads/{branch}" and path is not None:
+            out.append(path)
+    return out
+
+
+def drop_branch(repo: Path, branch: str) -> bool:
+    """Remove one of our half-made candidate branches and any worktree left holding it."""
+    if not branch.startswith(BRANCH_PREFIX):
+        return False
+    for wt in worktrees_of(repo, branch):
+        _git(repo, "worktree", "remove", "--force", str(wt))
+        if wt.parent.name.startswith("promptloop-wt-"):
+            shutil.rmtree(wt.parent, ignore_errors=True)
+    _git(repo, "worktree", "prune")
+    return _git(repo, "branch", "-D", "--", branch).returncode == 0
+
+
+def iteration_from_ledger(entry: LedgerEntry) -> IterationResult:
+    return IterationResult(
+        iteration=entry.iteration,
+        outcome=entry.outcome,
+        hypothesis=entry.hypothesis,
+        diff=entry.diff,
+        reasons=entry.reasons,
+        branch=entry.branch,
+        commit=entry.commit,
+        verdict_table=entry.verdict_table,
+        package_path=entry.package_path,
+        pr_body_path=entry.pr_body_path,
+        tokens=entry.tokens.get("total", 0),
+    )
+
+
+def recover_pending(
+    cp: Checkpoint, repo: Path, state: Path, say: Callable[[str], None]
+) -> None:
+    """Settle `cp.pending` (the iteration in progress at the crash); no-op when there is none."""
+    p = cp.pending
+    if p is None:
+        return
+    ledger_id = f"{p.session}-{p.iteration}"
+    entry = next((e for e in Ledger(state / "ledger.jsonl").entries() if e.id == ledger_id), None)
+    cp.spend = cp.spend + p.estimate
+    if entry is not None:
+        it = iteration_from_ledger(entry)
+        cp.steps.append(
+            StepRecord(
+                id=p.step, kind="iteration", suite=p.suite, bucket=p.bucket,
+                iteration=p.iteration, started_at=p.started_at, ended_at=entry.at,
+                seconds=max(0.0, (entry.at - p.started_at).total_seconds()), spend=p.estimate,
+                estimate_tokens=p.estimate.tokens, estimate_basis="charged at its estimate",
+                outcome=it.outcome, evaluated=bool(it.verdict_table), result=it,
+                note="finished just before the interruption; recovered from the ledger",
+            )
+        )
+        say(f"{p.step} had finished before the interruption ({it.outcome}"
+            f"{', branch ' + it.branch if it.branch else ''}); recovered it from the ledger")
+    else:
+        dropped = bool(p.branch) and drop_branch(repo, p.branch or "")
+        cp.notes.append(
+            f"{p.step} was interrupted and runs again"
+            + (f"; its unfinished branch {p.branch} was removed" if dropped else "")
+            + f"; its unmetered spend was charged at the estimate ({p.estimate.tokens} tokens)"
+        )
+        say(cp.notes[-1])
+    cp.pending = None

@@ -1,0 +1,97 @@
+"""Configuration and results of an optimize session (re-exported by workflows.optimize)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from optimizer.core.results import RunResult
+from optimizer.core.suites import Suite
+from optimizer.gate.stats import GatePolicy
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The evaluated starting point of a session; one baseline serves every bucket of a suite."""
+
+    base_sha: str
+    base_prompt: str
+    suites: list[Suite]
+    runs: list[RunResult]
+
+
+class OptimizeConfig(BaseModel):
+    suite: Literal["card_agent", "pkm_agent"]
+    bucket: str
+    iterations: int = Field(3, ge=1)
+    trials: int | None = Field(None, ge=1)
+    agent_model: str = "local:smollm2"
+    judge_model: str | None = None
+    proposer_model: str | None = None
+    base_url: str | None = None
+    base: str = "HEAD"
+    max_changed_lines: int = Field(40, ge=1)
+    max_removed_share: float = Field(0.3, gt=0, le=1)
+    keep_rejected: bool = False
+    proposer_cmd: str | None = None
+    proposer_format: Literal["auto", "diff", "edits"] = "auto"
+    token_budget: int | None = None
+    confirm_trials: int = Field(2, ge=0)
+    concurrency: int | None = None
+    kinds: tuple[str, ...] = ("capability", "regression")
+    """Suite folders under tasks/<agent>/ that make up the gate (the target bucket's suite and
+    every suite whose buckets must not regress)."""
+    max_turns: int = Field(12, ge=1)
+    max_runs: int = Field(4, ge=1)
+    policy: GatePolicy = Field(default_factory=GatePolicy)
+    repo: Path | None = None
+    state_dir: Path = Path(".promptloop")
+    stop_on_accept: bool = True
+    first_iteration: int = Field(1, ge=1)
+    """Number of the first iteration to run (a resumed session skips finished ones)."""
+
+    @property
+    def prompt_path(self) -> str:
+        return f"prompts/{self.suite}.md"
+
+    @property
+    def proposer_id(self) -> str:
+        return self.proposer_model or self.agent_model
+
+    @property
+    def fmt(self) -> Literal["diff", "edits"]:
+        if self.proposer_format != "auto":
+            return self.proposer_format
+        return "edits" if self.proposer_id.startswith("local:") else "diff"
+
+
+class IterationResult(BaseModel):
+    iteration: int
+    outcome: str
+    hypothesis: str = ""
+    diff: str = ""
+    reasons: list[str] = Field(default_factory=list)
+    branch: str | None = None
+    commit: str | None = None
+    verdict_table: list[dict[str, Any]] = Field(default_factory=list)
+    package_path: str | None = None
+    pr_body_path: str | None = None
+    tokens: int = 0
+
+
+class OptimizeResult(BaseModel):
+    status: Literal["done", "nothing_to_do"]
+    message: str
+    suite: str
+    bucket: str
+    base_commit: str
+    baseline_runs: list[str] = Field(default_factory=list)
+    baseline_cached_trials: int = 0
+    baseline_trials: int = 0
+    iterations: list[IterationResult] = Field(default_factory=list)
+    accepted_branches: list[str] = Field(default_factory=list)
+    ledger_path: str = ""
+    session_dir: str = ""

@@ -1,0 +1,132 @@
+"""An agent's suites evaluated under two prompts: load them, compare per bucket, confirm suspects.
+
+Shared by `optimize` (baseline vs candidate) and `review` (base ref vs head ref), so both gate
+prompt changes the same way. Bucket names of non-capability suites are qualified with the
+suite kind (`regression/plain`) so buckets of different suites never merge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.llm.types import ModelClient, Usage
+from optimizer.core.config import ConfigError
+from optimizer.core.results import Provenance, RunResult
+from optimizer.core.suites import Suite, load_suite, resolve_suite_path
+from optimizer.gate.stats import BucketComparison, GatePolicy, compare_runs, merge_runs
+from optimizer.report.store import default_store_dir, save_run
+from optimizer.report.summary import RunSummary, spent_usage, summarize
+from optimizer.run.runner import AllTrialsErroredError, ProgressFn, RunOptions, run_suite
+
+RunFn = Callable[[Suite, str, str, dict[str, list[int]] | None], Awaitable[RunResult]]
+"""(suite, prompt text, label, trial indices per task or None) -> the run."""
+EmitFn = Callable[[str, dict[str, Any]], None]
+
+
+def agent_suites(agent: str, kinds: Sequence[str], repo: Path) -> list[Suite]:
+    """The agent's suites of `kinds`: the repo's tasks/<agent>/<kind>, else the bundled ones."""
+    out = []
+    for kind in kinds:
+        local = repo / "tasks" / agent / kind
+        path = local if (local / "suite.json").is_file() else resolve_suite_path(agent, kind)
+        if (path / "suite.json").is_file():
+            out.append(load_suite(path))
+    if not out:
+        raise ConfigError(f"no suites found for {agent}")
+    return out
+
+
+def bucket_prefix(suite_kind: str) -> str:
+    """'' for capability suites, '<kind>/' otherwise (how buckets are named in the gate)."""
+    return "" if suite_kind == "capability" else f"{suite_kind}/"
+
+
+def compare_suite_runs(
+    base: Sequence[RunResult], cand: Sequence[RunResult], policy: GatePolicy
+) -> list[BucketComparison]:
+    """Paired per-bucket comparisons of runs of the same suites, in order."""
+    out: list[BucketComparison] = []
+    for b, c in zip(base, cand, strict=True):
+        prefix = bucket_prefix(b.suite_kind)
+        for comp in compare_runs(b, c, policy):
+            if prefix:
+                comp = comp.model_copy(update={"bucket": prefix + comp.bucket})
+            out.append(comp)
+    return out
+
+
+async def confirm_suspects(
+    suites: Sequence[Suite],
+    base: Sequence[RunResult],
+    cand: Sequence[RunResult],
+    prompts: tuple[str, str],
+    suspected: Sequence[str],
+    *,
+    extra_trials: int,
+    run: RunFn,
+    emit: EmitFn | None = None,
+    labels: tuple[str, str] = ("confirm base", "confirm candidate"),
+) -> tuple[list[RunResult], list[RunResult]]:
+    """Re-run the tasks of suspected regressions with `extra_trials` more trials per task on
+    both sides (new trial indices, so the pairs stay aligned) and pool them into the runs."""
+    new_base, new_cand = list(base), list(cand)
+    if not extra_trials:
+        return new_base, new_cand
+    for i, suite in enumerate(suites):
+        prefix = bucket_prefix(suite.config.kind)
+        buckets = {
+            s[len(prefix) :] for s in suspected if s.startswith(prefix) and (prefix or "/" not in s)
+        }
+        tasks = [t for t in suite.tasks if t.bucket in buckets]
+        if not tasks:
+            continue
+        indices = {}
+        for t in tasks:
+            n = max((tr.trial_index for tr in base[i].trials_of(t.id)), default=-1) + 1
+            indices[t.id] = list(range(n, n + extra_trials))
+        sub = suite.select(task_ids=[t.id for t in tasks])
+        if emit is not None:
+            emit("confirm", {"buckets": sorted(buckets), "tasks": len(tasks)})
+        extra_b = await run(sub, prompts[0], labels[0], indices)
+        extra_c = await run(sub, prompts[1], labels[1], indices)
+        new_base[i] = merge_runs(base[i], extra_b)
+        new_cand[i] = merge_runs(cand[i], extra_c)
+    return new_base, new_cand
+
+
+@dataclass(frozen=True)
+class SavedRun:
+    """A finished, saved run: its summary, report path, and what it cost now."""
+
+    run: RunResult
+    summary: RunSummary
+    path: Path
+    usage: Usage
+    """Agent + judge tokens spent now (cached trials excluded)."""
+    usd: float | None
+    """Estimated dollars spent now (None when a model's price is unknown)."""
+
+
+async def run_and_save(
+    suite: Suite,
+    options: RunOptions,
+    agent: ModelClient | None,
+    judge: ModelClient | None,
+    progress: ProgressFn | None,
+    provenance: Provenance | None,
+) -> SavedRun:
+    """Run a suite and save its report. The one place eval, optimize and review run suites.
+
+    A run whose every trial errored raises: it is an infrastructure failure, not a 0% rate."""
+    run = await run_suite(suite, options, agent, judge, progress, provenance)
+    summary = summarize(run)
+    path = save_run(run, default_store_dir(options.state_dir), summary=summary)
+    if run.all_errored:
+        first = next(iter(summary.infra_errors), "unknown error")
+        raise AllTrialsErroredError(
+            f"every trial of {run.run_name} errored ({first}); report: {path}"
+        )
+    return SavedRun(run, summary, path, spent_usage(run.trials), summary.cost.spent_usd)

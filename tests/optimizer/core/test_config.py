@@ -1,0 +1,51 @@
+"""Defaults from promptloop.toml and PROMPTLOOP_* env vars; judge defaults."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from optimizer.cli.app import app
+from optimizer.core.config import default_judge
+
+runner = CliRunner()
+
+
+def test_default_judge_differs_from_agent_where_possible() -> None:
+    assert default_judge("anthropic:claude-haiku-4-5") == "anthropic:claude-sonnet-4-5"
+    assert default_judge("anthropic:claude-sonnet-4-5") != "anthropic:claude-sonnet-4-5"
+    assert default_judge("openai:gpt-4.1") != "openai:gpt-4.1"
+    assert default_judge("local:smollm2") == "local:smollm2"
+
+
+def test_toml_defaults_apply_and_flags_override(tmp_path: Path) -> None:
+    config = tmp_path / "promptloop.toml"
+    config.write_text('[eval]\nagent_model = "scripted:card"\ntrials = 1\nkind = "regression"\n')
+    state = tmp_path / "state"
+    result = runner.invoke(app, ["--config", str(config), "eval", "--suite", "card_agent",
+                                 "--out", str(state), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)["summary"]
+    assert summary["numTrials"] == 8  # 8 regression tasks x 1 trial from the toml
+    result = runner.invoke(app, ["--config", str(config), "eval", "--suite", "card_agent",
+                                 "--trials", "2", "--out", str(state), "--json"])
+    assert json.loads(result.stdout)["summary"]["numTrials"] == 16
+
+
+def test_env_var_sets_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROMPTLOOP_AGENT_MODEL", "scripted:card")
+    monkeypatch.setenv("PROMPTLOOP_TRIALS", "1")
+    result = runner.invoke(app, ["eval", "--suite", "card_agent", "--kind", "regression",
+                                 "--out", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["summary"]["numTrials"] == 8
+
+
+def test_bad_toml_is_a_user_error(tmp_path: Path) -> None:
+    config = tmp_path / "promptloop.toml"
+    config.write_text("[eval\n")
+    result = runner.invoke(app, ["--config", str(config), "suites"])
+    assert result.exit_code == 1 and "invalid TOML" in result.output

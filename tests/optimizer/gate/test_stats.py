@@ -1,0 +1,335 @@
+"""The acceptance gate: pairing, bootstrap, McNemar, bucket status, verdicts, pooling, tables."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from graders.base import Score
+from optimizer.core.results import RunResult, TrialResult, TrialStatus
+from optimizer.gate.stats import (
+    BucketComparison,
+    GatePolicy,
+    Pair,
+    compare_bucket,
+    compare_runs,
+    decide,
+    mcnemar_exact,
+    merge_runs,
+    pair_runs,
+    paired_bootstrap_ci,
+    render_verdict_markdown,
+    verdict_table,
+)
+
+T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+
+# (bucket, task_id, trial_index, status, value)
+Spec = tuple[str, str, int, TrialStatus, float]
+
+
+def trial(bucket: str, task_id: str, index: int, status: TrialStatus, value: float) -> TrialResult:
+    scores = [] if status in ("errored", "skipped") else [
+        Score(grader="g", value=value, passed=status == "passed")
+    ]
+    return TrialResult(task_id=task_id, bucket=bucket, trial_index=index, status=status,
+                       started_at=T0, ended_at=T0 + timedelta(seconds=1), scores=scores)
+
+
+def run(name: str, specs: list[Spec], suite: str = "pkm_regression") -> RunResult:
+    trials = [trial(*s) for s in specs]
+    task_ids = list(dict.fromkeys(t.task_id for t in trials))
+    return RunResult(
+        run_name=name, suite_name=suite, suite_kind="regression", agent_name="pkm_agent",
+        suite_root="/suites/pkm", task_ids=task_ids,
+        task_buckets={t.task_id: t.bucket for t in trials},
+        trials_per_task={tid: sum(t.task_id == tid for t in trials) for tid in task_ids},
+        started_at=T0, ended_at=T0 + timedelta(minutes=1), trials=trials,
+    )
+
+
+def outcome(bucket: str, n_tasks: int, results: list[tuple[bool, bool]],
+            prefix: str = "") -> tuple[list[Spec], list[Spec]]:
+    """Base/candidate specs for `n_tasks` tasks x trials; results cycle over (base, cand)."""
+    base: list[Spec] = []
+    cand: list[Spec] = []
+    trials = len(results) // n_tasks
+    for k, (b, c) in enumerate(results):
+        task, index = f"{prefix or bucket}_{k // trials}", k % trials
+        base.append((bucket, task, index, "passed" if b else "failed", 1.0 if b else 0.0))
+        cand.append((bucket, task, index, "passed" if c else "failed", 1.0 if c else 0.0))
+    return base, cand
+
+
+def pairs_from_diffs(diffs: list[float]) -> list[Pair]:
+    return [Pair(f"t{i}", 0, 0.5, 0.5 + d, False, False) for i, d in enumerate(diffs)]
+
+
+# --- statistics -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("fixed", "broken", "expected"), [
+    (5, 0, 0.0625),
+    (6, 0, 0.03125),
+    (0, 6, 0.03125),
+    (7, 2, 2 * (1 + 9 + 36) / 512),
+    (3, 3, 1.0),
+    (1, 0, 1.0),
+    (0, 0, 1.0),
+])
+def test_mcnemar_exact_matches_hand_computed(fixed: int, broken: int, expected: float) -> None:
+    assert mcnemar_exact(fixed, broken) == pytest.approx(expected, abs=1e-12)
+
+
+def test_bootstrap_is_reproducible_with_a_seed() -> None:
+    gen = random.Random(3)
+    diffs = [gen.gauss(0.1, 0.3) for _ in range(40)]
+    first = paired_bootstrap_ci(diffs, seed=11)
+    assert paired_bootstrap_ci(diffs, seed=11) == first
+    assert paired_bootstrap_ci(diffs, seed=12) != first
+    low, high = first
+    assert low < sum(diffs) / len(diffs) < high
+
+
+def test_bootstrap_interval_covers_the_true_delta() -> None:
+    """Synthetic pairs with a known population delta of 0.2: the 90% interval covers it in most
+    of 100 independent samples, and excludes 0 in most of them too."""
+    gen = random.Random(2025)
+    covered = excludes_zero = 0
+    for rep in range(100):
+        base = [gen.random() * 0.6 for _ in range(40)]
+        diffs = [0.2 + gen.uniform(-0.25, 0.25) for _ in base]
+        low, high = paired_bootstrap_ci(diffs, confidence=0.9, n_boot=400, seed=rep)
+        covered += low <= 0.2 <= high
+        excludes_zero += low > 0
+    assert 80 <= covered <= 98
+    assert excludes_zero >= 95
+
+
+def test_degenerate_and_empty_buckets() -> None:
+    same = compare_bucket("b", pairs_from_diffs([0.25] * 6))
+    assert (same.ci_low, same.ci_high) == (pytest.approx(0.25), pytest.approx(0.25))
+    assert same.delta == pytest.approx(0.25)
+    empty = compare_bucket("b", [], n_dropped=3)
+    assert empty.n_pairs == 0 and empty.n_dropped == 3
+    assert empty.delta is None and empty.ci_low is None and empty.base_pass_rate is None
+    assert empty.p_value == 1.0 and empty.status == "inconclusive"
+
+
+def test_compare_bucket_counts_flips_and_rates() -> None:
+    pairs = [Pair("a", 0, 0.0, 1.0, False, True)] * 5 + [Pair("b", 0, 1.0, 1.0, True, True)] * 5
+    c = compare_bucket("x", pairs)
+    assert (c.fixed, c.broken) == (5, 0)
+    assert c.p_value == pytest.approx(0.0625)
+    assert c.base_pass_rate == pytest.approx(0.5) and c.cand_pass_rate == pytest.approx(1.0)
+    assert c.pass_delta == pytest.approx(0.5) and c.delta == pytest.approx(0.5)
+    assert c.ci_low is not None and c.ci_low > 0
+    assert c.status == "improved"
+
+
+# --- pairing ----------------------------------------------------------------------------
+
+
+def test_errored_and_skipped_pairs_are_dropped_and_counted() -> None:
+    base = run("base", [
+        ("routing", "r1", 0, "passed", 1.0),
+        ("routing", "r1", 1, "errored", 0.0),
+        ("routing", "r2", 0, "failed", 0.5),
+        ("routing", "r2", 1, "timedOut", 0.0),
+        ("routing", "r2", 2, "passed", 1.0),   # no candidate trial 2: unpaired, not dropped
+        ("skip", "s1", 0, "passed", 1.0),      # task absent from the candidate run
+    ])
+    cand = run("cand", [
+        ("routing", "r1", 0, "failed", 0.5),
+        ("routing", "r1", 1, "passed", 1.0),
+        ("routing", "r2", 0, "skipped", 0.0),
+        ("routing", "r2", 1, "passed", 1.0),
+        ("routing", "r3", 0, "passed", 1.0),   # task absent from the base run
+    ])
+    paired = pair_runs(base, cand)
+    assert set(paired) == {"routing"}
+    assert paired.dropped == {"routing": 2}
+    assert paired["routing"] == [
+        Pair("r1", 0, 1.0, 0.5, True, False),
+        Pair("r2", 1, 0.0, 1.0, False, True),  # a timeout is evidence: score 0, failed
+    ]
+    [comparison] = compare_runs(base, cand)
+    assert comparison.n_pairs == 2 and comparison.n_dropped == 2
+    assert pair_runs(base, cand, buckets={"skip"}) == {}
+
+
+def test_bucket_with_only_dropped_pairs_still_appears() -> None:
+    base = run("base", [("b", "t", 0, "passed", 1.0)])
+    cand = run("cand", [("b", "t", 0, "errored", 0.0)])
+    [c] = compare_runs(base, cand)
+    assert (c.bucket, c.n_pairs, c.n_dropped, c.delta) == ("b", 0, 1, None)
+
+
+def test_task_in_different_buckets_is_an_error() -> None:
+    base = run("base", [("a", "t", 0, "passed", 1.0)])
+    cand = run("cand", [("b", "t", 0, "passed", 1.0)])
+    with pytest.raises(ValueError, match="not the same suite"):
+        pair_runs(base, cand)
+
+
+# --- bucket status and verdicts ---------------------------------------------------------
+
+IMPROVE = [(False, True)] * 8 + [(True, True)] * 4 + [(False, False)] * 4
+STEADY = [(True, True)] * 12
+REGRESS = [(True, False)] * 4 + [(True, True)] * 8
+
+
+def runs(**buckets: list[tuple[bool, bool]]) -> tuple[RunResult, RunResult]:
+    base: list[Spec] = []
+    cand: list[Spec] = []
+    for name, results in buckets.items():
+        b, c = outcome(name, 4, results)
+        base += b
+        cand += c
+    return run("base", base), run("cand", cand)
+
+
+def test_accept_when_target_improves_and_nothing_regresses() -> None:
+    base, cand = runs(routing=IMPROVE, skip=STEADY)
+    comps = compare_runs(base, cand, GatePolicy())
+    assert [c.bucket for c in comps] == ["routing", "skip"]
+    assert [c.status for c in comps] == ["improved", "unchanged"]
+    verdict = decide(comps, "routing", GatePolicy())
+    assert verdict.decision == "accept"
+    assert verdict.suspected_regressions == []
+    assert verdict.target is not None and verdict.target.fixed == 8
+
+
+def test_reject_when_another_bucket_regresses() -> None:
+    base, cand = runs(routing=IMPROVE, skip=REGRESS)
+    comps = compare_runs(base, cand)
+    verdict = decide(comps, "routing")
+    assert verdict.decision == "reject"
+    assert verdict.suspected_regressions == ["skip"]
+    assert "'skip' regressed" in verdict.reasons[0] and "-0.333" in verdict.reasons[0]
+
+
+def test_pass_rate_drop_flags_regression_even_with_a_small_score_delta() -> None:
+    # Two of twenty trials flip to failed but keep most partial credit.
+    pairs = [Pair(f"t{i}", 0, 1.0, 0.9, True, False) for i in range(2)]
+    pairs += [Pair(f"u{i}", 0, 1.0, 1.0, True, True) for i in range(18)]
+    c = compare_bucket("card_fields", pairs)
+    assert c.delta == pytest.approx(-0.01) and c.pass_delta == pytest.approx(-0.1)
+    assert c.status == "regressed"
+    one_flip = compare_bucket("card_fields", pairs[1:])
+    assert one_flip.pass_delta == pytest.approx(-1 / 19)
+    assert one_flip.status == "regressed"
+    # One flip in 21 pairs is a pass-rate drop of 4.8%, inside the tolerance: not a
+    # regression, but not "unchanged" either while a pair broke.
+    diluted = compare_bucket("card_fields", [*pairs[1:], *pairs[-2:]])
+    assert diluted.pass_delta == pytest.approx(-1 / 21)
+    assert diluted.status == "inconclusive"
+
+
+def test_reject_when_target_regresses() -> None:
+    base, cand = runs(routing=REGRESS, skip=STEADY)
+    verdict = decide(compare_runs(base, cand), "routing")
+    assert verdict.decision == "reject"
+    assert verdict.suspected_regressions == []
+    assert "target bucket 'routing' regressed" in verdict.reasons[0]
+
+
+def test_reject_when_target_does_not_improve() -> None:
+    base, cand = runs(routing=STEADY, skip=STEADY)
+    verdict = decide(compare_runs(base, cand), "routing")
+    assert verdict.decision == "reject"
+    assert verdict.target is not None and verdict.target.status == "unchanged"
+    assert verdict.reasons[0].startswith("target bucket did not improve")
+
+
+def test_inconclusive_when_improvement_is_not_significant() -> None:
+    noisy = [(False, True)] * 3 + [(True, False)] * 1 + [(True, True)] * 4
+    base, cand = runs(routing=noisy, skip=STEADY)
+    comps = compare_runs(base, cand)
+    target = next(c for c in comps if c.bucket == "routing")
+    assert target.delta == pytest.approx(0.25)
+    assert target.ci_low is not None and target.ci_low <= 0
+    assert target.status == "inconclusive"
+    assert decide(comps, "routing").decision == "inconclusive"
+    lenient = GatePolicy(require_significant_improvement=False)
+    assert decide(compare_runs(base, cand, lenient), "routing", lenient).decision == "accept"
+
+
+def test_inconclusive_when_target_missing_or_empty() -> None:
+    base, cand = runs(skip=STEADY)
+    missing = decide(compare_runs(base, cand), "routing")
+    assert missing.decision == "inconclusive" and missing.target is None
+    assert "'routing'" in missing.reasons[0]
+    empty = [BucketComparison(bucket="routing", n_pairs=0, n_dropped=4)]
+    verdict = decide(empty, "routing")
+    assert verdict.decision == "inconclusive"
+    assert any("routing: 4" in r for r in verdict.reasons)
+
+
+# --- pooling ----------------------------------------------------------------------------
+
+
+def test_merge_runs_pools_confirmation_trials() -> None:
+    noisy = [(False, True)] * 3 + [(True, False)] * 1 + [(True, True)] * 4
+    base, cand = runs(routing=noisy, skip=STEADY)
+    assert decide(compare_runs(base, cand), "routing").decision == "inconclusive"
+
+    # A confirmation rerun of the routing tasks with trial indices 2..5.
+    extra_b: list[Spec] = []
+    extra_c: list[Spec] = []
+    for task in range(4):
+        for index in range(2, 6):
+            extra_b.append(("routing", f"routing_{task}", index, "failed", 0.0))
+            extra_c.append(("routing", f"routing_{task}", index, "passed", 1.0))
+    base2 = merge_runs(base, run("base-confirm", extra_b))
+    cand2 = merge_runs(cand, run("cand-confirm", extra_c))
+
+    assert len(base2.trials) == len(base.trials) + 16
+    assert base2.trials[: len(base.trials)] == base.trials
+    assert base2.trials_per_task["routing_0"] == 6 and base2.trials_per_task["skip_0"] == 3
+    assert base2.run_name == "base"
+    comps = compare_runs(base2, cand2)
+    assert next(c for c in comps if c.bucket == "routing").n_pairs == 24
+    assert decide(comps, "routing").decision == "accept"
+
+
+def test_merge_runs_replaces_nothing() -> None:
+    base = run("base", [("b", "t", 0, "passed", 1.0)])
+    with pytest.raises(ValueError, match="t#0"):
+        merge_runs(base, run("again", [("b", "t", 0, "failed", 0.0)]))
+    with pytest.raises(ValueError, match="cannot merge"):
+        merge_runs(base, run("other", [("b", "t", 1, "passed", 1.0)], suite="card_regression"))
+
+
+# --- table and Markdown -----------------------------------------------------------------
+
+
+def test_table_and_markdown_list_every_bucket() -> None:
+    base, cand = runs(routing=IMPROVE, skip=REGRESS, insight=STEADY)
+    comps = compare_runs(base, cand)
+    verdict = decide(comps, "routing")
+    rows = verdict_table(comps, "routing")
+    assert [r["bucket"] for r in rows] == ["insight", "routing", "skip"]
+    assert [r["target"] for r in rows] == [False, True, False]
+    assert rows[2]["status"] == "regressed" and rows[2]["broken"] == 4
+
+    text = render_verdict_markdown(verdict, comps)
+    assert text.startswith("**Verdict: REJECT** (target bucket `routing`)")
+    table = [line for line in text.splitlines() if line.startswith("| `")]
+    assert len(table) == 3
+    assert "| `routing` | yes | 16 |" in text
+    assert "| `skip` |  | 12 | 1.000 | 0.667 | -0.333 |" in text
+    assert "**regressed**" in text and "95% CI" in text
+    assert "suspected regressions: `skip`" in text
+
+
+def test_table_adds_a_row_for_a_missing_target() -> None:
+    base, cand = runs(skip=STEADY)
+    comps = compare_runs(base, cand)
+    rows = verdict_table(comps, "routing")
+    assert [(r["bucket"], r["status"]) for r in rows] == [("skip", "unchanged"),
+                                                          ("routing", "missing")]
+    text = render_verdict_markdown(decide(comps, "routing"), comps)
+    assert "| `routing` | yes | 0 | n/a |" in text

@@ -1,0 +1,282 @@
+"""The optimize loop in temporary git repos with prompt-sensitive scripted models only."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agents.llm.scripted import Request, ScriptedModel, reply
+from agents.llm.types import ModelResponse
+from optimizer.workflows.ledger import Ledger
+from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
+from tests import policies
+
+PROMPT = """# PKM agent
+
+## Saving
+Write the input into the knowledge base with a fact_id comment.
+Then call update_timeline_card_insight with one short insight.
+
+## Skipping
+Call skip_pkm_organization when the user asks not to save the input.
+"""
+
+TASKS = {
+    "skip_trivial": [("greet-hi", "hi", "skip"), ("emoji-thumb", "👍", "skip")],
+    "short_fact": [
+        ("dentist", "Dentist moved to Friday 3pm at Harbor Clinic", "persist"),
+        ("oat-milk", "Bought oat milk and rye bread for the week", "persist"),
+    ],
+    "long_fact": [
+        (
+            "trip",
+            "Planning the autumn hiking trip: three days in the Dolomites, "
+            "huts booked for the second night, need new boots before October.",
+            "persist",
+        ),
+        (
+            "review",
+            "Quarterly review went well; the manager asked me to lead the "
+            "migration project next quarter and to mentor the two new hires.",
+            "persist",
+        ),
+    ],
+}
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def _write_suite(root: Path, kind: str, buckets: dict[str, list[tuple[str, str, str]]]) -> None:
+    (root / "suite.json").parent.mkdir(parents=True, exist_ok=True)
+    (root / "suite.json").write_text(
+        json.dumps({"name": f"pkm_agent_{kind}", "agent_name": "pkm_agent", "kind": kind})
+    )
+    n = 0
+    for bucket, tasks in buckets.items():
+        for task_id, content, path in tasks:
+            n += 1
+            folder = root / "tasks" / bucket / task_id
+            folder.mkdir(parents=True)
+            (folder / "task.json").write_text(
+                json.dumps(
+                    {
+                        "id": task_id,
+                        "description": f"{bucket}: {task_id}",
+                        "trials_per_run": 2,
+                        "metadata": {"failure_bucket": bucket},
+                        "input": {"fact_id": f"2026/03/14.md#ts_{n}", "content": content},
+                        "reference_solution": {"expected_outcome": {"terminal_path": path}},
+                        "graders": [
+                            {"name": "pkm_completion", "config": {}},
+                            {"name": "terminal_path", "config": {}},
+                        ],
+                    },
+                    ensure_ascii=False,
+                )
+            )
+
+
+def diff_adding(line: str, after: str = "## Skipping", path: str = "prompts/pkm_agent.md") -> str:
+    return (
+        f"HYPOTHESIS: the prompt never says what to do with trivial input.\n\n```diff\n"
+        f"--- a/{path}\n+++ b/{path}\n@@ -7,2 +7,3 @@\n {after}\n+{line}\n"
+        " Call skip_pkm_organization when the user asks not to save the input.\n```\n"
+    )
+
+
+GOOD = diff_adding(
+    "If the input is only a greeting, filler or emoji, call "
+    "skip_pkm_organization and write nothing."
+)
+BROAD = diff_adding("Call skip_pkm_organization for every input with fewer than 80 characters.")
+
+
+def run(
+    repo: Path, state: Path, proposals: list[str], agent: ScriptedModel | None = None, **kw: object
+) -> tuple[OptimizeResult, ScriptedModel, ScriptedModel]:
+    agent = agent or policies.pkm_model()
+    proposer = ScriptedModel([reply(p) for p in proposals])
+    config = OptimizeConfig(
+        suite="pkm_agent",
+        bucket=str(kw.pop("bucket", "skip_trivial")),
+        iterations=int(kw.pop("iterations", len(proposals) or 1)),  # type: ignore[call-overload]
+        agent_model="scripted:pkm",
+        proposer_model="scripted:proposer",
+        proposer_format="diff",
+        repo=repo,
+        state_dir=state,
+        **kw,
+    )  # type: ignore[arg-type]
+    result = asyncio.run(optimize(config, agent=agent, proposer=proposer))
+    return result, agent, proposer
+
+
+def checkout_state(repo: Path) -> tuple[str, str, str, dict[str, str]]:
+    files = {
+        str(p.relative_to(repo)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file() and ".git" not in p.parts
+    }
+    return (
+        _git(repo, "rev-parse", "--abbrev-ref", "HEAD"),
+        _git(repo, "status", "--porcelain"),
+        _git(repo, "diff", "--cached"),
+        files,
+    )
+
+
+def test_good_rule_is_accepted_with_branch_and_pr_body(repo: Path, state: Path) -> None:
+    result, _, proposer = run(repo, state, [GOOD])
+    it = result.iterations[0]
+    assert it.outcome == "accepted", it.reasons
+    assert result.accepted_branches == [it.branch]
+    assert it.branch and it.branch.startswith("promptloop/pkm_agent/skip_trivial/")
+    assert it.branch in _git(repo, "branch", "--list", "promptloop/*")
+    shown = _git(repo, "show", f"{it.branch}:prompts/pkm_agent.md")
+    assert "only a greeting" in shown
+    message = _git(repo, "log", "-1", "--format=%B", it.branch)
+    assert "Hypothesis:" in message and "skip_trivial" in message
+    body = Path(it.pr_body_path or "").read_text()
+    assert "```diff" in body and "greet-hi#0" in body and "skip_trivial" in body
+    rows = {r["bucket"]: r for r in it.verdict_table}
+    assert {"skip_trivial", "short_fact", "long_fact", "regression/plain"} <= set(rows)
+    # the package the proposer saw is on disk and holds the failing input and the manual
+    package = Path(it.package_path or "").read_text()
+    assert "greet-hi" in package and "Prompt-engineering manual" in package
+    assert proposer.calls[0].messages[1].content in package
+    entry = Ledger(state / "ledger.jsonl").entries()[-1]
+    assert entry.outcome == "accepted" and entry.branch == it.branch
+
+
+def test_over_broad_rule_is_rejected_and_branch_deleted(repo: Path, state: Path) -> None:
+    result, _, _ = run(repo, state, [BROAD])
+    it = result.iterations[0]
+    assert it.outcome == "rejected"
+    assert any("short_fact" in r for r in it.reasons)
+    rows = {r["bucket"]: r for r in it.verdict_table}
+    assert rows["skip_trivial"]["status"] == "improved"
+    assert rows["short_fact"]["status"] == "regressed"
+    # confirmation added trials to the suspected bucket before the verdict
+    assert rows["short_fact"]["n"] > 4
+    assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
+    assert Ledger(state / "ledger.jsonl").entries()[-1].outcome == "rejected"
+
+
+def test_unsafe_proposals_are_refused_before_evaluation(repo: Path, state: Path) -> None:
+    touching_tasks = diff_adding("x", path="tasks/pkm_agent/capability/suite.json")
+    literal = diff_adding("When the dentist moves to Friday at Harbor Clinic, skip it.")
+    malformed = "HYPOTHESIS: something\n\n```diff\nthis is not a diff at all\n```\n"
+    noop = (
+        "HYPOTHESIS: nothing\n\n```diff\n--- a/prompts/pkm_agent.md\n+++ "
+        "b/prompts/pkm_agent.md\n@@ -7,1 +7,1 @@\n-## Skipping\n+## Skipping\n```\n"
+    )
+    proposals = [touching_tasks, literal, malformed, malformed, malformed, noop]
+    result, agent, _ = run(repo, state, proposals, iterations=4)
+    baseline_calls = len(agent.calls)
+    outcomes = [it.outcome for it in result.iterations]
+    assert outcomes == ["refused"] * 4, "\n".join(str(it.reasons) for it in result.iterations)
+    reasons = [" ".join(it.reasons) for it in result.iterations]
+    assert "tasks/pkm_agent/capability/suite.json" in reasons[0]
+    assert "Harbor Clinic" in reasons[1] or "harbor clinic" in reasons[1].lower()
+    assert "no applicable proposal" in reasons[2]
+    assert "does not change" in reasons[3]
+    # nothing was evaluated: the agent model saw only the baseline
+    assert len(agent.calls) == baseline_calls
+    ledger = Ledger(state / "ledger.jsonl").entries()
+    assert [e.outcome for e in ledger] == ["refused"] * 4
+    assert all(e.reasons for e in ledger)
+    assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
+
+
+def test_checkout_untouched_and_baseline_reused(repo: Path, state: Path) -> None:
+    (repo / "prompts" / "pkm_agent.md").write_text(PROMPT + "\nAn uncommitted local edit.\n")
+    (repo / "notes.txt").write_text("untracked")
+    (repo / "staged.txt").write_text("staged")
+    _git(repo, "add", "staged.txt")
+    before = checkout_state(repo)
+    first, _, _ = run(repo, state, [BROAD])
+    assert checkout_state(repo) == before
+    assert _git(repo, "worktree", "list").count("\n") == 1
+    assert first.baseline_cached_trials == 0
+    second, _, _ = run(repo, state, [GOOD])
+    assert second.baseline_cached_trials == second.baseline_trials == 16
+    assert checkout_state(repo) == before
+    # the rejected idea from the first run was shown to the proposer the second time
+    package = Path(second.iterations[0].package_path or "").read_text()
+    assert "fewer than 80 characters" in package and "<rejected>" in package
+
+
+def test_interrupted_run_leaves_checkout_identical(repo: Path, state: Path) -> None:
+    (repo / "prompts" / "pkm_agent.md").write_text(PROMPT + "\nuncommitted\n")
+    before = checkout_state(repo)
+
+    fired = []
+
+    def interrupting(req: Request) -> ModelResponse:
+        if policies.GOOD_SKIP_RULE in req.messages[0].content.lower() and not fired:
+            fired.append(True)
+            # a real Ctrl-C while the candidate is being evaluated: asyncio.run turns SIGINT
+            # into cancellation of the running tasks, then raises KeyboardInterrupt
+            signal.raise_signal(signal.SIGINT)
+        return policies.pkm_policy(req)
+
+    # background jobs (CI, `make test &`) may start with SIGINT ignored: restore Python's
+    # default handler so the signal behaves as a Ctrl-C in a terminal
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run(repo, state, [GOOD], agent=ScriptedModel(interrupting, model_id="scripted:pkm"))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert checkout_state(repo) == before
+    assert _git(repo, "worktree", "list").count("\n") == 1
+    assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
+
+
+def test_unknown_bucket_and_nothing_to_do(repo: Path, state: Path) -> None:
+    from optimizer.core.config import ConfigError
+
+    with pytest.raises(ConfigError, match="Known buckets"):
+        run(repo, state, [], bucket="skip_trivia")
+    result, _, proposer = run(repo, state, [], bucket="long_fact")
+    assert result.status == "nothing_to_do" and not proposer.calls
+
+
+def test_external_proposer_command(repo: Path, state: Path, tmp_path: Path) -> None:
+    """--proposer-cmd: a coding agent edits the candidate worktree; its git diff is the proposal."""
+    script = tmp_path / "agent.py"
+    script.write_text(
+        "import os, pathlib, sys\n"
+        "assert pathlib.Path(os.environ['PROMPTLOOP_PACKAGE']).is_file()\n"
+        "p = pathlib.Path(os.environ['PROMPTLOOP_PROMPT_FILE'])\n"
+        "p.write_text(p.read_text().replace('## Skipping\\n', '## Skipping\\nIf the input is "
+        "only a greeting, filler or emoji, call skip_pkm_organization and write nothing.\\n'))\n"
+        "if len(sys.argv) > 1:\n"
+        "    pathlib.Path('tasks/pkm_agent/capability/suite.json').write_text('{}')\n"
+        "print('HYPOTHESIS: trivial input needs an explicit skip rule')\n"
+    )
+    cmd = f"{sys.executable} {script}"
+    config = OptimizeConfig(suite="pkm_agent", bucket="skip_trivial", iterations=1,
+                            agent_model="scripted:pkm", proposer_cmd=cmd, repo=repo,
+                            state_dir=state)
+    result = asyncio.run(optimize(config, agent=policies.pkm_model()))
+    it = result.iterations[0]
+    assert it.outcome == "accepted", it.reasons
+    assert it.hypothesis == "trivial input needs an explicit skip rule"
+    assert "only a greeting" in _git(repo, "show", f"{it.branch}:prompts/pkm_agent.md")
+    # the same agent also touching a task file is refused before evaluation
+    config = config.model_copy(update={"proposer_cmd": cmd + " --touch-tasks"})
+    refused = asyncio.run(optimize(config, agent=policies.pkm_model())).iterations[0]
+    assert refused.outcome == "refused"
+    assert any("tasks/pkm_agent/capability/suite.json" in r for r in refused.reasons)

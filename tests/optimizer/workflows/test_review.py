@@ -1,0 +1,343 @@
+"""`promptloop review` on human-written prompt branches in temporary git repos, scripted models."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from optimizer.cli.app import app
+from optimizer.gate.stats import BucketComparison, decide_review
+from optimizer.workflows.review import ReviewConfig, ReviewResult, review
+from tests import policies
+from tests.optimizer.workflows.test_optimize import PROMPT, _git, checkout_state
+
+GOOD_LINE = (
+    "If the input is only a greeting, filler or emoji, call skip_pkm_organization "
+    "and write nothing."
+)
+BROAD_LINE = "Call skip_pkm_organization for every input with fewer than 80 characters."
+
+runner = CliRunner()
+
+
+def human_branch(repo: Path, branch: str, line: str | None = None) -> None:
+    """A colleague commits a change on `branch` (prompt rule and/or an unrelated file)."""
+    _git(repo, "checkout", "-q", "-b", branch)
+    if line is None:
+        (repo / "NOTES.md").write_text("Unrelated documentation change.\n")
+    else:
+        (repo / "prompts" / "pkm_agent.md").write_text(
+            PROMPT.replace("## Skipping\n", f"## Skipping\n{line}\n")
+        )
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", f"human change on {branch}")
+    _git(repo, "checkout", "-q", "main")
+
+
+def cli(repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> Any:
+    monkeypatch.chdir(repo)
+    result = runner.invoke(
+        app,
+        ["review", "--agent-model", "scripted:pkm", "--out", str(state), *args],
+    )
+    return result
+
+
+def cli_json(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, *args: str
+) -> tuple[int, dict[str, Any]]:
+    result = cli(repo, state, monkeypatch, "--json", *args)
+    assert result.exit_code in (0, 3), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+def api(repo: Path, state: Path, head: str, **kw: Any) -> ReviewResult:
+    config = ReviewConfig(
+        base="main", head=head, agent_model="scripted:pkm", repo=repo, state_dir=state, **kw
+    )
+    return asyncio.run(review(config, agent=policies.pkm_model()))
+
+
+def test_broad_rule_regresses_and_comment_names_the_bucket(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    human_branch(repo, "human/short-skip", BROAD_LINE)
+    code, data = cli_json(repo, state, monkeypatch, "--base", "main", "--head", "human/short-skip")
+    assert code == 0
+    assert data["status"] == "reviewed" and data["decision"] == "regresses"
+    agent = data["agents"][0]
+    assert agent["agent"] == "pkm_agent"
+    assert "short_fact" in agent["regressed"] and "regression/plain" in agent["regressed"]
+    assert "long_fact" not in agent["regressed"]
+    assert agent["improved"] == ["skip_trivial"]
+    assert "short_fact" in data["message"]
+    rows = {c["bucket"]: c for c in agent["comparisons"]}
+    assert set(rows) == {"skip_trivial", "short_fact", "long_fact", "regression/plain"}
+    # the suspected regression was confirmed with extra trials before the verdict
+    assert "short_fact" in agent["confirmed_buckets"] and rows["short_fact"]["n_pairs"] == 8
+    broken = {(c["task_id"], c["trial_index"]) for c in agent["newly_failing"]}
+    assert ("dentist", 0) in broken and ("greet-hi", 0) not in broken
+    assert {(c["task_id"], c["trial_index"]) for c in agent["fixed"]} >= {("greet-hi", 0)}
+
+    comment = Path(data["comment_path"]).read_text()
+    assert Path(data["comment_path"]) == state / "review" / data["review_id"] / "comment.md"
+    assert "Verdict: regresses" in comment
+    assert "| Bucket | n | Base pass | Head pass |" in comment
+    for bucket in rows:
+        assert f"| `{bucket}` |" in comment
+    assert "| `short_fact` | 8 | 100% | 0% |" in comment and "**regressed**" in comment
+    assert "```diff" in comment and f"+{BROAD_LINE}" in comment
+    assert "<code>dentist</code>" in comment
+    # the newly failing trial comes with its grader rationale and failing assertion
+    assert "intended persist, but the agent's run looks like skip" in comment
+    assert "✗ wrote to PARA with the fact id" in comment
+    assert "### Trials fixed" in comment and "`greet-hi` (`skip_trivial`)" in comment
+    saved = json.loads((state / "review" / data["review_id"] / "result.json").read_text())
+    assert saved["decision"] == "regresses"
+
+    # as a CI check: exit 3, and the second review is served from the trial cache
+    code, again = cli_json(
+        repo,
+        state,
+        monkeypatch,
+        "--base",
+        "main",
+        "--head",
+        "human/short-skip",
+        "--fail-on-regression",
+    )
+    assert code == 3 and again["decision"] == "regresses" and again["exit_code"] == 3
+    a2 = again["agents"][0]
+    assert a2["base_cached_trials"] == a2["base_trials"] == 16
+    assert a2["head_cached_trials"] == a2["head_trials"] == 16
+
+
+def test_good_rule_improves(repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    human_branch(repo, "human/greetings", GOOD_LINE)
+    out_file = repo.parent / "comment-copy.md"
+    code, data = cli_json(
+        repo,
+        state,
+        monkeypatch,
+        "--base",
+        "main",
+        "--head",
+        "human/greetings",
+        "--suite",
+        "pkm_agent",
+        "--output",
+        str(out_file),
+        "--fail-on-regression",
+    )
+    assert code == 0 and data["decision"] == "improves"
+    agent = data["agents"][0]
+    assert agent["improved"] == ["skip_trivial"] and agent["regressed"] == []
+    assert agent["newly_failing"] == [] and agent["confirmed_buckets"] == []
+    assert {(c["task_id"], c["trial_index"]) for c in agent["fixed"]} == {
+        ("greet-hi", 0),
+        ("greet-hi", 1),
+        ("emoji-thumb", 0),
+        ("emoji-thumb", 1),
+    }
+    comment = out_file.read_text()
+    assert comment == Path(data["comment_path"]).read_text()
+    assert "Verdict: improves" in comment and "### Newly failing trials (0)" in comment
+
+
+def test_unchanged_prompt_has_nothing_to_review(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    human_branch(repo, "human/docs")
+    result = cli(repo, state, monkeypatch, "--base", "main", "--head", "human/docs")
+    assert result.exit_code == 0, result.output
+    assert "nothing to review" in result.output and "no agent prompt changed" in result.output
+    code, data = cli_json(
+        repo, state, monkeypatch, "--base", "main", "--head", "human/docs", "--suite", "pkm_agent"
+    )
+    assert code == 0 and data["status"] == "nothing_to_review"
+    assert data["unchanged"] == ["pkm_agent"] and data["comment_path"] is None
+    assert "prompts/pkm_agent.md is unchanged" in data["message"]
+    assert not (state / "review").exists()
+
+
+def test_usage_errors_exit_1(repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = cli(repo, state, monkeypatch, "--base", "no-such-branch")
+    assert result.exit_code == 1 and "unknown git ref" in result.output
+    result = cli(repo, state, monkeypatch, "--base", "main", "--suite", "card")
+    assert result.exit_code == 1 and "--suite" in result.output
+    # the card agent has no prompt file in this repo: nothing to compare
+    human_branch(repo, "human/x", GOOD_LINE)
+    result = cli(
+        repo, state, monkeypatch, "--base", "main", "--head", "human/x", "--suite", "card_agent"
+    )
+    assert result.exit_code == 1 and "prompts/card_agent.md does not exist" in result.output
+
+
+def test_checkout_untouched_and_committed_prompts_reviewed(repo: Path, state: Path) -> None:
+    human_branch(repo, "human/greetings", GOOD_LINE)
+    # the user's checkout has an uncommitted over-broad edit, an untracked and a staged file
+    (repo / "prompts" / "pkm_agent.md").write_text(PROMPT + f"\n{BROAD_LINE}\n")
+    (repo / "scratch.txt").write_text("untracked")
+    (repo / "staged.txt").write_text("staged")
+    _git(repo, "add", "staged.txt")
+    before = checkout_state(repo)
+    worktrees = _git(repo, "worktree", "list")
+    result = api(repo, state, "human/greetings", trials=1)
+    # the committed refs were reviewed, not the working copy (which would regress)
+    assert result.decision == "improves", result.message
+    assert checkout_state(repo) == before
+    assert _git(repo, "worktree", "list") == worktrees
+    assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
+
+
+def test_base_side_reused_from_the_trial_cache(repo: Path, state: Path) -> None:
+    human_branch(repo, "human/greetings", GOOD_LINE)
+    human_branch(repo, "human/short-skip", BROAD_LINE)
+    first = api(repo, state, "human/greetings")
+    a1 = first.agents[0]
+    assert a1.base_cached_trials == 0 and a1.head_cached_trials == 0
+    second = api(repo, state, "human/short-skip")
+    a2 = second.agents[0]
+    assert a2.base_cached_trials == a2.base_trials == 16
+    assert a2.head_cached_trials == 0
+    assert second.decision == "regresses" and "short_fact" in a2.regressed
+    # runs are saved under the review's own names, base and head provenance per ref
+    assert any(name.endswith("-base") for name in a2.base_runs)
+    assert first.review_id != second.review_id
+
+
+def _fake_gh(bin_dir: Path, log: Path, *, authenticated: bool = True) -> None:
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / "gh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" >> "{log}"\n'
+        'if [ "$1" = auth ]; then exit ' + ("0" if authenticated else "1") + "; fi\n"
+        'if [ "$1 $2" = "pr view" ]; then echo \'{"number": 42}\'; exit 0; fi\n'
+        'if [ "$1 $2" = "pr comment" ]; then cp "$5" "' + str(log) + '.body"; '
+        "echo https://github.example/o/r/pull/$3#comment; exit 0; fi\n"
+        "exit 9\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+
+
+def test_post_detects_the_pr_of_the_head_branch(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    human_branch(repo, "human/greetings", GOOD_LINE)
+    log = tmp_path / "gh.log"
+    _fake_gh(tmp_path / "bin", log)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    code, data = cli_json(
+        repo,
+        state,
+        monkeypatch,
+        "--base",
+        "main",
+        "--head",
+        "human/greetings",
+        "--post",
+        "--trials",
+        "1",
+    )
+    assert code == 0 and data["post"]["posted"] is True and data["post"]["pr"] == 42
+    calls = log.read_text().splitlines()
+    assert calls[0] == "auth status"
+    assert calls[1] == "pr view human/greetings --json number"
+    assert calls[2] == f"pr comment 42 --body-file {data['comment_path']}"
+    assert Path(f"{log}.body").read_text() == Path(data["comment_path"]).read_text()
+
+    # an explicit --pr skips the detection
+    log.unlink()
+    code, data = cli_json(
+        repo,
+        state,
+        monkeypatch,
+        "--base",
+        "main",
+        "--head",
+        "human/greetings",
+        "--post",
+        "--pr",
+        "7",
+        "--trials",
+        "1",
+    )
+    assert code == 0 and data["post"]["pr"] == 7
+    assert log.read_text().splitlines()[1].startswith("pr comment 7 --body-file ")
+
+
+def test_post_without_usable_gh_says_what_to_run(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    human_branch(repo, "human/greetings", GOOD_LINE)
+    monkeypatch.setattr("optimizer.report.review_comment.find_gh", lambda: None)
+    result = cli(
+        repo,
+        state,
+        monkeypatch,
+        "--base",
+        "main",
+        "--head",
+        "human/greetings",
+        "--post",
+        "--pr",
+        "5",
+        "--trials",
+        "1",
+    )
+    assert result.exit_code == 0, result.output
+    assert "not installed" in result.output
+    assert "gh pr comment 5 --body-file" in result.output and "comment.md" in result.output
+
+    monkeypatch.undo()
+    _fake_gh(tmp_path / "bin", tmp_path / "gh.log", authenticated=False)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    code, data = cli_json(
+        repo,
+        state,
+        monkeypatch,
+        "--base",
+        "main",
+        "--head",
+        "human/greetings",
+        "--post",
+        "--trials",
+        "1",
+    )
+    assert code == 0 and data["post"]["posted"] is False
+    assert "not authenticated" in data["post"]["message"]
+    assert data["post"]["command"].startswith("gh pr comment '<PR-number>' --body-file ")
+
+
+def _comp(bucket: str, status: str) -> BucketComparison:
+    return BucketComparison(
+        bucket=bucket,
+        n_pairs=4,
+        base_mean=0.5,
+        cand_mean=0.5,
+        delta=0.0,
+        ci_low=-0.1,
+        ci_high=0.1,
+        base_pass_rate=0.5,
+        cand_pass_rate=0.5,
+        pass_delta=0.0,
+        status=status,  # type: ignore[arg-type]
+    )
+
+
+def test_decide_review_rule() -> None:
+    both = decide_review([_comp("a", "improved"), _comp("b", "regressed")])
+    assert both.decision == "regresses" and both.regressed == ["b"] and both.improved == ["a"]
+    up = decide_review([_comp("a", "improved"), _comp("b", "unchanged")])
+    assert up.decision == "improves"
+    flat = decide_review([_comp("a", "inconclusive"), _comp("b", "unchanged")])
+    assert flat.decision == "neutral" and "no bucket changed" in flat.reasons[0]
+    assert decide_review([]).reasons == ["no bucket has paired trials"]
