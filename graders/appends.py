@@ -1,20 +1,63 @@
-"""Find the change the append-coherence judge should grade.
+"""Find the change an append-coherence judge should grade.
 
-SPEC's judge looked only at the first Edit's old_string and ignored appends done with Write.
-Ours picks the first successful change to a file that existed (non-empty) before the run:
-an Edit with a non-empty old_string, or a Write whose new content keeps every original line
-(or contains the whole original text). The judge then sees the whole original file.
+`first_edit` is the original's choice (SPEC section 8): the first successful Edit, not judged
+when it created a file, targets a file that did not exist before the run, has a blank
+old_string or an empty new_string. The judge then sees only old_string and new_string.
+
+`find_append` is ours (the `_plus` grader): the first successful change to a file that
+existed (non-empty) before the run, an Edit with a non-empty old_string or a Write whose new
+content keeps every original line (or contains the whole original text). The judge then sees
+the whole original file.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from agents.transcript import ToolCallRecord
 from graders.base import pkm_relative
+
+
+@dataclass(frozen=True)
+class EditCase:
+    """The Edit the original append-coherence judge grades."""
+
+    path: str
+    old_string: str
+    new_string: str
+
+
+@dataclass(frozen=True)
+class EditPick:
+    case: EditCase | None
+    reason: str = ""
+    """Why there is nothing to judge (for the null-score rationale)."""
+
+
+def first_edit(
+    calls: Sequence[ToolCallRecord],
+    before: Mapping[str, str] | None,
+    created: Collection[str] = (),
+) -> EditPick:
+    """The first successful Edit, or why it is not judged. A file is new when it is missing
+    from `before` (the PKM contents before the run) or, without `before`, listed in `created`."""
+    edit = next((c for c in calls if c.tool_name == "Edit" and not c.is_error), None)
+    if edit is None:
+        return EditPick(None, "no successful Edit")
+    path = pkm_relative(str(edit.arguments.get("file_path", "")))
+    old_string = str(edit.arguments.get("old_string") or "")
+    new_string = str(edit.arguments.get("new_string") or "")
+    if not old_string.strip():
+        return EditPick(None, f"the first Edit ({path}) has a blank old_string")
+    is_new = _lookup(before, path) is None if before is not None else path in created
+    if is_new:
+        return EditPick(None, f"the first Edit ({path}) is to a new file")
+    if not new_string:
+        return EditPick(None, f"the first Edit ({path}) has an empty new_string")
+    return EditPick(EditCase(path=path, old_string=old_string, new_string=new_string))
 
 
 @dataclass(frozen=True)

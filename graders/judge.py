@@ -1,5 +1,12 @@
 """LLM-judge graders for the PKM Agent: insight quality and append coherence.
 
+The defaults reproduce the original harness (SPEC sections 5 and 8): `pkm_insight_quality`
+shows the judge the fact, the insight and the target paths; `pkm_append_coherence` judges the
+first successful Edit from its old_string and new_string on one dimension, `coherence`. Ours
+are additive graders: `pkm_insight_quality_plus` also shows the files the agent wrote and what
+it read; `pkm_append_coherence_plus` judges Write-based appends too, against the whole original
+file, on voice, formatting and structure. All share the reply parsing of SPEC section 8.
+
 The rubrics live in prompts/judges/*.md and are read at grading time, so they can be tuned
 without code changes. Placeholders are `{{name}}` markers filled in a single pass (never
 str.format: the inputs are user notes and JSON, full of braces). The judge answers in JSON
@@ -17,7 +24,8 @@ from typing import Any
 
 from agents.base import PROMPTS_DIR
 from agents.llm.types import Message, ModelSettings
-from graders.appends import find_append
+from agents.transcript import ToolCallRecord
+from graders.appends import find_append, first_edit
 from graders.base import (
     Assertion,
     GradeContext,
@@ -26,19 +34,24 @@ from graders.base import (
     changed_paths,
     file_contents,
     null_score,
+    pkm_relative,
     value_score,
 )
 from graders.registry import register
 
 JUDGES_DIR = PROMPTS_DIR / "judges"
 INSIGHT_DIMS = ("groundedness", "non_redundancy", "expression_quality")
-COHERENCE_DIMS = ("voice", "formatting", "structure")
+COHERENCE_DIMS = ("coherence",)
+COHERENCE_PLUS_DIMS = ("voice", "formatting", "structure")
 JUDGE_THRESHOLD = 0.6
 NO_JUDGE = "no judge model configured"
 CONSULT_TOOLS = ("Read", "BatchRead", "Grep", "Glob", "LS")
+WRITE_TOOLS = ("Write", "Edit")
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")
-_FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```(.*?)```", re.DOTALL)
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?Infinity")
+"""Numeric strings a judge may send (Dart's double.parse without NaN): "0.7", "1e0", "Infinity"."""
 
 
 class NoConfig(GraderConfig):
@@ -71,69 +84,83 @@ def clip(text: str, limit: int) -> str:
     return text[:limit] + f"\n[... {len(text) - limit} more characters not shown]"
 
 
-# --- reply parsing ------------------------------------------------------------------------
+# --- reply parsing (SPEC section 8, "Judge replies") -------------------------------------
 
 
-def _first_object(text: str) -> dict[str, Any] | None:
-    decoder = json.JSONDecoder()
-    start = text.find("{")
-    while start != -1:
-        try:
-            obj, _ = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            obj = None
-        if isinstance(obj, dict):
-            return obj
-        start = text.find("{", start + 1)
-    return None
+class _NonFinite(ValueError):
+    pass
+
+
+def _reject_constant(token: str) -> float:
+    raise _NonFinite(f"{token} is not JSON")
+
+
+def reply_json_text(text: str) -> str | None:
+    """The part of a reply that is parsed: the first code fence's body if the reply has a
+    fence (a ``` ... ``` pair), else the whole reply; then its first `{` to its last `}`."""
+    fence = _FENCE.search(text)
+    body = fence.group(1) if fence else text
+    start, end = body.find("{"), body.rfind("}")
+    if start == -1 or end < start:
+        return None
+    return body[start : end + 1]
 
 
 def parse_judge_json(text: str) -> dict[str, Any] | None:
-    """The first JSON object of the reply, looked for inside a code fence first."""
-    fence = _FENCE.search(text)
-    if fence:
-        found = _first_object(fence.group(1))
-        if found is not None:
-            return found
-    return _first_object(text)
+    """The reply's JSON object, strictly parsed (NaN/Infinity literals rejected), or None."""
+    candidate = reply_json_text(text)
+    if candidate is None:
+        return None
+    try:
+        data = json.loads(candidate, parse_constant=_reject_constant)
+    except ValueError:  # JSONDecodeError and _NonFinite
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def dimension_value(raw: Any) -> float | None:
-    """A number clamped to [0, 1]; None for "unknown" or anything that is not a number."""
-    if isinstance(raw, bool) or raw is None:
+    """A number or numeric string ("0.7", "Infinity") clamped to [0, 1]; None (unknown) for
+    anything else: "unknown", other strings, null, booleans, NaN, lists and objects."""
+    if isinstance(raw, bool):
         return None
     if isinstance(raw, str):
-        try:
-            raw = float(raw.strip())
-        except ValueError:
+        text = raw.strip()
+        if not _NUMBER.fullmatch(text):
             return None
-    if not isinstance(raw, int | float) or not math.isfinite(raw):
+        raw = float(text)
+    if not isinstance(raw, int | float) or (isinstance(raw, float) and math.isnan(raw)):
         return None
-    return min(1.0, max(0.0, float(raw)))
+    return float(min(1, max(0, raw)))  # clamp before float(): a huge JSON int overflows
 
 
-def parse_dimensions(
-    data: Mapping[str, Any], dims: Sequence[str]
-) -> dict[str, float | None] | None:
-    """dimension -> value (None = unknown), or None when no dimension key is present."""
-    if not any(d in data for d in dims):
-        return None
+def parse_dimensions(data: Mapping[str, Any], dims: Sequence[str]) -> dict[str, float | None]:
+    """dimension -> value; None for a missing or unknown dimension."""
     return {d: dimension_value(data.get(d)) for d in dims}
 
 
 def judged_score(
     name: str, dims: Sequence[str], reply: str, model_id: str, metadata: Mapping[str, Any]
 ) -> Score:
-    """Turn a judge reply into a score: mean of the known dimensions; null if unparseable."""
+    """Turn a judge reply into a score: the mean of the known dimensions, passed at 0.6.
+    Null when the reply is unparseable (no JSON object, invalid JSON, a non-string
+    `rationale`) or no dimension is known."""
     meta = {**metadata, "judge_model": model_id, "judge_reply": clip(reply, 2000)}
     data = parse_judge_json(reply)
-    values = parse_dimensions(data, dims) if data is not None else None
-    if data is None or values is None:
-        return null_score(name, f"judge reply was not JSON with the keys {', '.join(dims)}", **meta)
-    known = {d: v for d, v in values.items() if v is not None}
-    judge_rationale = str(data.get("rationale", "")).strip()
-    summary = ", ".join(f"{d}={'unknown' if v is None else f'{v:.2f}'}" for d, v in values.items())
+    if data is None:
+        return null_score(
+            name,
+            "judge reply was not JSON: no valid JSON object in its first code fence or "
+            "between its first '{' and last '}'",
+            **meta,
+        )
+    judge_rationale = data.get("rationale")
+    if judge_rationale is not None and not isinstance(judge_rationale, str):
+        kind = type(judge_rationale).__name__
+        return null_score(name, f"judge reply was unparseable: `rationale` is a {kind}", **meta)
+    values = parse_dimensions(data, dims)
     meta["dimensions"] = values
+    summary = ", ".join(f"{d}={'unknown' if v is None else f'{v:.2f}'}" for d, v in values.items())
+    known = {d: v for d, v in values.items() if v is not None}
     if not known:
         return null_score(name, f"judge could not decide any dimension ({summary})", **meta)
     value = sum(known.values()) / len(known)
@@ -141,7 +168,8 @@ def judged_score(
         Assertion(description=f"{d} >= {JUDGE_THRESHOLD}", passed=v >= JUDGE_THRESHOLD, actual=v)
         for d, v in known.items()
     ]
-    rationale = f"{summary}; {clip(judge_rationale, 1000)}" if judge_rationale else summary
+    note = (judge_rationale or "").strip()
+    rationale = f"{summary}; {clip(note, 1000)}" if note else summary
     return value_score(name, value, JUDGE_THRESHOLD, assertions, rationale, meta)
 
 
@@ -157,6 +185,36 @@ async def ask_judge(ctx: GradeContext, prompt: str) -> tuple[str, str, dict[str,
 
 
 # --- graders ------------------------------------------------------------------------------
+
+
+def _insight_or_score(ctx: GradeContext, name: str) -> ToolCallRecord | Score:
+    """The last successful insight call, or the score when there is nothing to judge:
+    null if skipped, 0.0 without a successful call or with empty insight text."""
+    if ctx.outcome.get("skipped_pkm"):
+        return null_score(name, "the agent skipped PKM organisation; no insight to judge")
+    calls = ctx.transcript.successful_calls("update_timeline_card_insight")
+    if not calls:
+        missing = Assertion(description="called update_timeline_card_insight", passed=False)
+        return value_score(
+            name, 0.0, JUDGE_THRESHOLD, [missing], "no successful update_timeline_card_insight call"
+        )
+    last = calls[-1]
+    if not str(last.arguments.get("insight_text") or ""):
+        empty = Assertion(description="insight text is not empty", passed=False, actual="")
+        return value_score(name, 0.0, JUDGE_THRESHOLD, [empty], "the insight text is empty")
+    if ctx.judge is None:
+        return null_score(name, NO_JUDGE)
+    return last
+
+
+def _target_paths(ctx: GradeContext) -> str:
+    """The files the agent wrote or edited successfully, in order, as virtual paths."""
+    paths: list[str] = []
+    for call in ctx.transcript.successful_calls(*WRITE_TOOLS):
+        path = "/" + pkm_relative(str(call.arguments.get("file_path", "")))
+        if path not in paths:
+            paths.append(path)
+    return "\n".join(f"- {p}" for p in paths) if paths else "(none: the agent wrote no file)"
 
 
 def _written_files(ctx: GradeContext, each: int = 3000, total: int = 12000) -> str:
@@ -189,23 +247,42 @@ def _consulted(ctx: GradeContext, each: int = 1500, total: int = 8000) -> str:
     agent="pkm_agent",
 )
 async def pkm_insight_quality(ctx: GradeContext, config: NoConfig) -> Score:
-    """Judge the card insight: groundedness, non-redundancy, expression quality."""
+    """Judge the card insight from the fact, the insight and the target paths (original)."""
     name = "pkm_insight_quality"
-    if ctx.outcome.get("skipped_pkm"):
-        return null_score(name, "the agent skipped PKM organisation; no insight to judge")
-    calls = ctx.transcript.successful_calls("update_timeline_card_insight")
-    if not calls:
-        missing = Assertion(description="called update_timeline_card_insight", passed=False)
-        return value_score(
-            name, 0.0, JUDGE_THRESHOLD, [missing], "no successful update_timeline_card_insight call"
-        )
-    if ctx.judge is None:
-        return null_score(name, NO_JUDGE)
-    last = calls[-1]
-    insight = str(last.arguments.get("insight_text", ""))
-    related = last.arguments.get("related_fact_ids") or []
+    found = _insight_or_score(ctx, name)
+    if isinstance(found, Score):
+        return found
+    insight = str(found.arguments.get("insight_text"))
     prompt = render(
         load_rubric("insight_quality"),
+        {
+            "fact_id": ctx.fact_id,
+            "input": ctx.input_content or "(empty input)",
+            "insight": insight,
+            "target_paths": _target_paths(ctx),
+        },
+    )
+    reply, model_id, usage = await ask_judge(ctx, prompt)
+    return judged_score(name, INSIGHT_DIMS, reply, model_id, {"insight": insight, "usage": usage})
+
+
+@register(
+    "pkm_insight_quality_plus",
+    kind="model",
+    threshold=JUDGE_THRESHOLD,
+    config=NoConfig,
+    agent="pkm_agent",
+)
+async def pkm_insight_quality_plus(ctx: GradeContext, config: NoConfig) -> Score:
+    """Judge the card insight also against the files the agent wrote and what it read."""
+    name = "pkm_insight_quality_plus"
+    found = _insight_or_score(ctx, name)
+    if isinstance(found, Score):
+        return found
+    insight = str(found.arguments.get("insight_text"))
+    related = found.arguments.get("related_fact_ids") or []
+    prompt = render(
+        load_rubric("insight_quality_plus"),
         {
             "fact_id": ctx.fact_id,
             "input": ctx.input_content or "(empty input)",
@@ -227,8 +304,47 @@ async def pkm_insight_quality(ctx: GradeContext, config: NoConfig) -> Score:
     agent="pkm_agent",
 )
 async def pkm_append_coherence(ctx: GradeContext, config: NoConfig) -> Score:
-    """Judge whether text added to an existing file matches its voice, format and structure."""
+    """Judge whether the first Edit's new text fits the text it replaced (original)."""
     name = "pkm_append_coherence"
+    if ctx.outcome.get("skipped_pkm"):
+        return null_score(name, "the agent skipped PKM organisation; nothing was appended")
+    before = (
+        file_contents(ctx.outcome, "file_contents_before")
+        if "file_contents_before" in ctx.outcome
+        else None
+    )
+    created, _ = changed_paths(ctx.outcome)
+    pick = first_edit(ctx.transcript.successful_calls(), before, [pkm_relative(p) for p in created])
+    case = pick.case
+    if case is None:
+        return null_score(name, f"nothing to judge: {pick.reason}")
+    if ctx.judge is None:
+        return null_score(name, NO_JUDGE)
+    prompt = render(
+        load_rubric("append_coherence"),
+        {
+            "path": case.path,
+            "old_string": clip(case.old_string, 100_000),
+            "new_string": clip(case.new_string, 100_000),
+            "fact_id": ctx.fact_id,
+        },
+    )
+    reply, model_id, usage = await ask_judge(ctx, prompt)
+    meta = {"path": case.path, "tool": "Edit", "new_text": clip(case.new_string, 2000),
+            "usage": usage}
+    return judged_score(name, COHERENCE_DIMS, reply, model_id, meta)
+
+
+@register(
+    "pkm_append_coherence_plus",
+    kind="model",
+    threshold=JUDGE_THRESHOLD,
+    config=NoConfig,
+    agent="pkm_agent",
+)
+async def pkm_append_coherence_plus(ctx: GradeContext, config: NoConfig) -> Score:
+    """Judge text added to an existing file (Edit or Write) against the whole original file."""
+    name = "pkm_append_coherence_plus"
     if ctx.outcome.get("skipped_pkm"):
         return null_score(name, "the agent skipped PKM organisation; nothing was appended")
     if "file_contents_before" not in ctx.outcome:
@@ -244,7 +360,7 @@ async def pkm_append_coherence(ctx: GradeContext, config: NoConfig) -> Score:
     if ctx.judge is None:
         return null_score(name, NO_JUDGE)
     prompt = render(
-        load_rubric("append_coherence"),
+        load_rubric("append_coherence_plus"),
         {
             "path": case.path,
             "original": clip(case.original, 100_000),
@@ -255,4 +371,4 @@ async def pkm_append_coherence(ctx: GradeContext, config: NoConfig) -> Score:
     reply, model_id, usage = await ask_judge(ctx, prompt)
     meta = {"path": case.path, "tool": case.tool, "new_text": clip(case.new_text, 2000),
             "usage": usage}
-    return judged_score(name, COHERENCE_DIMS, reply, model_id, meta)
+    return judged_score(name, COHERENCE_PLUS_DIMS, reply, model_id, meta)

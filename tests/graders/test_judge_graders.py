@@ -1,5 +1,5 @@
 """LLM-judge graders with a scripted judge, plus reply parsing, rubric rendering and the
-search for the append to judge."""
+search for the append to judge. The original-compatibility table is tests/compat."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from agents.llm.scripted import ScriptedModel, reply
 from agents.transcript import ToolCallRecord
 from graders import Score, run_grader
-from graders.appends import find_append, write_insertions
+from graders.appends import EditCase, find_append, first_edit, write_insertions
 from graders.judge import (
     dimension_value,
     load_rubric,
@@ -57,8 +57,11 @@ async def grade(
     ("text", "expected"),
     [
         ('{"a": 1}', {"a": 1}),
-        ('Sure! Here you go: {"a": {"b": 2}} and {"c": 3}', {"a": {"b": 2}}),
-        ('prose {not json} then {"a": 1}', {"a": 1}),
+        # SPEC 8: first `{` to last `}`, so two objects or prose braces are unparseable
+        ('Sure! Here you go: {"a": {"b": 2}} and {"c": 3}', None),
+        ('prose {not json} then {"a": 1}', None),
+        ('Sure! Here you go: {"a": {"b": 2}} Thanks.', {"a": {"b": 2}}),
+        ('{"a": NaN}', None),
         (
             '{"x": 0}\n```json\n{"a": 1, "rationale": "uses {braces}"}\n```',
             {"a": 1, "rationale": "uses {braces}"},
@@ -66,6 +69,7 @@ async def grade(
         ('```\n{"a": 2}\n```', {"a": 2}),
         ("no json at all", None),
         ("[1, 2]", None),
+        ('```\nno json\n```\n```json\n{"a": 1}\n```', None),  # only the first fence
     ],
 )
 def test_parse_judge_json(text: str, expected: dict[str, Any] | None) -> None:
@@ -79,6 +83,8 @@ def test_parse_judge_json(text: str, expected: dict[str, Any] | None) -> None:
         (3, 1.0),
         (-0.2, 0.0),
         ("0.4", 0.4),
+        ("Infinity", 1.0),
+        ("inf", None),
         (" Unknown ", None),
         ("high", None),
         (None, None),
@@ -90,8 +96,9 @@ def test_dimension_value(raw: Any, value: float | None) -> None:
     assert dimension_value(raw) == value
 
 
-def test_parse_dimensions_needs_at_least_one_key() -> None:
-    assert parse_dimensions({"score": 1}, ("voice",)) is None
+def test_parse_dimensions_treats_missing_keys_as_unknown() -> None:
+    # SPEC 8: a missing dimension is skipped like "unknown" (no key at all -> no known dims)
+    assert parse_dimensions({"score": 1}, ("voice",)) == {"voice": None}
     assert parse_dimensions({"voice": 1}, ("voice", "structure")) == {
         "voice": 1.0,
         "structure": None,
@@ -107,26 +114,48 @@ def test_render_is_single_pass_and_strict() -> None:
         render("{{x}}", {"x": "1", "z": "2"})
 
 
-def test_rubrics_have_the_markers_the_graders_fill() -> None:
-    insight = load_rubric("insight_quality")
-    for marker in ("input", "insight", "written_files", "consulted", "related_facts", "fact_id"):
-        assert "{{" + marker + "}}" in insight
-    for dim in ("groundedness", "non_redundancy", "expression_quality", "rationale"):
-        assert f"`{dim}`" in insight
-    coherence = load_rubric("append_coherence")
-    for marker in ("path", "original", "change", "fact_id"):
-        assert "{{" + marker + "}}" in coherence
+@pytest.mark.parametrize(
+    ("rubric", "markers", "keys"),
+    [
+        # the default rubrics show what the original judges saw; _plus ones show more
+        (
+            "insight_quality",
+            ("fact_id", "input", "insight", "target_paths"),
+            ("groundedness", "non_redundancy", "expression_quality"),
+        ),
+        (
+            "insight_quality_plus",
+            ("input", "insight", "written_files", "consulted", "related_facts", "fact_id"),
+            ("groundedness", "non_redundancy", "expression_quality"),
+        ),
+        ("append_coherence", ("path", "old_string", "new_string", "fact_id"), ("coherence",)),
+        (
+            "append_coherence_plus",
+            ("path", "original", "change", "fact_id"),
+            ("voice", "formatting", "structure"),
+        ),
+    ],
+)
+def test_rubrics_have_the_markers_the_graders_fill(
+    rubric: str, markers: tuple[str, ...], keys: tuple[str, ...]
+) -> None:
+    text = load_rubric(rubric)
+    for marker in markers:
+        assert "{{" + marker + "}}" in text
+    for key in (*keys, "rationale"):
+        assert f"`{key}`" in text
 
 
 # --- pkm_insight_quality ---------------------------------------------------------------
 
 
-async def test_insight_judged_with_evidence_in_prompt() -> None:
+async def test_insight_plus_judged_with_evidence_in_prompt() -> None:
+    # the files and reads in the prompt are ours: the default judge sees only paths (compat)
     judge = judge_of(json.dumps({**INSIGHT_JSON, "rationale": "ties to the log"}))
     after = {LOG: ORIGINAL + f"- 03-14: 6.5h, coffee 4pm <!-- fact_id: {FACT} -->\n"}
     calls = [rec("Read", ORIGINAL, file_path=f"/{LOG}"), insight_call()]
     s = await grade(
-        "pkm_insight_quality", pkm_outcome(before={LOG: ORIGINAL}, after=after), calls, judge
+        "pkm_insight_quality_plus", pkm_outcome(before={LOG: ORIGINAL}, after=after), calls, judge
     )
     assert s.value == pytest.approx(0.7) and s.passed is True
     assert "groundedness=0.90" in s.rationale and "ties to the log" in s.rationale
@@ -196,7 +225,9 @@ async def test_judge_infrastructure_error_becomes_null_score() -> None:
     assert s.value is None and "ScriptExhaustedError" in s.rationale
 
 
-# --- pkm_append_coherence --------------------------------------------------------------
+# --- pkm_append_coherence_plus ---------------------------------------------------------
+# Whole-file context, Write-based appends and three dimensions are ours, so these tests moved
+# from pkm_append_coherence to the additive _plus grader (the original: tests/compat).
 
 COHERENT = '{"voice": 1, "formatting": 0.8, "structure": 0.6, "rationale": "fits the list"}'
 
@@ -216,7 +247,7 @@ async def test_coherence_judge_sees_the_whole_original_file_for_an_edit() -> Non
     out = pkm_outcome(
         before={LOG: ORIGINAL}, after={LOG: ORIGINAL.replace("time\n", "time\n- 03-14\n")}
     )
-    s = await grade("pkm_append_coherence", out, calls, judge)
+    s = await grade("pkm_append_coherence_plus", out, calls, judge)
     assert s.value == pytest.approx(0.8) and s.passed is True
     assert s.metadata["tool"] == "Edit" and s.metadata["path"] == LOG
     prompt = judge.calls[0].messages[0].content
@@ -229,7 +260,7 @@ async def test_coherence_judges_a_write_based_append() -> None:
     appended = ORIGINAL + "\n## Summary Report\nThe user reported 6.5 hours.\n"
     calls = [rec("Write", file_path=LOG, content=appended)]
     out = pkm_outcome(before={LOG: ORIGINAL}, after={LOG: appended})
-    s = await grade("pkm_append_coherence", out, calls, judge)
+    s = await grade("pkm_append_coherence_plus", out, calls, judge)
     assert s.value == pytest.approx(0.3) and s.passed is False
     assert s.metadata["tool"] == "Write"
     assert "The user reported 6.5 hours." in s.metadata["new_text"]
@@ -267,7 +298,7 @@ async def test_coherence_null_cases(
     outcome: dict[str, Any], calls: list[ToolCallRecord], why: str
 ) -> None:
     judge = judge_of(COHERENT)
-    s = await grade("pkm_append_coherence", outcome, calls, judge)
+    s = await grade("pkm_append_coherence_plus", outcome, calls, judge)
     assert (s.value, s.passed) == (None, None)
     assert why in s.rationale
     assert judge.calls == []
@@ -276,7 +307,8 @@ async def test_coherence_null_cases(
 async def test_coherence_without_before_contents_is_a_null_with_reason() -> None:
     out = pkm_outcome()
     del out["file_contents_before"]
-    s = await grade("pkm_append_coherence", out, [rec("Edit", file_path=LOG, old_string="a")], None)
+    calls = [rec("Edit", file_path=LOG, old_string="a")]
+    s = await grade("pkm_append_coherence_plus", out, calls, None)
     assert s.value is None and "file_contents_before" in s.rationale
 
 
@@ -304,3 +336,24 @@ def test_find_append_matches_paths_case_insensitively_and_skips_blank_files() ->
     search = find_append(calls, before)
     assert search.case is not None and search.case.path == LOG and search.case.original == ORIGINAL
     assert search.notes == ["Write Areas/empty.md: new file"]
+
+
+def test_first_edit_picks_the_first_successful_edit_and_says_why_not() -> None:
+    before = {LOG: ORIGINAL}
+    good = rec("Edit", file_path="/areas/health/SLEEP.md", old_string="fine", new_string="ok")
+    failed = rec("Edit", "no match", error=True, file_path=LOG, old_string="x", new_string="y")
+    pick = first_edit([rec("Write", file_path=LOG, content="x"), failed, good], before)
+    assert pick.case == EditCase(path="areas/health/SLEEP.md", old_string="fine", new_string="ok")
+    assert first_edit([], before).reason == "no successful Edit"
+    new = rec("Edit", file_path="/New.md", old_string="a", new_string="b")
+    assert "new file" in first_edit([new, good], before).reason
+    assert "new file" in first_edit([new], None, ["New.md"]).reason
+    assert first_edit([new], None, []).case is not None
+
+
+async def test_insight_plus_follows_the_same_zero_and_null_rules() -> None:
+    judge = judge_of()
+    s = await grade("pkm_insight_quality_plus", pkm_outcome(), [insight_call("")], judge)
+    assert (s.value, s.passed) == (0.0, False)
+    s = await grade("pkm_insight_quality_plus", skipped_outcome(), [insight_call()], judge)
+    assert s.value is None and judge.calls == []

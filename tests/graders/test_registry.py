@@ -33,6 +33,9 @@ CONTRACT = {
     "pkm_read_before_write": ("code", 1.0, "pkm_agent"),
     "pkm_insight_quality": ("model", 0.6, "pkm_agent"),
     "pkm_append_coherence": ("model", 0.6, "pkm_agent"),
+    # additive judges of ours (richer context); the two above stay the original's
+    "pkm_insight_quality_plus": ("model", 0.6, "pkm_agent"),
+    "pkm_append_coherence_plus": ("model", 0.6, "pkm_agent"),
     "terminal_path": ("code", 1.0, "pkm_agent"),
     "pkm_no_redundant_file": ("code", 1.0, "pkm_agent"),
     "pkm_fact_id_placement": ("code", 1.0, "pkm_agent"),

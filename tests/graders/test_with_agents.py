@@ -74,7 +74,9 @@ async def test_pkm_agent_outcome_grades_end_to_end(tmp_path: Path) -> None:
         "pkm_no_redundant_file": {"expected_files": ["Areas/Health/sleep.md"]},
         "pkm_fact_id_placement": {},
         "pkm_insight_quality": {},
+        # the original judges Edits only, so this Write-append is judged by our _plus grader
         "pkm_append_coherence": {},
+        "pkm_append_coherence_plus": {},
     }
     scores = [await run_grader(name, config, ctx) for name, config in configs.items()]
     assert {s.grader: s.value for s in scores} == pytest.approx(
@@ -87,7 +89,8 @@ async def test_pkm_agent_outcome_grades_end_to_end(tmp_path: Path) -> None:
             "pkm_no_redundant_file": 1.0,
             "pkm_fact_id_placement": 1.0,
             "pkm_insight_quality": 0.8,
-            "pkm_append_coherence": 0.9,
+            "pkm_append_coherence": None,
+            "pkm_append_coherence_plus": 0.9,
         }
     )
     assert trial_passed(scores, outcome["is_complete"])
