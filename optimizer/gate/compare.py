@@ -1,0 +1,208 @@
+"""Per-bucket comparison of paired trials: effect, interval, exact p-values. Pure, no I/O.
+
+Each bucket gets the mean paired score difference (candidate - baseline), pass rates, the
+fail->pass (`fixed`) and pass->fail (`broken`) counts, one-sided sign-flip p-values for
+improvement and for regression, the two-sided exact McNemar p-value on the pass flips, and a
+seeded paired-bootstrap interval that is shown to readers but never decides anything: the
+decisions of `optimizer.gate.policy` and `optimizer.gate.sequential` use the exact p-values.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from optimizer.core.results import RunResult
+from optimizer.gate.exact import Spending, mcnemar_pvalue, sign_flip_pvalue
+from optimizer.gate.pairing import Pair, pair_runs
+
+BucketStatus = Literal["improved", "regressed", "unchanged", "inconclusive"]
+
+
+class GatePolicy(BaseModel):
+    """How the gate decides. Defaults are calibrated by bench/gate_calibration.py."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    """One-sided level of the target bucket's improvement test, spent across sequential looks."""
+    min_improvement: float = Field(default=0.05, ge=0.0, le=1.0)
+    """Minimum mean score gain of the target bucket (the practical effect size)."""
+    regression_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    """Family-wise level of the regression tests (Holm over the buckets + the pooled rest)."""
+    regression_tolerance: float = Field(default=0.35, ge=0.0, le=1.0)
+    """Practical margin: a bucket whose mean score drops by at least this much is a suspect,
+    confirmed with more trials; if the drop survives confirmation, the patch is rejected."""
+    suspect_p: float = Field(default=0.1, gt=0.0, le=1.0)
+    """Uncorrected one-sided p-value below which a falling bucket is a suspect too."""
+    pooled_suspect_p: float = Field(default=0.2, gt=0.0, le=1.0)
+    """Uncorrected p of the pooled test below which every falling bucket is confirmed."""
+    pooled_weight: float = Field(default=0.5, gt=0.0, lt=1.0)
+    """Share of the regression alpha given to the pooled test over all non-target buckets
+    (a broad, thin regression), the rest being shared by the per-bucket tests."""
+    max_trials: int = Field(default=8, ge=1)
+    """Trials per task the sequential gate may reach (baseline and candidate alike)."""
+    round_trials: int = Field(default=2, ge=1)
+    """Trials added per task and side in each sequential round."""
+    spending: Spending = "pocock"
+    heldout_share: float = Field(default=1 / 3, ge=0.0, lt=1.0)
+    """Share of the target bucket's tasks never shown to the proposer (buckets of >= 4 tasks)."""
+    heldout_min_tasks: int = Field(default=4, ge=2)
+    confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
+    """Level of the displayed bootstrap interval (display only)."""
+    n_boot: int = Field(default=2000, ge=1)
+    seed: int = 0
+    require_significant_improvement: bool = True
+
+
+class BucketComparison(BaseModel):
+    """Base vs candidate on one bucket. Mean/CI/rate fields are None when no pair survived."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bucket: str
+    n_pairs: int
+    n_dropped: int = 0
+    confidence: float = 0.95
+    base_mean: float | None = None
+    cand_mean: float | None = None
+    delta: float | None = None
+    """Mean of the paired differences cand - base."""
+    ci_low: float | None = None
+    ci_high: float | None = None
+    """Paired-bootstrap interval of `delta` (display only; None when all differences are equal,
+    where resampling says nothing about the spread)."""
+    base_pass_rate: float | None = None
+    cand_pass_rate: float | None = None
+    pass_delta: float | None = None
+    fixed: int = 0
+    """Discordant pairs that went fail -> pass."""
+    broken: int = 0
+    """Discordant pairs that went pass -> fail."""
+    p_value: float = 1.0
+    """Exact two-sided McNemar (binomial) test on the discordant pairs."""
+    p_improve: float = 1.0
+    """One-sided sign-flip permutation test: the candidate scores higher."""
+    p_regress: float = 1.0
+    """One-sided sign-flip permutation test: the candidate scores lower."""
+    tasks: int = 0
+    status: BucketStatus = "inconclusive"
+
+
+def _mean(values: Iterable[float]) -> float:
+    vals = list(values)
+    return math.fsum(vals) / len(vals)
+
+
+def _quantile(sorted_vals: Sequence[float], q: float) -> float:
+    pos = q * (len(sorted_vals) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
+
+
+def paired_bootstrap_ci(
+    diffs: Sequence[float], *, confidence: float = 0.95, n_boot: int = 2000, seed: int = 0
+) -> tuple[float, float] | None:
+    """Percentile interval of the mean paired difference (seeded); None for equal differences."""
+    if not diffs:
+        raise ValueError("bootstrap needs at least one pair")
+    if all(d == diffs[0] for d in diffs):
+        return None
+    rng = random.Random(seed)
+    n = len(diffs)
+    means = sorted(math.fsum(rng.choices(diffs, k=n)) / n for _ in range(n_boot))
+    a = 1.0 - confidence
+    return _quantile(means, a / 2), _quantile(means, 1.0 - a / 2)
+
+
+def bucket_status(c: BucketComparison, policy: GatePolicy) -> BucketStatus:
+    """Descriptive status of one bucket tested on its own (uncorrected, one look).
+
+    Verdicts do not use this label alone: they apply the multiplicity correction and the
+    sequential stopping rule. Regression is checked first: on conflict, caution wins."""
+    if c.n_pairs == 0 or c.delta is None:
+        return "inconclusive"
+    if c.p_regress <= policy.regression_alpha and c.delta < 0:
+        return "regressed"
+    if c.delta <= -policy.regression_tolerance:
+        return "regressed"
+    significant = c.p_improve <= policy.alpha or not policy.require_significant_improvement
+    if c.delta >= policy.min_improvement and significant:
+        return "improved"
+    if c.fixed == 0 and c.broken == 0 and abs(c.delta) < policy.min_improvement:
+        return "unchanged"
+    return "inconclusive"
+
+
+def compare_bucket(
+    bucket: str,
+    pairs: Sequence[Pair],
+    policy: GatePolicy | None = None,
+    *,
+    n_dropped: int = 0,
+    interval: bool = True,
+) -> BucketComparison:
+    """Compare one bucket's pairs (`interval=False` skips the display-only bootstrap)."""
+    pol = policy or GatePolicy()
+    if not pairs:
+        return BucketComparison(bucket=bucket, n_pairs=0, n_dropped=n_dropped,
+                                confidence=pol.confidence)
+    diffs = [p.diff for p in pairs]
+    ci = (paired_bootstrap_ci(diffs, confidence=pol.confidence, n_boot=pol.n_boot, seed=pol.seed)
+          if interval else None)
+    fixed = sum(1 for p in pairs if p.cand_passed and not p.base_passed)
+    broken = sum(1 for p in pairs if p.base_passed and not p.cand_passed)
+    base_rate = _mean(float(p.base_passed) for p in pairs)
+    cand_rate = _mean(float(p.cand_passed) for p in pairs)
+    comparison = BucketComparison(
+        bucket=bucket,
+        n_pairs=len(pairs),
+        n_dropped=n_dropped,
+        confidence=pol.confidence,
+        base_mean=_mean(p.base_score for p in pairs),
+        cand_mean=_mean(p.cand_score for p in pairs),
+        delta=_mean(diffs),
+        ci_low=None if ci is None else ci[0],
+        ci_high=None if ci is None else ci[1],
+        base_pass_rate=base_rate,
+        cand_pass_rate=cand_rate,
+        pass_delta=cand_rate - base_rate,
+        fixed=fixed,
+        broken=broken,
+        p_value=mcnemar_pvalue(fixed, broken),
+        p_improve=sign_flip_pvalue(diffs, "greater", seed=pol.seed),
+        p_regress=sign_flip_pvalue(diffs, "less", seed=pol.seed),
+        tasks=len({p.task_id for p in pairs}),
+    )
+    comparison.status = bucket_status(comparison, pol)
+    return comparison
+
+
+def compare_runs(
+    base: RunResult, cand: RunResult, policy: GatePolicy | None = None, *, prefix: str = ""
+) -> list[BucketComparison]:
+    """Compare every bucket present in both runs, sorted by bucket name (names get `prefix`)."""
+    pol = policy or GatePolicy()
+    paired = pair_runs(base, cand)
+    return [
+        compare_bucket(prefix + bucket, paired[bucket], pol,
+                       n_dropped=paired.dropped.get(bucket, 0))
+        for bucket in sorted(paired)
+    ]
+
+
+def describe(c: BucketComparison) -> str:
+    """A one-line summary of a comparison, used in verdict reasons."""
+    if c.n_pairs == 0 or c.delta is None:
+        return f"no usable pairs ({c.n_dropped} dropped)"
+    ci = ("" if c.ci_low is None or c.ci_high is None
+          else f" ({round(c.confidence * 100)}% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}])")
+    return (f"delta {c.delta:+.3f}{ci}, pass rate {c.base_pass_rate:.0%} -> "
+            f"{c.cand_pass_rate:.0%}, {c.fixed} fixed / {c.broken} broken, sign-flip p "
+            f"(improve) {c.p_improve:.3g} / (regress) {c.p_regress:.3g}, McNemar p "
+            f"{c.p_value:.3g}, n={c.n_pairs}")

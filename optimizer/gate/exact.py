@@ -1,0 +1,177 @@
+"""Exact paired tests, multiplicity corrections and alpha spending. Pure math, no I/O.
+
+- `sign_flip_pvalue`: the paired permutation test on score differences. Under the null
+  hypothesis (the prompt change does nothing) each paired difference is as likely to have
+  either sign, so the null distribution of the sum is the distribution over all 2^n sign
+  flips. It is computed exactly by convolution (zero differences carry no information and drop
+  out); only when the differences take so many distinct values that the exact distribution
+  would exceed `max_states` support points does it fall back to a seeded Monte Carlo estimate
+  (never with binary outcomes, never below a few hundred pairs).
+- `mcnemar_pvalue`: the exact McNemar (binomial) test on pass flips; with pass/fail scores it
+  equals the sign-flip test.
+- `holm`: Holm's step-down correction, with optional weights (weighted Bonferroni-Holm).
+- `spent_alpha`: the Lan-DeMets alpha-spending functions for sequential looks.
+
+One identical difference, or any number of identical differences, gets exactly the p-value of
+the sign-flip test (2^-k for k equal non-zero differences, one-sided): the zero spread of such
+a sample is never read as certainty, as a bootstrap interval of zero width would be.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from typing import Literal
+
+Alternative = Literal["greater", "less", "two-sided"]
+Spending = Literal["pocock", "obrien-fleming", "linear"]
+
+_SCALE = 10**6
+"""Differences are compared on a grid of 1e-6 (scores are fractions of a few assertions)."""
+
+
+def _grid(diffs: Sequence[float]) -> list[int]:
+    return [abs(round(d * _SCALE)) for d in diffs if round(d * _SCALE) != 0]
+
+
+def _null_distribution(magnitudes: Sequence[int], max_states: int) -> dict[int, int] | None:
+    """Counts of each achievable signed sum over all 2^n sign assignments (None if too big)."""
+    dist: dict[int, int] = {0: 1}
+    for m in magnitudes:
+        nxt: dict[int, int] = {}
+        for s, c in dist.items():
+            nxt[s + m] = nxt.get(s + m, 0) + c
+            nxt[s - m] = nxt.get(s - m, 0) + c
+        if len(nxt) > max_states:
+            return None
+        dist = nxt
+    return dist
+
+
+def sign_flip_pvalue(
+    diffs: Sequence[float],
+    alternative: Alternative = "greater",
+    *,
+    max_states: int = 200_000,
+    n_resamples: int = 20_000,
+    seed: int = 0,
+) -> float:
+    """p-value of the paired sign-flip permutation test on the sum of `diffs` (cand - base).
+
+    `greater`: evidence that the candidate scores higher; `less`: lower; `two-sided`: either.
+    No differences, or only zero differences, give p = 1.
+    """
+    mags = _grid(diffs)
+    if not mags:
+        return 1.0
+    observed = sum(round(d * _SCALE) for d in diffs)
+    dist = _null_distribution(mags, max_states)
+    if dist is not None:
+        total = 2 ** len(mags)
+        ge = sum(c for s, c in dist.items() if s >= observed)
+        le = sum(c for s, c in dist.items() if s <= observed)
+        two = sum(c for s, c in dist.items() if abs(s) >= abs(observed))
+        counts = {"greater": ge, "less": le, "two-sided": two}
+        return min(1.0, counts[alternative] / total)
+    rng = random.Random(seed)
+    hits = 0
+    for _ in range(n_resamples):
+        s = sum(m if rng.random() < 0.5 else -m for m in mags)
+        if alternative == "greater":
+            hits += s >= observed
+        elif alternative == "less":
+            hits += s <= observed
+        else:
+            hits += abs(s) >= abs(observed)
+    return (hits + 1) / (n_resamples + 1)
+
+
+def mcnemar_pvalue(fixed: int, broken: int, alternative: Alternative = "two-sided") -> float:
+    """Exact McNemar test on discordant pairs (fail->pass `fixed`, pass->fail `broken`)."""
+    n = fixed + broken
+    if n == 0:
+        return 1.0
+
+    def upper(k: int) -> float:  # P(X >= k), X ~ Bin(n, 1/2)
+        return sum(math.comb(n, i) for i in range(k, n + 1)) / 2**n
+
+    if alternative == "greater":
+        return upper(fixed)
+    if alternative == "less":
+        return upper(broken)
+    return min(1.0, 2 * upper(max(fixed, broken)))
+
+
+def holm(
+    pvalues: Sequence[float], alpha: float, weights: Sequence[float] | None = None
+) -> list[bool]:
+    """Which hypotheses Holm's step-down procedure rejects at family-wise error `alpha`.
+
+    With `weights` (positive, any scale) this is the weighted Bonferroni-Holm procedure: at each
+    step the hypothesis with the smallest p/w is tested against alpha * w / (sum of the weights
+    still in play). Equal weights give the classic Holm procedure.
+    """
+    n = len(pvalues)
+    w = [1.0] * n if weights is None else [float(x) for x in weights]
+    if len(w) != n or any(x <= 0 for x in w):
+        raise ValueError("holm: one positive weight per p-value")
+    order = sorted(range(n), key=lambda i: pvalues[i] / w[i])
+    rejected = [False] * n
+    remaining = math.fsum(w)
+    for i in order:
+        if pvalues[i] <= alpha * w[i] / remaining + 1e-15:
+            rejected[i] = True
+            remaining -= w[i]
+        else:
+            break
+    return rejected
+
+
+def _phi(x: float) -> float:
+    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+def _phi_inv(p: float) -> float:
+    """Inverse standard normal CDF by bisection (accurate to ~1e-12; no SciPy needed)."""
+    lo, hi = -40.0, 40.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if _phi(mid) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def spent_alpha(t: float, alpha: float, kind: Spending = "pocock") -> float:
+    """Cumulative alpha spent at information fraction t in [0, 1] (Lan-DeMets functions)."""
+    t = min(max(t, 0.0), 1.0)
+    if t == 0.0:
+        return 0.0
+    if kind == "pocock":
+        return alpha * math.log(1.0 + (math.e - 1.0) * t)
+    if kind == "obrien-fleming":
+        z = _phi_inv(1.0 - alpha / 2.0)
+        return min(alpha, 2.0 * (1.0 - _phi(z / math.sqrt(t))))
+    return alpha * t
+
+
+def look_alpha(t_now: float, t_before: float, alpha: float, kind: Spending = "pocock") -> float:
+    """Nominal level of one look: the alpha spent between the previous look and this one.
+
+    Testing each look at its increment keeps P(any false rejection) <= alpha by the union
+    bound, whatever the correlation between looks (conservative, valid for exact tests)."""
+    return max(0.0, spent_alpha(t_now, alpha, kind) - spent_alpha(t_before, alpha, kind))
+
+
+def inverse_normal_combination(p1: float, p2: float, w1: float = 0.5) -> float:
+    """Combined one-sided p of two independent stages, weights w1 and 1 - w1 fixed in advance.
+
+    Valid in adaptive designs: stage 2 may be chosen from stage 1's data, since p2 is uniform
+    given stage 1 under the null (Lehmacher and Wassmer, 1999)."""
+    eps = 1e-12
+    z1 = _phi_inv(1.0 - min(max(p1, eps), 1.0 - eps))
+    z2 = _phi_inv(1.0 - min(max(p2, eps), 1.0 - eps))
+    z = math.sqrt(w1) * z1 + math.sqrt(1.0 - w1) * z2
+    return 1.0 - _phi(z)

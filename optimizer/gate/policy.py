@@ -1,0 +1,156 @@
+"""Verdicts from bucket comparisons: the regression family, the review verdict. Pure, no I/O.
+
+Regression is a family of one-sided sign-flip tests, one per non-target bucket plus one pooled
+over every non-target pair (a thin regression spread over many buckets), corrected with the
+weighted Holm procedure at `regression_alpha` (family-wise). A bucket whose mean score drops by
+at least `regression_tolerance` is a suspect even when not significant; the sequential gate
+confirms suspects with more trials and rejects when the drop survives confirmation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from optimizer.gate.compare import BucketComparison, GatePolicy, compare_bucket, describe
+from optimizer.gate.exact import holm
+from optimizer.gate.pairing import Pair
+
+Decision = Literal["accept", "reject", "inconclusive"]
+POOLED = "(all other buckets)"
+
+
+class RegressionFindings(BaseModel):
+    """What the regression family found among the non-target buckets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    significant: list[str] = Field(default_factory=list)
+    """Buckets (or POOLED) whose regression test is rejected by weighted Holm."""
+    past_margin: list[str] = Field(default_factory=list)
+    """Buckets whose mean score dropped by at least the practical margin."""
+    suspects: list[str] = Field(default_factory=list)
+    """Buckets worth confirming: past the margin, or uncorrected p below `suspect_p`."""
+    pooled: BucketComparison | None = None
+    tested: int = 0
+    """Number of hypotheses in the family (buckets with pairs, + the pooled test)."""
+
+
+def regression_family(
+    comps: Sequence[BucketComparison],
+    pooled_pairs: Sequence[Pair],
+    policy: GatePolicy,
+) -> RegressionFindings:
+    """Apply the regression family to the non-target comparisons `comps`."""
+    usable = [c for c in comps if c.n_pairs and c.delta is not None]
+    out = RegressionFindings()
+    if not usable:
+        return out
+    pooled = compare_bucket(POOLED, pooled_pairs, policy, interval=False)
+    out.pooled = pooled
+    share = (1.0 - policy.pooled_weight) / len(usable)
+    pvals = [c.p_regress for c in usable] + [pooled.p_regress]
+    weights = [share] * len(usable) + [policy.pooled_weight]
+    rejected = holm(pvals, policy.regression_alpha, weights)
+    out.tested = len(pvals)
+    names = [c.bucket for c in usable] + [POOLED]
+    out.significant = [n for n, r in zip(names, rejected, strict=True) if r]
+    for c in usable:
+        assert c.delta is not None
+        if c.delta <= -policy.regression_tolerance + 1e-12:
+            out.past_margin.append(c.bucket)
+        if c.delta < 0 and (c.bucket in out.past_margin or c.p_regress <= policy.suspect_p):
+            out.suspects.append(c.bucket)
+    return out
+
+
+class Verdict(BaseModel):
+    """The gate's decision with its evidence; `reasons` are for humans (ledger, PR body)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Decision
+    target_bucket: str
+    reasons: list[str] = Field(default_factory=list)
+    suspected_regressions: list[str] = Field(default_factory=list)
+    target: BucketComparison | None = None
+    test: str = ""
+    """The statistics behind the decision, named as in a methods section."""
+    stopped: str = ""
+    """Why the sequential gate stopped (screen, efficacy, futility, max trials, regression)."""
+    looks: int = 0
+    trials_per_task: int = 0
+    """Trials per target task (each side) when the gate stopped."""
+    model_trials: int = 0
+    """Trials run for this decision (baseline extensions + candidate), cached ones excluded."""
+    visible: BucketComparison | None = None
+    heldout: BucketComparison | None = None
+    heldout_tasks: list[str] = Field(default_factory=list)
+    seeded: bool = False
+    """Whether the provider honoured per-trial seeds (common random numbers across the pair)."""
+
+
+ReviewDecision = Literal["regresses", "improves", "neutral"]
+
+
+class ReviewVerdict(BaseModel):
+    """The gate's verdict on a change with no target bucket (a prompt PR under review)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: ReviewDecision
+    reasons: list[str] = Field(default_factory=list)
+    regressed: list[str] = Field(default_factory=list)
+    improved: list[str] = Field(default_factory=list)
+    suspects: list[str] = Field(default_factory=list)
+
+
+def decide_review(
+    comparisons: Sequence[BucketComparison],
+    policy: GatePolicy | None = None,
+    pooled_pairs: Sequence[Pair] = (),
+) -> ReviewVerdict:
+    """`regresses` if the regression family rejects a bucket (Holm) or a drop past the margin
+    stands; `improves` if a bucket improved (Holm-corrected one-sided test) and none regressed;
+    else `neutral`. `suspects` lists buckets worth confirming with more trials."""
+    pol = policy or GatePolicy()
+    fam = regression_family(comparisons, pooled_pairs, pol)
+    regressed = sorted({*fam.significant, *fam.past_margin} - {POOLED})
+    if POOLED in fam.significant:
+        regressed.append(POOLED)
+    usable = [c for c in comparisons if c.n_pairs and c.delta is not None]
+    rej = holm([c.p_improve for c in usable], pol.alpha) if usable else []
+    improved = [c.bucket for c, r in zip(usable, rej, strict=True)
+                if r and c.delta is not None and c.delta >= pol.min_improvement]
+    by_name = {c.bucket: c for c in comparisons}
+    reasons = [f"bucket {b!r} regressed: {describe(by_name[b])}" for b in regressed
+               if b in by_name]
+    if POOLED in regressed and fam.pooled is not None:
+        reasons.append(f"all other buckets together regressed: {describe(fam.pooled)}")
+    reasons += [f"bucket {b!r} improved: {describe(by_name[b])}" for b in improved]
+    if not regressed and not improved:
+        reasons.append(f"no bucket changed beyond the thresholds ({len(usable)} bucket(s) with "
+                       "paired trials)" if usable else "no bucket has paired trials")
+    reasons.append(method_text(pol, fam.tested))
+    _dropped_reason(comparisons, reasons)
+    decision: ReviewDecision = "regresses" if regressed else "improves" if improved else "neutral"
+    return ReviewVerdict(decision=decision, reasons=reasons, regressed=regressed,
+                         improved=improved, suspects=fam.suspects)
+
+
+def method_text(policy: GatePolicy, tested: int) -> str:
+    """The statistics of a verdict, for the reasons list."""
+    return (f"tests: one-sided paired sign-flip permutation tests (exact); improvement at "
+            f"alpha={policy.alpha:g} spent over sequential looks ({policy.spending}); regression "
+            f"family of {tested} hypotheses (buckets + pooled) with weighted Holm at "
+            f"alpha={policy.regression_alpha:g}; practical margin {policy.regression_tolerance:g} "
+            "confirmed with more trials")
+
+
+def _dropped_reason(comparisons: Sequence[BucketComparison], reasons: list[str]) -> None:
+    dropped = [c for c in comparisons if c.n_dropped]
+    if dropped:
+        parts = ", ".join(f"{c.bucket}: {c.n_dropped}" for c in dropped)
+        reasons.append(f"pairs dropped as errored/skipped (infrastructure, not evidence): {parts}")
