@@ -161,11 +161,11 @@ async def card_template_choice(ctx: GradeContext, config: TemplateChoiceConfig) 
             expected=wanted,
         ),
     ]
-    rationale = (
-        "no expected_template_ids configured"
-        if not wanted
-        else "no template saved" if not ids else ""
-    )
+    rationale = ""
+    if not wanted:
+        rationale = "no expected_template_ids configured"
+    elif not ids:
+        rationale = "no template saved"
     return assertion_score(
         "card_template_choice", assertions, 0.5, rationale, {"template_ids": ids}
     )

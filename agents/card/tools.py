@@ -166,7 +166,7 @@ def parse_ui_configs(
         if template_id is None:
             errors.append(f"{where}.template_id is missing; allowed: {', '.join(TEMPLATE_IDS)}")
             continue
-        if template_id not in TEMPLATES:
+        if not isinstance(template_id, str) or template_id not in TEMPLATES:
             hint = ""
             if isinstance(template_id, str) and template_id.strip().lower() in TEMPLATES:
                 hint = f" (template ids are exact: {template_id.strip().lower()!r})"

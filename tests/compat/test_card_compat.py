@@ -129,6 +129,8 @@ DATA_CASES: list[tuple[str, dict[str, Any], bool, str]] = [
      "template_id ' event' is not allowed"),
     ("template_id 'memo'", cfg("memo", {"text": "x"}), False, "template_id 'memo' is not allowed"),
     ("template_id missing", {"data": {"text": "x"}}, False, "template_id is missing"),
+    ("template_id a list", cfg(["snippet"], {"text": "x"}), False,
+     "template_id ['snippet'] is not allowed"),
     ("data missing", cfg("snippet"), False, "ui_configs[0].data is missing"),
     ("data null", {"template_id": "task", "data": None}, False, "ui_configs[0].data is missing"),
     ("data missing, no required fields", cfg("task"), False, "ui_configs[0].data is missing"),
