@@ -64,9 +64,10 @@ class Score(BaseModel):
 
 
 class GraderConfig(BaseModel):
-    """Base of every grader config: unknown keys are errors, so typos in task.json surface."""
+    """Base of every grader config. Unknown keys are ignored, as the original does (SPEC
+    section 8); `registry.config_warnings` lists them so a loader can warn about typos."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,11 @@
 """Card Agent graders: completion, template choice, and substring checks on the saved card.
 
-`card_must_contain` keeps the SPEC semantics (whole card YAML). Ours adds the visible-field
-variants, because the whole YAML includes fact_id, timestamp and status, so a short expected
-string like "7" can match the timestamp instead of anything the user sees (SPEC section 7).
+`card_completion`, `card_template_choice` and `card_must_contain` score exactly as the original
+(SPEC sections 5 and 8): template ids compared exactly, `str.lower` on both sides of the
+substring test, an empty expected list scores 0.0. Ours are additive graders a suite opts in to:
+the visible-field variants, because the whole YAML includes fact_id, timestamp and status, so a
+short expected string like "7" can match the timestamp instead of anything the user sees (SPEC
+section 7), and `card_template_data_valid`, our stricter template data checks.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import Field
 
+from agents.card.templates import TEMPLATES, validate_data
 from graders.base import (
     Assertion,
     GradeContext,
@@ -21,6 +25,7 @@ from graders.base import (
     assertion_score,
     describe_failures,
     null_score,
+    value_score,
 )
 from graders.registry import register
 
@@ -30,20 +35,25 @@ class NoConfig(GraderConfig):
 
 
 class TemplateChoiceConfig(GraderConfig):
-    expected_template_ids: list[str] = Field(min_length=1)
+    expected_template_ids: list[str]
+    """An empty list loads and scores 0.0 (SPEC section 8)."""
 
 
 class SubstringsConfig(GraderConfig):
+    substrings: list[str]
+    """An empty list loads and scores 0.0 (SPEC section 8)."""
+
+
+class VisibleSubstringsConfig(GraderConfig):
+    """Our graders' substrings: at least one, since an empty check is a suite mistake."""
+
     substrings: list[str] = Field(min_length=1)
 
 
-def template_ids(outcome: Mapping[str, Any]) -> list[str]:
-    """Ordered template ids of the saved card (outcome key, else read from the card dict)."""
+def template_ids(outcome: Mapping[str, Any]) -> list[Any]:
+    """The outcome's ordered `template_ids`, as captured (the only key the original reads)."""
     ids = outcome.get("template_ids")
-    if ids is None:
-        configs = card_dict(outcome).get("ui_configs") or []
-        ids = [c.get("template_id") for c in configs if isinstance(c, dict)]
-    return [str(i) for i in ids if i]
+    return list(ids) if isinstance(ids, list | tuple) else []
 
 
 def card_dict(outcome: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,6 +98,7 @@ def visible_card_fields(card: Mapping[str, Any]) -> list[str]:
 
 
 def _contains(haystack: str, needle: str) -> bool:
+    """Ours (visible-field graders): Unicode case folding, so "STRASSE" finds "straße"."""
     return needle.casefold() in haystack.casefold()
 
 
@@ -135,23 +146,26 @@ async def card_completion(ctx: GradeContext, config: NoConfig) -> Score:
 async def card_template_choice(ctx: GradeContext, config: TemplateChoiceConfig) -> Score:
     """1.0 when the first template is expected, 0.5 when only a later one is, else 0.0."""
     ids = template_ids(ctx.outcome)
-    wanted = {t.strip().lower() for t in config.expected_template_ids}
-    chosen = [t.strip().lower() for t in ids]
+    wanted = config.expected_template_ids
     assertions = [
         Assertion(
             description="the first template is an expected one",
-            passed=bool(chosen) and chosen[0] in wanted,
+            passed=bool(ids) and ids[0] in wanted,
             actual=ids[:1],
-            expected=config.expected_template_ids,
+            expected=wanted,
         ),
         Assertion(
             description="some template is an expected one",
-            passed=any(t in wanted for t in chosen),
+            passed=any(t in wanted for t in ids),
             actual=ids,
-            expected=config.expected_template_ids,
+            expected=wanted,
         ),
     ]
-    rationale = "no template saved" if not ids else ""
+    rationale = ""
+    if not wanted:
+        rationale = "no expected_template_ids configured"
+    elif not ids:
+        rationale = "no template saved"
     return assertion_score(
         "card_template_choice", assertions, 0.5, rationale, {"template_ids": ids}
     )
@@ -161,10 +175,14 @@ async def card_template_choice(ctx: GradeContext, config: TemplateChoiceConfig) 
     "card_must_contain", kind="code", threshold=1.0, config=SubstringsConfig, agent="card_agent"
 )
 async def card_must_contain(ctx: GradeContext, config: SubstringsConfig) -> Score:
-    """Each substring occurs in the saved card YAML (case-insensitive)."""
-    blob = str(ctx.outcome.get("card_yaml_blob") or "")
+    """Each substring occurs in the saved card YAML (both sides lower-cased)."""
+    if not config.substrings:
+        return value_score("card_must_contain", 0.0, 1.0, rationale="no substrings configured")
+    blob = str(ctx.outcome.get("card_yaml_blob") or "").lower()
     assertions = [
-        Assertion(description=f"card YAML contains {s!r}", passed=_contains(blob, s), expected=s)
+        Assertion(
+            description=f"card YAML contains {s!r}", passed=s.lower() in blob, expected=s
+        )
         for s in config.substrings
     ]
     return assertion_score("card_must_contain", assertions, 1.0)
@@ -174,10 +192,10 @@ async def card_must_contain(ctx: GradeContext, config: SubstringsConfig) -> Scor
     "card_visible_must_contain",
     kind="code",
     threshold=1.0,
-    config=SubstringsConfig,
+    config=VisibleSubstringsConfig,
     agent="card_agent",
 )
-async def card_visible_must_contain(ctx: GradeContext, config: SubstringsConfig) -> Score:
+async def card_visible_must_contain(ctx: GradeContext, config: VisibleSubstringsConfig) -> Score:
     """Each substring occurs in a user-visible card field (case-insensitive)."""
     fields = visible_card_fields(card_dict(ctx.outcome))
     text = "\n".join(fields)
@@ -196,10 +214,10 @@ async def card_visible_must_contain(ctx: GradeContext, config: SubstringsConfig)
     "card_must_not_contain",
     kind="code",
     threshold=1.0,
-    config=SubstringsConfig,
+    config=VisibleSubstringsConfig,
     agent="card_agent",
 )
-async def card_must_not_contain(ctx: GradeContext, config: SubstringsConfig) -> Score:
+async def card_must_not_contain(ctx: GradeContext, config: VisibleSubstringsConfig) -> Score:
     """No substring occurs in a user-visible card field; null when no card was saved."""
     if not ctx.outcome.get("card_save_tool_called"):
         return null_score("card_must_not_contain", "no card was saved, nothing to check")
@@ -218,3 +236,32 @@ async def card_must_not_contain(ctx: GradeContext, config: SubstringsConfig) -> 
     return assertion_score(
         "card_must_not_contain", assertions, 1.0, metadata={"visible_fields": fields}
     )
+
+
+@register(
+    "card_template_data_valid",
+    kind="code",
+    threshold=1.0,
+    config=NoConfig,
+    agent="card_agent",
+)
+async def card_template_data_valid(ctx: GradeContext, config: NoConfig) -> Score:
+    """Every saved ui_config passes our strict template data checks; null without a card."""
+    configs = card_dict(ctx.outcome).get("ui_configs")
+    if not isinstance(configs, list) or not configs:
+        return null_score("card_template_data_valid", "no ui_configs saved, nothing to check")
+    assertions = []
+    for index, item in enumerate(configs):
+        template_id = item.get("template_id") if isinstance(item, dict) else None
+        if not isinstance(template_id, str) or template_id not in TEMPLATES:
+            problems = [f"unknown template_id {template_id!r}"]
+        else:
+            problems = validate_data(template_id, item.get("data"), strict=True)
+        assertions.append(
+            Assertion(
+                description=f"ui_configs[{index}] ({template_id}) data passes the strict checks",
+                passed=not problems,
+                actual=problems or None,
+            )
+        )
+    return assertion_score("card_template_data_valid", assertions, 1.0)

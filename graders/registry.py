@@ -1,8 +1,9 @@
 """Graders by name, so task.json can name them; config validation; running and trial verdicts.
 
 Each grader registers its name, kind ("code" or "model"), pass threshold, the agent it grades
-and a pydantic config model with `extra="forbid"`. Suites validate every config up-front with
-`validate_config`, so a typo fails loading instead of silently grading with defaults.
+and a pydantic config model. Suites validate every config up-front with `validate_config`, so a
+bad value fails loading instead of silently grading with defaults. Unknown config keys are
+ignored, as the original does (SPEC section 8); `config_warnings` names them for the loader.
 """
 
 from __future__ import annotations
@@ -129,6 +130,20 @@ def validate_config(name: str, config: Mapping[str, Any] | BaseModel | None) -> 
             where = f"config field {loc!r}" if loc else "config"
             problems.append(f"{where}: {e['msg']}")
         raise GraderConfigError(f"grader {name!r}: " + "; ".join(problems)) from err
+
+
+def config_warnings(name: str, config: Mapping[str, Any] | BaseModel | None) -> list[str]:
+    """Warnings for the keys of a task.json grader config that the grader ignores."""
+    if not isinstance(config, Mapping):
+        return []
+    model = get_grader(name).config_model
+    known = set(model.model_fields)
+    known |= {f.alias for f in model.model_fields.values() if f.alias}
+    return [
+        f"grader {name!r}: unknown config key {key!r} ignored"
+        for key in config
+        if key not in known
+    ]
 
 
 async def run_grader(

@@ -7,17 +7,25 @@ card file that exists with that fact id, status completed, a title and at least 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from agents.base import AgentInput
 from agents.card.card_file import CardFileError, read_card
-from agents.card.tools import METADATA_TOOL, SAVE_TOOL, CardTools, tag_metadata
+from agents.card.tools import (
+    METADATA_TOOL,
+    SAVE_TOOL,
+    CardTools,
+    allowed_tags_markdown,
+    tag_metadata,
+)
 from agents.tools import Tool
 from agents.transcript import Transcript
 from agents.workspace import FactId, FactIdError, Workspace
 
 PUBLISHED_FORMAT = "%Y-%m-%d %H:%M:%S"
+PUBLISHED_NOTE = "Do not show this date in the card."
 
 CHECKS: dict[str, str] = {
     "matching_successful_save_timeline_card_tool_call": (
@@ -36,12 +44,22 @@ class CardAgentSession:
 
     name = "card_agent"
 
-    def __init__(self, workspace: Workspace, agent_input: AgentInput, system_prompt: str) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        agent_input: AgentInput,
+        system_prompt: str,
+        *,
+        strict_templates: bool = False,
+    ) -> None:
+        """`strict_templates=True` opts in to our stricter template data checks."""
         self.workspace = workspace
         self.agent_input = agent_input
         self.system_prompt = system_prompt
         self.fact_id = _normalise_fact_id(agent_input.fact_id)
-        self._tools = CardTools(workspace, agent_input.published_at)
+        self._tools = CardTools(
+            workspace, agent_input.published_at, strict_templates=strict_templates
+        )
 
     @property
     def tools(self) -> Sequence[Tool]:
@@ -55,12 +73,13 @@ class CardAgentSession:
             f"User language: {self.agent_input.user_language}. "
             "Write the title and all card text in this language.\n"
             f"The {METADATA_TOOL} result is already below; do not call {METADATA_TOOL} again.\n\n"
-            f"{tag_metadata(self.workspace)}\n"
+            f"{tag_metadata(self.workspace)}\n\n"
+            f"{allowed_tags_markdown()}\n"
             "</system-reminder>\n\n"
             "Create the timeline card for the raw input below and save it with "
             f"{SAVE_TOOL}.\n\n"
             f"Raw Input ID (fact_id): {self.fact_id}\n"
-            f"Published time: {self.agent_input.published_at.strftime(PUBLISHED_FORMAT)}\n"
+            f"Published time: {published_time(self.agent_input.published_at)}\n"
             f"Raw Input Content:\n{body}"
         )
 
@@ -164,6 +183,16 @@ class CardAgentSession:
         return reason
 
 
+def published_time(at: datetime) -> str:
+    """The `Published time:` value: local time, UTC offset and zone, and the note not to show
+    the date in the card (SPEC section 8). A naive time is taken as the machine's local time."""
+    local = at if at.tzinfo is not None else at.astimezone()
+    offset = local.strftime("%z")
+    offset = f"{offset[:3]}:{offset[3:]}" if offset else "+00:00"
+    zone = getattr(local.tzinfo, "key", None) or local.tzname() or "local"
+    return f"{local.strftime(PUBLISHED_FORMAT)} UTC{offset} ({zone}). {PUBLISHED_NOTE}"
+
+
 def _normalise_fact_id(raw: str) -> str:
     try:
         return str(FactId.parse(raw))
@@ -171,4 +200,4 @@ def _normalise_fact_id(raw: str) -> str:
         return raw.strip()
 
 
-__all__ = ["CHECKS", "CardAgentSession"]
+__all__ = ["CHECKS", "CardAgentSession", "published_time"]

@@ -1,7 +1,8 @@
 """The timeline card YAML file: atomic writes and locked read-modify-write updates.
 
 Key order follows the app (SPEC section 3): fact_id, timestamp, status, tags, ui_configs, title,
-then the optional address, insight and failure_reason.
+then the optional address, insight and failure_reason. The text is written by `card_yaml`: one
+scalar per line, never folded (SPEC section 8).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 import yaml
 from filelock import FileLock
 
+from agents.card.card_yaml import dump_yaml
+
 KEY_ORDER = (
     "fact_id",
     "timestamp",
@@ -23,14 +26,11 @@ KEY_ORDER = (
     "ui_configs",
     "title",
     "address",
-    "user_mark_address",
-    "content_creation_date",
     "insight",
     "failure_reason",
 )
 STATUSES = ("pending", "processing", "completed", "failed")
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 """libyaml's safe loader when PyYAML was built with it (same results, ~10x faster)."""
 
 
@@ -45,9 +45,7 @@ def _ordered(card: dict[str, Any]) -> dict[str, Any]:
 
 
 def dump_card(card: dict[str, Any]) -> str:
-    return yaml.dump(
-        _ordered(card), Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=100
-    )
+    return dump_yaml(_ordered(card))
 
 
 def read_card(path: Path) -> dict[str, Any]:

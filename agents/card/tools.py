@@ -1,29 +1,35 @@
 """The Card Agent's two tools: `get_card_metadata` and `save_timeline_card` (SPEC section 3).
 
 `save_timeline_card` runs its checks in the SPEC order (title, ui_configs, snapshot dropping,
-fact exists, tags, content_creation_date) and reports the first failing stage precisely, so
-the model can correct its next call. A successful save ends the run (`stop=True`).
+fact exists, tags) and reports the first failing stage precisely, so the model can correct its
+next call. A successful save ends the run (`stop=True`). The checks are the original's (SPEC
+section 8); `CardTools(..., strict_templates=True)` opts in to our stricter template data checks.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
+import logging
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, WithJsonSchema
 
-from agents.card.card_file import CardFileError, read_card, update_card
+from agents.card.card_file import CardFileError, update_card
 from agents.card.templates import TEMPLATE_IDS, TEMPLATES, catalog_markdown, describe, validate_data
 from agents.tools import Tool, ToolArgs, ToolError, ToolResult
 from agents.workspace import FACT_ID_PATTERN, FactId, FactIdError, Workspace
 
+log = logging.getLogger(__name__)
+
 SAVE_TOOL = "save_timeline_card"
 METADATA_TOOL = "get_card_metadata"
-DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
+TAGS_FILE = "tags.md"
+"""The user's existing tags, one per line, under `_System/` (what get_card_metadata lists)."""
 
 TAGS: dict[str, str] = {
     "Project": "work on a project, job or side project",
@@ -98,43 +104,46 @@ class CardToolState:
     saves: list[SavedCard] = field(default_factory=list)
 
 
+def existing_tags(workspace: Workspace) -> list[str]:
+    """Tag names listed in `_System/tags.md`: one per line, list markers and headings ignored."""
+    path = workspace.system / TAGS_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    names: list[str] = []
+    for line in text.splitlines():
+        name = line.strip()
+        if not name or name.startswith("#"):
+            continue
+        name = re.sub(r"^(?:[-*+]|\d+[.)])\s+", "", name).strip()
+        if name and name not in names:
+            names.append(name)
+    return names
+
+
 def tag_metadata(workspace: Workspace) -> str:
-    """Markdown list of the allowed tags, with how often each is used in existing cards."""
-    counts = _tag_counts(workspace.root / "Cards")
-    lines = [
-        "## Allowed card tags",
-        "Use only these names; add a tag only when it clearly fits (no tag is fine).",
-    ]
-    for name, meaning in TAGS.items():
-        used = counts.get(name, 0)
-        usage = f" (used in {used} existing card{'s' if used != 1 else ''})" if used else ""
-        lines.append(f"- {name}: {meaning}{usage}")
-    if not counts:
-        lines.append("No existing cards use tags yet.")
+    """The `get_card_metadata` result: "# Existing Tags" and the user's tag names."""
+    names = existing_tags(workspace)
+    if not names:
+        return "# Existing Tags\nThere are no existing tags yet."
+    return "# Existing Tags\n" + "\n".join(f"- {name}" for name in names)
+
+
+def allowed_tags_markdown() -> str:
+    """The tag names `save_timeline_card` accepts, with what each is for."""
+    lines = ["Allowed tag names (save_timeline_card accepts only these; no tag is fine):"]
+    lines.extend(f"- {name}: {meaning}" for name, meaning in TAGS.items())
     return "\n".join(lines)
 
 
-def _tag_counts(cards_dir: Path) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    if not cards_dir.is_dir():
-        return counts
-    for path in sorted(cards_dir.rglob("*.yaml")):
-        try:
-            card = read_card(path)
-        except (CardFileError, OSError, UnicodeDecodeError):
-            continue
-        tags = card.get("tags")
-        if not isinstance(tags, list):
-            continue
-        names = {
-            str(t.get("name") if isinstance(t, dict) else t).strip().capitalize() for t in tags
-        }
-        counts.update(n for n in names if n in TAGS)
-    return counts
+def parse_ui_configs(
+    raw: Any, *, strict: bool = False
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Validate `ui_configs` (a list, or a JSON string of one). Returns (configs, errors).
 
-
-def parse_ui_configs(raw: Any) -> tuple[list[dict[str, Any]], list[str]]:
-    """Validate `ui_configs` (a list, or a JSON string of one). Returns (configs, errors)."""
+    Template ids are matched exactly and `data` is required (SPEC section 8); `strict` adds
+    our data checks (see `templates.validate_data`)."""
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
@@ -154,18 +163,23 @@ def parse_ui_configs(raw: Any) -> tuple[list[dict[str, Any]], list[str]]:
             errors.append(f"{where} must be an object {{template_id, data}}, got {describe(item)}")
             continue
         template_id = item.get("template_id")
-        if not isinstance(template_id, str) or not template_id.strip():
+        if template_id is None:
             errors.append(f"{where}.template_id is missing; allowed: {', '.join(TEMPLATE_IDS)}")
             continue
-        template_id = template_id.strip().lower()
-        if template_id not in TEMPLATES:
+        if not isinstance(template_id, str) or template_id not in TEMPLATES:
+            hint = ""
+            if isinstance(template_id, str) and template_id.strip().lower() in TEMPLATES:
+                hint = f" (template ids are exact: {template_id.strip().lower()!r})"
             errors.append(
-                f"{where}.template_id {item['template_id']!r} is not allowed; "
+                f"{where}.template_id {template_id!r} is not allowed{hint}; "
                 f"allowed: {', '.join(TEMPLATE_IDS)}"
             )
             continue
-        data = item.get("data", {})
-        problems = validate_data(template_id, data)
+        if item.get("data") is None:
+            errors.append(f"{where}.data is missing; send the {template_id} data object")
+            continue
+        data = item["data"]
+        problems = validate_data(template_id, data, strict=strict)
         if problems:
             required = TEMPLATES[template_id].required
             errors.append(
@@ -185,26 +199,29 @@ def drop_snapshots(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return kept or configs[:1]
 
 
-def parse_tags(raw: Any) -> tuple[list[dict[str, str]], list[str]]:
-    """Trim and capitalise tag names; every one must be allowed. Returns (tags, errors)."""
+def parse_tags(raw: Any) -> tuple[list[str], list[str]]:
+    """Tag names, trimmed and capitalised; each must be allowed. Returns (names, errors).
+
+    SPEC section 8: an entry with an empty name is skipped, the icon is ignored, and a bare
+    string entry is an error."""
     if raw is None:
         return [], []
     if not isinstance(raw, list):
         return [], [f"tags must be a list of {{name, icon}} objects, got {describe(raw)}"]
-    tags: list[dict[str, str]] = []
+    names: list[str] = []
     errors: list[str] = []
     allowed = ", ".join(ALLOWED_TAGS)
     for index, item in enumerate(raw):
-        name, icon = (item, "") if isinstance(item, str) else (None, "")
-        if isinstance(item, dict):
-            name, icon = item.get("name"), item.get("icon", "")
-        if not isinstance(name, str) or not name.strip():
-            errors.append(f"tags[{index}] needs a non-empty name; allowed: {allowed}")
+        if not isinstance(item, dict):
+            errors.append(f"tags[{index}] must be an object {{name, icon}}, got {describe(item)}")
             continue
-        if icon is None:
-            icon = ""
-        if not isinstance(icon, str):
-            errors.append(f"tags[{index}].icon must be a string (an emoji), got {describe(icon)}")
+        name = item.get("name")
+        if name is None:
+            continue
+        if not isinstance(name, str):
+            errors.append(f"tags[{index}].name must be a string, got {describe(name)}")
+            continue
+        if not name.strip():
             continue
         normalised = name.strip().capitalize()
         if normalised not in TAGS:
@@ -213,27 +230,54 @@ def parse_tags(raw: Any) -> tuple[list[dict[str, str]], list[str]]:
                 "Leave tags out when none fits."
             )
             continue
-        if all(t["name"] != normalised for t in tags):
-            tags.append({"name": normalised, "icon": icon.strip()})
-    return tags, errors
+        if normalised not in names:
+            names.append(normalised)
+    return names, errors
+
+
+def parse_creation_date(text: str, zone: tzinfo | None) -> datetime | None:
+    """`content_creation_date` ("YYYY-MM-DD HH:MM:SS", or ISO-8601) as an aware datetime.
+
+    A naive value is read in `zone` (the published time's zone), else the local zone. None
+    when it does not parse."""
+    try:
+        parsed = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=zone) if zone is not None else parsed.astimezone()
+    return parsed
 
 
 class CardTools:
-    """The tools bound to one workspace and input (published time) with a shared state."""
+    """The tools bound to one workspace and input (published time) with a shared state.
 
-    def __init__(self, workspace: Workspace, published_at: datetime) -> None:
+    `strict_templates=True` opts in to our stricter template data checks (hex colours,
+    ISO-8601 start times, non-empty lists and strings, non-negative durations). `clock` is
+    "now" for a card that has neither a creation date nor an existing timestamp."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        published_at: datetime,
+        *,
+        strict_templates: bool = False,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         self.workspace = workspace
         self.published_at = published_at
+        self.strict_templates = strict_templates
+        self.clock = clock or (lambda: datetime.now(UTC))
         self.state = CardToolState()
 
     def metadata(self, _args: GetCardMetadataArgs) -> ToolResult:
         return ToolResult(content=tag_metadata(self.workspace))
 
     def save(self, args: SaveTimelineCardArgs) -> ToolResult:
-        title = args.title.strip()
-        if not title:
+        title = args.title
+        if title == "":
             raise ToolError("title is empty; give the card a short, specific title")
-        configs, errors = parse_ui_configs(args.ui_configs)
+        configs, errors = parse_ui_configs(args.ui_configs, strict=self.strict_templates)
         if errors:
             raise ToolError("invalid ui_configs: " + " | ".join(errors))
         kept = drop_snapshots(configs)
@@ -241,32 +285,21 @@ class CardTools:
         tags, errors = parse_tags(args.tags)
         if errors:
             raise ToolError("invalid tags: " + " | ".join(errors))
-        created = (args.content_creation_date or "").strip()
-        if created:
-            try:
-                datetime.strptime(created, DATE_FORMAT)
-            except ValueError:
-                raise ToolError(
-                    f"content_creation_date {created!r} must look like 2026-03-14 09:30:00 "
-                    "(YYYY-MM-DD HH:MM:SS), or be left out"
-                ) from None
+        created_at = self._creation_time(args.content_creation_date)
+        address = next(
+            (a.strip() for a in (args.address, args.user_mark_address) if a and a.strip()), None
+        )
         path = self.workspace.card_path(fact_id)
-        timestamp = int(self.published_at.timestamp())
 
         def mutate(card: dict[str, Any]) -> None:
             card.setdefault("fact_id", str(fact_id))
-            card["timestamp"] = timestamp
+            card["timestamp"] = self._timestamp(created_at, card.get("timestamp"))
             card["status"] = "completed"
             card["tags"] = tags
             card["ui_configs"] = kept
             card["title"] = title
-            for key, value in (
-                ("address", args.address),
-                ("user_mark_address", args.user_mark_address),
-                ("content_creation_date", created),
-            ):
-                if value and value.strip():
-                    card[key] = value.strip()
+            if address is not None:
+                card["address"] = address
             card.pop("failure_reason", None)
 
         try:
@@ -284,10 +317,27 @@ class CardTools:
             content=(
                 f"Card saved for {fact_id}: title {title!r}, templates "
                 f"[{', '.join(c['template_id'] for c in kept)}], tags "
-                f"[{', '.join(t['name'] for t in tags)}].{note} The card is complete."
+                f"[{', '.join(tags)}].{note} The card is complete."
             ),
             stop=True,
         )
+
+    def _creation_time(self, raw: str | None) -> datetime | None:
+        """The parsed `content_creation_date`; one that does not parse is ignored (logged)."""
+        if raw is None or not raw.strip():
+            return None
+        parsed = parse_creation_date(raw, self.published_at.tzinfo)
+        if parsed is None:
+            log.warning("ignoring content_creation_date %r: not YYYY-MM-DD HH:MM:SS", raw)
+        return parsed
+
+    def _timestamp(self, created_at: datetime | None, existing: Any) -> int:
+        """SPEC section 8: the creation date when it parsed, else the card's, else now."""
+        if created_at is not None:
+            return int(created_at.timestamp())
+        if isinstance(existing, int | float) and not isinstance(existing, bool):
+            return int(existing)
+        return int(self.clock().timestamp())
 
     def _existing_fact(self, raw: str) -> FactId:
         try:
@@ -313,7 +363,7 @@ class CardTools:
             ),
             Tool(
                 name=METADATA_TOOL,
-                description="List the allowed card tags and how often each is already used.",
+                description="List the user's existing tags.",
                 args_model=GetCardMetadataArgs,
                 handler=self.metadata,
             ),
@@ -336,11 +386,15 @@ __all__ = [
     "METADATA_TOOL",
     "SAVE_TOOL",
     "TAGS",
+    "TAGS_FILE",
     "CardToolState",
     "CardTools",
     "SaveTimelineCardArgs",
     "SavedCard",
+    "allowed_tags_markdown",
     "drop_snapshots",
+    "existing_tags",
+    "parse_creation_date",
     "parse_tags",
     "parse_ui_configs",
     "tag_metadata",

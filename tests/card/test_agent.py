@@ -185,13 +185,16 @@ def test_first_message_format(workspace: Workspace, agent_input: AgentInput) -> 
     head, _, rest = text.partition("</system-reminder>\n\n")
     assert head.startswith("<system-reminder>\nUser language: English.")
     assert f"do not call {METADATA_TOOL} again" in head
+    # SPEC §8: the tag list is the get_card_metadata result ("# Existing Tags"); the allowed
+    # names follow it, and the Published time carries offset, zone and a do-not-show note
+    assert "# Existing Tags\nThere are no existing tags yet." in head
     for tag in ALLOWED_TAGS:
         assert f"- {tag}: " in head
     lines = rest.splitlines()
     assert SAVE_TOOL in lines[0]
     assert lines[2:5] == [
         f"Raw Input ID (fact_id): {FACT_ID}",
-        "Published time: 2026-03-14 09:30:05",
+        "Published time: 2026-03-14 09:30:05 UTC+00:00 (UTC). Do not show this date in the card.",
         "Raw Input Content:",
     ]
     assert "\n".join(lines[5:]) == CONTENT

@@ -1,4 +1,5 @@
-"""Every template's required data: one valid and one invalid example each."""
+"""Every template's required data: one valid and one invalid example each, by default (the
+original's type checks, SPEC section 8) and with our opt-in strict checks."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ VALID: dict[str, dict[str, Any]] = {
 # template -> (invalid data, a fragment the error must contain)
 INVALID: dict[str, tuple[Any, str]] = {
     "link": ({"title": "no url"}, "data.url is missing"),
-    "person": ({"name": "  "}, "data.name must be a non-empty string"),
+    # SPEC §8: blank is refused only for url/body/text/content/image_url/video_url; type errors stay
+    "person": ({"name": None}, "data.name must be a string, got null"),
     "place": ({"name": 42}, "data.name must be a string, got number 42"),
     "spec_sheet": ("not an object", "data must be an object"),
     "transaction": ({"merchant": "Shop", "amount": 18.4}, 'data.amount must be a string'),
@@ -45,12 +47,14 @@ INVALID: dict[str, tuple[Any, str]] = {
     "rating": ({"subject": "Dune", "score": "8/10"}, "data.score must be a number"),
     "mood": ({"color_hex": "#fff"}, "mood_name (or mood)"),
     "progress": ({"current": 7}, "data.total is missing"),
-    "event": ({"start_time": "tomorrow 3pm"}, "data.start_time must be an ISO-8601"),
+    # SPEC §8: no ISO check by default (see STRICT_ONLY); a non-string is still refused
+    "event": ({"start_time": 1500}, "data.start_time must be a string"),
     "duration": ({"elapsed": 45.5}, "data.elapsed must be a whole number of seconds"),
     "task": ([], "data must be an object"),
     "routine": ({"habit_name": "Run", "streak": True}, "data.streak must be a number"),
     "procedure": ({"steps": "boil, then eat"}, "data.steps must be a list"),
-    "compact": ({"color": "orange"}, "data.color must be a hex colour"),
+    # SPEC §8: no hex check by default (see STRICT_ONLY); a non-string is still refused
+    "compact": ({"color": 0xF5A623}, "data.color must be a string"),
     "snippet": ({}, "data.text is missing"),
     "article": ({"body": ""}, "data.body must be a non-empty string"),
     "conversation": ({"messages": [{"speaker": "Mia"}]}, "data.messages[0].text is missing"),
@@ -100,17 +104,47 @@ def test_accepted_variants(template_id: str, data: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("template_id", "data", "fragment"),
     [
-        ("metric", {"items": []}, "data.items must be a non-empty list"),
         ("metric", {"items": ["Weight 71"]}, "data.items[0] must be an object"),
-        ("gallery", {"image_urls": ["a.jpg", 3]}, "item 1 must be a non-empty URL string"),
-        ("duration", {"elapsed": -5}, "must not be negative"),
-        ("conversation", {"messages": []}, "data.messages must be a non-empty list"),
+        ("gallery", {"image_urls": ["a.jpg", 3]}, "data.image_urls[1] must be a string"),
         ("transaction", {"amount": "3"}, "data.merchant is missing"),
+        ("procedure", {"steps": ["Boil", 2]}, "data.steps[1] must be a string"),
+        ("link", {"url": "https://x.org", "title": 3}, "data.title must be a string"),
+        ("rating", {"subject": "Dune", "score": 8, "max_score": "10"}, "data.max_score must be"),
+        ("snippet", {"text": " "}, "data.text must be a non-empty string"),
+        ("mood", {"mood_name": 3, "color_hex": "#fff"}, "data.mood_name must be a string"),
     ],
 )
 def test_more_rejections(template_id: str, data: dict[str, Any], fragment: str) -> None:
     errors = validate_data(template_id, data)
     assert any(fragment in e for e in errors), errors
+    assert any(fragment in e for e in validate_data(template_id, data, strict=True))
+
+
+# Refused only by our opt-in strict checks; the original (default) accepts them (SPEC §8).
+STRICT_ONLY: list[tuple[str, dict[str, Any], str]] = [
+    ("person", {"name": "  "}, "data.name must be a non-empty string"),
+    ("event", {"start_time": "tomorrow 3pm"}, "data.start_time must be an ISO-8601"),
+    ("compact", {"color": "orange"}, "data.color must be a hex colour"),
+    ("mood", {"mood_name": "Calm", "color_hex": "blue"}, "data.color_hex must be a hex colour"),
+    ("transaction", {"merchant": "Shop", "amount": ""}, "data.amount must be a non-empty"),
+    ("metric", {"items": []}, "data.items must be a non-empty list"),
+    ("gallery", {"image_urls": ["a.jpg", " "]}, "data.image_urls[1] must be a non-empty URL"),
+    ("duration", {"elapsed": -5}, "must not be negative"),
+    ("conversation", {"messages": []}, "data.messages must be a non-empty list"),
+    ("procedure", {"steps": []}, "data.steps must be a non-empty list"),
+]
+
+
+@pytest.mark.parametrize(("template_id", "data", "fragment"), STRICT_ONLY)
+def test_strict_only_rejections(template_id: str, data: dict[str, Any], fragment: str) -> None:
+    assert validate_data(template_id, data) == []
+    errors = validate_data(template_id, data, strict=True)
+    assert any(fragment in e for e in errors), errors
+
+
+@pytest.mark.parametrize("template_id", TEMPLATE_IDS)
+def test_valid_examples_pass_the_strict_checks(template_id: str) -> None:
+    assert validate_data(template_id, VALID[template_id], strict=True) == []
 
 
 def test_validation_does_not_modify_the_data() -> None:
@@ -123,3 +157,6 @@ def test_validation_does_not_modify_the_data() -> None:
 def test_every_template_states_its_required_data() -> None:
     for template in TEMPLATES.values():
         assert template.description and template.required
+        described = f"{template.required} {template.optional}"
+        for spec in template.fields:
+            assert spec.name in described, (template.id, spec.name)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+import logging
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ import yaml
 
 from agents.card.card_file import read_card, write_card_atomic
 from agents.card.templates import TEMPLATE_IDS
-from agents.card.tools import ALLOWED_TAGS, METADATA_TOOL, SAVE_TOOL, CardTools
+from agents.card.tools import ALLOWED_TAGS, METADATA_TOOL, SAVE_TOOL, TAGS_FILE, CardTools
 from agents.llm.scripted import call
 from agents.llm.types import ToolCall
 from agents.tools import Tool, ToolResult
@@ -49,12 +50,14 @@ async def test_success_writes_an_ordered_completed_card(
     assert "Card saved for 2026/03/14.md#ts_2" in result.content
     path = workspace.card_path(FACT_ID)
     card = yaml.safe_load(path.read_text(encoding="utf-8"))
+    # SPEC §8: no keys beyond §3's (content_creation_date is not stored), tags are names, and
+    # the timestamp is the creation date when it parses
     assert list(card) == ["fact_id", "timestamp", "status", "tags", "ui_configs", "title",
-                          "address", "content_creation_date"]
+                          "address"]
     assert card["fact_id"] == FACT_ID
-    assert card["timestamp"] == int(PUBLISHED.timestamp())
+    assert card["timestamp"] == int(datetime(2026, 3, 14, 12, 10, tzinfo=UTC).timestamp())
     assert card["status"] == "completed"
-    assert card["tags"] == [{"name": "Finance", "icon": "💶"}]
+    assert card["tags"] == ["Finance"]
     assert card["ui_configs"] == GOOD_CONFIGS
     assert card["title"] == "Lunch with Mia"
     assert [s.fact_id for s in card_tools.state.saves] == [FACT_ID]
@@ -62,7 +65,8 @@ async def test_success_writes_an_ordered_completed_card(
 
 
 async def test_title_is_checked_first(card_tools: CardTools) -> None:
-    result = await save(card_tools, title="   ", ui_configs=[], fact_id="2026/03/14.md#ts_9")
+    # SPEC §8: the title check is "empty", untrimmed ("   " passes it, see test_card_compat)
+    result = await save(card_tools, title="", ui_configs=[], fact_id="2026/03/14.md#ts_9")
     assert result.is_error and not result.stop
     assert "title is empty" in result.content
 
@@ -81,17 +85,26 @@ async def test_fact_is_checked_before_tags(card_tools: CardTools) -> None:
     assert "fact 2026/03/14.md#ts_9 does not exist in Facts/2026/03/14.md" in result.content
 
 
-async def test_tags_are_checked_before_the_creation_date(card_tools: CardTools) -> None:
-    result = await save(card_tools, tags=["Work"], content_creation_date="yesterday")
+async def test_tags_are_checked_and_a_bad_creation_date_is_not(card_tools: CardTools) -> None:
+    # SPEC §8: an unparseable content_creation_date never refuses the save; tags still do
+    result = await save(card_tools, tags=[{"name": "Work"}], content_creation_date="yesterday")
     assert result.is_error
     assert "tags[0] 'Work' is not an allowed tag" in result.content
     assert ", ".join(ALLOWED_TAGS) in result.content
 
 
-async def test_bad_creation_date_is_rejected(workspace: Workspace, card_tools: CardTools) -> None:
-    result = await save(card_tools, content_creation_date="2026-03-14T12:10")
-    assert result.is_error and "YYYY-MM-DD HH:MM:SS" in result.content
-    assert _card(workspace)["status"] == "pending"
+async def test_bad_creation_date_is_ignored_and_logged(
+    workspace: Workspace, card_tools: CardTools, caplog: pytest.LogCaptureFixture
+) -> None:
+    # SPEC §8: an unparseable content_creation_date is ignored (logged), the card keeps its
+    # existing timestamp (the pending card's, written at the published time)
+    with caplog.at_level(logging.WARNING, logger="agents.card.tools"):
+        result = await save(card_tools, content_creation_date="last Tuesday")
+    assert not result.is_error
+    card = _card(workspace)
+    assert card["status"] == "completed"
+    assert card["timestamp"] == int(PUBLISHED.timestamp())
+    assert "last Tuesday" in caplog.text
 
 
 async def test_every_invalid_config_is_reported_with_its_index(card_tools: CardTools) -> None:
@@ -150,13 +163,17 @@ async def test_ui_configs_as_json_string_is_accepted(
     assert _card(workspace)["ui_configs"] == GOOD_CONFIGS
 
 
-async def test_template_id_is_trimmed_and_lowercased(
+async def test_template_id_must_match_exactly(
     workspace: Workspace, card_tools: CardTools
 ) -> None:
+    # SPEC §8: template_id is matched exactly (was: trimmed and lower-cased)
     result = await save(card_tools, ui_configs=[{"template_id": " Snippet ",
                                                  "data": {"text": "hi"}}])
-    assert not result.is_error
-    assert _card(workspace)["ui_configs"][0]["template_id"] == "snippet"
+    assert result.is_error
+    assert "template_id ' Snippet ' is not allowed (template ids are exact: 'snippet')" in (
+        result.content
+    )
+    assert _card(workspace)["status"] == "pending"
 
 
 SNAP = {"template_id": "snapshot", "data": {"image_url": "https://example.org/1.jpg"}}
@@ -186,24 +203,23 @@ async def test_snapshot_dropping(
 async def test_tags_are_trimmed_capitalised_and_deduplicated(
     workspace: Workspace, card_tools: CardTools
 ) -> None:
-    tags = [" trip ", {"name": "HEALTH", "icon": "🏃"}, {"name": "Trip", "icon": "✈️"},
-            {"name": "audio", "icon": None}]
+    # SPEC §8: entries are {name, icon} objects, the icon is ignored, an empty name is skipped,
+    # and the card stores the names
+    tags = [{"name": " trip "}, {"name": "HEALTH", "icon": "🏃"}, {"name": "Trip", "icon": "✈️"},
+            {"name": "audio", "icon": 3}, {"name": "  "}, {"icon": "x"}]
     result = await save(card_tools, tags=tags)
     assert not result.is_error
-    assert _card(workspace)["tags"] == [
-        {"name": "Trip", "icon": ""},
-        {"name": "Health", "icon": "🏃"},
-        {"name": "Audio", "icon": ""},
-    ]
+    assert _card(workspace)["tags"] == ["Trip", "Health", "Audio"]
 
 
 @pytest.mark.parametrize(
     ("tags", "fragment"),
     [
-        (["Travel"], "tags[0] 'Travel' is not an allowed tag"),
-        ([{"name": "  "}], "tags[0] needs a non-empty name"),
-        ([{"icon": "x"}], "tags[0] needs a non-empty name"),
-        ([{"name": "Trip", "icon": 3}], "tags[0].icon must be a string"),
+        # SPEC §8: blank names are skipped and icons ignored (no longer errors); a bare
+        # string entry is an error
+        ([{"name": "Travel"}], "tags[0] 'Travel' is not an allowed tag"),
+        (["Trip"], "tags[0] must be an object {name, icon}, got string 'Trip'"),
+        ([{"name": "Trip"}, {"name": 3}], "tags[1].name must be a string"),
         ('["Trip"]', "tags must be a list"),
         ({"name": "Trip"}, "tags must be a list"),
     ],
@@ -279,32 +295,22 @@ async def test_saving_another_existing_fact_creates_its_card(
     assert _card(workspace)["status"] == "pending"
 
 
-async def test_metadata_lists_allowed_tags_with_usage_counts(workspace: Workspace) -> None:
-    cards = workspace.root / "Cards" / "2026" / "03"
-    write_card_atomic(cards / "10_ts_1.yaml", {"fact_id": "2026/03/10.md#ts_1",
-                                               "tags": [{"name": "Trip", "icon": "✈️"},
-                                                        {"name": "Work", "icon": ""}]})
-    write_card_atomic(cards / "11_ts_1.yaml", {"fact_id": "2026/03/11.md#ts_1",
-                                               "tags": ["trip", "Finance"]})
-    (cards / "12_ts_1.yaml").write_text("tags: [unclosed\n", encoding="utf-8")
+async def test_metadata_lists_the_existing_tags(workspace: Workspace) -> None:
+    # SPEC §8: "# Existing Tags" and the names from _System/tags.md (was: allowed tags with
+    # usage counts from the cards)
+    workspace.system.mkdir(parents=True, exist_ok=True)
+    (workspace.system / TAGS_FILE).write_text(
+        "# Tags\n\n- Trip\n* Health\n1. Coffee\nTrip\n  Books  \n", encoding="utf-8"
+    )
     tools = CardTools(workspace, PUBLISHED)
     result = await _tool(tools, METADATA_TOOL).invoke(call(METADATA_TOOL))
     assert not result.is_error and not result.stop
-    lines = result.content.splitlines()
-    assert sum(line.startswith("- ") for line in lines) == len(ALLOWED_TAGS)
-    assert any(line.startswith("- Trip:") and "(used in 2 existing cards)" in line
-               for line in lines)
-    assert any(line.startswith("- Finance:") and "(used in 1 existing card)" in line
-               for line in lines)
-    assert not any(line.startswith("- Health:") and "used in" in line for line in lines)
-    assert "Work" not in result.content
+    assert result.content == "# Existing Tags\n- Trip\n- Health\n- Coffee\n- Books"
 
 
-async def test_metadata_without_tagged_cards(card_tools: CardTools) -> None:
+async def test_metadata_without_tags(card_tools: CardTools) -> None:
     result = await _tool(card_tools, METADATA_TOOL).invoke(call(METADATA_TOOL))
-    assert "No existing cards use tags yet." in result.content
-    for tag in ALLOWED_TAGS:
-        assert f"- {tag}: " in result.content
+    assert result.content == "# Existing Tags\nThere are no existing tags yet."
 
 
 def test_tool_specs_describe_templates_and_tags(card_tools: CardTools) -> None:
@@ -315,3 +321,11 @@ def test_tool_specs_describe_templates_and_tags(card_tools: CardTools) -> None:
     assert set(spec.parameters["required"]) == {"fact_id", "title", "ui_configs"}
     for template_id in TEMPLATE_IDS:
         assert f"- {template_id}: " in spec.description
+
+
+async def test_strict_templates_is_an_explicit_opt_in(workspace: Workspace) -> None:
+    mood = [{"template_id": "mood", "data": {"mood_name": "Calm", "color_hex": "blue"}}]
+    strict = CardTools(workspace, PUBLISHED, strict_templates=True)
+    result = await save(strict, ui_configs=mood)
+    assert result.is_error and "data.color_hex must be a hex colour" in result.content
+    assert not (await save(CardTools(workspace, PUBLISHED), ui_configs=mood)).is_error

@@ -53,7 +53,9 @@ async def test_completion_missing_requirements_alone_fails() -> None:
         (["metric", "snippet"], ["snippet", "quote"], 0.5, True),
         (["metric", "snippet"], ["mood"], 0.0, False),
         ([], ["metric"], 0.0, False),
-        (["Metric"], [" metric "], 1.0, True),
+        # SPEC §8: template ids are compared exactly, no trimming or case folding
+        (["Metric"], [" metric "], 0.0, False),
+        (["metric"], [], 0.0, False),
     ],
 )
 async def test_template_choice(
@@ -63,15 +65,18 @@ async def test_template_choice(
     assert (s.value, s.passed) == (value, passed)
     if not ids:
         assert s.rationale == "no template saved"
+    if not expected:
+        assert s.rationale == "no expected_template_ids configured"
 
 
-async def test_template_choice_falls_back_to_card_dict() -> None:
+async def test_template_choice_reads_only_template_ids() -> None:
+    # SPEC §8: only the `template_ids` outcome key is read (was: fell back to the card dict)
     outcome = card_outcome()
     del outcome["template_ids"]
     s = await run_grader(
         "card_template_choice", {"expected_template_ids": ["snippet"]}, ctx(outcome)
     )
-    assert s.value == 0.5
+    assert s.value == 0.0
 
 
 async def test_must_contain_scans_whole_yaml_case_insensitively() -> None:
@@ -81,6 +86,31 @@ async def test_must_contain_scans_whole_yaml_case_insensitively() -> None:
     # SPEC weakness kept for compatibility: "1773" matches the timestamp.
     s = await grade("card_must_contain", {"substrings": ["1773"]})
     assert s.passed is True
+
+
+async def test_must_contain_lower_cases_and_empty_list_scores_zero() -> None:
+    s = await grade("card_must_contain", {"substrings": []})
+    assert (s.value, s.passed, s.rationale) == (0.0, False, "no substrings configured")
+    # str.lower, not casefold (SPEC §8): "STRASSE" does not find "Straße"
+    s = await grade("card_must_contain", {"substrings": ["STRASSE", "STRAßE"]},
+                    card_yaml_blob="address: Hauptstraße 1\n")
+    assert [a.passed for a in s.assertions] == [False, True]
+
+
+async def test_template_data_valid_applies_the_strict_checks() -> None:
+    s = await grade("card_template_data_valid", {})
+    assert (s.value, s.passed) == (1.0, True)
+    bad = card_outcome()["card"] | {"ui_configs": [
+        {"template_id": "mood", "data": {"mood_name": "Calm", "color_hex": "blue"}},
+        {"template_id": "snippet", "data": {"text": "ok"}},
+        {"template_id": "Event", "data": {}},
+    ]}
+    s = await grade("card_template_data_valid", {}, card=bad)
+    assert s.value == pytest.approx(1 / 3) and s.passed is False
+    assert "color_hex must be a hex colour" in str(s.assertions[0].actual)
+    assert s.assertions[2].actual == ["unknown template_id 'Event'"]
+    s = await grade("card_template_data_valid", {}, card={"ui_configs": []})
+    assert (s.value, s.passed) == (None, None)
 
 
 async def test_must_contain_without_card_fails() -> None:

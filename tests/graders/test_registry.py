@@ -10,6 +10,7 @@ from graders import (
     GraderConfigError,
     Score,
     UnknownGraderError,
+    config_warnings,
     get_grader,
     known_graders,
     run_grader,
@@ -27,6 +28,7 @@ CONTRACT = {
     "card_must_contain": ("code", 1.0, "card_agent"),
     "card_visible_must_contain": ("code", 1.0, "card_agent"),
     "card_must_not_contain": ("code", 1.0, "card_agent"),
+    "card_template_data_valid": ("code", 1.0, "card_agent"),
     "pkm_completion": ("code", 1.0, "pkm_agent"),
     "pkm_routed_correctly": ("code", 0.5, "pkm_agent"),
     "pkm_no_overwrite": ("code", 1.0, "pkm_agent"),
@@ -71,13 +73,25 @@ def test_validate_config_accepts_good_configs() -> None:
     assert validate_config("card_must_contain", parsed) is parsed
 
 
+def test_unknown_config_keys_are_ignored_and_warned() -> None:
+    # SPEC §8: unknown grader config keys are ignored, listed as warnings, never errors
+    assert validate_config("card_completion", {"strict": True}) == validate_config(
+        "card_completion", {}
+    )
+    assert config_warnings("card_completion", {"strict": True}) == [
+        "grader 'card_completion': unknown config key 'strict' ignored"
+    ]
+    assert config_warnings("card_must_contain", {"substrings": ["x"]}) == []
+    assert config_warnings("card_completion", None) == []
+
+
 @pytest.mark.parametrize(
     ("name", "config", "fragment"),
     [
-        ("card_template_choice", {"expected_template_id": ["link"]}, "'expected_template_id'"),
+        # SPEC §8: unknown keys are ignored (a typo then misses the required key), an empty
+        # expected_template_ids list loads (scores 0.0)
+        ("card_template_choice", {"expected_template_id": ["link"]}, "'expected_template_ids'"),
         ("card_template_choice", {}, "'expected_template_ids'"),
-        ("card_template_choice", {"expected_template_ids": []}, "'expected_template_ids'"),
-        ("card_completion", {"strict": True}, "'strict'"),
         ("pkm_no_overwrite", {"seed_marker": ""}, "'seed_marker'"),
         ("pkm_no_redundant_file", {"expected_files": ["a"], "max_new_files": -1}, "max_new_files"),
         ("terminal_path", {"expected": "persisted"}, "'expected'"),

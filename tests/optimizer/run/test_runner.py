@@ -159,7 +159,8 @@ def test_fixed_clock_is_the_published_time(tmp_path: Path, state: Path) -> None:
     suite = load_suite(sb.suite(tmp_path / "a", sb.card_tasks(2)))
     result = run(suite, options(state), model)
     firsts = {r.messages[1].content for r in model.calls}
-    assert all("Published time: 2026-03-14 09:30:00\n" in m for m in firsts)
+    # SPEC §8: the card's Published time goes on with the UTC offset, zone and a note
+    assert all("Published time: 2026-03-14 09:30:00 UTC" in m for m in firsts)
     saved = {t.outcome["card_yaml_blob"] for t in result.trials}
     assert all("timestamp: 1773" in blob for blob in saved)  # 2026-03-14, not today
     # a suite can pin its own clock; PKM shows it with the weekday
