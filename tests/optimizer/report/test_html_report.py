@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from agents.base import load_prompt
 from optimizer.cli.app import app
 from optimizer.core.results import RunResult
-from optimizer.report.html.kit import ChartRow, bucket_chart_svg, page, script_json, truncate
-from optimizer.report.html.page import render_html
-from optimizer.report.html.trials import render_diff
+from optimizer.report.fmt import truncate
+from optimizer.report.html.kit import ChartRow, bucket_chart_svg, render, script_json
+from optimizer.report.html.page import render_diff, render_html
 from optimizer.report.store import default_store_dir, load_run
 from optimizer.report.summary import summarize
 from optimizer.run.evaluate import EvalRequest, Models, evaluate
@@ -98,8 +98,9 @@ def test_report_is_self_contained_and_escaped(report: tuple[Path, Path, RunResul
     assert not any("src" in a for a in scripts)
     # the injected markup shows as text (in the transcript, tool arguments and diff) only
     assert "alert(" not in "".join(parsed.raw["script"])
-    assert 'alert("pwned")' not in html.replace("&quot;", "~")
-    assert "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;" in html
+    # autoescaping (markupsafe) writes a quote as &#34;
+    assert 'alert("pwned")' not in html
+    assert "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;" in html
     assert "&lt;system-reminder&gt;sneaky" in html
     # the embedded index parses back, and still holds no closing tag
     data_text = next(
@@ -193,8 +194,8 @@ def test_helpers_escape_and_embed() -> None:
     embedded = script_json(value)
     assert "<" not in embedded and "&" not in embedded and json.loads(embedded) == value
     assert truncate("abcdef", 4) == "abcd\n… [truncated: 2 more characters]"
-    doc = page("a <b> title", "<p>x</p>")
-    assert "<title>a &lt;b&gt; title</title>" in doc and "<p>x</p>" in doc
+    doc = render("base.html.j2", title="a <b> title")
+    assert "<title>a &lt;b&gt; title</title>" in doc and "<main>" in doc
     svg = bucket_chart_svg([ChartRow("ok", 0.9, note="9/10"), ChartRow("<none>", None)])
     assert svg.startswith("<svg") and "&lt;none&gt;" in svg and "n/a" in svg
     assert "bar-good" in svg and "http" not in svg
