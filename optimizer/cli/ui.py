@@ -9,7 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -61,14 +63,28 @@ def _style(tone: str, strong: bool) -> str:
     return f"{_TONE_STYLE[tone]} bold".strip() if strong else _TONE_STYLE[tone]
 
 
-def show_table(view: TableView, title: str = "") -> None:
-    """Lay out a table view-model (see optimizer/report/table.py) with rich."""
-    t = Table(title=title or None, title_justify="left")
-    for i, c in enumerate(view.columns):
-        t.add_column(c.title, overflow="fold", no_wrap=i == 0,
+def _rich_table(view: TableView, title: str, details: bool) -> Table:
+    # narrow: no vertical rules and no padding (columns stay one space apart)
+    t = Table(title=title or None, title_justify="left", pad_edge=details,
+              box=box.HEAVY_HEAD if details else box.SIMPLE_HEAD,
+              padding=(0, 1) if details else 0)
+    keep = [i for i, c in enumerate(view.columns) if details or not c.detail]
+    for i in keep:
+        c = view.columns[i]
+        widest = max((len(row[i].text) for row in view.rows), default=0)
+        t.add_column(c.title, overflow="fold", min_width=min(widest, 24),
                      justify="right" if c.numeric else "left")
     for row in view.rows:
-        t.add_row(*[Text(c.text, style=_style(c.tone, c.strong)) for c in row])
+        t.add_row(*[Text(row[i].text, style=_style(row[i].tone, row[i].strong)) for i in keep])
+    return t
+
+
+def show_table(view: TableView, title: str = "") -> None:
+    """Lay out a table view-model (see optimizer/report/table.py) with rich; on a terminal
+    too narrow for every column, without the detail columns."""
+    t = _rich_table(view, title, details=True)
+    if Measurement.get(out, out.options.update_width(10_000), t).maximum > out.width:
+        t = _rich_table(view, title, details=False)
     out.print(t)
 
 

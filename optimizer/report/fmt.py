@@ -8,7 +8,6 @@ template engine's autoescaping.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any, Literal
 
 NA = "n/a"
@@ -76,15 +75,6 @@ def tokens(value: int) -> str:
 
 def seconds(value: float) -> str:
     return f"{value:.1f}s"
-
-
-def ratio(part: int, whole: int) -> str:
-    return f"{part}/{whole}"
-
-
-def joined(items: Sequence[str], quote: str = "") -> str:
-    """`a, b, c`, each item wrapped in `quote` (e.g. a backtick)."""
-    return ", ".join(f"{quote}{x}{quote}" for x in items)
 
 
 def json_text(value: Any, *, indent: int | None = 2) -> str:

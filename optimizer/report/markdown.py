@@ -1,4 +1,5 @@
-"""Markdown summary of one run: rates, graders, pass@k, buckets, cost, provenance, failures.
+"""Markdown: the summary of one run (rates, graders, pass@k, buckets, cost, provenance,
+failures), the gate's verdict with its per-bucket table, and the one Markdown table writer.
 
 Deterministic for a given run (no clock reads), so it can be diffed and stored next to the
 JSON report.

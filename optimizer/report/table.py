@@ -26,6 +26,8 @@ class Column:
     key: str
     title: str
     numeric: bool = False
+    detail: bool = False
+    """Supporting evidence an output short of room (a narrow terminal) may leave out."""
 
 
 @dataclass(frozen=True)
@@ -215,10 +217,11 @@ def gate_table(rows: Sequence[GateRow | Mapping[str, Any]], cand: str = "Cand") 
         cols.append(Column("target", "Target"))
     cols += [
         Column("n", "n", True), Column("base_pass", "Base pass", True),
-        Column("cand_pass", f"{cand} pass", True), Column("base_mean", "Base mean", True),
-        Column("cand_mean", f"{cand} mean", True), Column("delta", "Delta", True),
+        Column("cand_pass", f"{cand} pass", True),
+        Column("base_mean", "Base mean", True, detail=True),
+        Column("cand_mean", f"{cand} mean", True, detail=True), Column("delta", "Delta", True),
         Column("ci", ci, True), Column("fixed_broken", "Fixed/Broken", True),
-        Column("p", "p", True), Column("status", "Status"),
+        Column("p", "p", True, detail=True), Column("status", "Status"),
     ]
     return Table(tuple(cols), tuple(_gate_cells(r, with_target) for r in typed))
 

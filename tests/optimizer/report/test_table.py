@@ -27,12 +27,7 @@ from optimizer.report.table import (
     gate_table,
     verdict_table,
 )
-from optimizer.workflows.nightly.summary import (
-    BudgetReport,
-    NightSummary,
-    RejectedProposal,
-    render_html as render_night,
-)
+from optimizer.workflows.nightly import summary as nightly
 from optimizer.workflows.nightly.state import BucketRank
 from optimizer.workflows.pr import pr_body
 from tests.optimizer.report.test_report import mk_run, tr
@@ -149,17 +144,17 @@ def test_html_escapes_untrusted_names_and_transcripts() -> None:
     data = re.search(r'id="report-data">(.*?)</script>', html)
     assert data and "<" not in data.group(1) and EVIL in json.loads(data.group(1))["buckets"]
 
-    night = NightSummary(
+    night = nightly.NightSummary(
         night_id=EVIL, status="finished", stop_reason=None, started_at=datetime.now(UTC),
         updated_at=datetime.now(UTC), attempts=1, base_commit="0" * 40, suites=["pkm_agent"],
         models={}, ranking=[BucketRank(suite="pkm_agent", bucket=EVIL, failing=2, trials=4,
                                        mean_score=0.5)],
         skipped_buckets=[], accepted=[],
-        rejected=[RejectedProposal(suite="pkm_agent", bucket=EVIL, iteration=1,
-                                   outcome="rejected", hypothesis=EVIL, reasons=[EVIL])],
-        budget=BudgetReport(max_usd=None, max_tokens=None, max_wall_minutes=None, used_usd=None,
-                            used_tokens=0, used_wall_minutes=0.0, roles=[]),
+        rejected=[nightly.RejectedProposal(suite="pkm_agent", bucket=EVIL, iteration=1,
+                                           outcome="rejected", hypothesis=EVIL, reasons=[EVIL])],
+        budget=nightly.BudgetReport(max_usd=None, max_tokens=None, max_wall_minutes=None,
+                                    used_usd=None, used_tokens=0, used_wall_minutes=0.0, roles=[]),
         infra_errors=[EVIL], notes=[EVIL], steps=[],
     )
-    page = render_night(night)
+    page = nightly.render_html(night)
     assert "<script" not in page and page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 6
