@@ -13,7 +13,7 @@ from typing import Any
 from graders.base import Score
 from optimizer.core.results import RunResult, TrialResult
 from optimizer.gate.stats import BucketComparison, Verdict
-from optimizer.report.fmt import num, pct, short, usd
+from optimizer.report.fmt import num, pct, seconds, short, usd
 from optimizer.report.summary import RunSummary, task_order
 from optimizer.report.table import (
     Cell,
@@ -70,7 +70,7 @@ def _headline(run: RunResult, s: RunSummary) -> list[str]:
         "",
         f"Suite **{run.suite_name}** ({run.suite_kind}, {run.agent_name}) · "
         f"{run.started_at:%Y-%m-%d %H:%M:%S} UTC · "
-        f"{(run.ended_at - run.started_at).total_seconds():.1f}s",
+        f"{seconds((run.ended_at - run.started_at).total_seconds())}",
         "",
         f"- **Task pass rate: {pct(s.task_pass_rate)}** ({s.passed_tasks}/{s.decided_tasks} tasks"
         + (f", threshold {s.task_pass_threshold:g}" if s.task_pass_threshold < 1.0 else "")

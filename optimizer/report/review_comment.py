@@ -192,9 +192,9 @@ def render_comment(result: ReviewLike, max_chars: int = MAX_COMMENT_CHARS) -> st
         "",
         "---",
         f"<sub>promptloop review `{r.review_id}`: a bucket regresses when its mean score drops "
-        f"by {r.policy.regression_tolerance:.2f} or more (or more trials broke than were fixed "
+        f"by {num(r.policy.regression_tolerance, 2)} or more (or more trials broke than were fixed "
         f"with such a pass-rate drop); it improves with a gain of at least "
-        f"{r.policy.min_improvement:.2f} whose {round(r.policy.confidence * 100)}% bootstrap "
+        f"{num(r.policy.min_improvement, 2)} whose {round(r.policy.confidence * 100)}% bootstrap "
         "interval excludes 0. Full data: result.json next to this comment.</sub>",
     ]
     text = "\n".join(head) + f"\n### Newly failing trials ({len(broken)})\n\n"

@@ -164,7 +164,7 @@ def budget_table(b: BudgetReport) -> Table:
     return Table.of(["Budget", "Used", "Limit"], [
         ["dollars (estimated)", fmt.usd(b.used_usd), _limit(b.max_usd)],
         ["tokens", str(b.used_tokens), _limit(b.max_tokens)],
-        ["wall time (min)", f"{b.used_wall_minutes:.1f}", _limit(b.max_wall_minutes)],
+        ["wall time (min)", fmt.num(b.used_wall_minutes, 1), _limit(b.max_wall_minutes)],
     ])
 
 
@@ -191,7 +191,7 @@ def step_table(s: NightSummary) -> Table:
     return Table.of(
         ["Step", "Outcome", "Tokens", "Estimated before", "Cost", "Seconds", "Basis / note"],
         [[x.id, x.outcome, str(x.tokens), str(x.estimate_tokens), fmt.usd(x.usd),
-          f"{x.seconds:.1f}", x.note or x.estimate_basis] for x in s.steps])
+          fmt.num(x.seconds, 1), x.note or x.estimate_basis] for x in s.steps])
 
 
 def rejected_table(s: NightSummary) -> Table:
