@@ -186,6 +186,19 @@ class GitOps:
         return self._git("diff", "--no-color", "--no-ext-diff", "--no-textconv",
                          self.resolve(base_ref), self.resolve(head_ref), "--", *paths)
 
+    def branch_of(self, ref: str) -> str | None:
+        """The branch name `ref` stands for (local, or remote-tracking without the remote),
+        None for a commit, a tag or an unknown ref."""
+        try:
+            full = self._git("rev-parse", "--symbolic-full-name", ref).strip()
+        except GitOpsError:
+            return None
+        if full.startswith("refs/heads/"):
+            return full.removeprefix("refs/heads/")
+        if full.startswith("refs/remotes/") and full.count("/") >= 3:
+            return full.split("/", 3)[3]
+        return None
+
     # --- branches --------------------------------------------------------------------------
 
     def branch_exists(self, name: str) -> bool:

@@ -12,9 +12,10 @@ from pydantic import ValidationError
 from optimizer.cli import ui
 from optimizer.cli.util import EXIT_INFRA, guarded, option_errors
 from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError
+from optimizer.gate.stats import BucketComparison
 
 if TYPE_CHECKING:
-    from optimizer.report.review_comment import PostResult
+    from optimizer.workflows.github import PostResult
 
 EXIT_REGRESSION = 3
 """With --fail-on-regression: the review completed and some bucket regresses."""
@@ -205,7 +206,7 @@ def review(
 
 
 def _post(path: Path, root: Path, head: str, pr: int | None) -> PostResult:
-    from optimizer.report.review_comment import post_comment
+    from optimizer.workflows.github import post_comment
 
     return post_comment(path, repo=root, head_ref=head, pr=pr)
 
@@ -220,23 +221,12 @@ def _show(data: dict[str, Any]) -> None:
     for note in data["notes"]:
         ui.out.print(f"note: {note}", markup=False)
     for a in data["agents"]:
-        ui.table(
+        ui.comparison_rows(
             f"{a['agent']}: {a['decision']} (base {a['base_trials']} trials, "
             f"{a['base_cached_trials']} cached; head {a['head_trials']}, "
             f"{a['head_cached_trials']} cached)",
-            ["bucket", "n", "base pass", "head pass", "delta", "fixed/broken", "status"],
-            [
-                [
-                    c["bucket"],
-                    c["n_pairs"],
-                    _pct(c["base_pass_rate"]),
-                    _pct(c["cand_pass_rate"]),
-                    "-" if c["delta"] is None else f"{c['delta']:+.3f}",
-                    f"{c['fixed']}/{c['broken']}",
-                    c["status"],
-                ]
-                for c in a["comparisons"]
-            ],
+            [BucketComparison.model_validate(c) for c in a["comparisons"]],
+            cand="Head",
         )
         for reason in a["reasons"]:
             ui.out.print(f"  - {reason}", markup=False)
@@ -262,10 +252,6 @@ def _show(data: dict[str, Any]) -> None:
                 ui.out.print(f"  {post['command']}", markup=False)
     if data["exit_code"] == EXIT_REGRESSION:
         ui.info(f"exit {EXIT_REGRESSION}: a bucket regresses (--fail-on-regression)")
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:.0%}"
 
 
 def _trial(c: dict[str, Any]) -> str:

@@ -9,7 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -19,6 +21,13 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
+
+from optimizer.gate.stats import BucketComparison
+from optimizer.report import fmt
+from optimizer.report.summary import RunSummary
+from optimizer.report.table import Table as TableView
+from optimizer.report.table import bucket_table, comparison_table, gate_table
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -47,46 +56,55 @@ def run_progress(label: str, enabled: bool = True) -> Iterator[Any]:
         yield display.progress_for(label)
 
 
-def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
-    t = Table(title=title, title_justify="left")
-    for c in columns:
-        t.add_column(c, overflow="fold")
-    for r in rows:
-        t.add_row(*[str(v) for v in r])
+_TONE_STYLE = {"": "", "up": "green", "down": "red", "same": "dim", "alert": "magenta"}
+
+
+def _style(tone: str, strong: bool) -> str:
+    return f"{_TONE_STYLE[tone]} bold".strip() if strong else _TONE_STYLE[tone]
+
+
+def _rich_table(view: TableView, title: str, details: bool) -> Table:
+    # narrow: no vertical rules and no padding (columns stay one space apart)
+    t = Table(title=title or None, title_justify="left", pad_edge=details,
+              box=box.HEAVY_HEAD if details else box.SIMPLE_HEAD,
+              padding=(0, 1) if details else 0)
+    keep = [i for i, c in enumerate(view.columns) if details or not c.detail]
+    for i in keep:
+        c = view.columns[i]
+        widest = max((len(row[i].text) for row in view.rows), default=0)
+        t.add_column(c.title, overflow="fold", min_width=min(widest, 24),
+                     justify="right" if c.numeric else "left")
+    for row in view.rows:
+        t.add_row(*[Text(row[i].text, style=_style(row[i].tone, row[i].strong)) for i in keep])
+    return t
+
+
+def show_table(view: TableView, title: str = "") -> None:
+    """Lay out a table view-model (see optimizer/report/table.py) with rich; on a terminal
+    too narrow for every column, without the detail columns."""
+    t = _rich_table(view, title, details=True)
+    if Measurement.get(out, out.options.update_width(10_000), t).maximum > out.width:
+        t = _rich_table(view, title, details=False)
     out.print(t)
 
 
-def show_summary(summary: Any, report_path: str) -> None:
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
+    show_table(TableView.of(columns, rows), title)
+
+
+def show_summary(summary: RunSummary, report_path: str) -> None:
     """The closing per-bucket table of an eval run."""
-
-    def pct(v: float | None) -> str:
-        return "-" if v is None else f"{v:.0%}"
-
-    rows = [
-        [
-            b.bucket,
-            b.tasks,
-            b.trials,
-            pct(b.trial_pass_rate),
-            pct(b.task_pass_rate),
-            "-" if b.mean_score is None else f"{b.mean_score:.2f}",
-            b.errored_trials or "",
-        ]
-        for b in summary.buckets
-    ]
-    table(
-        f"{summary.suite_name}: task pass {pct(summary.task_pass_rate)}, trial pass "
-        f"{pct(summary.trial_pass_rate)} ({summary.passed_trials}/{summary.counted_trials}), "
-        f"errored {summary.errored_trials}, cached {summary.cached_trials}",
-        ["bucket", "tasks", "trials", "trial pass", "task pass", "mean score", "errored"],
-        rows,
+    s, u = summary, summary.usage
+    show_table(
+        bucket_table(s),
+        f"{s.suite_name}: task pass {fmt.pct(s.task_pass_rate)}, trial pass "
+        f"{fmt.pct(s.trial_pass_rate)} ({s.passed_trials}/{s.counted_trials}), "
+        f"errored {s.errored_trials}, cached {s.cached_trials}",
     )
-    cost = summary.cost.total_usd
-    usage = summary.usage
     out.print(
-        f"tokens: {usage.total_tokens} (in {usage.input_tokens}, out {usage.output_tokens})"
-        f", model calls {usage.model_calls}, retries {usage.retries}; est. cost: "
-        f"{'n/a' if cost is None else f'${cost:.4f}'}",
+        f"tokens: {fmt.tokens(u.total_tokens)} (in {fmt.tokens(u.input_tokens)}, out "
+        f"{fmt.tokens(u.output_tokens)}), model calls {u.model_calls}, retries {u.retries}; "
+        f"est. cost: {fmt.usd(s.cost.total_usd)}",
         markup=False,
     )
     out.print(f"report: {report_path}", markup=False)
@@ -208,25 +226,11 @@ LOCAL_HINT = (
 )
 
 
-def _num(v: Any, fmt: str = "{:.2f}") -> str:
-    return "-" if v is None else fmt.format(v)
-
-
 def verdict_rows(rows: list[dict[str, Any]]) -> None:
-    """The per-bucket gate table: every bucket, candidate vs base on paired trials."""
-    body = []
-    for r in rows:
-        ci = ("-" if r.get("ci_low") is None
-              else f"[{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]")
-        body.append([
-            ("* " if r.get("target") else "") + str(r["bucket"]), r.get("n", 0),
-            f"{_num(r.get('base_mean'))} -> {_num(r.get('cand_mean'))}",
-            _num(r.get("delta"), "{:+.2f}"), ci,
-            f"{_num(r.get('base_pass_rate'), '{:.0%}')} -> "
-            f"{_num(r.get('cand_pass_rate'), '{:.0%}')}",
-            f"{r.get('fixed', 0)}/{r.get('broken', 0)}", _num(r.get("p_value"), "{:.3f}"),
-            r.get("status", ""),
-        ])
-    table("per-bucket gate (* = target)",
-          ["bucket", "pairs", "mean score", "delta", "95% CI", "pass rate", "fixed/broken", "p",
-           "status"], body)
+    """The per-bucket gate table (stored rows of an iteration): candidate vs base, paired."""
+    show_table(gate_table(rows), "per-bucket gate")
+
+
+def comparison_rows(title: str, comparisons: list[BucketComparison], cand: str = "Cand") -> None:
+    """The per-bucket gate table straight from the gate's comparisons."""
+    show_table(comparison_table(comparisons, cand=cand), title)

@@ -4,7 +4,7 @@ Trials are paired by (task id, trial index), so a task that is hard for both pro
 out. Each bucket gets a seeded paired-bootstrap interval on the mean score difference and an
 exact McNemar test on the pass/fail flips; `decide` turns those into accept / reject /
 inconclusive. Errored or skipped trials are infrastructure, not evidence: their pairs are
-dropped and counted. Everything here is pure, including the table/Markdown renderers.
+dropped and counted. Everything here is pure; tables and text live in optimizer/report.
 """
 
 from __future__ import annotations
@@ -390,91 +390,3 @@ def merge_runs(a: RunResult, extra: RunResult) -> RunResult:
         "ended_at": max(a.ended_at, extra.ended_at),
         "trials": [*a.trials, *extra.trials],
     })
-
-
-# --- tables for reports and PR bodies ---------------------------------------------------
-
-
-def verdict_table(
-    comparisons: Sequence[BucketComparison], target: str | None
-) -> list[dict[str, object]]:
-    """One row per bucket (plus a `missing` row for an absent target), raw values, no text."""
-    rows: list[dict[str, object]] = [
-        {
-            "bucket": c.bucket,
-            "target": c.bucket == target,
-            "n": c.n_pairs,
-            "dropped": c.n_dropped,
-            "base_mean": c.base_mean,
-            "cand_mean": c.cand_mean,
-            "delta": c.delta,
-            "confidence": c.confidence,
-            "ci_low": c.ci_low,
-            "ci_high": c.ci_high,
-            "base_pass_rate": c.base_pass_rate,
-            "cand_pass_rate": c.cand_pass_rate,
-            "fixed": c.fixed,
-            "broken": c.broken,
-            "p_value": c.p_value,
-            "status": c.status,
-        }
-        for c in comparisons
-    ]
-    if target is not None and all(c.bucket != target for c in comparisons):
-        rows.append({"bucket": target, "target": True, "n": 0, "dropped": 0, "base_mean": None,
-                     "cand_mean": None, "delta": None, "confidence": None, "ci_low": None,
-                     "ci_high": None, "base_pass_rate": None, "cand_pass_rate": None,
-                     "fixed": 0, "broken": 0, "p_value": None, "status": "missing"})
-    return rows
-
-
-_NA = "n/a"
-
-
-def _num(value: object, fmt: str) -> str:
-    return _NA if not isinstance(value, int | float) else format(value, fmt)
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _markdown_row(row: dict[str, object]) -> str:
-    ci = _NA
-    if isinstance(row["ci_low"], float) and isinstance(row["ci_high"], float):
-        ci = f"[{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]"
-    status = str(row["status"])
-    cells = [
-        f"`{row['bucket']}`",
-        "yes" if row["target"] else "",
-        f"{row['n']}" + (f" (+{row['dropped']} dropped)" if row["dropped"] else ""),
-        _num(row["base_mean"], ".3f"),
-        _num(row["cand_mean"], ".3f"),
-        _num(row["delta"], "+.3f"),
-        ci,
-        _num(row["base_pass_rate"], ".0%"),
-        _num(row["cand_pass_rate"], ".0%"),
-        f"{row['fixed']}/{row['broken']}",
-        _num(row["p_value"], ".3g"),
-        f"**{status}**" if status in ("regressed", "improved") else status,
-    ]
-    return "| " + " | ".join(_cell(c) for c in cells) + " |"
-
-
-def render_verdict_markdown(verdict: Verdict, comparisons: Sequence[BucketComparison]) -> str:
-    """The verdict, its reasons and a table of every bucket, as Markdown."""
-    rows = verdict_table(comparisons, verdict.target_bucket)
-    confidences = {c.confidence for c in comparisons}
-    ci_head = f"{round(confidences.pop() * 100)}% CI" if len(confidences) == 1 else "CI"
-    lines = [f"**Verdict: {verdict.decision.upper()}** (target bucket "
-             f"`{verdict.target_bucket}`)", ""]
-    lines += [f"- {_cell(r)}" for r in verdict.reasons]
-    if verdict.suspected_regressions:
-        lines.append("- suspected regressions: "
-                     + ", ".join(f"`{b}`" for b in verdict.suspected_regressions))
-    headers = ["Bucket", "Target", "n", "Base mean", "Cand mean", "Delta", ci_head,
-               "Base pass", "Cand pass", "Fixed/Broken", "p", "Status"]
-    lines += ["", "| " + " | ".join(headers) + " |",
-              "|" + "|".join("---" for _ in headers) + "|"]
-    lines += [_markdown_row(r) for r in rows]
-    return "\n".join(lines) + "\n"

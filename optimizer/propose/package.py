@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents.transcript import ToolCallRecord, Transcript
 from optimizer.core.results import RunResult, TrialResult
-from optimizer.report.markdown import FAILED_STATUSES, num, short
+from optimizer.report.fmt import num, short
+from optimizer.report.markdown import FAILED_STATUSES
 from optimizer.report.summary import bucket_of, task_order
 
 INPUT_MARKER = "Raw Input Content:"

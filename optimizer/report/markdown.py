@@ -1,4 +1,5 @@
-"""Markdown summary of one run: rates, graders, pass@k, buckets, cost, provenance, failures.
+"""Markdown: the summary of one run (rates, graders, pass@k, buckets, cost, provenance,
+failures), the gate's verdict with its per-bucket table, and the one Markdown table writer.
 
 Deterministic for a given run (no clock reads), so it can be diffed and stored next to the
 JSON report.
@@ -11,21 +12,19 @@ from typing import Any
 
 from graders.base import Score
 from optimizer.core.results import RunResult, TrialResult
+from optimizer.gate.stats import BucketComparison, Verdict
+from optimizer.report.fmt import num, pct, seconds, short, usd
 from optimizer.report.summary import RunSummary, task_order
+from optimizer.report.table import (
+    Cell,
+    Table,
+    bucket_table,
+    comparison_table,
+    grader_table,
+    pass_k_table,
+)
 
 FAILED_STATUSES = ("failed", "timedOut")
-
-
-def pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value * 100:.1f}%"
-
-
-def num(value: float | None, digits: int = 3) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def usd(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:.4f}"
 
 
 def cell(text: Any) -> str:
@@ -33,15 +32,18 @@ def cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def short(value: Any, limit: int = 200) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _cell(c: Cell) -> str:
+    text = cell(c.text)
+    if c.code and text:
+        text = f"`{text}`"
+    return f"**{text}**" if c.strong and text else text
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out.extend("| " + " | ".join(cell(c) for c in row) + " |" for row in rows)
+def table_lines(table: Table) -> list[str]:
+    """The Markdown rendering of a table view-model (the only Markdown table writer)."""
+    out = ["| " + " | ".join(cell(t) for t in table.titles) + " |",
+           "|" + "---|" * len(table.columns)]
+    out.extend("| " + " | ".join(_cell(c) for c in row) + " |" for row in table.rows)
     return out
 
 
@@ -68,7 +70,7 @@ def _headline(run: RunResult, s: RunSummary) -> list[str]:
         "",
         f"Suite **{run.suite_name}** ({run.suite_kind}, {run.agent_name}) · "
         f"{run.started_at:%Y-%m-%d %H:%M:%S} UTC · "
-        f"{(run.ended_at - run.started_at).total_seconds():.1f}s",
+        f"{seconds((run.ended_at - run.started_at).total_seconds())}",
         "",
         f"- **Task pass rate: {pct(s.task_pass_rate)}** ({s.passed_tasks}/{s.decided_tasks} tasks"
         + (f", threshold {s.task_pass_threshold:g}" if s.task_pass_threshold < 1.0 else "")
@@ -93,27 +95,19 @@ def _headline(run: RunResult, s: RunSummary) -> list[str]:
 def _graders(s: RunSummary) -> list[str]:
     if not s.graders:
         return []
-    rows = [(f"`{g.grader}`", g.decided, num(g.mean), pct(g.pass_rate), g.scores - g.decided)
-            for g in s.graders]
-    return ["", "## Graders", "",
-            *_table(("grader", "decided", "mean", "pass rate", "null"), rows)]
+    return ["", "## Graders", "", *table_lines(grader_table(s))]
 
 
 def _pass_k(s: RunSummary) -> list[str]:
     if not s.pass_at_k:
         return []
-    rows = [(p.k, num(p.pass_at_k), num(p.pass_hat_k)) for p in s.pass_at_k]
     return ["", "## pass@k / pass^k", "",
             f"Averaged over {s.pass_at_k[0].tasks} task(s); k up to the fewest counted trials.",
-            "", *_table(("k", "pass@k", "pass^k"), rows)]
+            "", *table_lines(pass_k_table(s))]
 
 
 def _buckets(s: RunSummary) -> list[str]:
-    rows = [(b.bucket, b.tasks, b.trials, pct(b.trial_pass_rate), pct(b.task_pass_rate),
-             num(b.mean_score), b.errored_trials) for b in s.buckets]
-    return ["", "## Buckets", "", *_table(
-        ("bucket", "tasks", "trials", "trial pass rate", "task pass rate", "mean score",
-         "errored"), rows)]
+    return ["", "## Buckets", "", *table_lines(bucket_table(s))]
 
 
 def _usage(s: RunSummary) -> list[str]:
@@ -183,3 +177,15 @@ def render_markdown(run: RunResult, summary: RunSummary) -> str:
         *_buckets(summary), *_usage(summary), *_provenance(run), *_failures(run),
     ]
     return "\n".join(lines) + "\n"
+
+
+def verdict_markdown(verdict: Verdict, comparisons: Sequence[BucketComparison]) -> str:
+    """The gate's verdict, its reasons and the per-bucket table (commit messages, PR bodies)."""
+    lines = [f"**Verdict: {verdict.decision.upper()}** (target bucket "
+             f"`{verdict.target_bucket}`)", ""]
+    lines += [f"- {cell(r)}" for r in verdict.reasons]
+    if verdict.suspected_regressions:
+        lines.append("- suspected regressions: "
+                     + ", ".join(f"`{b}`" for b in verdict.suspected_regressions))
+    table = comparison_table(comparisons, verdict.target_bucket)
+    return "\n".join([*lines, "", *table_lines(table)]) + "\n"

@@ -1,87 +1,96 @@
-"""The review's PR comment: Markdown rendering, and posting it with the `gh` CLI.
+"""The review's PR comment, as Markdown.
 
 The comment stays under GitHub's size limit: the diff and the newly failing trials are cut
-with explicit markers (the full data is in the review's result.json).
+with explicit markers (the full data is in the review's result.json). The review's result is
+read through the structural types below, so this module needs nothing from the workflow that
+produced it; posting the comment is `optimizer.workflows.github`.
 """
 
 from __future__ import annotations
 
-import json
-import shlex
-import shutil
-import subprocess
-from dataclasses import dataclass
+from collections.abc import Sequence
 from html import escape
-from pathlib import Path
+from typing import Protocol
 
-from optimizer.gate.stats import BucketComparison
-from optimizer.propose.package import fence
-from optimizer.report.markdown import short
-from optimizer.workflows.review import AgentReview, ReviewResult, TrialChange
+from optimizer.gate.stats import BucketComparison, GatePolicy, ReviewDecision
+from optimizer.propose.package import FailingTrial, fence
+from optimizer.report.fmt import num, short
+from optimizer.report.markdown import cell, table_lines
+from optimizer.report.table import comparison_table
 
 MAX_COMMENT_CHARS = 60_000
 """GitHub rejects comments over 65,536 characters; keep a margin."""
 MAX_DIFF_CHARS = 20_000
 _BADGE = {"regresses": "🔴 regresses", "improves": "🟢 improves", "neutral": "⚪ neutral"}
-_HEADERS = [
-    "Bucket",
-    "n",
-    "Base pass",
-    "Head pass",
-    "Base mean",
-    "Head mean",
-    "Delta",
-    "CI",
-    "Fixed/Broken",
-    "p",
-    "Status",
-]
 
 
-def _f(value: float | None, fmt: str) -> str:
-    return "n/a" if value is None else format(value, fmt)
+class TrialChangeLike(Protocol):
+    """A paired trial whose pass/fail flipped (`workflows.review.TrialChange`)."""
+
+    bucket: str
+    task_id: str
+    trial_index: int
+    status: str
+    failure_reason: str | None
+    detail: FailingTrial | None
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+class AgentReviewLike(Protocol):
+    """One agent's part of a review (`workflows.review.AgentReview`)."""
+
+    agent: str
+    prompt_path: str
+    decision: ReviewDecision
+    reasons: list[str]
+    comparisons: list[BucketComparison]
+    confirmed_buckets: list[str]
+    base_trials: int
+    base_cached_trials: int
+    head_trials: int
+    head_cached_trials: int
+
+    @property
+    def newly_failing(self) -> Sequence[TrialChangeLike]: ...
+
+    @property
+    def fixed(self) -> Sequence[TrialChangeLike]: ...
 
 
-def bucket_row(c: BucketComparison) -> str:
-    ci = "n/a" if c.ci_low is None or c.ci_high is None else f"[{c.ci_low:+.3f}, {c.ci_high:+.3f}]"
-    status = f"**{c.status}**" if c.status in ("regressed", "improved") else c.status
-    cells = [
-        f"`{c.bucket}`",
-        f"{c.n_pairs}" + (f" (+{c.n_dropped} dropped)" if c.n_dropped else ""),
-        _f(c.base_pass_rate, ".0%"),
-        _f(c.cand_pass_rate, ".0%"),
-        _f(c.base_mean, ".3f"),
-        _f(c.cand_mean, ".3f"),
-        _f(c.delta, "+.3f"),
-        ci,
-        f"{c.fixed}/{c.broken}",
-        f"{c.p_value:.3g}",
-        status,
-    ]
-    return "| " + " | ".join(_cell(x) for x in cells) + " |"
+class ReviewLike(Protocol):
+    """What the comment shows of a review (`workflows.review.ReviewResult`)."""
+
+    decision: ReviewDecision | None
+    message: str
+    review_id: str
+    base_ref: str
+    head_ref: str
+    base_commit: str
+    head_commit: str
+    agent_model: str
+    policy: GatePolicy
+    confirm_trials: int
+    unchanged: list[str]
+    notes: list[str]
+    diff: str
+
+    @property
+    def agents(self) -> Sequence[AgentReviewLike]: ...
 
 
-def bucket_table(comparisons: list[BucketComparison]) -> str:
+def bucket_table(comparisons: Sequence[BucketComparison]) -> str:
     """Every bucket of the agent's suites, head vs base on paired trials."""
-    pct = {round(c.confidence * 100) for c in comparisons}
-    headers = [f"{pct.pop()}% CI" if h == "CI" and len(pct) == 1 else h for h in _HEADERS]
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    return "\n".join(lines + [bucket_row(c) for c in comparisons])
+    return "\n".join(table_lines(comparison_table(comparisons, cand="Head")))
 
 
-def group_by_task(changes: list[TrialChange]) -> list[list[TrialChange]]:
+def group_by_task(changes: Sequence[TrialChangeLike]) -> list[list[TrialChangeLike]]:
     """Changes of the same task (and bucket) together, in first-seen order."""
-    groups: dict[tuple[str, str], list[TrialChange]] = {}
+    groups: dict[tuple[str, str], list[TrialChangeLike]] = {}
     for c in changes:
         groups.setdefault((c.bucket, c.task_id), []).append(c)
     return list(groups.values())
 
 
-def _label(group: list[TrialChange], html: bool = False) -> str:
+def _label(group: Sequence[TrialChangeLike], html: bool = False) -> str:
     first = group[0]
     indices = ", ".join(f"#{c.trial_index}" for c in group)
     if html:  # inside <summary>, Markdown code spans are not rendered everywhere
@@ -90,15 +99,15 @@ def _label(group: list[TrialChange], html: bool = False) -> str:
     return f"`{first.task_id}` (`{first.bucket}`) trial {indices}"
 
 
-def _failing_detail(group: list[TrialChange]) -> str:
+def _failing_detail(group: Sequence[TrialChangeLike]) -> str:
     """One collapsible block per task: the first newly failing trial in full, the other
     trials' failure reasons when they differ."""
     c = group[0]
     reason = short(c.failure_reason or c.status, 160)
-    summary = f"<summary>{_label(group, html=True)}: {escape(_cell(reason))}</summary>"
+    summary = f"<summary>{_label(group, html=True)}: {escape(cell(reason))}</summary>"
     d = c.detail
     if d is None:
-        return f"- {_label(group)}: {_cell(reason)}"
+        return f"- {_label(group)}: {cell(reason)}"
     lines = [
         "<details>",
         summary,
@@ -115,26 +124,25 @@ def _failing_detail(group: list[TrialChange]) -> str:
     ]
     for s in d.scores:
         verdict = {True: "passed", False: "FAILED", None: "n/a"}[s.passed]
-        value = "n/a" if s.value is None else f"{s.value:.2f}"
         lines.append(
-            f"- `{s.grader}` {value} ({verdict})"
-            + (f": {_cell(short(s.rationale, 400))}" if s.rationale else "")
+            f"- `{s.grader}` {num(s.value, 2)} ({verdict})"
+            + (f": {cell(short(s.rationale, 400))}" if s.rationale else "")
         )
-        lines += [f"  - ✗ {_cell(a)}" for a in s.failing_assertions]
+        lines += [f"  - ✗ {cell(a)}" for a in s.failing_assertions]
     if d.trace:
         lines += ["", "**Tool calls**", "", fence("\n".join(d.trace[:20]))]
     others = [x for x in group[1:] if x.failure_reason != c.failure_reason]
     if others:
         lines += ["", "**Other trials of this task**", ""]
         lines += [
-            f"- #{x.trial_index}: {_cell(short(x.failure_reason or x.status, 200))}" for x in others
+            f"- #{x.trial_index}: {cell(short(x.failure_reason or x.status, 200))}" for x in others
         ]
     return "\n".join([*lines, "", "</details>"])
 
 
-def _agent_section(a: AgentReview, confirm_trials: int) -> list[str]:
+def _agent_section(a: AgentReviewLike, confirm_trials: int) -> list[str]:
     out = [f"### `{a.agent}` (`{a.prompt_path}`): {_BADGE[a.decision]}", ""]
-    out += [f"- {_cell(r)}" for r in a.reasons]
+    out += [f"- {cell(r)}" for r in a.reasons]
     if a.confirmed_buckets:
         out.append(
             f"- suspected regressions re-run with {confirm_trials} extra trial(s) per task on "
@@ -147,7 +155,7 @@ def _agent_section(a: AgentReview, confirm_trials: int) -> list[str]:
     return [*out, "", bucket_table(a.comparisons), ""]
 
 
-def render_comment(result: ReviewResult, max_chars: int = MAX_COMMENT_CHARS) -> str:
+def render_comment(result: ReviewLike, max_chars: int = MAX_COMMENT_CHARS) -> str:
     """The PR comment: verdict, per-bucket tables, prompt diff, newly failing and fixed trials."""
     r = result
     decision = r.decision or "neutral"
@@ -158,10 +166,10 @@ def render_comment(result: ReviewResult, max_chars: int = MAX_COMMENT_CHARS) -> 
         f"(`{r.head_commit[:10]}`), evaluated with `{r.agent_model}` on paired trials "
         "(same task, same trial index).",
         "",
-        f"**Verdict: {decision}.** {_cell(r.message.removeprefix(f'{decision}: '))}",
+        f"**Verdict: {decision}.** {cell(r.message.removeprefix(f'{decision}: '))}",
         "",
     ]
-    head += [f"> {_cell(n)}" for n in r.notes]
+    head += [f"> {cell(n)}" for n in r.notes]
     if r.unchanged:
         head += [
             f"Unchanged prompts (not evaluated): {', '.join(f'`{u}`' for u in r.unchanged)}",
@@ -184,9 +192,9 @@ def render_comment(result: ReviewResult, max_chars: int = MAX_COMMENT_CHARS) -> 
         "",
         "---",
         f"<sub>promptloop review `{r.review_id}`: a bucket regresses when its mean score drops "
-        f"by {r.policy.regression_tolerance:.2f} or more (or more trials broke than were fixed "
+        f"by {num(r.policy.regression_tolerance, 2)} or more (or more trials broke than were fixed "
         f"with such a pass-rate drop); it improves with a gain of at least "
-        f"{r.policy.min_improvement:.2f} whose {round(r.policy.confidence * 100)}% bootstrap "
+        f"{num(r.policy.min_improvement, 2)} whose {round(r.policy.confidence * 100)}% bootstrap "
         "interval excludes 0. Full data: result.json next to this comment.</sub>",
     ]
     text = "\n".join(head) + f"\n### Newly failing trials ({len(broken)})\n\n"
@@ -205,110 +213,3 @@ def render_comment(result: ReviewResult, max_chars: int = MAX_COMMENT_CHARS) -> 
         text += block
         budget -= len(block)
     return text + "\n".join(fixed_block + footer) + "\n"
-
-
-# --- posting ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PostResult:
-    posted: bool
-    message: str
-    command: str
-    """The `gh pr comment` command (to run by hand when posting was not possible)."""
-    pr: int | None = None
-    failed: bool = False
-    """gh was usable but the comment could not be posted (an infrastructure failure)."""
-
-
-def find_gh() -> str | None:
-    return shutil.which("gh")
-
-
-def head_branch(repo: Path, head_ref: str) -> str | None:
-    """The branch name behind `head_ref` (local or remote-tracking), None for a bare commit."""
-    proc = subprocess.run(
-        ["git", "rev-parse", "--symbolic-full-name", head_ref],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    full = proc.stdout.strip()
-    if full.startswith("refs/heads/"):
-        return full.removeprefix("refs/heads/")
-    if full.startswith("refs/remotes/") and full.count("/") >= 3:
-        return full.split("/", 3)[3]
-    return None
-
-
-def _gh(gh: str, repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [gh, *args], cwd=repo, capture_output=True, text=True, check=False, timeout=120
-    )
-
-
-def detect_pr(gh: str, repo: Path, head_ref: str) -> int | None:
-    """The number of the open PR whose head is `head_ref`'s branch (`gh pr view --json`)."""
-    branch = head_branch(repo, head_ref)
-    if branch is None:
-        return None
-    proc = _gh(gh, repo, "pr", "view", branch, "--json", "number")
-    try:
-        number = json.loads(proc.stdout).get("number") if proc.returncode == 0 else None
-    except (json.JSONDecodeError, AttributeError):
-        return None
-    return number if isinstance(number, int) else None
-
-
-def post_comment(body_file: Path, *, repo: Path, head_ref: str, pr: int | None) -> PostResult:
-    """Comment `body_file` on the PR through gh; when gh is missing, unauthenticated or the PR
-    is unknown, say what to run instead."""
-
-    def command(number: int | None) -> str:
-        return shlex.join(
-            [
-                "gh",
-                "pr",
-                "comment",
-                str(number) if number else "<PR-number>",
-                "--body-file",
-                str(body_file),
-            ]
-        )
-
-    gh = find_gh()
-    if gh is None:
-        return PostResult(
-            False, "the gh CLI is not installed; post the comment with:", command(pr), pr
-        )
-    try:
-        if _gh(gh, repo, "auth", "status").returncode != 0:
-            return PostResult(
-                False,
-                "gh is not authenticated (run `gh auth login`); then post the comment with:",
-                command(pr),
-                pr,
-            )
-        if pr is None:
-            pr = detect_pr(gh, repo, head_ref)
-            if pr is None:
-                return PostResult(
-                    False,
-                    f"no open pull request found for {head_ref!r}; pass "
-                    "--pr N or post the comment with:",
-                    command(None),
-                    None,
-                )
-        proc = _gh(gh, repo, "pr", "comment", str(pr), "--body-file", str(body_file))
-    except subprocess.TimeoutExpired:
-        return PostResult(
-            False, "gh timed out; post the comment with:", command(pr), pr, failed=True
-        )
-    if proc.returncode != 0:
-        detail = short(proc.stderr or proc.stdout or f"exit {proc.returncode}", 300)
-        return PostResult(
-            False, f"gh pr comment failed: {detail}; retry with:", command(pr), pr, failed=True
-        )
-    url = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-    return PostResult(True, f"commented on PR #{pr}" + (f": {url}" if url else ""), command(pr), pr)

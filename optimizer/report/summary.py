@@ -2,7 +2,8 @@
 
 Pure functions over `RunResult`. Errored and skipped trials never count toward a rate (an
 infrastructure error is not an agent failure); they are counted separately so a report can
-say so loudly. The stored and rendered forms live in report_store.py and report_markdown.py.
+say so loudly. The stored form lives in store.py; tables of it in table.py, rendered by
+markdown.py, html/ and the CLI.
 """
 
 from __future__ import annotations

@@ -555,7 +555,7 @@ def _discard(_value: object) -> None:
 
 
 def _table(verdict: Verdict, comps: list[BucketComparison]) -> list[dict[str, Any]]:
-    from optimizer.gate.stats import verdict_table
+    from optimizer.report.table import verdict_table
 
     return verdict_table(comps, verdict.target_bucket)
 

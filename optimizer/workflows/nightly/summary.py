@@ -16,7 +16,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.core.pricing import ModelPrice, estimate_cost
-from optimizer.report.html.kit import esc, page
+from optimizer.report import fmt
+from optimizer.report.html.kit import render
+from optimizer.report.markdown import table_lines
+from optimizer.report.table import Cell, Column, Table
 from optimizer.run.cache import atomic_write_text
 from optimizer.workflows.nightly.budget import usage_tokens
 from optimizer.workflows.nightly.publish import accepted_steps, manual_commands
@@ -153,43 +156,58 @@ def build_summary(
         steps=steps)
 
 
-def _usd(v: float | None) -> str:
-    return "n/a" if v is None else f"${v:.4f}"
-
-
 def _limit(v: Any, unit: str = "") -> str:
     return "none" if v is None else f"{v}{unit}"
 
 
-def _budget_rows(b: BudgetReport) -> list[list[str]]:
-    return [
-        ["dollars (estimated)", _usd(b.used_usd), _limit(b.max_usd)],
+def budget_table(b: BudgetReport) -> Table:
+    return Table.of(["Budget", "Used", "Limit"], [
+        ["dollars (estimated)", fmt.usd(b.used_usd), _limit(b.max_usd)],
         ["tokens", str(b.used_tokens), _limit(b.max_tokens)],
-        ["wall time (min)", f"{b.used_wall_minutes:.1f}", _limit(b.max_wall_minutes)],
-    ]
+        ["wall time (min)", fmt.num(b.used_wall_minutes, 1), _limit(b.max_wall_minutes)],
+    ])
 
 
-def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
-    def cell(v: str) -> str:
-        return v.replace("|", "\\|").replace("\n", " ")
-
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    return out + ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+def role_table(b: BudgetReport) -> Table:
+    return Table.of(["Role", "Model", "Tokens", "Cost"],
+                    [[r.role, r.model, str(r.tokens), fmt.usd(r.usd)] for r in b.roles])
 
 
-def _rank_rows(s: NightSummary) -> list[list[str]]:
-    return [[str(i), r.suite, r.bucket, str(r.failing), str(r.trials),
-             "-" if r.mean_score is None else f"{r.mean_score:.2f}"]
-            for i, r in enumerate(s.ranking, 1)]
+def rank_table(s: NightSummary) -> Table:
+    """The buckets with failing trials, in the order the night optimizes them."""
+    cols = (Column("rank", "#", True), Column("suite", "Suite"), Column("bucket", "Bucket"),
+            Column("failing", "Failing trials", True), Column("trials", "Trials", True),
+            Column("mean", "Mean score", True))
+    rows = tuple(
+        (Cell(str(i), i), Cell(r.suite, r.suite), Cell(r.bucket, r.bucket, code=True),
+         Cell(str(r.failing), r.failing, tone="alert" if r.failing else ""),
+         Cell(str(r.trials), r.trials), Cell(fmt.num(r.mean_score), r.mean_score))
+        for i, r in enumerate(s.ranking, 1)
+    )
+    return Table(cols, rows)
 
 
-def _step_rows(s: NightSummary) -> list[list[str]]:
-    return [[x.id, x.outcome, str(x.tokens), str(x.estimate_tokens), _usd(x.usd),
-             f"{x.seconds:.1f}", x.note or x.estimate_basis] for x in s.steps]
+def step_table(s: NightSummary) -> Table:
+    return Table.of(
+        ["Step", "Outcome", "Tokens", "Estimated before", "Cost", "Seconds", "Basis / note"],
+        [[x.id, x.outcome, str(x.tokens), str(x.estimate_tokens), fmt.usd(x.usd),
+          fmt.num(x.seconds, 1), x.note or x.estimate_basis] for x in s.steps])
 
 
-RANK_HEAD = ["#", "suite", "bucket", "failing trials", "trials", "mean score"]
-STEP_HEAD = ["step", "outcome", "tokens", "estimated before", "cost", "seconds", "basis / note"]
+def rejected_table(s: NightSummary) -> Table:
+    return Table.of(
+        ["Suite", "Bucket", "#", "Outcome", "Hypothesis", "Reasons"],
+        [[r.suite, r.bucket, str(r.iteration), r.outcome, r.hypothesis, "; ".join(r.reasons)]
+         for r in s.rejected])
+
+
+def _accepted_markdown(a: AcceptedBranch) -> list[str]:
+    lines = [f"### `{a.branch}` ({a.suite} / {a.bucket}, iteration {a.iteration})", "",
+             f"**Hypothesis.** {a.hypothesis}", ""]
+    if a.published is not None and a.published.pr_url:
+        lines += [f"PR: {a.published.pr_url}", ""]
+    return [*lines, "To publish by hand:", "", "```sh", *a.commands, "```", "",
+            "<details><summary>PR body</summary>", "", a.pr_body.rstrip(), "", "</details>", ""]
 
 
 def render_markdown(s: NightSummary) -> str:
@@ -198,22 +216,16 @@ def render_markdown(s: NightSummary) -> str:
              f"Base commit `{s.base_commit[:12]}`; suites {', '.join(s.suites)}; attempts "
              f"{s.attempts}; agent `{s.models.get('agent', '')}`, proposer "
              f"`{s.models.get('proposer', '')}`.", "", "## Budget", ""]
-    lines += _md_table(["budget", "used", "limit"], _budget_rows(s.budget))
-    lines += ["", *(f"- {r.role} (`{r.model}`): {r.tokens} tokens, {_usd(r.usd)}"
+    lines += table_lines(budget_table(s.budget))
+    lines += ["", *(f"- {r.role} (`{r.model}`): {r.tokens} tokens, {fmt.usd(r.usd)}"
                     for r in s.budget.roles), "", "## Buckets with failing trials", ""]
-    lines += _md_table(RANK_HEAD, _rank_rows(s)) if s.ranking else ["None."]
+    lines += table_lines(rank_table(s)) if s.ranking else ["None."]
     if s.skipped_buckets:
         lines += ["", "Not optimized (no capability trials to gate on): "
                   + ", ".join(s.skipped_buckets)]
     lines += ["", f"## Accepted branches ({len(s.accepted)})", ""]
     for a in s.accepted:
-        lines += [f"### `{a.branch}` ({a.suite} / {a.bucket}, iteration {a.iteration})", "",
-                  f"**Hypothesis.** {a.hypothesis}", ""]
-        if a.published is not None and a.published.pr_url:
-            lines += [f"PR: {a.published.pr_url}", ""]
-        lines += ["To publish by hand:", "", "```sh", *a.commands, "```", "",
-                  "<details><summary>PR body</summary>", "", a.pr_body.rstrip(), "",
-                  "</details>", ""]
+        lines += _accepted_markdown(a)
     if not s.accepted:
         lines += ["None tonight; the base prompts stay.", ""]
     lines += [f"## Rejected proposals ({len(s.rejected)})", ""]
@@ -225,55 +237,19 @@ def render_markdown(s: NightSummary) -> str:
         lines.append("None.")
     lines += ["", "## Infrastructure errors", ""]
     lines += [f"- {e}" for e in s.infra_errors] or ["None."]
-    lines += ["", "## Steps", "", *_md_table(STEP_HEAD, _step_rows(s))]
+    lines += ["", "## Steps", "", *table_lines(step_table(s))]
     if s.notes:
         lines += ["", "## Notes", "", *(f"- {n}" for n in s.notes)]
     return "\n".join(lines) + "\n"
 
 
-def _html_table(head: list[str], rows: list[list[str]]) -> str:
-    th = "".join(f"<th>{esc(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def render_html(s: NightSummary) -> str:
-    status = esc(s.status) + (f" — {esc(s.stop_reason)}" if s.stop_reason else "")
-    parts = [f"<h1>promptloop nightly {esc(s.night_id)}</h1>",
-             f"<p><b>Status: {status}</b></p>",
-             f"<p class=\"muted\">base commit <code>{esc(s.base_commit[:12])}</code>; suites "
-             f"{esc(', '.join(s.suites))}; attempts {s.attempts}</p>"]
-    if s.infra_errors:
-        items = "".join(f"<li>{esc(e)}</li>" for e in s.infra_errors)
-        parts.append(f"<div class=\"banner\">Infrastructure errors<ul>{items}</ul></div>")
-    parts += ["<h2>Budget</h2>",
-              _html_table(["budget", "used", "limit"], _budget_rows(s.budget)),
-              _html_table(["role", "model", "tokens", "cost"],
-                          [[r.role, r.model, str(r.tokens), _usd(r.usd)] for r in s.budget.roles]),
-              "<h2>Buckets with failing trials</h2>",
-              _html_table(RANK_HEAD, _rank_rows(s)) if s.ranking else "<p>None.</p>",
-              f"<h2>Accepted branches ({len(s.accepted)})</h2>"]
-    for a in s.accepted:
-        url = a.published.pr_url if a.published else None
-        parts += [f"<div class=\"card\"><h3><code>{esc(a.branch)}</code> ({esc(a.suite)} / "
-                  f"{esc(a.bucket)}, iteration {a.iteration})</h3>",
-                  f"<p><b>Hypothesis.</b> {esc(a.hypothesis)}</p>",
-                  f"<p>PR: {esc(url)}</p>" if url else "",
-                  f"<pre>{esc(chr(10).join(a.commands))}</pre>",
-                  f"<details><summary>PR body</summary><pre>{esc(a.pr_body)}</pre></details>"
-                  "</div>"]
-    if not s.accepted:
-        parts.append("<p>None tonight; the base prompts stay.</p>")
-    parts.append(f"<h2>Rejected proposals ({len(s.rejected)})</h2>")
-    parts.append(_html_table(
-        ["suite", "bucket", "#", "outcome", "hypothesis", "reasons"],
-        [[r.suite, r.bucket, str(r.iteration), r.outcome, r.hypothesis, "; ".join(r.reasons)]
-         for r in s.rejected]) if s.rejected else "<p>None.</p>")
-    parts += ["<h2>Steps</h2>", _html_table(STEP_HEAD, _step_rows(s))]
-    if s.notes:
-        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in s.notes)
-                     + "</ul>")
-    return page(f"promptloop nightly {s.night_id}", "\n".join(parts))
+    """The night as one self-contained page (templates/nightly.html.j2 of report/html)."""
+    return render(
+        "nightly.html.j2", title=f"promptloop nightly {s.night_id}", s=s,
+        budget=budget_table(s.budget), roles=role_table(s.budget), ranking=rank_table(s),
+        rejected=rejected_table(s), steps=step_table(s),
+    )
 
 
 def write_summary(

@@ -1,4 +1,4 @@
-"""The acceptance gate: pairing, bootstrap, McNemar, bucket status, verdicts, pooling, tables."""
+"""The acceptance gate: pairing, bootstrap, McNemar, bucket status, verdicts, pooling."""
 
 from __future__ import annotations
 
@@ -20,8 +20,6 @@ from optimizer.gate.stats import (
     merge_runs,
     pair_runs,
     paired_bootstrap_ci,
-    render_verdict_markdown,
-    verdict_table,
 )
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -301,35 +299,3 @@ def test_merge_runs_replaces_nothing() -> None:
         merge_runs(base, run("again", [("b", "t", 0, "failed", 0.0)]))
     with pytest.raises(ValueError, match="cannot merge"):
         merge_runs(base, run("other", [("b", "t", 1, "passed", 1.0)], suite="card_regression"))
-
-
-# --- table and Markdown -----------------------------------------------------------------
-
-
-def test_table_and_markdown_list_every_bucket() -> None:
-    base, cand = runs(routing=IMPROVE, skip=REGRESS, insight=STEADY)
-    comps = compare_runs(base, cand)
-    verdict = decide(comps, "routing")
-    rows = verdict_table(comps, "routing")
-    assert [r["bucket"] for r in rows] == ["insight", "routing", "skip"]
-    assert [r["target"] for r in rows] == [False, True, False]
-    assert rows[2]["status"] == "regressed" and rows[2]["broken"] == 4
-
-    text = render_verdict_markdown(verdict, comps)
-    assert text.startswith("**Verdict: REJECT** (target bucket `routing`)")
-    table = [line for line in text.splitlines() if line.startswith("| `")]
-    assert len(table) == 3
-    assert "| `routing` | yes | 16 |" in text
-    assert "| `skip` |  | 12 | 1.000 | 0.667 | -0.333 |" in text
-    assert "**regressed**" in text and "95% CI" in text
-    assert "suspected regressions: `skip`" in text
-
-
-def test_table_adds_a_row_for_a_missing_target() -> None:
-    base, cand = runs(skip=STEADY)
-    comps = compare_runs(base, cand)
-    rows = verdict_table(comps, "routing")
-    assert [(r["bucket"], r["status"]) for r in rows] == [("skip", "unchanged"),
-                                                          ("routing", "missing")]
-    text = render_verdict_markdown(decide(comps, "routing"), comps)
-    assert "| `routing` | yes | 0 | n/a |" in text

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import struct
 import subprocess
 import zlib
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -15,22 +17,28 @@ import pytest
 from typer.testing import CliRunner
 
 from agents.base import load_prompt
+from agents.llm.types import Message
+from agents.transcript import Transcript
 from optimizer.cli.app import app
 from optimizer.core.results import RunResult
-from optimizer.report.html.kit import ChartRow, bucket_chart_svg, page, script_json, truncate
-from optimizer.report.html.page import render_html
-from optimizer.report.html.trials import render_diff
+from optimizer.report.fmt import truncate
+from optimizer.report.html.kit import ChartRow, bucket_chart_svg, render, script_json
+from optimizer.report.html.page import render_diff, render_html
 from optimizer.report.store import default_store_dir, load_run
 from optimizer.report.summary import summarize
 from optimizer.run.evaluate import EvalRequest, Models, evaluate
 from optimizer.run.runner import RunOptions
+from optimizer.workflows.nightly import summary as nightly
+from optimizer.workflows.nightly.state import BucketRank
 from tests import policies
+from tests.optimizer.report.test_report import mk_run, tr
 
 runner = CliRunner()
 CHROMIUM = Path("/usr/bin/chromium")
 REPO = Path(__file__).resolve().parents[3]
 INJECTED = '<script>alert("pwned")</script> </script><system-reminder>sneaky</system-reminder>'
 INJECTED_TASK = "pkm-reg-finished-piranesi"
+EVIL = "<script>alert(1)</script>"
 
 
 class _Tags(HTMLParser):
@@ -98,8 +106,9 @@ def test_report_is_self_contained_and_escaped(report: tuple[Path, Path, RunResul
     assert not any("src" in a for a in scripts)
     # the injected markup shows as text (in the transcript, tool arguments and diff) only
     assert "alert(" not in "".join(parsed.raw["script"])
-    assert 'alert("pwned")' not in html.replace("&quot;", "~")
-    assert "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;" in html
+    # autoescaping (markupsafe) writes a quote as &#34;
+    assert 'alert("pwned")' not in html
+    assert "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;" in html
     assert "&lt;system-reminder&gt;sneaky" in html
     # the embedded index parses back, and still holds no closing tag
     data_text = next(
@@ -193,14 +202,42 @@ def test_helpers_escape_and_embed() -> None:
     embedded = script_json(value)
     assert "<" not in embedded and "&" not in embedded and json.loads(embedded) == value
     assert truncate("abcdef", 4) == "abcd\n… [truncated: 2 more characters]"
-    doc = page("a <b> title", "<p>x</p>")
-    assert "<title>a &lt;b&gt; title</title>" in doc and "<p>x</p>" in doc
+    doc = render("base.html.j2", title="a <b> title")
+    assert "<title>a &lt;b&gt; title</title>" in doc and "<main>" in doc
     svg = bucket_chart_svg([ChartRow("ok", 0.9, note="9/10"), ChartRow("<none>", None)])
     assert svg.startswith("<svg") and "&lt;none&gt;" in svg and "n/a" in svg
     assert "bar-good" in svg and "http" not in svg
     cmp_svg = bucket_chart_svg([ChartRow("a", 0.25, base=0.75)])
     assert "-50.0 pp" in cmp_svg and 'class="down"' in cmp_svg
     assert "no buckets" in bucket_chart_svg([])
+
+
+def test_html_escapes_untrusted_names_and_transcripts() -> None:
+    transcript = Transcript(messages=[Message.system("prompt"), Message.user(f"hi {EVIL}")])
+    trial = tr(EVIL, 0, "failed", bucket=EVIL, transcript=transcript,
+               failure_reason=f"because {EVIL}")
+    run = mk_run([trial, tr("ok", 0, "passed")])
+    html = render_html(run, summarize(run), base=run)
+    assert "<script>alert(1)" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert 'data-show-bucket="&lt;script&gt;alert(1)&lt;/script&gt;"' in html
+    data = re.search(r'id="report-data">(.*?)</script>', html)
+    assert data and "<" not in data.group(1) and EVIL in json.loads(data.group(1))["buckets"]
+
+    night = nightly.NightSummary(
+        night_id=EVIL, status="finished", stop_reason=None, started_at=datetime.now(UTC),
+        updated_at=datetime.now(UTC), attempts=1, base_commit="0" * 40, suites=["pkm_agent"],
+        models={}, ranking=[BucketRank(suite="pkm_agent", bucket=EVIL, failing=2, trials=4,
+                                       mean_score=0.5)],
+        skipped_buckets=[], accepted=[],
+        rejected=[nightly.RejectedProposal(suite="pkm_agent", bucket=EVIL, iteration=1,
+                                           outcome="rejected", hypothesis=EVIL, reasons=[EVIL])],
+        budget=nightly.BudgetReport(max_usd=None, max_tokens=None, max_wall_minutes=None,
+                                    used_usd=None, used_tokens=0, used_wall_minutes=0.0, roles=[]),
+        infra_errors=[EVIL], notes=[EVIL], steps=[],
+    )
+    page = nightly.render_html(night)
+    assert "<script" not in page and page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 6
 
 
 # --- headless Chromium -------------------------------------------------------------------

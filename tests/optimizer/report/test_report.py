@@ -369,9 +369,11 @@ def test_markdown_summary() -> None:
     assert "1 TRIAL(S) ERRORED" in md and "ProviderUnavailable" in md
     assert "| 1 | 0.500 | 0.500 |" in md  # pass@1 / pass^1 over 3 tasks, k stops at 1
     assert "| 2 |" not in md.split("## pass@k")[1].split("##")[0]
-    assert "| route_health | 2 | 3 | 33.3% | 0.0% |" in md
+    # bucket names are identifiers, shown as code in every table
+    assert "| `route_health` | 2 | 3 | 33.3% | 0.0% |" in md
     assert "insight was never updated" in md
-    assert "updated_insight or skipped" in md and "expected: True" in md
+    # non-string values are previewed as JSON in every output (was Python repr here)
+    assert "updated_insight or skipped" in md and "expected: true" in md
     assert "openai:gpt-4.1" in md and "abc123def456" in md
     assert "### `sleep_note` #1 (route_health) — failed" in md
 

@@ -123,7 +123,7 @@ def test_uninterrupted_night_ranks_optimizes_and_summarizes(
     assert f"git push origin {branch}" in md and "gh pr create --head" in md
     page = paths["html"].read_text()
     assert branch in page and "<script src" not in page and "http-equiv" not in page
-    assert "&#x27;short_fact&#x27; regressed" in page  # escaped, not raw markup
+    assert "&#39;short_fact&#39; regressed" in page  # escaped (markupsafe writes ' as &#39;)
     saved = load_checkpoint(state / "nightly" / cp.night_id / "checkpoint.json")
     assert saved.status == "finished" and [s.id for s in saved.steps] == [s.id for s in cp.steps]
 

@@ -278,7 +278,7 @@ def test_post_without_usable_gh_says_what_to_run(
     repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     human_branch(repo, "human/greetings", GOOD_LINE)
-    monkeypatch.setattr("optimizer.report.review_comment.find_gh", lambda: None)
+    monkeypatch.setattr("optimizer.workflows.github.find_gh", lambda: None)
     result = cli(
         repo,
         state,

@@ -1,34 +1,3 @@
-"""Inline CSS and JavaScript of the HTML run report (kept apart from the Python that renders).
-
-The script reads the trial index from `<script type="application/json" id="report-data">`,
-builds the bucket and status filters, and adds filtering, sorting, expand/collapse and
-`#trial-N` deep links. It sets `data-ready="true"` on <body> when done (tests check it).
-"""
-
-REPORT_CSS = """
-header .cards{margin-top:14px}
-section.two{display:grid;grid-template-columns:2fr 1fr;gap:18px}
-.chart-toggle{margin-bottom:6px}.chart-toggle label{margin-right:12px}
-.filters{display:flex;flex-wrap:wrap;gap:8px 16px;align-items:center;margin-bottom:8px}
-.filters .statuses label{margin-right:10px;white-space:nowrap}
-.filters button{font:inherit;padding:3px 10px;border:1px solid var(--line);border-radius:6px;
-background:var(--card);color:var(--fg);cursor:pointer}
-.filters input[type=search]{font:inherit;padding:2px 6px;width:180px}
-#trial-table thead th{position:sticky;top:0;z-index:1}
-#trial-table th[data-sort]{cursor:pointer;user-select:none}
-#trial-table th[data-sort]:after{content:" ⇅";color:var(--line)}
-#trial-table th.sorted-asc:after{content:" ▲";color:var(--muted)}
-#trial-table th.sorted-desc:after{content:" ▼";color:var(--muted)}
-tbody.trial tr.head{cursor:pointer}tbody.trial tr.head:hover td{background:var(--code)}
-tbody.trial.open tr.head td{background:var(--code);border-bottom-color:transparent}
-tr.detail>td{background:var(--bg);padding:8px 14px 14px;border-left:3px solid var(--accent)}
-.detail-body{max-width:1180px}
-button.exp{border:0;background:none;color:var(--fg);cursor:pointer;font-size:13px;padding:0 4px}
-footer{margin-top:30px}
-@media (max-width:800px){section.two{grid-template-columns:1fr}}
-"""
-
-REPORT_JS = r"""
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
@@ -146,4 +115,3 @@ REPORT_JS = r"""
   apply();
   document.body.setAttribute("data-ready", "true");
 })();
-"""
