@@ -100,14 +100,12 @@ REQUIREMENT_TEXT = {
 
 
 def published_text(published: datetime) -> str:
-    """`2026-03-14 09:30:05 +00:00 (UTC, Saturday)`: the time with its UTC offset and zone."""
-    base = f"{published:%Y-%m-%d %H:%M:%S}"
-    offset = published.utcoffset()
-    if offset is None:
-        return f"{base} ({published:%A}, local time)"
-    raw = published.strftime("%z")
-    zone = published.tzname() or f"UTC{raw[:3]}:{raw[3:5]}"
-    return f"{base} {raw[:3]}:{raw[3:5]} ({zone}, {published:%A})"
+    """`2026-03-14 09:30:05 UTC+0000 (UTC, Saturday)`: the time with its UTC offset, zone and
+    weekday, written as the Card Agent writes it (SPEC section 8). A naive time is taken as the
+    machine's local time."""
+    local = published if published.tzinfo is not None else published.astimezone()
+    zone = getattr(local.tzinfo, "key", None) or local.tzname() or "local"
+    return f"{local:%Y-%m-%d %H:%M:%S} UTC{local:%z} ({zone}, {local:%A})"
 
 
 class PkmAgentSession:
