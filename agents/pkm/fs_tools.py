@@ -260,6 +260,8 @@ class FileTools:
                 continue
             used += size
             sections.append(section)
+        if not sections and not skipped:
+            raise ToolError("nothing could be read. " + "; ".join(problems))
         skipped.extend(list(entries)[MAX_BATCH_FILES:])
         if skipped:
             sections.append("Output limit reached; read these separately: " + ", ".join(skipped))

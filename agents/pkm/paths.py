@@ -280,12 +280,7 @@ def check_pattern(pattern: str) -> list[str]:
     if not isinstance(pattern, str):
         raise SandboxError("a glob pattern must be a string")
     value = pattern.strip()
-    try:
-        check_syntax(value)
-    except SandboxError:
-        raise SandboxError(
-            "glob patterns are virtual POSIX paths (no NUL, '\\', drive letter or '~')"
-        ) from None
+    check_syntax(value)
     if len(value.encode("utf-8")) > MAX_PATH_BYTES:
         raise SandboxError(f"the pattern is longer than {MAX_PATH_BYTES} bytes")
     parts = [p for p in value.split("/") if p not in ("", ".")]
