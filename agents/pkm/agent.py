@@ -88,8 +88,8 @@ REQUIREMENT_TEXT = {
         "{fact_id} and a short insight grounded in the user's files."
     ),
     "skip_pkm_organization": (
-        "No skip was recorded either. Only if the user asked not to file this input, call "
-        "skip_pkm_organization without changing any file."
+        "No skip was recorded either. If this input is not to be filed (for example, the user "
+        "asked not to file it), call skip_pkm_organization without changing any file."
     ),
     "skip_without_successful_pkm_mutation": (
         "You called skip_pkm_organization, but files in the PKM were changed in this session. "
@@ -224,8 +224,8 @@ class PkmAgentSession:
             "The task is not finished. Missing:\n"
             f"{items}\n"
             "Finish by saving the input (Write/Edit with the fact id comment, then "
-            "update_timeline_card_insight), or, if the user asked not to file it and nothing "
-            "was changed, by calling skip_pkm_organization."
+            "update_timeline_card_insight), or, if it is not to be filed (for example, the user "
+            "asked not to file it) and nothing was changed, by calling skip_pkm_organization."
         )
 
     # -- insight and skip ----------------------------------------------------------------------
