@@ -4,6 +4,10 @@ One *run* is a sequence of turns: ask the model, execute every tool call it made
 parallel), feed the results back, until the model stops calling tools, a tool raises the stop
 flag, or `max_turns` is reached. After each run the session's completion evidence is checked;
 if something is missing the model gets a reminder listing it, up to `max_runs` runs.
+
+Defaults are the original harness's (SPEC section 8): 20 turns per run, reaching them is a
+loop-detection error that ends the agent (no re-prompt), and no turn is forced to be a tool
+call. `on_max_turns="reprompt"` and `require_tool_first_turn=True` are explicit opt-ins.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
 from agents.llm.errors import ModelError
 from agents.llm.types import Message, ModelClient, ModelSettings, ToolCall
@@ -41,13 +45,23 @@ class AgentSession(Protocol):
         ...
 
 
+LOOP_DETECTED = "loop_detected"
+"""Event kind recorded when a run reaches `max_turns` (the original's loop-detection error)."""
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
-    max_turns: int = 12
+    max_turns: int = 20
+    """Model turns per run (the original harness: 20)."""
     max_runs: int = 4
-    require_tool_first_turn: bool = True
-    """Both agents must act through a tool; forcing the first turn of each run to be a tool
-    call keeps weak models from answering in prose and ending the run."""
+    """Runs per agent: the first, then one per re-prompt."""
+    require_tool_first_turn: bool = False
+    """Opt-in: force the first turn of each run to be a tool call, which keeps weak models from
+    answering in prose and ending the run. The original harness forces nothing."""
+    on_max_turns: Literal["error", "reprompt"] = "error"
+    """What reaching `max_turns` does. "error" (original): a loop-detection error ends the
+    agent, with no re-prompt. "reprompt" (opt-in): the run ends and the completion check may
+    re-prompt, as after any other run."""
     settings: ModelSettings = field(default_factory=ModelSettings)
 
 
@@ -96,7 +110,7 @@ async def run_agent(
 
     for run_index in range(config.max_runs):
         metrics.n_runs = run_index + 1
-        stopped = False
+        stopped = looped = False
         for turn in range(config.max_turns):
             metrics.n_turns += 1
             settings = first_turn if turn == 0 else config.settings
@@ -140,11 +154,20 @@ async def run_agent(
                 break
         else:
             transcript.event("max_turns", f"run {run_index + 1} reached {config.max_turns} turns")
+            if config.on_max_turns == "error":
+                looped = True
+                transcript.event(
+                    LOOP_DETECTED,
+                    f"loop detected: run {run_index + 1} reached {config.max_turns} turns "
+                    "without finishing; the agent is stopped",
+                )
 
         missing = session.missing_requirements()
         transcript.missing_requirements = missing
         if not missing:
             transcript.completed = True
+            return transcript
+        if looped:
             return transcript
         if run_index + 1 < config.max_runs:
             reminder = session.reminder(missing)
@@ -157,4 +180,4 @@ def _dt(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
 
 
-__all__ = ["AgentSession", "RuntimeConfig", "run_agent", "utcnow"]
+__all__ = ["LOOP_DETECTED", "AgentSession", "RuntimeConfig", "run_agent", "utcnow"]

@@ -3,6 +3,12 @@
 
 All paths are relative to PKM/. Tool paths are virtual (`/` is the PKM root) and are made
 relative before they are compared with the outcome's workspace diff and file contents.
+
+The four original graders score exactly as the original harness does (SPEC section 8): routing
+strips one leading `/` and capitalises the first letter only of a path with a `/`, and needs
+`expected_buckets`; `expected_files: null` is `[]`; an empty `seed_marker` is found in every
+file; read-before-write is one assertion and takes the Read's `file_path` or `path`. Unknown
+config keys are ignored.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from agents.transcript import ToolCallRecord
 from graders.base import (
@@ -34,34 +40,40 @@ MUTATING_TOOLS = ("Write", "Edit", "Move", "Remove")
 TerminalPath = Literal["skip", "persist"]
 
 
-class NoConfig(GraderConfig):
+class PkmConfig(GraderConfig):
+    """Unknown keys are ignored, as the original harness ignores them (SPEC section 8)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class NoConfig(PkmConfig):
     pass
 
 
-class RoutingConfig(GraderConfig):
-    expected_buckets: list[str] = Field(default_factory=list)
+class RoutingConfig(PkmConfig):
+    expected_buckets: list[str]
     expected_files: list[str] = Field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _something_expected(self) -> RoutingConfig:
-        if not self.expected_buckets and not self.expected_files:
-            raise ValueError("give at least one of expected_buckets or expected_files")
-        return self
+    @field_validator("expected_files", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
 
 
-class NoOverwriteConfig(GraderConfig):
-    seed_marker: str = Field(min_length=1)
+class NoOverwriteConfig(PkmConfig):
+    seed_marker: str
+    """May be empty: the empty string is found in every file."""
 
 
-class ReadBeforeWriteConfig(GraderConfig):
-    required_read_path: str = Field(min_length=1)
+class ReadBeforeWriteConfig(PkmConfig):
+    required_read_path: str
 
 
-class TerminalPathConfig(GraderConfig):
+class TerminalPathConfig(PkmConfig):
     expected: TerminalPath | None = None
 
 
-class NoRedundantFileConfig(GraderConfig):
+class NoRedundantFileConfig(PkmConfig):
     expected_files: list[str] = Field(min_length=1)
     max_new_files: int = Field(default=0, ge=0)
 
@@ -71,7 +83,25 @@ def _skipped(ctx: GradeContext) -> bool:
 
 
 def _read_key(path: str) -> str:
-    return path.strip().lstrip("/").casefold()
+    """Case-insensitive, leading `/` ignored (the original lower-cases; no trimming)."""
+    return path.lstrip("/").lower()
+
+
+def original_routing_path(path: str) -> str:
+    """The original routing normalisation: strip exactly one leading `/`; capitalise the first
+    letter only when the path contains a `/`."""
+    rel = path[1:] if path.startswith("/") else path
+    if "/" in rel:
+        rel = rel[:1].upper() + rel[1:]
+    return rel
+
+
+def read_path(call: ToolCallRecord) -> str:
+    """The path a Read was given: `file_path`, else `path` (as the original takes it)."""
+    value = call.arguments.get("file_path")
+    if value is None:
+        value = call.arguments.get("path")
+    return value if isinstance(value, str) else ""
 
 
 def carries_fact_id(call: ToolCallRecord, fact_id: str) -> bool:
@@ -118,9 +148,9 @@ async def pkm_routed_correctly(ctx: GradeContext, config: RoutingConfig) -> Scor
     if _skipped(ctx):
         return null_score(name, "the agent skipped PKM organisation; routing does not apply")
     created, modified = changed_paths(ctx.outcome)
-    paths = [routing_path(p) for p in [*created, *modified]]
-    files = {routing_path(f) for f in config.expected_files}
-    buckets = [routing_path(b) for b in config.expected_buckets]
+    paths = [original_routing_path(p) for p in [*created, *modified]]
+    files = {original_routing_path(f) for f in config.expected_files}
+    buckets = [original_routing_path(b) for b in config.expected_buckets]
     file_hits = [p for p in paths if p in files]
     bucket_hits = [p for p in paths if any(p.startswith(b) for b in buckets)]
     if file_hits:
@@ -179,32 +209,24 @@ async def pkm_no_overwrite(ctx: GradeContext, config: NoOverwriteConfig) -> Scor
     agent="pkm_agent",
 )
 async def pkm_read_before_write(ctx: GradeContext, config: ReadBeforeWriteConfig) -> Score:
-    """A successful Read of the required path comes before the first successful Write/Edit."""
+    """A successful Read of the required path comes before the first successful Write/Edit
+    (one assertion, as the original)."""
     target = _read_key(config.required_read_path)
     calls = ctx.transcript.successful_calls()
     first_write = next((i for i, c in enumerate(calls) if c.tool_name in WRITE_TOOLS), None)
     reads = [
         i
         for i, c in enumerate(calls)
-        if c.tool_name == "Read" and _read_key(str(c.arguments.get("file_path", ""))) == target
+        if c.tool_name == "Read" and _read_key(read_path(c)) == target
     ]
     before = [i for i in reads if first_write is None or i < first_write]
-    assertions = [
-        Assertion(
-            description=f"read {config.required_read_path}",
-            passed=bool(reads),
-            expected=config.required_read_path,
-        ),
-        Assertion(
-            description=f"read {config.required_read_path} before the first Write/Edit",
-            passed=bool(before),
-            actual={
-                "first_read_call": reads[0] if reads else None,
-                "first_write_call": first_write,
-            },
-        ),
-    ]
-    return assertion_score("pkm_read_before_write", assertions, 1.0)
+    assertion = Assertion(
+        description=f"read {config.required_read_path} before the first Write/Edit",
+        passed=bool(before),
+        actual={"first_read_call": reads[0] if reads else None, "first_write_call": first_write},
+        expected=config.required_read_path,
+    )
+    return assertion_score("pkm_read_before_write", [assertion], 1.0)
 
 
 def expected_terminal_path(

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from agents.llm.errors import ProviderError
 from agents.llm.scripted import Request, ScriptedModel, call, reply
 from agents.llm.types import ModelResponse, ToolCall
-from agents.runtime import RuntimeConfig, run_agent
+from agents.runtime import LOOP_DETECTED, RuntimeConfig, run_agent
 from agents.tools import Tool, ToolArgs, ToolError, ToolResult
 
 
@@ -149,11 +149,55 @@ async def test_at_most_max_runs() -> None:
     assert sum(e.kind == "reminder" for e in t.events) == 3
 
 
-async def test_max_turns_per_run() -> None:
+async def test_max_turns_is_a_loop_detection_error() -> None:
+    # SPEC section 8: reaching max turns is a loop-detection error that ends the agent: no
+    # re-prompt (before: every run was re-prompted, 6 turns over 2 runs)
     model = ScriptedModel(lambda _r: reply("", call("echo", text="again")))
     t = await run_agent(model, Session(), RuntimeConfig(max_turns=3, max_runs=2))
+    assert t.metrics.n_turns == 3 and t.metrics.n_runs == 1
+    assert [e.kind for e in t.events] == ["max_turns", LOOP_DETECTED]
+    assert "loop detected" in t.events[-1].detail
+    assert not t.completed and t.missing_requirements == ["done_called"]
+
+
+async def test_max_turns_reprompt_is_an_option() -> None:
+    model = ScriptedModel(lambda _r: reply("", call("echo", text="again")))
+    config = RuntimeConfig(max_turns=3, max_runs=2, on_max_turns="reprompt")
+    t = await run_agent(model, Session(), config)
     assert t.metrics.n_turns == 6
     assert sum(e.kind == "max_turns" for e in t.events) == 2
+    assert not any(e.kind == LOOP_DETECTED for e in t.events)
+
+
+@dataclass
+class EchoCompletes(Session):
+    """Complete as soon as anything was echoed (no stop flag)."""
+
+    def missing_requirements(self) -> list[str]:
+        return [] if self.echoed else ["echo_called"]
+
+
+async def test_loop_detection_does_not_undo_completion() -> None:
+    model = ScriptedModel(lambda _r: reply("", call("echo", text="x")))
+    t = await run_agent(model, EchoCompletes(), RuntimeConfig(max_turns=2))
+    assert t.metrics.n_turns == 2 and t.events[-1].kind == LOOP_DETECTED
+    assert t.completed and t.missing_requirements == []
+
+
+def test_defaults_are_the_originals() -> None:
+    # SPEC section 8: 20 turns, loop-detection error, no forced first tool call
+    config = RuntimeConfig()
+    assert config.max_turns == 20 and config.max_runs == 4
+    assert config.on_max_turns == "error" and config.require_tool_first_turn is False
+
+
+async def test_first_tool_call_is_forced_only_on_request() -> None:
+    model = ScriptedModel([reply("", call("done"))])
+    await run_agent(model, Session())
+    assert model.calls[0].settings.tool_choice == "auto"
+    forced = ScriptedModel([reply("", call("done"))])
+    await run_agent(forced, Session(), RuntimeConfig(require_tool_first_turn=True))
+    assert forced.calls[0].settings.tool_choice == "required"
 
 
 async def test_model_error_propagates_with_event() -> None:

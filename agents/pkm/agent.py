@@ -1,17 +1,25 @@
 """The PKM Agent session: eleven tools, completion evidence, re-prompt text and outcome.
 
 Completion (SPEC section 4): (a successful Write/Edit whose arguments contain the fact id AND
-a successful insight update) OR (a skip AND no successful Write/Edit/Move/Remove).
+a successful insight update of this input's card) OR (a skip AND no successful
+Write/Edit/Move/Remove).
 
 A *run* (in the runtime's sense) starts with `first_message()` and after each `reminder()`.
 The insight tool ends the run, unless a structural reminder fired on a Read earlier in the
 run: then the insight is saved but the model keeps the turn to act on the reminder.
+
+Defaults are the original harness's (SPEC section 8): the insight tool takes any fact id that
+exists in its fact file, any related id strings and empty text, and writes `character_id: "0"`;
+a skip needs no evidence; the harness text invites a skip only when the user opts out (when to
+skip trivial input is the prompt's job). `PkmOptions` opts into our stricter checks.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pydantic import Field
@@ -28,7 +36,20 @@ from agents.workspace import FACT_ID_PATTERN, FactId, FactIdError, Workspace, di
 
 NAME = "pkm_agent"
 MUTATING_TOOLS = ("Write", "Edit", "Move", "Remove")
+WRITE_TOOLS = ("Write", "Edit")
 FIRST_MESSAGE_TREE_LIMIT = 1000
+CHARACTER_ID = "0"
+
+
+@dataclass(frozen=True)
+class PkmOptions:
+    """Our stricter behaviours, off by default (the original harness accepts these cases)."""
+
+    strict_insight: bool = False
+    """The insight must be for this input's fact id, non-blank, and related ids must be fact ids
+    (`YYYY/MM/DD.md#ts_N`; duplicates and this input's own id are dropped)."""
+    require_skip_evidence: bool = False
+    """skip_pkm_organization refuses blank evidence."""
 
 
 class InsightArgs(ToolArgs):
@@ -41,21 +62,20 @@ class InsightArgs(ToolArgs):
 
 
 class SkipArgs(ToolArgs):
-    evidence: str = Field(
-        description="Why this input should not be saved, quoting what in it shows that"
-    )
+    evidence: str = Field(description="What in the input shows it should not be filed")
 
 
+# Harness text (tool descriptions, first message, re-prompt) invites a skip only on an explicit
+# opt-out by the user (SPEC section 8): when to skip trivial input is the prompt's decision.
 INSIGHT_DESC = (
     "Save the insight of the timeline card of this input, after the input has been written to "
-    "the PKM. fact_id must be this task's Raw Input ID. related_fact_ids lists fact ids (found "
+    "the PKM. fact_id is this task's Raw Input ID. related_fact_ids lists fact ids (found "
     "in `<!-- fact_id: ... -->` comments) of earlier inputs the insight draws on. Normally "
     "ends the session."
 )
 SKIP_DESC = (
-    "Declare that this input should not be organised into the PKM (trivial content such as a "
-    "greeting, filler or emoji only, or the user asked not to save it). Write nothing before "
-    "calling it. Ends the session."
+    "Declare that this input is not to be organised into the PKM (for example, the user said "
+    "not to file it). Write nothing before calling it. Ends the session."
 )
 
 REQUIREMENT_TEXT = {
@@ -63,16 +83,29 @@ REQUIREMENT_TEXT = {
         "No successful Write or Edit contains this input's fact id. Save the input into the "
         "right PARA file and put `<!-- fact_id: {fact_id} -->` next to what you wrote."
     ),
-    "updated_insight": (
+    "updated_timeline_card_insight": (
         "The card insight was not saved. Call update_timeline_card_insight with fact_id "
         "{fact_id} and a short insight grounded in the user's files."
     ),
-    "skip_without_mutation": (
+    "skip_pkm_organization": (
+        "No skip was recorded either. If this input is not to be filed (for example, the user "
+        "asked not to file it), call skip_pkm_organization without changing any file."
+    ),
+    "skip_without_successful_pkm_mutation": (
         "You called skip_pkm_organization, but files in the PKM were changed in this session. "
-        "A skip must not change anything: if the input is worth keeping, finish saving it "
-        "(fact id comment and insight) instead."
+        "A skip must not change anything: finish saving the input (fact id comment and "
+        "insight) instead."
     ),
 }
+
+
+def published_text(published: datetime) -> str:
+    """`2026-03-14 09:30:05 UTC+0000 (UTC, Saturday)`: the time with its UTC offset, zone and
+    weekday, written as the Card Agent writes it (SPEC section 8). A naive time is taken as the
+    machine's local time."""
+    local = published if published.tzinfo is not None else published.astimezone()
+    zone = getattr(local.tzinfo, "key", None) or local.tzname() or "local"
+    return f"{local:%Y-%m-%d %H:%M:%S} UTC{local:%z} ({zone}, {local:%A})"
 
 
 class PkmAgentSession:
@@ -80,8 +113,15 @@ class PkmAgentSession:
 
     name = NAME
 
-    def __init__(self, workspace: Workspace, agent_input: AgentInput, system_prompt: str) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        agent_input: AgentInput,
+        system_prompt: str,
+        options: PkmOptions | None = None,
+    ) -> None:
         self.workspace = workspace
+        self.options = options or PkmOptions()
         self.agent_input = agent_input
         self.system_prompt = system_prompt
         self.fact_id = str(FactId.parse(agent_input.fact_id))
@@ -94,6 +134,8 @@ class PkmAgentSession:
         self.skip_evidence: str | None = None
         self.successful_mutation = False
         self.edited: list[str] = []
+        self.written: list[str] = []
+        """Files changed by a successful Write/Edit: what the session stats count."""
         self.reminders_this_run: list[str] = []
         self.reminders_total = 0
         self._tools = [
@@ -110,7 +152,9 @@ class PkmAgentSession:
         for path in paths:
             if path not in self.edited:
                 self.edited.append(path)
-        if tool in ("Write", "Edit") and self.fact_id in json.dumps(arguments, ensure_ascii=False):
+            if tool in WRITE_TOOLS and path not in self.written:
+                self.written.append(path)
+        if tool in WRITE_TOOLS and self.fact_id in json.dumps(arguments, ensure_ascii=False):
             self.wrote_para = True
 
     def reminded(self, texts: list[str]) -> None:
@@ -139,31 +183,35 @@ class PkmAgentSession:
             listing = "Current PKM tree ('/' is the PKM root):\n" + "\n".join(tree.lines)
             if tree.total > FIRST_MESSAGE_TREE_LIMIT:
                 listing += f"\n... {tree.total - FIRST_MESSAGE_TREE_LIMIT} more entries"
-        published = self.agent_input.published_at
         return (
             wrap(
                 f"{listing}\n\nUser language: {self.agent_input.user_language}. Write notes and "
                 "the insight in this language."
             )
             + "\n\nOrganise the following raw input into the user's PKM, then update its "
-            "timeline card insight; or skip it if it is not worth keeping.\n\n"
-            f"Published Time: {published:%Y-%m-%d %H:%M:%S} ({published:%A})\n"
+            "timeline card insight. If the user says not to file it, call "
+            "skip_pkm_organization instead.\n\n"
+            f"Published Time: {published_text(self.agent_input.published_at)}\n"
             f"Raw Input ID (fact_id): {self.fact_id}\n"
             f"Raw Input Content:\n{self.agent_input.content}"
         )
 
     def missing_requirements(self) -> list[str]:
+        """Empty when complete; else the unmet requirements of both ways to finish, with the
+        original harness's names."""
         if self.wrote_para and self.updated_insight:
             return []
         if self.skipped and not self.successful_mutation:
             return []
         missing: list[str] = []
-        if self.skipped:
-            missing.append("skip_without_mutation")
         if not self.wrote_para:
             missing.append("wrote_para_with_fact_id")
         if not self.updated_insight:
-            missing.append("updated_insight")
+            missing.append("updated_timeline_card_insight")
+        if not self.skipped:
+            missing.append("skip_pkm_organization")
+        else:
+            missing.append("skip_without_successful_pkm_mutation")
         return missing
 
     def reminder(self, missing: list[str]) -> str:
@@ -175,43 +223,53 @@ class PkmAgentSession:
         return wrap(
             "The task is not finished. Missing:\n"
             f"{items}\n"
-            "Finish either by saving the input (Write/Edit with the fact id comment, then "
-            "update_timeline_card_insight) or, for content not worth keeping and with nothing "
-            "written, by calling skip_pkm_organization."
+            "Finish by saving the input (Write/Edit with the fact id comment, then "
+            "update_timeline_card_insight), or, if it is not to be filed (for example, the user "
+            "asked not to file it) and nothing was changed, by calling skip_pkm_organization."
         )
 
     # -- insight and skip ----------------------------------------------------------------------
 
-    def _insight(self, args: InsightArgs) -> ToolResult:
-        if args.fact_id.strip() != self.fact_id:
-            raise ToolError(
-                f"fact_id must be this input's Raw Input ID {self.fact_id}, got {args.fact_id!r}"
-            )
-        text = args.insight_text.strip()
-        if not text:
-            raise ToolError("insight_text is empty")
+    def _related(self, raw_ids: list[str]) -> list[dict[str, str]]:
+        if not self.options.strict_insight:
+            return [{"id": raw} for raw in raw_ids]
         related: list[dict[str, str]] = []
-        for raw in args.related_fact_ids or []:
+        for raw in raw_ids:
             try:
                 fid = str(FactId.parse(raw))
             except FactIdError as err:
                 raise ToolError(f"related_fact_ids: {err}") from None
             if fid != self.fact_id and {"id": fid} not in related:
                 related.append({"id": fid})
+        return related
+
+    def _insight(self, args: InsightArgs) -> ToolResult:
+        try:
+            target = FactId.parse(args.fact_id)
+        except FactIdError as err:
+            raise ToolError(str(err)) from None
+        if self.workspace.read_fact(target) is None:
+            raise ToolError(f"fact {target} does not exist in its fact file {target.fact_file}")
+        strict = self.options.strict_insight
+        if strict and str(target) != self.fact_id:
+            raise ToolError(
+                f"fact_id must be this input's Raw Input ID {self.fact_id}, got {args.fact_id!r}"
+            )
+        text = args.insight_text.strip() if strict else args.insight_text
+        if strict and not text:
+            raise ToolError("insight_text is empty")
+        related = self._related(list(args.related_fact_ids or []))
 
         def mutate(card: dict[str, Any]) -> None:
-            card.setdefault("fact_id", self.fact_id)
-            old = card.get("insight")
-            character = old.get("character_id") if isinstance(old, dict) else None
-            card["insight"] = {"text": text, "related_facts": related, "character_id": character}
+            card.setdefault("fact_id", str(target))
+            card["insight"] = {"text": text, "related_facts": related, "character_id": CHARACTER_ID}
 
         try:
-            update_card(
-                self.workspace.card_path(self.fact_id), mutate, durable=self.workspace.durable
-            )
+            update_card(self.workspace.card_path(target), mutate, durable=self.workspace.durable)
         except (CardFileError, OSError) as err:
             raise ToolError(f"could not update the card: {type(err).__name__}") from None
-        self.updated_insight = True
+        if str(target) == self.fact_id:
+            self.updated_insight = True
         if self.reminders_this_run:
             pending = "\n".join(f"- {r}" for r in self.reminders_this_run)
             self.reminders_this_run = []
@@ -222,11 +280,10 @@ class PkmAgentSession:
         return ToolResult(content="Insight saved.", stop=True)
 
     def _skip(self, args: SkipArgs) -> ToolResult:
-        evidence = args.evidence.strip()
-        if not evidence:
+        if self.options.require_skip_evidence and not args.evidence.strip():
             raise ToolError("evidence is empty: say what in the input makes it not worth saving")
         self.skipped = True
-        self.skip_evidence = evidence
+        self.skip_evidence = args.evidence
         note = ""
         if self.successful_mutation:
             note = " Files were already changed in this session, so the skip is not clean."
@@ -235,14 +292,15 @@ class PkmAgentSession:
     # -- after the run -------------------------------------------------------------------------
 
     def record_session(self) -> bool:
-        """Append this session to the user's session history if it changed files."""
-        if not self.successful_mutation:
+        """Add this session to the user's session stats if it wrote or edited a file (Move and
+        Remove alone do not count)."""
+        if not self.written:
             return False
         append_session(
             self.workspace.root,
             self.fact_id,
             self.agent_input.published_at.isoformat(),
-            self.edited,
+            self.written,
         )
         return True
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -65,8 +64,9 @@ def number_lines(lines: list[str], start: int) -> str:
     return "\n".join(f"{n:>6}\t{cut_line(line)}" for n, line in enumerate(lines, start))
 
 
-def read_text(real: Path, virtual: str) -> str:
-    data = real.read_bytes()
+def read_text(sandbox: Sandbox, real: Path, virtual: str) -> str:
+    """The file's text, read without following links (see `Sandbox.read_bytes`)."""
+    data = sandbox.read_bytes(real) or b""
     if b"\x00" in data[:8192]:
         raise ToolError(f"{virtual} is a binary file and cannot be read as text")
     return data.decode("utf-8", errors="replace")
@@ -183,12 +183,14 @@ class FileTools:
     def _read(self, args: ReadArgs) -> ToolResult:
         real, virtual = self.sandbox.resolve(args.file_path)
         require_file(real, virtual)
-        text = read_text(real, virtual)
+        text = read_text(self.sandbox, real, virtual)
         lines = text.splitlines()
-        found = read_reminders(self.sandbox, real, virtual, len(lines), self.observer.sessions())
-        extra = [wrap(r) for r in found]
+        sessions = self.observer.sessions()
         if not text.strip():
+            # the size reminders count the lines the Read returned: none here
+            found = read_reminders(self.sandbox, real, virtual, 0, sessions)
             self.observer.reminded(found)
+            extra = [wrap(r) for r in found]
             return ToolResult(content="\n\n".join([wrap(f"File is empty: {virtual}"), *extra]))
         if args.offset > len(lines):
             raise ToolError(
@@ -204,7 +206,9 @@ class FileTools:
                 f"{MAX_OUTPUT_BYTES // 1024} KiB. Read a part with offset and limit (the file "
                 f"has {len(lines)} lines), or use Grep to find the lines you need"
             )
+        found = read_reminders(self.sandbox, real, virtual, len(chunk), sessions)
         self.observer.reminded(found)
+        extra = [wrap(r) for r in found]
         last = args.offset - 1 + len(chunk)
         if last < len(lines):
             body += (
@@ -241,7 +245,7 @@ class FileTools:
         skipped: list[str] = []
         for virtual, entry in list(entries.items())[:MAX_BATCH_FILES]:
             try:
-                text = read_text(entry.real, virtual)
+                text = read_text(self.sandbox, entry.real, virtual)
             except ToolError as err:
                 problems.append(str(err))
                 continue
@@ -256,6 +260,8 @@ class FileTools:
                 continue
             used += size
             sections.append(section)
+        if not sections and not skipped:
+            raise ToolError("nothing could be read. " + "; ".join(problems))
         skipped.extend(list(entries)[MAX_BATCH_FILES:])
         if skipped:
             sections.append("Output limit reached; read these separately: " + ", ".join(skipped))
@@ -278,10 +284,7 @@ class FileTools:
     @os_guard
     def _write(self, args: WriteArgs) -> ToolResult:
         real, virtual = self._target_file(args.file_path)
-        existed = real.exists()
-        real.parent.mkdir(parents=True, exist_ok=True)
-        with real.open("w", encoding="utf-8", newline="") as fh:
-            fh.write(args.content)
+        existed = self.sandbox.write_bytes(real, args.content.encode("utf-8"))
         self.observer.mutated("Write", [virtual], args.model_dump())
         n = len(args.content.splitlines())
         verb = "Overwrote" if existed else "Created"
@@ -291,21 +294,19 @@ class FileTools:
     def _edit(self, args: EditArgs) -> ToolResult:
         real, virtual = self._target_file(args.file_path)
         if args.old_string == "":
-            if real.exists() and real.read_text(encoding="utf-8", errors="replace").strip():
+            if real.exists() and read_text(self.sandbox, real, virtual).strip():
                 raise ToolError(
                     f"{virtual} already exists and is not empty; Read it and pass the text to "
                     "replace as old_string"
                 )
-            real.parent.mkdir(parents=True, exist_ok=True)
-            with real.open("w", encoding="utf-8", newline="") as fh:
-                fh.write(args.new_string)
+            self.sandbox.write_bytes(real, args.new_string.encode("utf-8"))
             self.observer.mutated("Edit", [virtual], args.model_dump())
             lines = args.new_string.splitlines()
             return ToolResult(
                 content=f"Created {virtual}:\n" + number_lines(lines[: 2 * SNIPPET_CONTEXT + 1], 1)
             )
         require_file(real, virtual)
-        text = read_text(real, virtual)
+        text = read_text(self.sandbox, real, virtual)
         count = text.count(args.old_string)
         if count == 0:
             raise ToolError(
@@ -321,8 +322,7 @@ class FileTools:
             raise ToolError("old_string and new_string are identical; nothing would change")
         pos = text.index(args.old_string)
         new_text = text.replace(args.old_string, args.new_string, -1 if args.replace_all else 1)
-        with real.open("w", encoding="utf-8", newline="") as fh:
-            fh.write(new_text)
+        self.sandbox.write_bytes(real, new_text.encode("utf-8"))
         self.observer.mutated("Edit", [virtual], args.model_dump())
         first = text[:pos].count("\n")
         last = first + args.new_string.count("\n")
@@ -352,8 +352,7 @@ class FileTools:
                 raise ToolError(f"{dst_v} already exists; set overwrite to true to replace it")
             if dst.is_dir() and not dst.is_symlink():
                 raise ToolError(f"{dst_v} is a folder; only files can be overwritten")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(src, dst)
+        self.sandbox.rename(src, dst)
         self.observer.mutated("Move", [dst_v], args.model_dump())
         return ToolResult(content=f"Moved {src_v} to {dst_v}.")
 
@@ -366,12 +365,7 @@ class FileTools:
             raise ToolError("the PKM root cannot be removed")
         if not os.path.lexists(real):
             raise ToolError(f"{virtual} does not exist")
-        if real.is_dir() and not real.is_symlink():
-            shutil.rmtree(real)
-            kind = "folder"
-        else:
-            real.unlink()
-            kind = "file"
+        kind = self.sandbox.remove(real)
         self.observer.mutated("Remove", [], args.model_dump())
         return ToolResult(content=f"Removed {kind} {virtual}.")
 

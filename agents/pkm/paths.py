@@ -1,34 +1,68 @@
 """The PKM sandbox: virtual paths (`/` = the PKM root) mapped to real paths, safely.
 
 Every PKM tool goes through `Sandbox.resolve`, the single place that decides whether a path the
-model sent may be touched. It rejects, before anything is read or written: NUL bytes,
-Windows-style paths, over-long names, `..` that climbs above the root, paths that spell a real
-host location (a real ancestor of the PKM root), and anything whose real path (symlinks
-resolved) leaves the PKM root. Error messages only ever echo virtual paths.
+model sent may be touched. It rejects, before anything is read or written: NUL bytes and other
+control characters, Windows-style paths, `~`, over-long names, unicode lookalikes of `/`, `\\`
+and `..`, `..` that climbs above the root, paths that spell a real host location (a real
+ancestor of the PKM root), and anything whose real path (symlinks resolved) leaves the PKM root.
+
+Validation alone leaves a window: a path component could be swapped for a symlink between the
+check and the open. So every read, write, rename, delete and listing then goes through the
+`Sandbox` again and opens the path one component at a time from the root with `O_NOFOLLOW`
+(`openat`-style, `safe_fs`), refusing a link, a non-regular file or a hard-linked file met on
+the way. Error messages only ever contain virtual paths, never the model's raw path.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
-from agents.tools import ToolError
+from agents.pkm.safe_fs import DirItem, SafeRoot, SandboxError
 
 MAX_PATH_BYTES = 4096
 MAX_NAME_BYTES = 255
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
+_SLASH_LOOKALIKES = frozenset("\u2215\u2044\u29f8\u2571\u2216\u29f5\u29f9\u20e5")
+"""DIVISION SLASH, FRACTION SLASH, BIG SOLIDUS, BOX DIAGONAL, SET MINUS, REVERSE SOLIDUS
+OPERATOR, BIG REVERSE SOLIDUS, COMBINING REVERSE SOLIDUS: not folded to `/` or `\\` by NFKC."""
 
 
-class SandboxError(ToolError):
-    """A path the model sent may not be used. The message contains only virtual paths."""
+def check_name(part: str) -> None:
+    """Refuse one path component that is, or could be read as, a separator or `..`."""
+    if any(unicodedata.category(ch) == "Cc" for ch in part):
+        raise SandboxError("a path contains a control character (NUL, newline, ...)")
+    folded = unicodedata.normalize("NFKC", part)
+    if (
+        (folded in (".", "..") and part != folded)
+        or "/" in folded
+        or "\\" in folded
+        or _SLASH_LOOKALIKES & set(part)
+    ):
+        raise SandboxError(
+            "a path component is a lookalike of '/', '\\' or '..'; use plain virtual POSIX "
+            "paths such as /Areas/Health/sleep.md"
+        )
 
 
-def _short(value: str, limit: int = 80) -> str:
-    """The model's own path, shortened for an error message (it may be megabytes long)."""
-    return value if len(value) <= limit else value[:limit] + "..."
+def check_syntax(value: str) -> None:
+    """Refuse what is never a virtual path: NUL and control characters, Windows paths, `~`."""
+    if "\x00" in value:
+        raise SandboxError("the path contains a NUL byte")
+    if "\\" in value or _DRIVE_RE.match(value):
+        raise SandboxError(
+            "that looks like a Windows path; use virtual POSIX paths such as "
+            "/Areas/Health/sleep.md"
+        )
+    if value.lstrip("/").startswith("~"):
+        raise SandboxError(
+            "'~' is not expanded: paths are virtual and '/' is the PKM root (e.g. /Areas/...)"
+        )
 
 
 @dataclass(frozen=True)
@@ -42,7 +76,11 @@ class Entry:
 
 
 class Sandbox:
-    """Maps virtual PKM paths to real paths under `root` and walks the tree without escaping."""
+    """Maps virtual PKM paths to real paths under `root` and walks the tree without escaping.
+
+    Resolving validates; the I/O methods (`read_bytes`, `write_bytes`, `rename`, `remove`,
+    `makedirs`, `list_dir`) re-check at the moment of use, without following links.
+    """
 
     def __init__(self, root: Path) -> None:
         root.mkdir(parents=True, exist_ok=True)
@@ -50,6 +88,7 @@ class Sandbox:
         self._host_prefixes = self._ancestors(Path(os.path.abspath(root))) | self._ancestors(
             self.root
         )
+        self.fs = SafeRoot(self.root, self.to_virtual)
 
     @staticmethod
     def _ancestors(path: Path) -> set[tuple[str, ...]]:
@@ -64,32 +103,27 @@ class Sandbox:
     # -- resolving ----------------------------------------------------------------------------
 
     def normalize(self, virtual: str) -> str:
-        """Check the syntax of a virtual path and return it normalized (`/a/b`, root = `/`)."""
+        """Check the syntax of a virtual path and return it normalized (`/a/b`, root = `/`).
+
+        Errors never echo the raw path: it may spell a host location.
+        """
         if not isinstance(virtual, str):
             raise SandboxError("path must be a string")
         value = virtual.strip()
-        if "\x00" in value:
-            raise SandboxError("path contains a NUL byte")
-        if "\\" in value or _DRIVE_RE.match(value):
-            raise SandboxError(
-                f"'{_short(value)}' looks like a Windows path; use virtual POSIX paths such as "
-                "/Areas/Health/sleep.md"
-            )
+        check_syntax(value)
         if len(value.encode("utf-8")) > MAX_PATH_BYTES:
-            raise SandboxError(f"path is longer than {MAX_PATH_BYTES} bytes")
+            raise SandboxError(f"the path is longer than {MAX_PATH_BYTES} bytes")
         parts: list[str] = []
         for part in value.split("/"):
             if len(part.encode("utf-8")) > MAX_NAME_BYTES:
-                raise SandboxError(
-                    f"a path component of '{_short(value)}' is longer than {MAX_NAME_BYTES} bytes"
-                )
+                raise SandboxError(f"a path component is longer than {MAX_NAME_BYTES} bytes")
+            check_name(part)
             if part in ("", "."):
                 continue
             if part == "..":
                 if not parts:
                     raise SandboxError(
-                        f"'{_short(value)}' leaves the PKM root; paths are virtual and '/' is "
-                        "the PKM root"
+                        "the path leaves the PKM root; paths are virtual and '/' is the PKM root"
                     )
                 parts.pop()
                 continue
@@ -134,6 +168,26 @@ class Sandbox:
         real = Path(os.path.realpath(path))
         return real if self.contains(real) else None
 
+    # -- I/O at the moment of use (no link followed) ------------------------------------------
+
+    def read_bytes(self, real: Path, *, max_bytes: int | None = None) -> bytes | None:
+        return self.fs.read_bytes(real, max_bytes=max_bytes)
+
+    def write_bytes(self, real: Path, data: bytes) -> bool:
+        return self.fs.write_bytes(real, data)
+
+    def makedirs(self, real_dir: Path) -> None:
+        self.fs.makedirs(real_dir)
+
+    def rename(self, src: Path, dst: Path) -> None:
+        self.fs.rename(src, dst)
+
+    def remove(self, real: Path) -> Literal["file", "folder"]:
+        return self.fs.remove(real)
+
+    def list_dir(self, real_dir: Path) -> list[DirItem]:
+        return self.fs.list_dir(real_dir)
+
     # -- walking ------------------------------------------------------------------------------
 
     def walk(
@@ -156,21 +210,21 @@ class Sandbox:
         include_hidden: bool,
     ) -> Iterator[Entry]:
         try:
-            entries = sorted(os.scandir(directory), key=lambda e: e.name)
-        except OSError:
+            items = self.list_dir(directory)
+        except (OSError, SandboxError):  # e.g. a folder swapped for a link: not listed
             return
-        for entry in entries:
-            if not include_hidden and entry.name.startswith("."):
+        for item in items:
+            if not include_hidden and item.name.startswith("."):
                 continue
-            path = Path(entry.path)
-            child_virtual = f"{virtual.rstrip('/')}/{entry.name}"
-            if entry.is_symlink():
+            path = directory / item.name
+            child_virtual = f"{virtual.rstrip('/')}/{item.name}"
+            if item.kind == "link":
                 target = self.safe_real(path)
                 if target is None:
                     continue
                 yield Entry(target, child_virtual, target.is_dir(), depth)
                 continue
-            is_dir = entry.is_dir(follow_symlinks=False)
+            is_dir = item.kind == "dir"
             yield Entry(path, child_virtual, is_dir, depth)
             if is_dir and (max_depth is None or depth < max_depth):
                 yield from self._walk(path, child_virtual, depth + 1, max_depth, include_hidden)
@@ -181,13 +235,9 @@ class Sandbox:
         A leading `/` makes the pattern start at the PKM root. The literal leading directories
         of the pattern are resolved through `resolve`, so a glob can never start outside.
         """
-        if "\x00" in pattern or "\\" in pattern or _DRIVE_RE.match(pattern.strip()):
-            raise SandboxError("glob patterns are virtual POSIX paths (no NUL, '\\' or drive)")
-        if pattern.startswith("/"):
-            base, pattern = "/", pattern.lstrip("/")
-        parts = [p for p in pattern.split("/") if p not in ("", ".")]
-        if ".." in parts:
-            raise SandboxError("glob patterns may not contain '..'")
+        parts = check_pattern(pattern)
+        if pattern.strip().startswith("/"):
+            base = "/"
         literal: list[str] = []
         while parts and not has_glob_chars(parts[0]):
             literal.append(parts.pop(0))
@@ -222,6 +272,23 @@ def _mtime(path: Path) -> float:
         return path.stat().st_mtime
     except OSError:
         return 0.0
+
+
+def check_pattern(pattern: str) -> list[str]:
+    """Validate a glob pattern as a virtual path (no `..`, host syntax or lookalikes) and return
+    its components."""
+    if not isinstance(pattern, str):
+        raise SandboxError("a glob pattern must be a string")
+    value = pattern.strip()
+    check_syntax(value)
+    if len(value.encode("utf-8")) > MAX_PATH_BYTES:
+        raise SandboxError(f"the pattern is longer than {MAX_PATH_BYTES} bytes")
+    parts = [p for p in value.split("/") if p not in ("", ".")]
+    for part in parts:
+        if part == "..":
+            raise SandboxError("glob patterns may not contain '..'")
+        check_name(part)
+    return parts
 
 
 def glob_to_regex(pattern: str) -> re.Pattern[str]:

@@ -1,72 +1,83 @@
-"""System reminders appended to a successful Read, and the user's PKM session history.
+"""System reminders appended to a successful Read, and the user's PKM session stats.
 
-The reminders nudge the agent about structural smells of the file it just read: a file that
-grew too long, a directory fragmented into one-fact files, a date-named file, and a file that
-keeps being edited session after session (an accidental log or a too generic name).
+The reminders nudge the agent about structural smells of the file it just read: a Read that
+returned too many lines, a directory fragmented into one-fact files, a date-named file, and a
+file that keeps being edited session after session (an accidental log or a too generic name).
+The counting rules are the original harness's (SPEC section 8).
 
-Session history (shared format, do not change): `<workspace>/_System/pkm/sessions.jsonl`, one
-JSON object per line, oldest first:
-`{"fact_id": str, "at": ISO-8601 str, "edited": ["Areas/Health/log.md", ...]}`.
+Session stats: `<workspace>/_System/pkm_stats.json`, a JSON object
+`{"version": 1, "sessions": [{"fact_id": str, "at": ISO-8601 str, "edited": [path, ...]}]}`,
+oldest first, one entry per session that made a successful Write or Edit; `edited` lists the
+files written or edited (relative to PKM/). Without that file the older
+`_System/pkm/sessions.jsonl` (one such entry per line) is read, so fixtures in that form keep
+working; the next recorded session writes both histories into `pkm_stats.json`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from agents.pkm.paths import Sandbox
+from agents.tools import ToolError
 
 SOFT_LINE_LIMIT = 1000
 HARD_LINE_LIMIT = 2000
 FRAGMENT_THRESHOLD = 5
 RECENT_SESSIONS = 5
 HOT_FILE_SESSIONS = 3
-FACT_ID_COMMENT_RE = re.compile(r"<!--\s*fact_id:\s*(.+?)\s*-->")
-DATE_NAME_RE = re.compile(r"(?<!\d)20\d{2}(-?)(0[1-9]|1[0-2])\1(0[1-9]|[12]\d|3[01])(?!\d)")
-SESSIONS_FILE = Path("_System") / "pkm" / "sessions.jsonl"
+DATE_NAME_RE = re.compile(r"20\d{2}-?\d{2}-?\d{2}")
+STATS_FILE = Path("_System") / "pkm_stats.json"
+LEGACY_SESSIONS_FILE = Path("_System") / "pkm" / "sessions.jsonl"
+STATS_VERSION = 1
 
 
 def wrap(text: str) -> str:
     return f"<system-reminder>\n{text}\n</system-reminder>"
 
 
-def count_fact_ids(text: str) -> int:
-    return len(FACT_ID_COMMENT_RE.findall(text))
+def count_fact_id_lines(text: str) -> int:
+    """Lines that contain `fact_id` (the original counts lines, not well-formed comments)."""
+    return sum("fact_id" in line for line in text.splitlines())
 
 
 def length_reminder(virtual: str, n_lines: int) -> str | None:
+    """`n_lines` is the number of lines the Read returned (not the file's length)."""
     if n_lines >= HARD_LINE_LIMIT:
         return (
-            f"{virtual} has {n_lines} lines, past the {HARD_LINE_LIMIT}-line limit. Restructure "
-            "it before adding more: split it into several focused files (by topic or by period) "
-            "in a folder, and keep only a short index here."
+            f"Reading {virtual} returned {n_lines} lines: the file is past the "
+            f"{HARD_LINE_LIMIT}-line limit. Restructure it before adding more: split it into "
+            "several focused files (by topic or by period) in a folder, and keep only a short "
+            "index here."
         )
     if n_lines > SOFT_LINE_LIMIT:
         return (
-            f"{virtual} has {n_lines} lines. Consider splitting it into smaller files by topic "
-            "if what you add does not clearly belong here."
+            f"Reading {virtual} returned {n_lines} lines. Consider splitting it into smaller "
+            "files by topic if what you add does not clearly belong here."
         )
     return None
 
 
 def fragmentation_reminder(sandbox: Sandbox, real: Path) -> str | None:
-    """More than FRAGMENT_THRESHOLD sibling files that each hold exactly one fact_id comment."""
+    """More than FRAGMENT_THRESHOLD files in the folder that each have exactly one line
+    containing `fact_id`."""
     parent = real.parent
-    single = 0
     try:
-        siblings = sorted(parent.iterdir())
-    except OSError:
+        siblings = sandbox.list_dir(parent)
+    except (OSError, ToolError):
         return None
+    single = 0
     for sibling in siblings:
-        if sibling.name.startswith(".") or sibling.is_symlink() or not sibling.is_file():
+        if sibling.name.startswith(".") or sibling.kind != "file":
             continue
         try:
-            text = sibling.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            data = sandbox.read_bytes(parent / sibling.name)
+        except (OSError, ToolError):
             continue
-        if count_fact_ids(text) == 1:
+        if count_fact_id_lines((data or b"").decode("utf-8", errors="replace")) == 1:
             single += 1
     if single <= FRAGMENT_THRESHOLD:
         return None
@@ -107,13 +118,9 @@ def hot_file_reminder(virtual: str, sessions: Sequence[dict[str, object]]) -> st
     )
 
 
-def load_sessions(workspace_root: Path) -> list[dict[str, object]]:
-    """Read the session history; malformed lines are ignored."""
-    path = workspace_root / SESSIONS_FILE
-    if not path.is_file():
-        return []
+def _parse_jsonl(text: str) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in text.splitlines():
         line = line.strip()
         if not line:
             continue
@@ -126,12 +133,39 @@ def load_sessions(workspace_root: Path) -> list[dict[str, object]]:
     return out
 
 
+def _parse_stats(text: str) -> list[dict[str, object]]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return []
+    sessions = value.get("sessions") if isinstance(value, dict) else value
+    if not isinstance(sessions, list):
+        return []
+    return [s for s in sessions if isinstance(s, dict)]
+
+
+def load_sessions(workspace_root: Path) -> list[dict[str, object]]:
+    """The session history, oldest first (`pkm_stats.json`, else the legacy JSONL file);
+    malformed entries are ignored."""
+    stats = workspace_root / STATS_FILE
+    if stats.is_file():
+        return _parse_stats(stats.read_text(encoding="utf-8", errors="replace"))
+    legacy = workspace_root / LEGACY_SESSIONS_FILE
+    if legacy.is_file():
+        return _parse_jsonl(legacy.read_text(encoding="utf-8", errors="replace"))
+    return []
+
+
 def append_session(workspace_root: Path, fact_id: str, at: str, edited: Sequence[str]) -> None:
-    path = workspace_root / SESSIONS_FILE
+    """Record one Write/Edit session in `_System/pkm_stats.json` (written atomically)."""
+    sessions = load_sessions(workspace_root)
+    sessions.append({"fact_id": fact_id, "at": at, "edited": [p.lstrip("/") for p in edited]})
+    path = workspace_root / STATS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    entry = {"fact_id": fact_id, "at": at, "edited": [p.lstrip("/") for p in edited]}
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    tmp = path.with_name(f".{path.name}.tmp")
+    payload = {"version": STATS_VERSION, "sessions": sessions}
+    tmp.write_text(json.dumps(payload, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def read_reminders(

@@ -4,16 +4,15 @@ used for the first message. Traversal never follows a symlink out of the PKM roo
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
 from agents.pkm.fs_tools import MAX_OUTPUT_BYTES, cut_line, os_guard
-from agents.pkm.paths import Entry, Sandbox, glob_to_regex
+from agents.pkm.paths import Entry, Sandbox, check_pattern, glob_to_regex
 from agents.tools import Tool, ToolArgs, ToolError, ToolResult
 
 MAX_LS_ENTRIES = 1000
@@ -23,7 +22,7 @@ MAX_GREP_FILE_BYTES = 5 * 1024 * 1024
 
 
 class LSArgs(ToolArgs):
-    path: str = Field("/", description="Virtual folder to list; '/' is the PKM root")
+    path: str = Field(description="Virtual folder to list; '/' is the PKM root")
     ignore: list[str] = Field(
         default_factory=list, description="Glob patterns of names to leave out, e.g. ['*.png']"
     )
@@ -45,13 +44,33 @@ class GrepArgs(ToolArgs):
         "files_with_matches",
         description="files_with_matches: paths only; content: matching lines; count: per file",
     )
-    after: int | None = Field(None, alias="-A", ge=0, description="Lines after each match")
-    before: int | None = Field(None, alias="-B", ge=0, description="Lines before each match")
-    context: int | None = Field(
-        None, alias="-C", ge=0, description="Lines before and after each match"
+    after: int | None = Field(
+        None, validation_alias=AliasChoices("A", "-A"), ge=0, description="Lines after each match"
     )
-    line_numbers: bool = Field(True, alias="-n", description="Show line numbers (content mode)")
-    ignore_case: bool = Field(True, alias="-i", description="Case-insensitive (default true)")
+    before: int | None = Field(
+        None, validation_alias=AliasChoices("B", "-B"), ge=0, description="Lines before each match"
+    )
+    context: int | None = Field(
+        None,
+        validation_alias=AliasChoices("C", "-C"),
+        ge=0,
+        description="Lines before and after each match",
+    )
+    line_numbers: bool = Field(
+        True,
+        validation_alias=AliasChoices("n", "-n"),
+        description="Show line numbers (content mode)",
+    )
+    ignore_case: bool = Field(
+        True,
+        validation_alias=AliasChoices("i", "-i"),
+        description="Case-insensitive (default true)",
+    )
+    file_type: str | None = Field(
+        None,
+        validation_alias=AliasChoices("type", "file_type"),
+        description="Only files of this type, by extension: 'md', 'txt', 'json', ...",
+    )
     head_limit: int | None = Field(
         None, ge=1, description="Return only the first N output lines / files"
     )
@@ -71,10 +90,11 @@ GLOB_DESC = (
     f"most {MAX_GLOB_RESULTS}."
 )
 GREP_DESC = (
-    "Search file contents with a regular expression (case-insensitive by default: set -i to "
+    "Search file contents with a regular expression (case-insensitive by default: set i to "
     "false for exact case). output_mode files_with_matches lists files, content shows matching "
-    "lines as `path:line:text` with -A/-B/-C context lines as `path-line-text`, count gives "
-    "matches per file. Use include to filter files and head_limit to cap the output."
+    "lines as `path:line:text` with A/B/C context lines as `path-line-text`, count gives "
+    "matches per file. Use include (a glob) or type (an extension such as 'md') to filter "
+    "files and head_limit to cap the output."
 )
 
 
@@ -112,17 +132,39 @@ def render_tree(
         indent = "  " * (entry.depth - base_depth)
         suffix = "/" if entry.is_dir else ""
         more = ""
-        if entry.is_dir and depth is not None and entry.depth >= depth and _has_visible(entry):
+        at_limit = depth is not None and entry.depth >= depth
+        if entry.is_dir and at_limit and _has_visible(sandbox, entry):
             more = " (more inside)"
         lines.append(f"{indent}{name}{suffix}{more}")
     return _Tree(lines, total)
 
 
-def _has_visible(entry: Entry) -> bool:
+def _has_visible(sandbox: Sandbox, entry: Entry) -> bool:
     try:
-        return any(not n.startswith(".") for n in os.listdir(entry.real))
-    except OSError:
+        return any(not item.name.startswith(".") for item in sandbox.list_dir(entry.real))
+    except (OSError, ToolError):
         return False
+
+
+_TYPE_SUFFIXES = {
+    "md": (".md", ".markdown"),
+    "markdown": (".md", ".markdown"),
+    "txt": (".txt",),
+    "text": (".txt",),
+    "json": (".json",),
+    "yaml": (".yaml", ".yml"),
+    "yml": (".yaml", ".yml"),
+    "csv": (".csv",),
+    "html": (".html", ".htm"),
+}
+
+
+def _type_suffixes(file_type: str | None) -> tuple[str, ...]:
+    """File name endings of a Grep `type` ('md' -> .md/.markdown; unknown 'x' -> .x)."""
+    if not file_type or not file_type.strip():
+        return ()
+    key = file_type.strip().lower().lstrip("*").lstrip(".")
+    return _TYPE_SUFFIXES.get(key, ("." + key,))
 
 
 def _matches(pattern: re.Pattern[str], text: str, multiline: bool) -> list[tuple[int, int]]:
@@ -203,17 +245,22 @@ class SearchTools:
         real, virtual = self.sandbox.resolve(args.path)
         if not real.exists():
             raise ToolError(f"{virtual} does not exist")
+        if args.include:
+            check_pattern(args.include)
         include = glob_to_regex(args.include) if args.include else None
+        suffixes = _type_suffixes(args.file_type)
         base = virtual.rstrip("/") + "/"
         out: list[str] = []
         n_files = 0
         for entry in self.sandbox.files(real):
+            name = entry.virtual.rsplit("/", 1)[-1]
             if include is not None:
                 rel = entry.virtual[len(base) :] if entry.virtual.startswith(base) else ""
-                name = entry.virtual.rsplit("/", 1)[-1]
                 subject = rel if "/" in (args.include or "") else name
                 if not include.match(subject):
                     continue
+            if suffixes and not name.lower().endswith(suffixes):
+                continue
             text = self._text(entry.real)
             if text is None:
                 continue
@@ -242,15 +289,12 @@ class SearchTools:
             note += f"\n({n_files} files matched)"
         return ToolResult(content=body + note)
 
-    @staticmethod
-    def _text(path: Path) -> str | None:
+    def _text(self, path: Path) -> str | None:
         try:
-            if path.stat().st_size > MAX_GREP_FILE_BYTES:
-                return None
-            data = path.read_bytes()
-        except OSError:
+            data = self.sandbox.read_bytes(path, max_bytes=MAX_GREP_FILE_BYTES)
+        except (OSError, ToolError):  # unreadable, or refused by the sandbox: not searched
             return None
-        if b"\x00" in data[:8192]:
+        if data is None or b"\x00" in data[:8192]:
             return None
         return data.decode("utf-8", errors="replace")
 

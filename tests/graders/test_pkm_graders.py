@@ -8,6 +8,7 @@ import pytest
 
 from agents.transcript import ToolCallRecord
 from graders import Score, run_grader
+from graders.registry import GraderConfigError
 from tests.graders.builders import FACT, ctx, pkm_outcome, rec, skipped_outcome
 
 SLEEP = "Areas/Health/sleep.md"
@@ -53,10 +54,15 @@ async def test_completion_incomplete_persist() -> None:
 # --- pkm_routed_correctly ---------------------------------------------------------------
 
 
+# SPEC section 8: pkm_routed_correctly needs expected_buckets, so every config names them.
 @pytest.mark.parametrize(
     ("config", "files", "value"),
     [
-        ({"expected_files": [SLEEP]}, {SLEEP: SEED + "- new\n"}, 1.0),
+        (
+            {"expected_buckets": ["Areas"], "expected_files": [SLEEP]},
+            {SLEEP: SEED + "- new\n"},
+            1.0,
+        ),
         ({"expected_files": [SLEEP], "expected_buckets": ["Areas/Health"]}, {SLEEP: "x"}, 1.0),
         # bucket hit counts fully only when no files were configured
         ({"expected_buckets": ["Areas/Health"]}, {"Areas/Health/coffee.md": "c"}, 1.0),
@@ -65,11 +71,24 @@ async def test_completion_incomplete_persist() -> None:
             {"Areas/Health/coffee.md": "c"},
             0.5,
         ),
+        # expected_files: null is [] (SPEC section 8)
+        (
+            {"expected_buckets": ["Areas/Health"], "expected_files": None},
+            {"Areas/Health/coffee.md": "c"},
+            1.0,
+        ),
         # string prefix: "Areas/Health" also covers "Areas/HealthLog"
         ({"expected_buckets": ["Areas/Health"]}, {"Areas/HealthLog/x.md": "c"}, 1.0),
         ({"expected_buckets": ["Areas/Health"]}, {"Resources/coffee.md": "c"}, 0.0),
-        ({"expected_files": [SLEEP]}, {"Areas/Health/coffee.md": "c"}, 0.0),
+        (
+            {"expected_buckets": ["Resources"], "expected_files": [SLEEP]},
+            {"Areas/Health/coffee.md": "c"},
+            0.0,
+        ),
         ({"expected_buckets": ["Projects"]}, {}, 0.0),
+        # an empty bucket list is accepted: only expected files can score
+        ({"expected_buckets": [], "expected_files": [SLEEP]}, {SLEEP: "x"}, 1.0),
+        ({"expected_buckets": []}, {"Areas/Health/coffee.md": "c"}, 0.0),
     ],
 )
 async def test_routing_values(config: dict[str, Any], files: dict[str, str], value: float) -> None:
@@ -82,14 +101,35 @@ async def test_routing_values(config: dict[str, Any], files: dict[str, str], val
 async def test_routing_normalises_leading_slash_and_first_segment() -> None:
     out = pkm_outcome(before={}, after={"areas/Health/sleep.md": "x"})
     for config in (
-        {"expected_files": ["/Areas/Health/sleep.md"]},
-        {"expected_files": ["areas/Health/sleep.md"]},
+        {"expected_buckets": ["Projects"], "expected_files": ["/Areas/Health/sleep.md"]},
+        {"expected_buckets": ["Projects"], "expected_files": ["areas/Health/sleep.md"]},
         {"expected_buckets": ["/Areas/Health"]},
     ):
         assert (await grade("pkm_routed_correctly", config, out)).value == 1.0, config
-    # only the first segment is capitalised; deeper segments stay case-sensitive
+    # only the first letter is capitalised; deeper segments stay case-sensitive
     s = await grade("pkm_routed_correctly", {"expected_buckets": ["Areas/health"]}, out)
     assert s.value == 0.0
+
+
+async def test_routing_normalisation_is_the_originals() -> None:
+    # SPEC section 8: exactly one leading '/' is stripped, and the first letter is capitalised
+    # only when the (stripped) path contains a '/'.
+    top = pkm_outcome(before={}, after={"notes.md": "x"})
+    s = await grade("pkm_routed_correctly", {"expected_buckets": ["Notes"]}, top)
+    assert s.value == 0.0  # "notes.md" has no '/': not capitalised
+    s = await grade("pkm_routed_correctly", {"expected_buckets": ["notes"]}, top)
+    assert s.value == 1.0
+    double = pkm_outcome(workspace_diff={"created": ["//Areas/x.md"], "modified": []})
+    s = await grade("pkm_routed_correctly", {"expected_buckets": ["Areas"]}, double)
+    assert s.value == 0.0  # one '/' stripped: "/Areas/x.md" does not start with "Areas"
+
+
+async def test_routing_needs_expected_buckets_and_ignores_unknown_keys() -> None:
+    with pytest.raises(GraderConfigError, match="expected_buckets"):
+        await grade("pkm_routed_correctly", {"expected_files": [SLEEP]}, persisted())
+    config = {"expected_buckets": ["Areas"], "weight": 2}
+    s = await grade("pkm_routed_correctly", config, persisted({SLEEP: "x"}))
+    assert s.value == 1.0
 
 
 async def test_routing_diff_may_be_a_plain_dict() -> None:
@@ -114,6 +154,13 @@ async def test_no_overwrite() -> None:
     assert (bad.value, bad.passed) == (0.0, False)
 
 
+async def test_no_overwrite_empty_marker_is_found_in_every_file() -> None:
+    # SPEC section 8: an empty seed_marker is found in every file
+    gone = pkm_outcome(before={SLEEP: SEED}, after={SLEEP: "# Sleep\n- rewritten\n"})
+    s = await grade("pkm_no_overwrite", {"seed_marker": ""}, gone)
+    assert (s.value, s.passed) == (1.0, True)
+
+
 # --- pkm_read_before_write --------------------------------------------------------------
 
 READ_CFG = {"required_read_path": SLEEP}
@@ -125,10 +172,18 @@ async def test_read_before_write_passes_with_path_normalisation() -> None:
     assert (s.value, s.passed) == (1.0, True)
 
 
-async def test_read_after_write_is_partial() -> None:
+async def test_read_after_write_fails() -> None:
+    # SPEC section 8: ONE assertion (read before the first write), so no partial 0.5 any more
     calls = [rec("Write", file_path="/Areas/x.md", content="x"), rec("Read", file_path=SLEEP)]
     s = await grade("pkm_read_before_write", READ_CFG, persisted(), calls)
-    assert (s.value, s.passed) == (0.5, False)
+    assert (s.value, s.passed) == (0.0, False) and len(s.assertions) == 1
+
+
+async def test_read_before_write_takes_path_argument() -> None:
+    # SPEC section 8: the Read's path comes from `file_path` or `path`
+    calls = [rec("Read", path="/Areas/Health/sleep.md"), rec("Edit", file_path=f"/{SLEEP}")]
+    s = await grade("pkm_read_before_write", READ_CFG, persisted(), calls)
+    assert (s.value, s.passed) == (1.0, True)
 
 
 async def test_failed_calls_do_not_count() -> None:
@@ -139,7 +194,8 @@ async def test_failed_calls_do_not_count() -> None:
         rec("Read", file_path=SLEEP),
     ]
     s = await grade("pkm_read_before_write", READ_CFG, persisted(), calls)
-    assert s.value == 0.5  # the errored Read is ignored; the first real write is the Edit
+    # the errored Read is ignored; the first real write is the Edit (one assertion, SPEC 8)
+    assert s.value == 0.0
     calls = [rec("Write", "denied", error=True, file_path="/x.md"), rec("Read", file_path=SLEEP)]
     s = await grade("pkm_read_before_write", READ_CFG, persisted(), calls)
     assert s.value == 1.0  # the errored Write is not "the first Write"

@@ -92,10 +92,12 @@ def test_unknown_config_keys_are_ignored_and_warned() -> None:
         # expected_template_ids list loads (scores 0.0)
         ("card_template_choice", {"expected_template_id": ["link"]}, "'expected_template_ids'"),
         ("card_template_choice", {}, "'expected_template_ids'"),
-        ("pkm_no_overwrite", {"seed_marker": ""}, "'seed_marker'"),
+        # SPEC section 8: an empty seed_marker is valid (found in every file); a missing one not
+        ("pkm_no_overwrite", {}, "'seed_marker'"),
         ("pkm_no_redundant_file", {"expected_files": ["a"], "max_new_files": -1}, "max_new_files"),
         ("terminal_path", {"expected": "persisted"}, "'expected'"),
-        ("pkm_routed_correctly", {}, "expected_buckets or expected_files"),
+        # SPEC section 8: pkm_routed_correctly needs expected_buckets
+        ("pkm_routed_correctly", {"expected_files": ["a.md"]}, "'expected_buckets'"),
         ("card_must_contain", ["coffee"], "config must be a JSON object"),
     ],
 )

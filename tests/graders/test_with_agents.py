@@ -67,7 +67,11 @@ async def test_pkm_agent_outcome_grades_end_to_end(tmp_path: Path) -> None:
     )
     configs: dict[str, dict[str, Any]] = {
         "pkm_completion": {},
-        "pkm_routed_correctly": {"expected_files": ["Areas/Health/sleep.md"]},
+        # SPEC section 8: pkm_routed_correctly needs expected_buckets
+        "pkm_routed_correctly": {
+            "expected_buckets": ["Areas/Health"],
+            "expected_files": ["Areas/Health/sleep.md"],
+        },
         "pkm_no_overwrite": {"seed_marker": "seed:S1"},
         "pkm_read_before_write": {"required_read_path": "/Areas/Health/sleep.md"},
         "terminal_path": {},

@@ -10,7 +10,7 @@ import pytest
 
 from agents.base import AgentInput, prepare_workspace
 from agents.llm.types import ToolCall
-from agents.pkm.agent import PkmAgentSession
+from agents.pkm.agent import PkmAgentSession, PkmOptions
 from agents.tools import ToolResult
 from agents.workspace import Workspace
 
@@ -27,10 +27,15 @@ SLEEP_LOG = (
 )
 
 
-def make_session(ws: Workspace, content: str = CONTENT, prompt: str = "system") -> PkmAgentSession:
+def make_session(
+    ws: Workspace,
+    content: str = CONTENT,
+    prompt: str = "system",
+    options: PkmOptions | None = None,
+) -> PkmAgentSession:
     agent_input = AgentInput(fact_id=FACT_ID, content=content, published_at=PUBLISHED)
     prepare_workspace(ws, agent_input)
-    return PkmAgentSession(ws, agent_input, prompt)
+    return PkmAgentSession(ws, agent_input, prompt, options)
 
 
 async def invoke(session: PkmAgentSession, name: str, **arguments: Any) -> ToolResult:

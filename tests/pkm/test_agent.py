@@ -45,7 +45,8 @@ def test_first_message_and_registry(workspace: Workspace, tmp_path: Path) -> Non
     assert text.startswith("<system-reminder>")
     assert "  Areas/\n    Health/\n      sleep.md" in text
     assert "User language: German" in text
-    assert "Published Time: 2026-03-14 09:30:05" in text
+    # SPEC section 8: the publish time carries the UTC offset and zone
+    assert "Published Time: 2026-03-14 09:30:05 UTC+0000 (UTC, Saturday)" in text
     assert f"Raw Input ID (fact_id): {FACT_ID}" in text
     assert text.endswith(f"Raw Input Content:\n{CONTENT}")
     empty = make_session(Workspace(tmp_path / "fresh"))
@@ -111,7 +112,11 @@ async def test_incomplete_run_is_reprompted(workspace: Workspace) -> None:
     transcript = await run_agent(model, session)
     assert transcript.completed and transcript.metrics.n_runs == 2
     reminders = [e for e in transcript.events if e.kind == "reminder"]
-    assert len(reminders) == 1 and reminders[0].data["missing"] == ["updated_insight"]
+    # SPEC section 8 names; both ways to finish are listed
+    assert len(reminders) == 1 and reminders[0].data["missing"] == [
+        "updated_timeline_card_insight",
+        "skip_pkm_organization",
+    ]
     assert "update_timeline_card_insight" in model.calls[2].messages[-1].content
     out = session.outcome(transcript)
     assert out["is_complete"] and out["workspace_diff"].created == ["Areas/Health/caffeine.md"]
@@ -123,7 +128,12 @@ async def test_never_finishing_leaves_missing_requirements(workspace: Workspace)
     transcript = await run_agent(model, session, RuntimeConfig(max_runs=2))
     out = session.outcome(transcript)
     assert not transcript.completed and not out["is_complete"]
-    assert out["missing_requirements"] == ["wrote_para_with_fact_id", "updated_insight"]
+    # SPEC section 8 names
+    assert out["missing_requirements"] == [
+        "wrote_para_with_fact_id",
+        "updated_timeline_card_insight",
+        "skip_pkm_organization",
+    ]
     assert transcript.missing_requirements == out["missing_requirements"]
 
 

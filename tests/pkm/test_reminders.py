@@ -6,8 +6,8 @@ import json
 
 import yaml
 
-from agents.pkm.agent import PkmAgentSession
-from agents.pkm.reminders import SESSIONS_FILE, load_sessions
+from agents.pkm.agent import PkmAgentSession, PkmOptions
+from agents.pkm.reminders import LEGACY_SESSIONS_FILE, STATS_FILE, load_sessions
 from agents.workspace import Workspace
 from tests.pkm.conftest import FACT_ID, OLD_FACT_ID, PUBLISHED, invoke, make_session, write
 
@@ -28,6 +28,19 @@ async def test_length_reminders(session: PkmAgentSession, workspace: Workspace) 
             assert "<system-reminder>" in content and expected in content
             assert f"{n} lines" in content
     assert session.reminders_total == 2
+
+
+async def test_length_reminders_count_the_lines_the_read_returned(
+    session: PkmAgentSession, workspace: Workspace
+) -> None:
+    # SPEC section 8: the size reminders count the lines the Read returned, not the file's
+    write(workspace.pkm, "Resources/long.md", "x\n" * 2500)
+    part = await invoke(session, "Read", file_path="/Resources/long.md", limit=500)
+    assert "<system-reminder>" not in part.content
+    tail = await invoke(session, "Read", file_path="/Resources/long.md", offset=1400)
+    assert "returned 1101 lines" in tail.content and "Consider splitting" in tail.content
+    full = await invoke(session, "Read", file_path="/Resources/long.md")
+    assert "returned 2000 lines" in full.content and "Restructure" in full.content
 
 
 async def test_fragmented_directory_reminder(
@@ -53,27 +66,42 @@ async def test_fragmented_directory_reminder(
 
 
 async def test_date_named_file_reminder(session: PkmAgentSession, workspace: Workspace) -> None:
-    for name in ("2026-03-14.md", "20260314 standup.md", "notes 2025-12-01.md"):
+    # SPEC section 8: the pattern is 20\d{2}-?\d{2}-?\d{2} anywhere in the name, so
+    # "2026-13-40" and "v202603141" now count as dates (no month/day or digit-boundary check)
+    for name in (
+        "2026-03-14.md",
+        "20260314 standup.md",
+        "notes 2025-12-01.md",
+        "2026-13-40.md",
+        "v202603141.md",
+        "2026-0314.md",
+    ):
         write(workspace.pkm, f"Areas/Journal/{name}", "entry\n")
         assert "is a date" in await _read(session, f"/Areas/Journal/{name}")
-    for name in ("notes-2026.md", "1999-01-01.md", "2026-13-40.md", "v202603141.md"):
+    for name in ("notes-2026.md", "1999-01-01.md", "2026-3-14.md", "20-26-03-14.md"):
         write(workspace.pkm, f"Areas/Journal/{name}", "entry\n")
         assert "<system-reminder>" not in await _read(session, f"/Areas/Journal/{name}")
 
 
-def _history(workspace: Workspace, edited: list[list[str]]) -> None:
-    path = workspace.root / SESSIONS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [
-        json.dumps(
-            {
-                "fact_id": f"2026/03/0{i + 1}.md#ts_1",
-                "at": f"2026-03-0{i + 1}T08:00:00+00:00",
-                "edited": e,
-            }
-        )
+def _entries(edited: list[list[str]]) -> list[dict[str, object]]:
+    return [
+        {"fact_id": f"2026/03/0{i + 1}.md#ts_1", "at": f"2026-03-0{i + 1}T08:00", "edited": e}
         for i, e in enumerate(edited)
     ]
+
+
+def _history(workspace: Workspace, edited: list[list[str]]) -> None:
+    """Session stats in `_System/pkm_stats.json` (SPEC section 8)."""
+    path = workspace.root / STATS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"version": 1, "sessions": [*_entries(edited), "not a session"]}
+    path.write_text(json.dumps(payload), encoding="utf-8")
+
+
+def _legacy_history(workspace: Workspace, edited: list[list[str]]) -> None:
+    path = workspace.root / LEGACY_SESSIONS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(e) for e in _entries(edited)]
     path.write_text("\n".join(lines) + "\nnot json\n", encoding="utf-8")
 
 
@@ -87,23 +115,40 @@ async def test_hot_file_reminder_counts_last_five_sessions(workspace: Workspace)
     assert "<system-reminder>" not in cold
 
 
-async def test_record_session_appends_only_after_mutation(workspace: Workspace) -> None:
+async def test_hot_file_reminder_reads_the_legacy_history(workspace: Workspace) -> None:
+    log = "Areas/Health/sleep.md"
+    _legacy_history(workspace, [[log], ["x.md"], [log], [log], ["y.md"]])
+    hot = await _read(make_session(workspace), "/" + log)
+    assert "edited in 3 of the user's last 5 sessions" in hot
+    _history(workspace, [["x.md"]])  # pkm_stats.json wins over the legacy file
+    cold = await _read(make_session(workspace), "/" + log)
+    assert "<system-reminder>" not in cold
+
+
+async def test_record_session_counts_write_edit_sessions(workspace: Workspace) -> None:
+    # SPEC section 8: stats go to _System/pkm_stats.json and count Write/Edit sessions (a
+    # Move-only session is not one; a Move's destination is not an edited file)
     idle = make_session(workspace)
     await invoke(idle, "Read", file_path="/Areas/Health/sleep.md")
     assert idle.record_session() is False
-    assert not (workspace.root / SESSIONS_FILE).exists()
+    mover = make_session(workspace)
+    await invoke(mover, "Move", source_path="/Projects/Garden", destination_path="/Archives/G")
+    assert mover.successful_mutation and mover.record_session() is False
+    assert not (workspace.root / STATS_FILE).exists()
+    _legacy_history(workspace, [["old.md"]])
     busy = make_session(workspace)
     await invoke(busy, "Write", file_path="/Areas/Health/caffeine.md", content="- late coffee\n")
-    await invoke(busy, "Move", source_path="/Projects/Garden", destination_path="/Archives/Garden")
+    await invoke(busy, "Move", source_path="/Archives/G", destination_path="/Archives/Garden")
     assert busy.record_session() is True
-    entries = load_sessions(workspace.root)
-    assert entries == [
-        {
-            "fact_id": FACT_ID,
-            "at": PUBLISHED.isoformat(),
-            "edited": ["Areas/Health/caffeine.md", "Archives/Garden"],
-        }
-    ]
+    stats = json.loads((workspace.root / STATS_FILE).read_text())
+    assert stats["version"] == 1
+    assert load_sessions(workspace.root) == stats["sessions"]
+    assert stats["sessions"][-1] == {
+        "fact_id": FACT_ID,
+        "at": PUBLISHED.isoformat(),
+        "edited": ["Areas/Health/caffeine.md"],
+    }
+    assert [s["edited"] for s in stats["sessions"]] == [["old.md"], ["Areas/Health/caffeine.md"]]
 
 
 async def _edit_with_fact_id(session: PkmAgentSession) -> None:
@@ -129,21 +174,68 @@ async def test_insight_sets_card_and_stops(session: PkmAgentSession, workspace: 
     assert not result.is_error and result.stop
     card = yaml.safe_load(workspace.card_path(FACT_ID).read_text())
     assert card["fact_id"] == FACT_ID and card["status"] == "pending"
+    # SPEC section 8: related ids are kept as given and character_id is "0" (before: deduped,
+    # own id dropped, character kept)
     assert card["insight"] == {
         "text": "Second short night this week, again after late caffeine.",
-        "related_facts": [{"id": OLD_FACT_ID}],
-        "character_id": None,
+        "related_facts": [{"id": OLD_FACT_ID}, {"id": OLD_FACT_ID}, {"id": FACT_ID}],
+        "character_id": "0",
     }
     assert session.missing_requirements() == []
 
 
-async def test_insight_keeps_character_and_validates(
+async def test_insight_accepts_what_the_original_accepts(
     session: PkmAgentSession, workspace: Workspace
 ) -> None:
+    # SPEC section 8: any fact id that exists in the fact file, any related id strings, empty
+    # text; character_id "0" (before: only this input's id, fact-id-shaped related ids,
+    # non-blank text were accepted and the old character was kept)
     path = workspace.card_path(FACT_ID)
     card = yaml.safe_load(path.read_text())
     card["insight"] = {"text": "old", "related_facts": [], "character_id": "owl"}
     path.write_text(yaml.safe_dump(card))
+    missing = await invoke(
+        session, "update_timeline_card_insight", fact_id=OLD_FACT_ID, insight_text="x"
+    )
+    assert missing.is_error and "does not exist" in missing.content
+    malformed = await invoke(
+        session,
+        "update_timeline_card_insight",
+        fact_id="fact_pkm_health_sleep_001",
+        insight_text="x",
+    )
+    assert malformed.is_error and not session.updated_insight
+    ok = await invoke(
+        session,
+        "update_timeline_card_insight",
+        fact_id=FACT_ID,
+        insight_text="",
+        related_fact_ids=["fact_pkm_health_sleep_001", "nope"],
+    )
+    assert not ok.is_error and ok.stop and session.updated_insight
+    assert yaml.safe_load(path.read_text())["insight"] == {
+        "text": "",
+        "related_facts": [{"id": "fact_pkm_health_sleep_001"}, {"id": "nope"}],
+        "character_id": "0",
+    }
+
+
+async def test_insight_for_another_existing_fact(workspace: Workspace) -> None:
+    workspace.ensure_fact(OLD_FACT_ID, "an older note", PUBLISHED)
+    session = make_session(workspace)
+    result = await invoke(
+        session, "update_timeline_card_insight", fact_id=OLD_FACT_ID, insight_text="older"
+    )
+    assert not result.is_error
+    assert yaml.safe_load(workspace.card_path(OLD_FACT_ID).read_text())["insight"]["text"] == (
+        "older"
+    )
+    assert not session.updated_insight  # completion needs this input's card
+
+
+async def test_strict_insight_is_an_option(workspace: Workspace) -> None:
+    workspace.ensure_fact(OLD_FACT_ID, "an older note", PUBLISHED)
+    session = make_session(workspace, options=PkmOptions(strict_insight=True))
     wrong = await invoke(
         session, "update_timeline_card_insight", fact_id=OLD_FACT_ID, insight_text="x"
     )
@@ -160,9 +252,16 @@ async def test_insight_keeps_character_and_validates(
         related_fact_ids=["nope"],
     )
     assert bad_related.is_error and not session.updated_insight
-    ok = await invoke(session, "update_timeline_card_insight", fact_id=FACT_ID, insight_text="new")
+    ok = await invoke(
+        session,
+        "update_timeline_card_insight",
+        fact_id=FACT_ID,
+        insight_text=" new ",
+        related_fact_ids=[OLD_FACT_ID, OLD_FACT_ID, FACT_ID],
+    )
     assert ok.stop
-    assert yaml.safe_load(path.read_text())["insight"]["character_id"] == "owl"
+    insight = yaml.safe_load(workspace.card_path(FACT_ID).read_text())["insight"]
+    assert insight == {"text": "new", "related_facts": [{"id": OLD_FACT_ID}], "character_id": "0"}
 
 
 async def test_insight_does_not_stop_after_a_reminder_in_the_run(
@@ -186,12 +285,23 @@ async def test_insight_does_not_stop_after_a_reminder_in_the_run(
 
 
 async def test_skip_records_evidence(session: PkmAgentSession) -> None:
-    blank = await invoke(session, "skip_pkm_organization", evidence=" ")
-    assert blank.is_error and not session.skipped
     result = await invoke(session, "skip_pkm_organization", evidence="the input is only 'hi'")
     assert result.stop and not result.is_error
     assert session.skipped and session.skip_evidence == "the input is only 'hi'"
     assert session.missing_requirements() == []
+
+
+async def test_skip_accepts_empty_evidence(session: PkmAgentSession) -> None:
+    # SPEC section 8: skip_pkm_organization accepts empty evidence (before: an error)
+    blank = await invoke(session, "skip_pkm_organization", evidence="")
+    assert not blank.is_error and blank.stop and session.skipped
+    assert session.skip_evidence == "" and session.missing_requirements() == []
+
+
+async def test_skip_evidence_can_be_required(workspace: Workspace) -> None:
+    strict = make_session(workspace, options=PkmOptions(require_skip_evidence=True))
+    blank = await invoke(strict, "skip_pkm_organization", evidence=" ")
+    assert blank.is_error and not strict.skipped
 
 
 async def test_skip_after_mutation_is_incomplete(session: PkmAgentSession) -> None:
@@ -199,7 +309,12 @@ async def test_skip_after_mutation_is_incomplete(session: PkmAgentSession) -> No
     result = await invoke(session, "skip_pkm_organization", evidence="greeting")
     assert result.stop and "not clean" in result.content
     missing = session.missing_requirements()
-    assert missing == ["skip_without_mutation", "wrote_para_with_fact_id", "updated_insight"]
+    # SPEC section 8 names
+    assert missing == [
+        "wrote_para_with_fact_id",
+        "updated_timeline_card_insight",
+        "skip_without_successful_pkm_mutation",
+    ]
     reminder = session.reminder(missing)
     assert reminder.startswith("<system-reminder>") and "must not change anything" in reminder
     assert FACT_ID in reminder

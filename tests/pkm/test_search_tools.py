@@ -145,8 +145,13 @@ async def test_grep_include_multiline_and_errors(
 def test_grep_schema_uses_flag_aliases(session: PkmAgentSession) -> None:
     grep = next(t for t in session.tools if t.name == "Grep")
     props = grep.spec().parameters["properties"]
-    assert {"-A", "-B", "-C", "-n", "-i", "head_limit", "multiline", "include"} <= set(props)
-    assert props["-i"]["default"] is True
+    # SPEC section 8: Grep takes A, B, C, n, i and type (the original's names; -A etc. are
+    # still accepted, see test_grep_accepts_both_flag_spellings)
+    assert {"A", "B", "C", "n", "i", "type", "head_limit", "multiline", "include"} <= set(props)
+    assert props["i"]["default"] is True
+    # SPEC section 8: LS requires path
+    ls = next(t for t in session.tools if t.name == "LS")
+    assert ls.spec().parameters["required"] == ["path"]
     assert [t.name for t in session.tools] == [
         "Read",
         "BatchRead",
@@ -160,3 +165,28 @@ def test_grep_schema_uses_flag_aliases(session: PkmAgentSession) -> None:
         "update_timeline_card_insight",
         "skip_pkm_organization",
     ]
+
+
+async def test_grep_accepts_both_flag_spellings_and_type(
+    session: PkmAgentSession, workspace: Workspace
+) -> None:
+    write(workspace.pkm, "Areas/Health/run.md", "Run 5k\nrun 10k\nrest\n")
+    write(workspace.pkm, "Areas/Health/run.txt", "run 1k\n")
+    dashed = await invoke(session, "Grep", pattern="rest", output_mode="content", **{"-B": 1})
+    plain = await invoke(session, "Grep", pattern="rest", output_mode="content", B=1)
+    assert dashed.content == plain.content
+    assert plain.content.splitlines() == [
+        "/Areas/Health/run.md-2-run 10k",
+        "/Areas/Health/run.md:3:rest",
+    ]
+    exact = await invoke(session, "Grep", pattern="^Run", output_mode="content", i=False, n=False)
+    assert exact.content.splitlines() == ["/Areas/Health/run.md:Run 5k"]
+    md = await invoke(session, "Grep", pattern="run", type="md")
+    assert md.content.splitlines() == ["/Areas/Health/run.md"]
+    txt = await invoke(session, "Grep", pattern="run", type="txt")
+    assert txt.content.splitlines() == ["/Areas/Health/run.txt"]
+
+
+async def test_ls_requires_path(session: PkmAgentSession) -> None:
+    result = await invoke(session, "LS")
+    assert result.is_error and "path" in result.content
