@@ -15,14 +15,8 @@ from optimizer.propose.edits import (
     edits_to_diff,
     parse_edit_proposal,
 )
-from optimizer.propose.patch import (
-    PatchError,
-    apply_diff,
-    extract_diff,
-    line_stats,
-    parse_diff,
-    render_unified,
-)
+from optimizer.propose.apply import apply_diff, line_stats, render_unified
+from optimizer.propose.patch import PatchError, extract_diff, parse_diff
 
 TARGET = "prompts/pkm_agent.md"
 PROMPT = """# PKM Agent
