@@ -15,6 +15,10 @@ from wordfreq import zipf_frequency
 COMMON_ZIPF = 4.0
 """At or above: everyday English ("deadline" 4.1, "ticket" 4.6). Below: names and rare words
 ("Nguyen" 3.2, "Okafor" 2.6, "sourdough" 2.8) that can count as eval-set literals."""
+CONFIG_NAME_ZIPF = 3.5
+"""A capitalised word found only in a grader config counts below this: "Nguyen" (3.2) does,
+a category name a grader checks for ("Milestone" 3.7, "Emotion" 3.9) does not. Names a task's
+input holds are protected through the input at COMMON_ZIPF."""
 RARE_ZIPF = 3.0
 """Below: rare enough that even a lower-case word on its own is a grader's distinctive target
 ("sourdough" 2.8), where "persist" (3.5) or "snippet" (3.1) are just vocabulary."""
@@ -24,14 +28,6 @@ RARE_ZIPF = 3.0
 def zipf(word: str) -> float:
     """Zipf frequency of one lower-cased English word (0.0 when unknown)."""
     return float(zipf_frequency(word.lower(), "en"))
-
-
-def is_common(word: str) -> bool:
-    return zipf(word) >= COMMON_ZIPF
-
-
-def is_rare(word: str) -> bool:
-    return zipf(word) < RARE_ZIPF
 
 
 STOPWORDS: frozenset[str] = frozenset("""

@@ -146,7 +146,8 @@ def _literal_violations(stats: LineStats, original: str,
             report(index.find(line), "an added line contains", line)
         if len(block) > 1:
             parts = [line.strip() for line in block]
-            for joined in (" ".join(parts), "".join(p.removesuffix("-") for p in parts)):
+            unhyphenated = "".join(p.removesuffix("-") for p in parts)
+            for joined in (" ".join(parts), "".join(parts), unhyphenated):
                 report(index.find(joined), "added lines split across lines contain", joined)
     return out
 

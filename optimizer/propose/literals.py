@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from optimizer.core.suites import Suite
-from optimizer.propose.common_words import STOPWORDS, is_common, is_rare
+from optimizer.propose.common_words import (
+    COMMON_ZIPF,
+    CONFIG_NAME_ZIPF,
+    RARE_ZIPF,
+    STOPWORDS,
+    zipf,
+)
 from optimizer.propose.textmatch import fold, quoted_spans, variants, words
 
 LiteralKind = Literal["path", "file_name", "url", "marker", "phrase", "word", "cjk", "input",
@@ -37,7 +43,7 @@ _EDGE_PUNCT = ".,;:!?()[]{}\"'“”‘’<>*`«»$€£¥"
 _SUFFIXES = ("'s", "ies", "es", "s", "ing", "ed", "ly", "ers", "er", "est")
 PHRASE_N = 3
 INPUT_RUN_N = 4
-MIN_WORD_LEN = 5
+MIN_WORD_LEN = 4
 MIN_CONFIG_WORD_LEN = 4
 MIN_MARKER_LEN = 4
 CJK_WINDOW = 4
@@ -77,6 +83,11 @@ def _stems(word: str) -> set[str]:
     return out
 
 
+def _frequency(word: str) -> float:
+    """The highest Zipf frequency of the word and its de-inflections."""
+    return max(zipf(s) for s in _stems(word.lower()))
+
+
 @dataclass
 class _Builder:
     excluded_text: str
@@ -92,9 +103,10 @@ class _Builder:
         self.excluded_words_text = " " + " ".join(words(self.excluded_text)) + " "
         self.excluded_text = fold(self.excluded_text)
 
-    def ordinary(self, word: str) -> bool:
-        """Everyday English, or a word the base prompt or manual already uses."""
-        return is_common(word) or bool(_stems(word) & self.excluded_stems)
+    def ordinary(self, word: str, threshold: float = COMMON_ZIPF) -> bool:
+        """A word the base prompt or manual already uses, or one whose frequency (or its
+        de-inflected form's: "Sundays") reaches `threshold`."""
+        return _frequency(word) >= threshold or bool(_stems(word.lower()) & self.excluded_stems)
 
     def add(self, kind: LiteralKind, text: str, source: str) -> None:
         text = text.strip()
@@ -122,8 +134,8 @@ class _Builder:
 
     def add_proper_nouns(self, text: str, source: str) -> None:
         """Capitalised words not opening a sentence ("dinner at Osteria Lupa") and all-caps
-        words. Lower-case words only count through phrases: without a frequency list they are
-        too often plain English, and a general rule must pass."""
+        words of five letters or more ("TODO" is vocabulary), when not everyday English.
+        Lower-case words only count through phrases: a general rule must pass."""
         mid_capitals: list[str] = []
         for sentence in _SENTENCE_SPLIT_RE.split(text):
             for i, m in enumerate(_TOKEN_RE.finditer(sentence)):
@@ -133,7 +145,8 @@ class _Builder:
                 if i > 0 or (word.isupper() and len(word) >= MIN_CONFIG_WORD_LEN):
                     mid_capitals.append(word)
         for word in mid_capitals:
-            if len(word) >= MIN_WORD_LEN and not self.ordinary(word.lower()):
+            min_len = MIN_WORD_LEN + 1 if word.isupper() else MIN_WORD_LEN
+            if len(word) >= min_len and not self.ordinary(word):
                 self.add("word", word, source)
 
     def add_config_words(self, value: str, source: str) -> None:
@@ -142,9 +155,10 @@ class _Builder:
         word a grader happens to check ("deadline") must not refuse a general rule."""
         found = [w for w in _TOKEN_RE.findall(value) if not _HAS_CJK_RE.search(w)]
         for word in found:
-            if not word.isalpha() or len(word) < MIN_CONFIG_WORD_LEN or self.ordinary(word):
+            if not word.isalpha() or len(word) < MIN_CONFIG_WORD_LEN:
                 continue
-            if word[0].isupper() or (len(found) == 1 and is_rare(word)):
+            if ((word[0].isupper() and not self.ordinary(word, CONFIG_NAME_ZIPF))
+                    or (len(found) == 1 and not self.ordinary(word, RARE_ZIPF))):
                 self.add("word", word, source)
 
     def add_config_phrase(self, value: str, source: str) -> None:
@@ -152,7 +166,8 @@ class _Builder:
         tin") or three content words; "raw input" is vocabulary, not a marker."""
         toks = tokens(value)
         content = [w for w in toks if w not in STOPWORDS]
-        if len(content) >= 3 or any(w.isalpha() and not is_common(w) for w in content):
+        if len(content) >= 3 or any(w.isalpha() and _frequency(w) < COMMON_ZIPF
+                                    for w in content):
             self.add_phrase(toks, source)
 
     def add_phrase(self, toks: list[str], source: str) -> None:

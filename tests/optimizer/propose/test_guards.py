@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from optimizer.core.suites import REPO_ROOT, LoadedTask, Suite, SuiteConfig, TaskSpec, load_suite
+from optimizer.propose.apply import render_unified
 from optimizer.propose.guards import GuardViolation, check_guards, prepare_patch
 from optimizer.propose.literals import LiteralIndex, build_literal_index
-from optimizer.propose.apply import render_unified
 from optimizer.propose.patch import PatchError, parse_diff
 
 TARGET = "prompts/pkm_agent.md"

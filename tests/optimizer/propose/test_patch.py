@@ -7,6 +7,7 @@ import json
 import pytest
 import unidiff
 
+from optimizer.propose.apply import apply_diff, line_stats, render_unified
 from optimizer.propose.edits import (
     EDIT_PROPOSAL_SCHEMA,
     Edit,
@@ -15,7 +16,6 @@ from optimizer.propose.edits import (
     edits_to_diff,
     parse_edit_proposal,
 )
-from optimizer.propose.apply import apply_diff, line_stats, render_unified
 from optimizer.propose.patch import PatchError, extract_diff, parse_diff
 
 TARGET = "prompts/pkm_agent.md"
