@@ -176,12 +176,14 @@ def _common_dir(gitdir: Path) -> Path:
 
 
 def proposer_watch(checkout: Path, worktree: Path, prompt_path: str,
-                   home: Path | None = None) -> tuple[Watched, ...]:
+                   homes: Sequence[Path] = ()) -> tuple[Watched, ...]:
     """What an external proposer run in `worktree` must leave alone: the user's `checkout`
     (every file), the shared git directory (config, hooks, refs, HEAD, index; new objects and
     reflogs may appear), the worktree's own git folder but its index, the worktree's `.git`
-    pointer and the type of its prompt file, and `HOME_FILES` in `home`. Other worktrees'
-    folders are not watched: other checkouts of the same repository may be in use."""
+    pointer and the type of its prompt file, and `HOME_FILES` in each of `homes` (the real
+    HOME, whose ~/.gitconfig the workflow's own git reads, and a `canary_home` the command ran
+    with). Other worktrees' folders are not watched: other checkouts of the same repository
+    may be in use."""
     checkout, worktree = checkout.resolve(), worktree.resolve()
     own = _gitdir(worktree)
     user = _gitdir(checkout)  # when the checkout is itself a linked worktree
@@ -201,8 +203,7 @@ def proposer_watch(checkout: Path, worktree: Path, prompt_path: str,
                              may_change=("index",), may_add=("logs/*",)))
     trees.append(Watched("the candidate worktree", worktree, only=(".git", prompt_path),
                          may_change=(prompt_path,)))
-    if home is not None:
-        trees.append(Watched("HOME", home.resolve(), only=HOME_FILES))
+    trees.extend(Watched(f"HOME {home}", home.resolve(), only=HOME_FILES) for home in homes)
     return tuple(trees)
 
 

@@ -296,7 +296,7 @@ def sandbox(tmp_path: Path) -> Iterator[tuple[Path, Path, Path]]:
 async def _run_proposer(cmd: str, sandbox: tuple[Path, Path, Path],
                         index: LiteralIndex) -> set[str]:
     checkout, worktree, home = sandbox
-    watched = proposer_watch(checkout, worktree, TARGET, home=home)
+    watched = proposer_watch(checkout, worktree, TARGET, homes=(home,))
     before = snapshot(watched)
     await run_command(cmd, worktree, worktree / "package.md", TARGET, "b",
                       env={"HOME": str(home)})
