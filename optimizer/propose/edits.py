@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from optimizer.propose.patch import PatchError, join_lines, render_unified, split_lines
+from optimizer.propose.apply import join_lines, render_unified, split_lines
+from optimizer.propose.patch import PatchError
 
 EditAction = Literal["insert_after", "insert_before", "replace", "delete"]
 _LINE_NUMBER_RE = re.compile(r"^\s*\d+\s*(?:[:|\t→]|\s{2,})\s?")

@@ -3,8 +3,10 @@
 A patch that adds "Nguyen" or "ticket 4471" to the prompt passes the suite by memorising it,
 not by improving the agent. The index collects what is distinctive in task inputs and grader
 configs (paths, file names, URLs, markers, ids, numbers, phrases, rare words, CJK runs) and
-leaves out whatever the base prompt or the manual already says, plus everyday English words,
-so a general rule still passes. Matching is case-insensitive and word-bounded.
+leaves out whatever the base prompt or the manual already says, plus everyday English words
+(`common_words`), so a general rule still passes. A quoted string that is a whole task input, or
+holds four consecutive words of one, counts whatever its words' frequency ("hi there").
+Matching is case-insensitive, word-bounded and sees through the tricks in `textmatch`.
 """
 
 from __future__ import annotations
@@ -15,9 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from optimizer.core.suites import Suite
-from optimizer.propose.common_words import COMMON_WORDS, STOPWORDS
+from optimizer.propose.common_words import (
+    COMMON_ZIPF,
+    CONFIG_NAME_ZIPF,
+    RARE_ZIPF,
+    STOPWORDS,
+    zipf,
+)
+from optimizer.propose.textmatch import fold, quoted_spans, variants, words
 
-LiteralKind = Literal["path", "file_name", "url", "marker", "phrase", "word", "cjk"]
+LiteralKind = Literal["path", "file_name", "url", "marker", "phrase", "word", "cjk", "input",
+                      "input_run"]
 
 _TOKEN_RE = re.compile(r"[^\W_]+")
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
@@ -32,7 +42,8 @@ _FILE_NAME_RE = re.compile(r"^[\w .-]*[^\W\d_][\w .-]*\.[A-Za-z][A-Za-z0-9]{0,4}
 _EDGE_PUNCT = ".,;:!?()[]{}\"'“”‘’<>*`«»$€£¥"
 _SUFFIXES = ("'s", "ies", "es", "s", "ing", "ed", "ly", "ers", "er", "est")
 PHRASE_N = 3
-MIN_WORD_LEN = 5
+INPUT_RUN_N = 4
+MIN_WORD_LEN = 4
 MIN_CONFIG_WORD_LEN = 4
 MIN_MARKER_LEN = 4
 CJK_WINDOW = 4
@@ -48,12 +59,14 @@ class EvalLiteral:
 
     def describe(self) -> str:
         more = f" and {len(self.sources) - 1} more" if len(self.sources) > 1 else ""
-        return f"{self.kind} {self.text!r} from {self.sources[0]}{more}"
+        text = self.text if len(self.text) <= 80 else self.text[:77] + "..."
+        what = {"input": "quoted task input", "input_run": "quoted run of a task input"}
+        return f"{what.get(self.kind, self.kind)} {text!r} from {self.sources[0]}{more}"
 
 
 def tokens(text: str) -> list[str]:
-    """Lower-case word tokens (letters/digits, no CJK), the unit of word and phrase matching."""
-    return [t for t in _TOKEN_RE.findall(text.lower()) if not _HAS_CJK_RE.search(t)]
+    """Folded word tokens (letters/digits, no CJK), the unit of word and phrase matching."""
+    return [t for t in _TOKEN_RE.findall(fold(text)) if not _HAS_CJK_RE.search(t)]
 
 
 def _stems(word: str) -> set[str]:
@@ -70,33 +83,49 @@ def _stems(word: str) -> set[str]:
     return out
 
 
+def _frequency(word: str) -> float:
+    """The highest Zipf frequency of the word and its de-inflections."""
+    return max(zipf(s) for s in _stems(word.lower()))
+
+
 @dataclass
 class _Builder:
     excluded_text: str
     excluded_stems: set[str] = field(default_factory=set)
     excluded_token_text: str = ""
+    excluded_words_text: str = ""
     found: dict[tuple[LiteralKind, str], tuple[str, list[str]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         toks = tokens(self.excluded_text)
         self.excluded_stems = {s for t in toks for s in _stems(t)}
         self.excluded_token_text = " " + " ".join(toks) + " "
-        self.excluded_text = self.excluded_text.lower()
+        self.excluded_words_text = " " + " ".join(words(self.excluded_text)) + " "
+        self.excluded_text = fold(self.excluded_text)
 
-    def ordinary(self, word: str) -> bool:
-        stems = _stems(word)
-        return bool(stems & COMMON_WORDS or stems & self.excluded_stems)
+    def ordinary(self, word: str, threshold: float = COMMON_ZIPF) -> bool:
+        """A word the base prompt or manual already uses, or one whose frequency (or its
+        de-inflected form's: "Sundays") reaches `threshold`."""
+        return _frequency(word) >= threshold or bool(_stems(word.lower()) & self.excluded_stems)
 
     def add(self, kind: LiteralKind, text: str, source: str) -> None:
         text = text.strip()
         if not text:
             return
-        if kind in ("word", "phrase"):
+        if kind == "input":  # a whole task input is never exempt
+            key = " ".join(words(text))
+            if not key:
+                return
+        elif kind == "input_run":
+            key = text
+            if f" {key} " in self.excluded_words_text:
+                return
+        elif kind in ("word", "phrase"):
             key = " ".join(tokens(text))
             if not key or f" {key} " in self.excluded_token_text:
                 return
         else:
-            key = text.lower()
+            key = fold(text)
             if key in self.excluded_text:
                 return
         entry = self.found.setdefault((kind, key), (text, []))
@@ -105,8 +134,8 @@ class _Builder:
 
     def add_proper_nouns(self, text: str, source: str) -> None:
         """Capitalised words not opening a sentence ("dinner at Osteria Lupa") and all-caps
-        words. Lower-case words only count through phrases: without a frequency list they are
-        too often plain English, and a general rule must pass."""
+        words of five letters or more ("TODO" is vocabulary), when not everyday English.
+        Lower-case words only count through phrases: a general rule must pass."""
         mid_capitals: list[str] = []
         for sentence in _SENTENCE_SPLIT_RE.split(text):
             for i, m in enumerate(_TOKEN_RE.finditer(sentence)):
@@ -116,26 +145,38 @@ class _Builder:
                 if i > 0 or (word.isupper() and len(word) >= MIN_CONFIG_WORD_LEN):
                     mid_capitals.append(word)
         for word in mid_capitals:
-            if len(word) >= MIN_WORD_LEN and not self.ordinary(word.lower()):
+            min_len = MIN_WORD_LEN + 1 if word.isupper() else MIN_WORD_LEN
+            if len(word) >= min_len and not self.ordinary(word):
                 self.add("word", word, source)
 
     def add_config_words(self, value: str, source: str) -> None:
-        """A one-word config value is the grader's own target; in longer values only the
-        capitalised words (names) count on their own."""
-        words = [w for w in _TOKEN_RE.findall(value) if not _HAS_CJK_RE.search(w)]
-        for word in words:
-            if (word.isalpha() and len(word) >= MIN_CONFIG_WORD_LEN
-                    and (len(words) == 1 or word[0].isupper())
-                    and not self.ordinary(word.lower())):
+        """Only distinctive config words count on their own: a name that is not everyday
+        English ("Nguyen"), or a lone lower-case value that is rare ("sourdough"). A common
+        word a grader happens to check ("deadline") must not refuse a general rule."""
+        found = [w for w in _TOKEN_RE.findall(value) if not _HAS_CJK_RE.search(w)]
+        for word in found:
+            if not word.isalpha() or len(word) < MIN_CONFIG_WORD_LEN:
+                continue
+            if ((word[0].isupper() and not self.ordinary(word, CONFIG_NAME_ZIPF))
+                    or (len(found) == 1 and not self.ordinary(word, RARE_ZIPF))):
                 self.add("word", word, source)
 
-    def add_phrase(self, words: list[str], source: str) -> None:
+    def add_config_phrase(self, value: str, source: str) -> None:
+        """A config phrase counts when it has a word that is not everyday English ("biscuit
+        tin") or three content words; "raw input" is vocabulary, not a marker."""
+        toks = tokens(value)
+        content = [w for w in toks if w not in STOPWORDS]
+        if len(content) >= 3 or any(w.isalpha() and _frequency(w) < COMMON_ZIPF
+                                    for w in content):
+            self.add_phrase(toks, source)
+
+    def add_phrase(self, toks: list[str], source: str) -> None:
         """A phrase needs two words outside STOPWORDS, one of them alphabetic (not only
         numbers, which markers cover)."""
-        content = [w for w in words if w not in STOPWORDS]
-        if len(words) >= 2 and len(content) >= 2 and any(
+        content = [w for w in toks if w not in STOPWORDS]
+        if len(toks) >= 2 and len(content) >= 2 and any(
                 w.isalpha() and len(w) >= 3 for w in content):
-            self.add("phrase", " ".join(words), source)
+            self.add("phrase", " ".join(toks), source)
 
     def add_markers(self, text: str, source: str) -> None:
         """URLs, <!-- --> comments, paths, file names, ids and numbers found in `text`."""
@@ -181,6 +222,10 @@ class _Builder:
                 self.add("cjk", run[i:i + CJK_WINDOW], source)
 
     def add_input(self, content: str, source: str) -> None:
+        self.add("input", content, source)
+        run = words(content)
+        for i in range(len(run) - INPUT_RUN_N + 1):
+            self.add("input_run", " ".join(run[i:i + INPUT_RUN_N]), source)
         self.add_markers(content, source)
         prose = _URL_RE.sub(" ", content)
         self.add_proper_nouns(prose, source)
@@ -189,9 +234,9 @@ class _Builder:
             quoted = next(g for g in m.groups() if g)
             self.add_phrase(tokens(quoted), source)
         for sentence in _SENTENCE_SPLIT_RE.split(prose):
-            words = tokens(sentence)
-            for i in range(len(words) - PHRASE_N + 1):
-                self.add_phrase(words[i:i + PHRASE_N], source)
+            toks = tokens(sentence)
+            for i in range(len(toks) - PHRASE_N + 1):
+                self.add_phrase(toks[i:i + PHRASE_N], source)
 
     def add_config_string(self, value: str, source: str) -> None:
         value = value.strip()
@@ -212,7 +257,7 @@ class _Builder:
             self.add("marker", value, source)
         if "/" not in value:
             self.add_config_words(value, source)
-            self.add_phrase(tokens(value), source)
+            self.add_config_phrase(value, source)
         self.add_cjk(value, source)
 
 
@@ -235,40 +280,63 @@ class LiteralIndex:
     _token_keys: dict[str, EvalLiteral] = field(repr=False)
     _patterns: tuple[tuple[re.Pattern[str], EvalLiteral], ...] = field(repr=False)
     _max_n: int = 1
+    _inputs: dict[str, EvalLiteral] = field(default_factory=dict, repr=False)
+    """Whole task inputs by their `words`, matched against quoted spans."""
+    _runs: dict[str, EvalLiteral] = field(default_factory=dict, repr=False)
+    """INPUT_RUN_N-word runs of task inputs, matched inside quoted spans."""
 
     @classmethod
     def from_literals(cls, literals: Iterable[EvalLiteral]) -> LiteralIndex:
         lits = tuple(literals)
         token_keys: dict[str, EvalLiteral] = {}
+        inputs: dict[str, EvalLiteral] = {}
+        runs: dict[str, EvalLiteral] = {}
         patterns: list[tuple[re.Pattern[str], EvalLiteral]] = []
         for lit in lits:
             if lit.kind in ("word", "phrase"):
                 token_keys[" ".join(tokens(lit.text))] = lit
+            elif lit.kind == "input":
+                inputs[" ".join(words(lit.text))] = lit
+            elif lit.kind == "input_run":
+                runs[" ".join(words(lit.text))] = lit
             else:
-                key = re.escape(lit.text.lower())
+                key = re.escape(fold(lit.text))
                 if lit.kind != "cjk":
                     key = (r"(?<![^\W_])" if lit.text[0].isalnum() else "") + key
                     key += r"(?![^\W_])" if lit.text[-1].isalnum() else ""
                 patterns.append((re.compile(key), lit))
         max_n = max((len(k.split()) for k in token_keys), default=1)
-        return cls(lits, token_keys, tuple(patterns), max_n)
+        return cls(lits, token_keys, tuple(patterns), max_n, inputs, runs)
 
     def __len__(self) -> int:
         return len(self.literals)
 
-    def find(self, text: str) -> list[EvalLiteral]:
-        """Literals occurring in `text` (case-insensitive), each once, in index order."""
-        hits: set[int] = set()
-        toks = tokens(text)
-        for n in range(1, self._max_n + 1):
-            for i in range(len(toks) - n + 1):
-                lit = self._token_keys.get(" ".join(toks[i:i + n]))
+    def _quoted(self, text: str, hits: set[int]) -> None:
+        for span in quoted_spans(text):
+            run = words(span)
+            lit = self._inputs.get(" ".join(run))
+            if lit is not None:
+                hits.add(id(lit))
+            for i in range(len(run) - INPUT_RUN_N + 1):
+                lit = self._runs.get(" ".join(run[i:i + INPUT_RUN_N]))
                 if lit is not None:
                     hits.add(id(lit))
-        lower = text.lower()
-        for pattern, lit in self._patterns:
-            if pattern.search(lower):
-                hits.add(id(lit))
+
+    def find(self, text: str) -> list[EvalLiteral]:
+        """Literals occurring in `text` (case-insensitive, through `variants`), each once, in
+        index order; task inputs only count inside quotes."""
+        hits: set[int] = set()
+        for variant in variants(text):
+            toks = tokens(variant)
+            for n in range(1, self._max_n + 1):
+                for i in range(len(toks) - n + 1):
+                    lit = self._token_keys.get(" ".join(toks[i:i + n]))
+                    if lit is not None:
+                        hits.add(id(lit))
+            for pattern, lit in self._patterns:
+                if pattern.search(variant):
+                    hits.add(id(lit))
+            self._quoted(variant, hits)
         return [lit for lit in self.literals if id(lit) in hits]
 
 

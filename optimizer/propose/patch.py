@@ -1,25 +1,30 @@
-"""Parse, apply and render the proposer's prompt patches.
+"""Parse the proposer's prompt patches.
 
 Proposer models write unified diffs with wrong hunk counts, missing context spaces and prose
-around them. We parse with unidiff when the diff is well formed and fall back to a lenient
-parser otherwise, then apply hunks by locating their old lines in the file (the header line
-numbers are only a hint). Every error is a `PatchError` whose message tells the model what to
-fix, so the loop can send it back. The canonical diff stored everywhere is `render_unified` of
-the applied result, never the model's text. Guards live in `optimizer.propose.guards`.
+around them. We read every diff with a lenient parser that also understands git's extended
+headers (renames, copies, mode changes, symlinks, binary patches), and trust unidiff's strict
+reading of the hunks when it agrees. Every error is a `PatchError` whose message tells the model
+what to fix, so the loop can send it back. Applying and rendering live in
+`optimizer.propose.apply`; guards in `optimizer.propose.guards`.
 """
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import unidiff
 
 _FENCE_RE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 _HUNK_HEADER_RE = re.compile(r"^@@+\s*(?:-(\d+)(?:,(\d+))?)?\s*(?:\+(\d+)(?:,(\d+))?)?\s*@@+")
+_BINARY_RE = re.compile(r"^Binary files (.+) and (.+) differ\s*$")
+_QUOTED_PATH_RE = re.compile(r'^"((?:[^"\\]|\\.)*)"')
+_ESCAPES = {"a": "\a", "b": "\b", "t": "\t", "n": "\n", "v": "\v", "f": "\f", "r": "\r",
+            '"': '"', "\\": "\\"}
 DEV_NULL = "/dev/null"
+SYMLINK_MODE = "120000"
+GITLINK_MODE = "160000"
 
 
 class PatchError(ValueError):
@@ -62,10 +67,25 @@ class FilePatch:
     target: str | None
     """Path after the change (b/ stripped), None for a deleted file."""
     hunks: tuple[Hunk, ...]
+    git_paths: tuple[str, ...] = ()
+    """The paths of a `diff --git a/X b/Y` header (empty without one)."""
+    operation: str = ""
+    """'rename' or 'copy' when git's extended header says so."""
+    old_mode: str = ""
+    new_mode: str = ""
+    """File modes from 'old mode' / 'new mode' / 'new file mode' / 'deleted file mode'."""
+    binary: bool = False
+    """'GIT binary patch' or 'Binary files ... differ': content the hunks do not show."""
 
     @property
     def path(self) -> str:
         return self.target or self.source or ""
+
+    @property
+    def all_paths(self) -> tuple[str, ...]:
+        """Every path this section names: ---/+++, the git header, rename/copy from/to."""
+        found = [p for p in (self.source, self.target, *self.git_paths) if p and p != DEV_NULL]
+        return tuple(dict.fromkeys(found))
 
 
 @dataclass(frozen=True)
@@ -76,13 +96,8 @@ class ParsedDiff:
 
     @property
     def paths(self) -> tuple[str, ...]:
-        """Every path the diff touches (sources and targets), in order, without duplicates."""
-        out: list[str] = []
-        for f in self.files:
-            for p in (f.source, f.target):
-                if p is not None and p not in out:
-                    out.append(p)
-        return tuple(out)
+        """Every path the diff touches (sources, targets, git headers), in order, once."""
+        return tuple(dict.fromkeys(p for f in self.files for p in f.all_paths))
 
     @property
     def hunks(self) -> tuple[Hunk, ...]:
@@ -100,9 +115,32 @@ class ParsedDiff:
         return tuple(h for f in self.files if same_path(f.path, path) for h in f.hunks)
 
 
+def _unquote(path: str) -> str:
+    """Git's C-style quoting of unusual path names ("a/t\\303\\251st.md" -> a/tést.md)."""
+    m = _QUOTED_PATH_RE.match(path)
+    if not m:
+        return path
+    raw, out, i = m.group(1), bytearray(), 0
+    while i < len(raw):
+        ch = raw[i]
+        if ch == "\\" and i + 1 < len(raw):
+            nxt = raw[i + 1]
+            if nxt in "0123" and re.match(r"[0-7]{3}", raw[i + 1:i + 4]):
+                out.append(int(raw[i + 1:i + 4], 8))
+                i += 4
+                continue
+            out.extend(_ESCAPES.get(nxt, nxt).encode())
+            i += 2
+            continue
+        out.extend(ch.encode())
+        i += 1
+    return out.decode("utf-8", errors="replace")
+
+
 def normalize_path(path: str) -> str:
-    """Strip the a/ b/ prefixes, a leading ./ or /, and a trailing timestamp (GNU diff)."""
-    p = path.strip().split("\t")[0].strip()
+    """Strip quoting, the a/ b/ prefixes, a leading ./ or /, and a trailing timestamp."""
+    p = path.strip()
+    p = _unquote(p) if p.startswith('"') else p.split("\t")[0].strip()
     if p == DEV_NULL:
         return p
     if p.startswith(("a/", "b/")):
@@ -118,7 +156,7 @@ def same_path(diff_path: str, target_path: str) -> bool:
     return d == t or ("/" not in d and d == t.rsplit("/", 1)[-1])
 
 
-# --- extraction and parsing ----------------------------------------------------------------
+# --- extraction ----------------------------------------------------------------------------
 
 
 def _looks_like_diff(text: str) -> bool:
@@ -144,20 +182,24 @@ def extract_diff(model_text: str) -> str:
                      "starts with '--- a/<path>' and '+++ b/<path>' lines followed by '@@' hunks")
 
 
+# --- parsing -------------------------------------------------------------------------------
+
+
 def parse_diff(diff_text: str) -> ParsedDiff:
-    """Parse with unidiff; fall back to the lenient parser when the hunk counts are wrong."""
+    """Parse leniently (git headers included); when unidiff reads the same hunks, the diff is
+    well formed and `lenient` is False."""
     if not diff_text.strip():
         raise PatchError("the diff is empty: send a unified diff with ---/+++ headers and hunks")
-    lenient = _parse_lenient(diff_text)
+    lenient = _Lenient().parse(diff_text)
     try:
         patch = unidiff.PatchSet(diff_text)
     except unidiff.UnidiffParseError:
         return lenient
-    strict = ParsedDiff(tuple(_from_unidiff(f) for f in patch), lenient=False)
     # unidiff silently stops a hunk whose header count is too small; trust it only when it
     # read the same lines as the lenient parser.
-    if strict.files and [f.hunks for f in strict.files] == [f.hunks for f in lenient.files]:
-        return strict
+    strict_hunks = [tuple(_unidiff_hunks(f)) for f in patch]
+    if strict_hunks and strict_hunks == [f.hunks for f in lenient.files]:
+        return replace(lenient, lenient=False)
     return lenient
 
 
@@ -171,220 +213,184 @@ def _eof_markers(tags: list[str]) -> tuple[bool, bool]:
     return old, new
 
 
-def _from_unidiff(f: unidiff.PatchedFile) -> FilePatch:
+def _unidiff_hunks(f: unidiff.PatchedFile) -> list[Hunk]:
     hunks = []
     for h in f:
         tags = [ln.line_type for ln in h]
         lines = tuple((ln.line_type, ln.value.rstrip("\r\n")) for ln in h
                       if ln.line_type in (" ", "-", "+"))
         hunks.append(Hunk(lines, h.source_start, *_eof_markers(tags)))
-    src, tgt = normalize_path(f.source_file), normalize_path(f.target_file)
-    return FilePatch(None if src == DEV_NULL else src, None if tgt == DEV_NULL else tgt,
-                     tuple(hunks))
+    return hunks
 
 
-def _parse_lenient(diff_text: str) -> ParsedDiff:
-    files: list[FilePatch] = []
-    src: str | None = None
-    tgt: str | None = None
-    hunks: list[Hunk] = []
-    cur: list[tuple[str, str]] | None = None
-    cur_start = 0
-    stray: tuple[int, str] | None = None  # a non-diff line inside a hunk, fatal if more follow
+def _git_header_paths(rest: str) -> tuple[str, ...]:
+    """The two paths of `diff --git a/X b/Y` (quoted, or split where both halves agree)."""
+    rest = rest.strip()
+    m = _QUOTED_PATH_RE.match(rest)
+    if m:
+        return normalize_path(m.group(0)), normalize_path(rest[m.end():])
+    n = (len(rest) - 5) // 2
+    if rest.startswith("a/") and rest[2 + n:5 + n] == " b/" and rest[2:2 + n] == rest[5 + n:]:
+        return normalize_path(rest[:2 + n]), normalize_path(rest[3 + n:])
+    for sep in (' "b/', " b/", " "):
+        at = rest.rfind(sep)
+        if at > 0:
+            return normalize_path(rest[:at]), normalize_path(rest[at + 1:])
+    return (normalize_path(rest),)
 
-    def close_hunk() -> None:
-        nonlocal cur, stray
-        if cur is not None:
+
+@dataclass
+class _File:
+    """A file section being read: mutable until it is closed into a `FilePatch`."""
+
+    source: str | None = None
+    target: str | None = None
+    git_paths: tuple[str, ...] = ()
+    operation: str = ""
+    old_mode: str = ""
+    new_mode: str = ""
+    binary: bool = False
+    in_header: bool = False
+    has_plain_header: bool = False
+    hunks: list[Hunk] | None = None
+
+    def header_line(self, line: str) -> bool:
+        """Read one git extended header line; False when it is not one."""
+        key, _, value = line.partition(" ")
+        words = line.split(" ", 2)
+        if line.startswith(("old mode ", "new mode ")):
+            setattr(self, "old_mode" if key == "old" else "new_mode", line.rsplit(" ", 1)[-1])
+        elif line.startswith("deleted file mode "):
+            self.target, self.old_mode = None, value.rsplit(" ", 1)[-1]
+        elif line.startswith("new file mode "):
+            self.source, self.new_mode = None, value.rsplit(" ", 1)[-1]
+        elif words[0] in ("rename", "copy") and len(words) == 3 and words[1] in ("from", "to"):
+            path = normalize_path(words[2])
+            self.operation = words[0]
+            self.git_paths = (*self.git_paths, path)
+            if words[1] == "from":
+                self.source = path
+            else:
+                self.target = path
+        elif line.startswith(("similarity index ", "dissimilarity index ", "index ")):
+            pass
+        else:
+            return False
+        return True
+
+    def close(self) -> FilePatch | None:
+        if self.source is None and self.target is None and not self.git_paths:
+            return None
+        return FilePatch(self.source, self.target, tuple(self.hunks or ()), self.git_paths,
+                         self.operation, self.old_mode, self.new_mode, self.binary)
+
+    @property
+    def has_metadata(self) -> bool:
+        return bool(self.operation or self.old_mode or self.new_mode or self.binary)
+
+
+class _Lenient:
+    """Reads a diff line by line: git headers, ---/+++ pairs, hunks with sloppy counts."""
+
+    def __init__(self) -> None:
+        self.files: list[FilePatch] = []
+        self.metadata = False
+        self.file: _File | None = None
+        self.cur: list[tuple[str, str]] | None = None
+        self.cur_start = 0
+        self.stray: tuple[int, str] | None = None  # a non-diff line in a hunk: fatal if more follow
+        self.in_binary = False
+
+    def close_hunk(self) -> None:
+        cur = self.cur
+        if cur is not None and self.file is not None:
             while cur and cur[-1][0] == "~":
                 cur.pop()  # empty lines after the last hunk line are the reply's, not context
             if any(tag in "+-" for tag, _ in cur):
                 body = tuple((" " if t == "~" else t, x) for t, x in cur if t != "\\")
-                hunks.append(Hunk(body, cur_start, *_eof_markers([t for t, _ in cur])))
-        cur, stray = None, None
+                hunk = Hunk(body, self.cur_start, *_eof_markers([t for t, _ in cur]))
+                self.file.hunks = [*(self.file.hunks or []), hunk]
+        self.cur, self.stray = None, None
 
-    def close_file() -> None:
-        nonlocal hunks
-        close_hunk()
-        if src is not None or tgt is not None:
-            files.append(FilePatch(src, tgt, tuple(hunks)))
-        hunks = []
+    def close_file(self, new: _File | None = None) -> None:
+        self.close_hunk()
+        if self.file is not None:
+            self.metadata = self.metadata or self.file.has_metadata
+            closed = self.file.close()
+            if closed is not None:
+                self.files.append(closed)
+        self.file, self.in_binary = new, False
 
-    lines = diff_text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i].rstrip("\r")
+    def parse(self, diff_text: str) -> ParsedDiff:
+        lines = [ln.rstrip("\r") for ln in diff_text.splitlines()]
+        i = 0
+        while i < len(lines):
+            i += self.line(lines, i)
+        self.close_file()
+        if not self.files:
+            raise PatchError("no file headers found: a unified diff needs '--- a/<path>' and "
+                             "'+++ b/<path>' lines before its '@@' hunks")
+        if not self.metadata and not any(f.hunks for f in self.files):
+            raise PatchError("the diff has file headers but no hunks with '-' or '+' lines: add "
+                             "'@@ -<line>,<count> +<line>,<count> @@' hunks")
+        return ParsedDiff(tuple(self.files), lenient=True)
+
+    def line(self, lines: list[str], i: int) -> int:
+        """Read line `i` (and the +++ line after a ---); returns how many lines were read."""
+        line = lines[i]
+        if line.startswith("diff --git "):
+            paths = _git_header_paths(line[len("diff --git "):])
+            self.close_file(_File(paths[0], paths[-1], paths, in_header=True))
+            return 1
         if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            close_file()
-            s, t = normalize_path(line[4:]), normalize_path(lines[i + 1][4:])
-            src, tgt = (None if s == DEV_NULL else s), (None if t == DEV_NULL else t)
-            i += 2
-            continue
+            self.file_header(line[4:], lines[i + 1][4:])
+            return 2
+        binary = _BINARY_RE.match(line)
+        if binary or line.startswith("GIT binary patch"):
+            if self.file is None or (binary and not self.file.in_header):
+                paths = tuple(normalize_path(p) for p in binary.groups()) if binary else ()
+                src, tgt = paths or (None, None)
+                self.close_file(_File(src, tgt, git_paths=paths))
+            assert self.file is not None
+            self.file.binary, self.in_binary = True, line.startswith("GIT")
+            return 1
+        if self.in_binary:
+            return 1  # base85 payload of a binary patch
+        if self.file is not None and self.file.in_header and self.file.header_line(line):
+            return 1
+        self.hunk_line(line, i)
+        return 1
+
+    def file_header(self, old: str, new: str) -> None:
+        s, t = normalize_path(old), normalize_path(new)
+        src, tgt = (None if s == DEV_NULL else s), (None if t == DEV_NULL else t)
+        f = self.file
+        if f is not None and f.in_header and not f.has_plain_header and not f.hunks:
+            f.source, f.target, f.has_plain_header = src, tgt, True
+            return
+        self.close_file(_File(src, tgt, has_plain_header=True))
+
+    def hunk_line(self, line: str, i: int) -> None:
         header = _HUNK_HEADER_RE.match(line)
         if header:
-            if src is None and tgt is None:
+            if self.file is None:
                 raise PatchError(f"line {i + 1}: hunk '@@' before any '--- a/<path>' / "
                                  "'+++ b/<path>' header lines")
-            close_hunk()
-            cur, cur_start = [], int(header.group(1) or 0)
-        elif cur is not None:
-            if line.startswith("\\"):
-                cur.append(("\\", ""))  # "\ No newline at end of file"
-            elif line == "" or line[0] in " -+":
-                if stray is not None and line != "":
-                    raise PatchError(f"line {stray[0]} inside a hunk does not start with ' ', "
-                                     f"'-' or '+': {stray[1]!r}. Prefix every unchanged context "
-                                     "line with one space.")
-                # "~": an empty line, a blank context line that lost its space (or trailing)
-                tag, text = ("~", "") if line == "" else (line[0], line[1:])
-                cur.append((tag, text))
-            elif stray is None:
-                stray = (i + 1, line)
-        i += 1
-    close_file()
-    if not files:
-        raise PatchError("no file headers found: a unified diff needs '--- a/<path>' and "
-                         "'+++ b/<path>' lines before its '@@' hunks")
-    if not any(f.hunks for f in files):
-        raise PatchError("the diff has file headers but no hunks with '-' or '+' lines: add "
-                         "'@@ -<line>,<count> +<line>,<count> @@' hunks")
-    return ParsedDiff(tuple(files), lenient=True)
-
-
-# --- applying --------------------------------------------------------------------------------
-
-
-def split_lines(text: str) -> tuple[list[str], bool]:
-    """The lines of `text` without newlines, and whether it ended with one."""
-    if text == "":
-        return [], False
-    ends = text.endswith("\n")
-    return text.removesuffix("\n").split("\n"), ends
-
-
-def join_lines(lines: list[str], trailing_newline: bool) -> str:
-    if not lines:
-        return ""
-    return "\n".join(lines) + ("\n" if trailing_newline else "")
-
-
-def _find_block(lines: list[str], block: tuple[str, ...]) -> list[int]:
-    n = len(block)
-    exact = [i for i in range(len(lines) - n + 1) if tuple(lines[i:i + n]) == block]
-    if exact:
-        return exact
-    stripped = tuple(b.rstrip() for b in block)
-    return [i for i in range(len(lines) - n + 1)
-            if tuple(x.rstrip() for x in lines[i:i + n]) == stripped]
-
-
-def _not_found(lines: list[str], block: tuple[str, ...], index: int, path: str) -> PatchError:
-    best_len, best_at = 0, 0
-    for i in range(len(lines)):
-        k = 0
-        while k < len(block) and i + k < len(lines) and lines[i + k].rstrip() == block[k].rstrip():
-            k += 1
-        if k > best_len:
-            best_len, best_at = k, i
-    bad = block[best_len] if best_len < len(block) else block[-1]
-    close = difflib.get_close_matches(bad, lines, n=2, cutoff=0.6)
-    where = (f" (the {best_len} line(s) before it match file line {best_at + 1})"
-             if best_len else "")
-    hint = f"; closest file lines: {', '.join(repr(c) for c in close)}" if close else ""
-    return PatchError(f"hunk {index + 1} does not apply to {path}: the line {bad!r} was not "
-                      f"found where expected{where}{hint}. Copy context and '-' lines exactly "
-                      "from the current file.")
-
-
-def apply_diff(original: str, diff: ParsedDiff | str, target_path: str) -> str:
-    """Apply the diff's hunks for `target_path` to `original`, locating them by content."""
-    parsed = parse_diff(diff) if isinstance(diff, str) else diff
-    hunks = parsed.hunks_for(target_path)
-    if not hunks:
-        raise PatchError(f"the diff has no hunks for {target_path}; its paths are: "
-                         f"{', '.join(parsed.paths) or '(none)'}")
-    lines, trailing = split_lines(original)
-    placed: list[tuple[int, int, Hunk]] = []  # (start, old length, hunk) in original lines
-    for idx, hunk in enumerate(hunks):
-        block = hunk.old_lines
-        if not block:
-            start = min(max(hunk.old_start, 0), len(lines))
-            matches = [start]
-        else:
-            matches = _find_block(lines, block)
-            if not matches:
-                raise _not_found(lines, block, idx, target_path)
-        free = [m for m in matches if not any(m < s + n and s < m + len(block)
-                                              for s, n, _ in placed)]
-        if not free:
-            raise PatchError(f"hunk {idx + 1} overlaps an earlier hunk in {target_path}; "
-                             "merge overlapping hunks into one")
-        if len(free) > 1:
-            if hunk.old_start <= 0:
-                raise PatchError(f"hunk {idx + 1} is ambiguous in {target_path}: its lines match "
-                                 f"at lines {', '.join(str(m + 1) for m in free)}; add more "
-                                 "context lines or a correct '@@ -<line>' header")
-            hint = hunk.old_start - 1
-            free.sort(key=lambda m: (abs(m - hint), m))
-        start = free[0]
-        placed.append((start, len(block), hunk))
-    at_end = [h for s, n, h in placed if s + n == len(lines)]
-    for start, n, hunk in sorted(placed, key=lambda p: p[0], reverse=True):
-        old = lines[start:start + n]
-        new: list[str] = []
-        pos = 0
-        for tag, text in hunk.lines:
-            if tag == " ":
-                new.append(old[pos])  # keep the file's own text for context lines
-                pos += 1
-            elif tag == "-":
-                pos += 1
-            else:
-                new.append(text)
-        lines[start:start + n] = new
-    if at_end and at_end[-1].new_no_newline:
-        trailing = False
-    elif (at_end and at_end[-1].old_no_newline) or (original == "" and lines):
-        trailing = True
-    return join_lines(lines, trailing)
-
-
-def render_unified(original: str, new: str, path: str) -> str:
-    """The canonical unified diff (a/<path>, b/<path>, 3 context lines); '' when unchanged."""
-    if original == new:
-        return ""
-    out: list[str] = []
-    for line in difflib.unified_diff(original.splitlines(keepends=True),
-                                     new.splitlines(keepends=True),
-                                     fromfile=f"a/{path}", tofile=f"b/{path}", n=3):
-        if line.endswith("\n"):
-            out.append(line)
-        else:
-            out.append(line + "\n\\ No newline at end of file\n")
-    return "".join(out)
-
-
-@dataclass(frozen=True)
-class LineStats:
-    added: int
-    removed: int
-    changed: int
-    """A replaced block of i old and j new lines counts max(i, j); inserts and deletes count
-    their own length. This is what --max-changed-lines limits."""
-    added_lines: tuple[str, ...]
-    removed_lines: tuple[str, ...]
-
-
-def line_stats(original: str, new: str) -> LineStats:
-    """Line-level change statistics of `original` -> `new` (difflib opcodes)."""
-    a, _ = split_lines(original)
-    b, _ = split_lines(new)
-    added: list[str] = []
-    removed: list[str] = []
-    changed = 0
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if op == "equal":
-            continue
-        removed.extend(a[i1:i2])
-        added.extend(b[j1:j2])
-        changed += max(i2 - i1, j2 - j1)
-    return LineStats(len(added), len(removed), changed, tuple(added), tuple(removed))
+            self.close_hunk()
+            self.file.in_header = False
+            self.cur, self.cur_start = [], int(header.group(1) or 0)
+            return
+        cur = self.cur
+        if cur is None:
+            return
+        if line.startswith("\\"):
+            cur.append(("\\", ""))  # "\ No newline at end of file"
+        elif line == "" or line[0] in " -+":
+            if self.stray is not None and line != "":
+                raise PatchError(f"line {self.stray[0]} inside a hunk does not start with ' ', "
+                                 f"'-' or '+': {self.stray[1]!r}. Prefix every unchanged context "
+                                 "line with one space.")
+            # "~": an empty line, a blank context line that lost its space (or trailing)
+            cur.append(("~", "") if line == "" else (line[0], line[1:]))
+        elif self.stray is None:
+            self.stray = (i + 1, line)

@@ -10,15 +10,18 @@ the candidate worktree directly; its `git diff` is the proposal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from agents.llm.types import Message, ModelClient, ModelSettings, Usage
 from optimizer.core.results import RunResult
+from optimizer.propose.apply import numbered
 from optimizer.propose.edits import edit_schema_for, edits_to_diff, parse_edit_proposal
 from optimizer.propose.package import condensed_trace, extract_input
 from optimizer.propose.patch import PatchError, extract_diff
@@ -27,6 +30,14 @@ from optimizer.workflows.ledger import LedgerEntry
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 Format = Literal["diff", "edits"]
 _CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_FENCED_RE = re.compile(r"^[ \t]*```.*?^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL)
+# "HYPOTHESIS: x", "**Hypothesis:** x", "- hypothesis - x", "1. Hypothesis — x", or a heading
+# ("## Hypothesis", "**Hypothesis**") whose text follows on the next lines.
+_HYPOTHESIS_RE = re.compile(
+    r"^[ \t>]*(?:[-*+][ \t]+|\d+[.)][ \t]+|#{1,6}[ \t]*)?[*_]*[ \t]*hypothesis[ \t]*[*_]*"
+    r"(?:[ \t]*[:：\-–—][ \t]*(?P<rest>.*)|[ \t]*$)",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 class ProposerError(Exception):
@@ -70,8 +81,24 @@ def _clip(text: str, max_tokens: int, what: str) -> str:
     return cut + f"\n[... {what} truncated to fit the token budget ...]"
 
 
-def numbered(text: str) -> str:
-    return "\n".join(f"{i:4d}  {line}" for i, line in enumerate(text.splitlines(), 1))
+def parse_hypothesis(text: str) -> str | None:
+    """The hypothesis line of a reply, whatever its case and markdown; None when absent.
+    Fenced blocks (the diff) are not searched unless nothing else matches."""
+    for haystack in (_FENCED_RE.sub("", text), text):
+        m = _HYPOTHESIS_RE.search(haystack)
+        if m is None:
+            continue
+        rest = (m.group("rest") or "").strip(" \t*_")
+        if not rest:  # a heading: the hypothesis is the paragraph under it
+            para: list[str] = []
+            for line in haystack[m.end():].lstrip("\n").splitlines():
+                if not line.strip() or line.lstrip().startswith(("#", "```")):
+                    break
+                para.append(line.strip())
+            rest = " ".join(para).strip(" \t*_")
+        if rest:
+            return rest
+    return None
 
 
 def counter_examples(runs: list[RunResult], bucket: str, limit: int = 3) -> str:
@@ -182,8 +209,7 @@ def build_package(p: PackageInput) -> Package:
 
 def parse_diff_reply(text: str) -> tuple[str, str]:
     """(hypothesis, diff) from a diff-format reply; PatchError when there is no diff."""
-    m = re.search(r"HYPOTHESIS:\s*(.+)", text)
-    hypothesis = m.group(1).strip() if m else ""
+    hypothesis = parse_hypothesis(text) or ""
     diff = extract_diff(text)
     if not diff.strip():
         raise PatchError(
@@ -249,28 +275,35 @@ async def run_command(
     prompt_path: str,
     bucket: str,
     timeout_s: float = 1800,
+    env: Mapping[str, str] | None = None,
 ) -> str:
     """Run an external proposer in the candidate worktree; returns its stdout.
 
     The command gets PROMPTLOOP_PACKAGE (the package file), PROMPTLOOP_PROMPT_FILE (the file it
-    may edit, relative to the worktree) and PROMPTLOOP_BUCKET. A line `HYPOTHESIS: ...` on its
-    stdout becomes the proposal's hypothesis.
+    may edit, relative to the worktree) and PROMPTLOOP_BUCKET, plus `env` (e.g. a temporary
+    HOME from `watch.canary_home`). A line `HYPOTHESIS: ...` on its stdout becomes the
+    proposal's hypothesis. It runs in its own process group, which is killed when it ends, so
+    a background child cannot keep writing after the caller has checked what it changed.
     """
-    env = {
+    full_env = {
         **os.environ,
         "PROMPTLOOP_PACKAGE": str(package_path),
         "PROMPTLOOP_PROMPT_FILE": prompt_path,
         "PROMPTLOOP_BUCKET": bucket,
+        **(env or {}),
     }
     proc = await asyncio.create_subprocess_shell(
-        cmd, cwd=worktree, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        cmd, cwd=worktree, env=full_env, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, start_new_session=True,
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
     except TimeoutError:
-        proc.kill()
+        _kill_group(proc.pid)
         await proc.wait()
         raise ProposerError(f"proposer command timed out after {timeout_s:g}s") from None
+    finally:
+        _kill_group(proc.pid)
     if proc.returncode != 0:
         raise ProposerError(
             f"proposer command exited with {proc.returncode}: {err.decode(errors='replace')[-500:]}"
@@ -278,6 +311,11 @@ async def run_command(
     return out.decode(errors="replace")
 
 
+def _kill_group(pid: int) -> None:
+    """SIGKILL the process group the command led (its leftover background children)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
 def hypothesis_from_output(text: str) -> str:
-    m = re.search(r"HYPOTHESIS:\s*(.+)", text)
-    return m.group(1).strip() if m else "(external proposer gave no hypothesis)"
+    return parse_hypothesis(text) or "(external proposer gave no hypothesis)"

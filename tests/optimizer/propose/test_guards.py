@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from optimizer.core.suites import REPO_ROOT, LoadedTask, Suite, SuiteConfig, TaskSpec, load_suite
+from optimizer.propose.apply import render_unified
 from optimizer.propose.guards import GuardViolation, check_guards, prepare_patch
 from optimizer.propose.literals import LiteralIndex, build_literal_index
-from optimizer.propose.patch import PatchError, parse_diff, render_unified
+from optimizer.propose.patch import PatchError, parse_diff
 
 TARGET = "prompts/pkm_agent.md"
 BASE = """# PKM Agent
@@ -222,3 +223,63 @@ def test_general_rules_pass_against_the_real_suites(agent: str) -> None:
     pasted = next(t.spec.input.content for s in suites for t in s.tasks
                   if len(t.spec.input.content.split()) >= 6)
     assert idx.find(pasted)
+
+
+# --- quoted task inputs, word frequencies, distinctive config strings -----------------------
+
+SHORT = suite(
+    task("hi", "hi there", [{"name": "pkm_completion", "config": {}}]),
+    task("thx", "Thanks!", [{"name": "pkm_completion", "config": {}}]),
+    task("ask", "is it ok if I do it", [{"name": "pkm_completion", "config": {}}]),
+    task("todo", "Finish the report", [
+        {"name": "card_must_not_contain", "config": {"substrings": ["deadline", "Milestone"]}},
+        {"name": "card_visible_must_contain", "config": {"substrings": ["ticket 4471"]}},
+        {"name": "card_visible_must_contain", "config": {"substrings": ["Nguyen"]}}]),
+)
+
+
+@pytest.fixture(scope="module")
+def short_index() -> LiteralIndex:
+    return build_literal_index([SHORT], BASE, MANUAL)
+
+
+@pytest.mark.parametrize("rule", [
+    'If the user only writes "hi there", skip.',
+    "Skip replies such as 'thanks' and similar.",
+    "Skip «Hi, there!» and “THANKS”.",
+    "Skip `thanks!` messages.",
+    'When asked "is it ok if I ..." answer yes.',
+])
+def test_quoted_task_inputs_are_refused_whatever_their_frequency(
+        short_index: LiteralIndex, rule: str) -> None:
+    violations = guard(add_rule(rule), short_index)
+    assert violations and {v.code for v in violations} == {"eval_literal"}, rule
+    assert "quoted" in violations[0].message
+
+
+@pytest.mark.parametrize("rule", [
+    "If the input is only a greeting like hi there or thanks, skip it.",  # not quoted
+    'Skip a reply that only says "thank you".',  # quoted, but no task's input
+    "A to-do with a deadline is a task; a Milestone card needs a date.",  # common config words
+])
+def test_general_rules_with_common_or_unquoted_words_pass(short_index: LiteralIndex,
+                                                          rule: str) -> None:
+    assert guard(add_rule(rule), short_index) == []
+
+
+@pytest.mark.parametrize("rule, literal", [
+    ("Cards about ticket 4471 are tasks.", "4471"),
+    ("Always mention Nguyen.", "Nguyen"),
+])
+def test_distinctive_config_strings_are_refused(short_index: LiteralIndex, rule: str,
+                                                literal: str) -> None:
+    violations = guard(add_rule(rule), short_index)
+    assert violations and {v.code for v in violations} == {"eval_literal"}
+    assert literal in " ".join(v.message for v in violations)
+
+
+def test_word_frequencies_come_from_wordfreq() -> None:
+    from optimizer.propose.common_words import COMMON_ZIPF, zipf
+
+    assert zipf("deadline") >= COMMON_ZIPF > zipf("Nguyen") > 0
+    assert zipf("Okafor") < 3 and zipf("xqzvbn") == 0.0

@@ -7,6 +7,7 @@ import json
 import pytest
 import unidiff
 
+from optimizer.propose.apply import apply_diff, line_stats, render_unified
 from optimizer.propose.edits import (
     EDIT_PROPOSAL_SCHEMA,
     Edit,
@@ -15,14 +16,7 @@ from optimizer.propose.edits import (
     edits_to_diff,
     parse_edit_proposal,
 )
-from optimizer.propose.patch import (
-    PatchError,
-    apply_diff,
-    extract_diff,
-    line_stats,
-    parse_diff,
-    render_unified,
-)
+from optimizer.propose.patch import PatchError, extract_diff, parse_diff
 
 TARGET = "prompts/pkm_agent.md"
 PROMPT = """# PKM Agent
@@ -256,3 +250,56 @@ def test_edit_proposal_parsing_and_schema() -> None:
     enum = item["properties"]["action"]["enum"]
     for action in enum:
         Edit(action=action, anchor="a", text="t")
+
+
+# --- the package's numbered lines, git extended headers -------------------------------------
+
+
+def test_context_copied_with_the_package_line_numbers_applies() -> None:
+    from optimizer.propose.apply import number_line, numbered
+
+    assert numbered("a\nb").splitlines() == [number_line(1, "a"), number_line(2, "b")]
+    assert number_line(7, "x") == "   7  x"
+    with_space = diff_of("@@ -5,3 +5,3 @@\n " + number_line(5, "## When to skip") + "\n-"
+                         + number_line(6, "- the input has no content worth keeping;")
+                         + "\n+- the input is empty;\n " + number_line(7, "- the user asks "
+                                                                      "not to save it.") + "\n")
+    without_space = with_space.replace("\n    5  ", "\n   5  ").replace("\n    7  ", "\n   7  ")
+    blank_numbered = diff_of("@@ -3,3 +3,3 @@\n " + number_line(3, "You keep the user's notes in "
+                             "order.") + "\n-   4\n+Intro.\n    5  ## When to skip\n")
+    expected = PROMPT.replace("- the input has no content worth keeping;", "- the input is empty;")
+    assert apply_diff(PROMPT, with_space, TARGET) == expected
+    assert apply_diff(PROMPT, without_space, TARGET) == expected
+    assert apply_diff(PROMPT, blank_numbered, TARGET) == PROMPT.replace(
+        "order.\n\n## When", "order.\nIntro.\n## When")
+
+
+def test_lines_that_really_start_with_digits_still_match_as_written() -> None:
+    prompt = "# Steps\n   2  bake\n  12  cool\n"
+    diff = diff_of("@@ -2,2 +2,2 @@\n    2  bake\n-  12  cool\n+  12  cool fully\n")
+    assert apply_diff(prompt, diff, TARGET) == "# Steps\n   2  bake\n  12  cool fully\n"
+    numbered_copy = diff_of("@@ -2,1 +2,1 @@\n-   2     2  bake\n+   2  bake well\n")
+    assert apply_diff(prompt, numbered_copy, TARGET) == "# Steps\n   2  bake well\n  12  cool\n"
+    wrong_number = diff_of("@@ -2,1 +2,1 @@\n-   9  bake\n+bake well\n")
+    with pytest.raises(PatchError, match="was not found"):
+        apply_diff(prompt, wrong_number, TARGET)
+
+
+def test_git_extended_headers_are_read() -> None:
+    text = (f"diff --git a/{TARGET} b/prompts/v2.md\nsimilarity index 90%\nrename from {TARGET}\n"
+            f"rename to prompts/v2.md\n--- a/{TARGET}\n+++ b/prompts/v2.md\n"
+            "@@ -1 +1 @@\n-# PKM Agent\n+# PKM\n"
+            "diff --git a/run.sh b/run.sh\nold mode 100644\nnew mode 100755\n"
+            "diff --git a/logo.png b/logo.png\nindex 1..2 100644\nGIT binary patch\nliteral 3\n"
+            "KcmZ?wbhEHbRA5kG\n\n"
+            'diff --git "a/prompts/t\\303\\251st.md" "b/prompts/t\\303\\251st.md"\n'
+            "new file mode 120000\n--- /dev/null\n+++ \"b/prompts/t\\303\\251st.md\"\n"
+            "@@ -0,0 +1 @@\n+/etc/passwd\n")
+    rename, mode, binary, link = parse_diff(text).files
+    assert (rename.operation, rename.source, rename.target) == ("rename", TARGET, "prompts/v2.md")
+    assert len(rename.hunks) == 1
+    assert (mode.old_mode, mode.new_mode, mode.hunks) == ("100644", "100755", ())
+    assert binary.binary and binary.path == "logo.png"
+    assert (link.source, link.target, link.new_mode) == (None, "prompts/tést.md", "120000")
+    assert parse_diff(text).paths == (TARGET, "prompts/v2.md", "run.sh", "logo.png",
+                                      "prompts/tést.md")

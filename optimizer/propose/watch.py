@@ -1,0 +1,222 @@
+"""Writes an external proposer made outside the one file it may edit.
+
+`--proposer-cmd` runs an arbitrary command in the candidate worktree, and its `git diff` only
+shows the worktree's tracked and untracked files. What it cannot show: edits to your checkout
+(its files, `.git/config`, `.git/hooks`, refs, the index, HEAD), commits made in the worktree
+(the diff is taken against its HEAD), a rewritten `.git` pointer of the worktree, a prompt
+turned into a symlink, or files in HOME. The workflow takes a `snapshot` of `proposer_watch(...)`
+before the command and one after, and `outside_writes(before, after)` names every such write
+as an `outside_write` refusal. Files are compared by type, mode, size, inode and change time
+(ctime, which no user-space call can set back), so content is never read and a walk of a
+checkout with its virtualenv takes well under a second.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from optimizer.propose.guards import GuardViolation
+
+EntryKind = Literal["file", "dir", "link", "other"]
+HOME_FILES = (".bashrc", ".bash_profile", ".profile", ".zshrc", ".zprofile", ".gitconfig",
+              ".config/git", ".ssh", ".netrc", ".pypirc", ".config/pip", ".npmrc")
+"""Files in HOME that change what later commands do; watched, and seeded by `canary_home`."""
+_GIT_MAY_ADD = ("objects/*",)
+"""New objects are inert until a ref points at them; refs are watched."""
+_MAX_LISTED = 8
+
+
+@dataclass(frozen=True)
+class Watched:
+    """One tree to watch and what may legitimately change in it (fnmatch patterns on
+    '/'-separated paths relative to `root`; '*' matches across '/')."""
+
+    label: str
+    root: Path
+    only: tuple[str, ...] = ()
+    """Watch just these relative paths (files or folders); empty: the whole tree."""
+    skip: tuple[str, ...] = ()
+    """Folders not walked (and not watched) at all."""
+    may_change: tuple[str, ...] = ()
+    """Regular files that may be rewritten, if they stay regular files."""
+    may_add: tuple[str, ...] = ()
+    """Paths that may appear (and then change) but not replace or remove what was there."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: EntryKind
+    mode: int
+    size: int = 0
+    ino: int = 0
+    mtime_ns: int = 0
+    ctime_ns: int = 0
+    link: str = ""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    watched: tuple[Watched, ...]
+    entries: tuple[Mapping[str, Entry], ...] = field(repr=False)
+    """Per watched tree: relative path -> state ('.' is the root itself)."""
+
+
+def _entry(path: Path) -> Entry | None:
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    if path.is_symlink():
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return Entry("link", st.st_mode, link=target)
+    if path.is_dir():
+        return Entry("dir", st.st_mode)  # children are compared, not the folder's times
+    kind: EntryKind = "file" if path.is_file() else "other"
+    return Entry(kind, st.st_mode, st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _matches(rel: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(rel, p) for p in patterns)
+
+
+def _walk(w: Watched) -> dict[str, Entry]:
+    found: dict[str, Entry] = {}
+    starts = [w.root / p for p in w.only] if w.only else [w.root]
+    stack = list(starts)
+    while stack:
+        path = stack.pop()
+        rel = path.relative_to(w.root).as_posix()
+        if _matches(rel, w.skip):
+            continue
+        entry = _entry(path)
+        if entry is None:
+            continue
+        found[rel] = entry
+        if entry.kind == "dir":
+            try:
+                stack.extend(path.iterdir())
+            except OSError:
+                continue
+    return found
+
+
+def snapshot(watched: Sequence[Watched]) -> Snapshot:
+    """The state of every watched tree, to compare with `outside_writes`."""
+    return Snapshot(tuple(watched), tuple(_walk(w) for w in watched))
+
+
+def _change(w: Watched, rel: str, old: Entry | None, new: Entry | None) -> str | None:
+    """How `rel` changed, or None when that change is allowed."""
+    if old is None:
+        return None if _matches(rel, w.may_add) else "created"
+    if new is None:
+        return "removed"
+    if old.kind != new.kind:
+        return f"turned from a {old.kind} into a {new.kind}"
+    if old.kind == "link":
+        return None if old.link == new.link else f"re-pointed to {new.link}"
+    if old.mode != new.mode:
+        return f"mode changed from {old.mode:o} to {new.mode:o}"
+    if old.kind == "dir":
+        return None
+    if old.kind == "file" and _matches(rel, (*w.may_change, *w.may_add)):
+        return None
+    return "modified"
+
+
+def outside_writes(before: Snapshot, after: Snapshot) -> list[GuardViolation]:
+    """One `outside_write` refusal per watched tree that changed where it must not; empty when
+    the command only touched what it may. `before` and `after` must watch the same trees."""
+    if before.watched != after.watched:
+        raise ValueError("the two snapshots watch different trees")
+    out: list[GuardViolation] = []
+    for w, old, new in zip(before.watched, before.entries, after.entries, strict=True):
+        changes = []
+        for rel in sorted(old.keys() | new.keys()):
+            if old.get(rel) == new.get(rel):
+                continue
+            how = _change(w, rel, old.get(rel), new.get(rel))
+            if how is not None:
+                changes.append(f"{rel} {how}")
+        if changes:
+            more = f" and {len(changes) - _MAX_LISTED} more" if len(changes) > _MAX_LISTED else ""
+            out.append(GuardViolation(
+                "outside_write", f"the proposer command wrote outside the prompt file, in "
+                f"{w.label} ({w.root}): {'; '.join(changes[:_MAX_LISTED])}{more}"))
+    return out
+
+
+def _gitdir(worktree: Path) -> Path | None:
+    """The per-worktree git folder a `.git` file points to (None when `.git` is a folder)."""
+    dot_git = worktree / ".git"
+    if not dot_git.is_file() or dot_git.is_symlink():
+        return None
+    text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+    if not text.startswith("gitdir:"):
+        return None
+    path = Path(text.removeprefix("gitdir:").strip())
+    return (worktree / path).resolve() if not path.is_absolute() else path.resolve()
+
+
+def _common_dir(gitdir: Path) -> Path:
+    common = gitdir / "commondir"
+    if common.is_file():
+        rel = Path(common.read_text(encoding="utf-8").strip())
+        return (gitdir / rel).resolve() if not rel.is_absolute() else rel
+    return gitdir
+
+
+def proposer_watch(checkout: Path, worktree: Path, prompt_path: str,
+                   homes: Sequence[Path] = ()) -> tuple[Watched, ...]:
+    """What an external proposer run in `worktree` must leave alone: the user's `checkout`
+    (every file), the shared git directory (config, hooks, refs, HEAD, index; new objects and
+    reflogs may appear), the worktree's own git folder but its index, the worktree's `.git`
+    pointer and the type of its prompt file, and `HOME_FILES` in each of `homes` (the real
+    HOME, whose ~/.gitconfig the workflow's own git reads, and a `canary_home` the command ran
+    with). Other worktrees' folders are not watched: other checkouts of the same repository
+    may be in use."""
+    checkout, worktree = checkout.resolve(), worktree.resolve()
+    own = _gitdir(worktree)
+    user = _gitdir(checkout)  # when the checkout is itself a linked worktree
+    common = _common_dir(own or user or checkout / ".git")
+    skip = [".git"]
+    if worktree.is_relative_to(checkout):
+        skip.append(worktree.relative_to(checkout).as_posix())
+    trees = [
+        Watched("your checkout", checkout, skip=tuple(skip)),
+        Watched("the repository's git directory", common, skip=("worktrees/*",),
+                may_add=(*_GIT_MAY_ADD, "logs/*")),
+    ]
+    if user is not None:
+        trees.append(Watched("your checkout's git folder", user))
+    if own is not None:
+        trees.append(Watched("the candidate worktree's git folder", own,
+                             may_change=("index",), may_add=("logs/*",)))
+    trees.append(Watched("the candidate worktree", worktree, only=(".git", prompt_path),
+                         may_change=(prompt_path,)))
+    trees.extend(Watched(f"HOME {home}", home.resolve(), only=HOME_FILES) for home in homes)
+    return tuple(trees)
+
+
+def canary_home(parent: Path) -> Path:
+    """A fresh HOME under `parent` whose `HOME_FILES` hold random canaries: pass it to the
+    command (`run_command(..., env={"HOME": str(home)})`) and watch it with `proposer_watch`."""
+    home = parent / "home"
+    token = secrets.token_hex(8)
+    for name in HOME_FILES:
+        path = home / name
+        if name in (".ssh", ".config/git", ".config/pip"):
+            path.mkdir(parents=True, exist_ok=True)
+            path = path / "canary"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# promptloop canary {token}\n", encoding="utf-8")
+    return home
