@@ -292,8 +292,8 @@ def eval_(
     Exit 0 when the run completed (whatever the pass rate), 1 for a usage/config error, 2 when
     the infrastructure failed (bad key, provider down, every trial errored)."""
     from optimizer.core.config import state_dir
-    from optimizer.run.evaluate import EvalRequest, Models, evaluate
     from optimizer.run.runner import AllTrialsErroredError, RunOptions
+    from optimizer.workflows.evaluate import EvalRequest, Models, evaluate
 
     def body() -> None:
         if mode not in ("live", "record", "replay"):
@@ -360,7 +360,7 @@ def report(
 ) -> None:
     """Show a saved run as Markdown, JSON or a self-contained HTML page."""
     from optimizer.core.config import state_dir
-    from optimizer.report.present import render_report
+    from optimizer.workflows.present import render_report
 
     def body() -> None:
         if fmt not in ("md", "json", "html"):
@@ -479,7 +479,7 @@ def optimize(
     branch (your checkout is never touched) and keeps it only if the target bucket improves and
     no bucket regresses. Exit 0 when done (accepted or not, or nothing to do)."""
     from optimizer.core.config import repo_root, state_dir
-    from optimizer.gate.stats import GatePolicy
+    from optimizer.gate.compare import GatePolicy
     from optimizer.workflows.optimize import OptimizeConfig
     from optimizer.workflows.optimize import optimize as run_optimize
 

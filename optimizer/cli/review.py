@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from optimizer.cli import ui
 from optimizer.cli.util import EXIT_INFRA, guarded, option_errors
 from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError
-from optimizer.gate.stats import BucketComparison
+from optimizer.gate.compare import BucketComparison
 
 if TYPE_CHECKING:
     from optimizer.workflows.github import PostResult
@@ -141,7 +141,7 @@ def review(
     configuration error, 2 infrastructure failure (provider, every trial errored, gh failed to
     post), 3 with --fail-on-regression when a bucket regresses."""
     from optimizer.core.config import repo_root, state_dir
-    from optimizer.gate.stats import GatePolicy
+    from optimizer.gate.compare import GatePolicy
     from optimizer.workflows.review import ReviewConfig
     from optimizer.workflows.review import review as run_review
 

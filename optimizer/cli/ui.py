@@ -23,7 +23,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from optimizer.gate.stats import BucketComparison
+from optimizer.gate.compare import BucketComparison
 from optimizer.report import fmt
 from optimizer.report.summary import RunSummary
 from optimizer.report.table import Table as TableView

@@ -84,6 +84,7 @@ class SequentialGate:
     _open: list[str] = field(default_factory=list)
     _stage1: dict[str, float] = field(default_factory=dict)
     _stage1_pooled: float = 1.0
+    _past_margin: list[str] = field(default_factory=list)
     _suspects: list[str] = field(default_factory=list)
     _pairs: Mapping[str, Sequence[Pair]] = field(default_factory=dict)
 
@@ -197,6 +198,7 @@ class SequentialGate:
             self._suspects = sorted(set(fam.suspects) | (set(falling) if pooled_suspect
                                                           else set()))
             self._open = list(self._suspects)
+            self._past_margin = list(fam.past_margin)
             self._stage1 = {c.bucket: c.p_regress for c in comps}
             if fam.pooled is not None:
                 self._stage1_pooled = fam.pooled.p_regress
@@ -227,14 +229,33 @@ class SequentialGate:
         weights = [share] * len(combined) + [half.pooled_weight]
         rejected = holm([c.p_regress for c in combined] + [p_pool], half.regression_alpha,
                         weights)
+        stood = self._margin_stands(pairs)
         if not any(rejected):
-            return None
+            if not stood:
+                return None
+            return self._verdict("reject", "regression", {}, *(
+                f"bucket {b!r} dropped past the margin {half.regression_tolerance:g} and the "
+                "drop survived confirmation: "
+                f"{describe(compare_bucket(b, pairs.get(b, ()), half, interval=False))}"
+                for b in stood),
+                suspects=self._suspects)
         fam2 = RegressionFindings(significant=[n for n, r in zip(names, rejected, strict=True)
                                                if r],
                                   pooled=pooled.model_copy(update={"p_regress": p_pool}),
                                   tested=len(names))
         return self._reject_regression(combined, fam2, "after confirmation (inverse-normal "
                                        "combination of both stages)")
+
+    def _margin_stands(self, pairs: Mapping[str, Sequence[Pair]]) -> list[str]:
+        """Suspects past the margin whose drop is still past it on the fresh trials (or, when
+        no fresh trial could be added, on all of them)."""
+        margin = self.policy.regression_tolerance
+        out = []
+        for b in self._past_margin:
+            data = self._fresh(pairs.get(b, ()), b) or list(pairs.get(b, ()))
+            if data and sum(x.diff for x in data) / len(data) <= -margin + 1e-12:
+                out.append(b)
+        return out
 
     def _reject_regression(self, comps: Sequence[BucketComparison], fam: RegressionFindings,
                            where: str) -> Verdict:
@@ -246,6 +267,10 @@ class SequentialGate:
             why.append(f"{what} regressed {where} (weighted Holm over {fam.tested} tests at "
                        f"alpha={self.policy.regression_alpha:g}): "
                        f"{describe(comp) if comp else ''}")
+        falling = [f"{c.bucket} ({c.delta:+.3f})" for c in comps
+                   if c.delta is not None and c.delta < 0]
+        if POOLED in fam.significant and falling:
+            why.append("buckets that fell: " + ", ".join(falling))
         return self._verdict("reject", "regression", {}, *why, suspects=self._suspects)
 
     def _heldout_check(self, pairs: Mapping[str, Sequence[Pair]]) -> Verdict:

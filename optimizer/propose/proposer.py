@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Literal
 
 from agents.llm.types import Message, ModelClient, ModelSettings, Usage
+from optimizer.core.ledger import LedgerEntry
 from optimizer.core.results import RunResult
 from optimizer.propose.apply import numbered
 from optimizer.propose.edits import edit_schema_for, edits_to_diff, parse_edit_proposal
 from optimizer.propose.package import condensed_trace, extract_input
 from optimizer.propose.patch import PatchError, extract_diff
-from optimizer.workflows.ledger import LedgerEntry
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 Format = Literal["diff", "edits"]

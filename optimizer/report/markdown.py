@@ -12,7 +12,8 @@ from typing import Any
 
 from graders.base import Score
 from optimizer.core.results import RunResult, TrialResult
-from optimizer.gate.stats import BucketComparison, Verdict
+from optimizer.gate.compare import BucketComparison
+from optimizer.gate.policy import Verdict
 from optimizer.report.fmt import num, pct, seconds, short, usd
 from optimizer.report.summary import RunSummary, task_order
 from optimizer.report.table import (

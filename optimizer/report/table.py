@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from optimizer.gate.stats import BucketComparison
+from optimizer.gate.compare import BucketComparison
 from optimizer.report import fmt
 from optimizer.report.fmt import NA, Tone
 from optimizer.report.summary import BucketSummary, RunSummary

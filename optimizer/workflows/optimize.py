@@ -16,11 +16,15 @@ from typing import Any
 from agents.llm.errors import ModelError
 from agents.llm.types import ModelClient, Usage
 from agents.runtime import RuntimeConfig
-from optimizer.core.config import ConfigError, default_judge, did_you_mean, make_client, provenance
+from optimizer.core.buckets import BucketError, bucket_prefix, qualified, resolve_bucket
+from optimizer.core.config import ConfigError, default_judge, make_client, provenance
+from optimizer.core.ledger import Ledger, LedgerEntry, diff_hash
 from optimizer.core.pricing import estimate_cost
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
-from optimizer.gate.stats import BucketComparison, Verdict, decide
+from optimizer.gate.compare import BucketComparison
+from optimizer.gate.policy import Verdict
+from optimizer.gate.sequential import TrialRequest, heldout_tasks
 from optimizer.git import GitOps
 from optimizer.propose.guards import PreparedPatch, prepare_patch
 from optimizer.propose.literals import LiteralIndex, build_literal_index
@@ -38,19 +42,14 @@ from optimizer.propose.proposer import (
     run_command,
 )
 from optimizer.run.runner import ProgressFn, RunOptions, needs_judge
-from optimizer.workflows.ledger import Ledger, LedgerEntry, diff_hash
+from optimizer.workflows.gating import bucket_tasks, run_gate
 from optimizer.workflows.optimize_models import (
     Baseline,
     IterationResult,
     OptimizeConfig,
     OptimizeResult,
 )
-from optimizer.workflows.paired import (
-    agent_suites,
-    compare_suite_runs,
-    confirm_suspects,
-    run_and_save,
-)
+from optimizer.workflows.paired import agent_suites, run_and_save
 from optimizer.workflows.pr import commit_message, pr_body, trial_changes
 
 MANUAL = Path(__file__).resolve().parents[2] / "manuals" / "prompt_engineering.md"
@@ -92,6 +91,8 @@ class Optimizer:
         self.cost_usd: float | None = 0.0
         """Estimated dollars spent so far (None once a model's price is unknown)."""
         self._owned: list[ModelClient] = []
+        self.heldout: frozenset[str] = frozenset()
+        self.seeded = False
 
     # --- models -------------------------------------------------------------------------
     def _client(self, which: str) -> ModelClient:
@@ -159,38 +160,33 @@ class Optimizer:
         self._spend(saved.usage, saved.usd)
         return saved.run
 
-    def _compare(self, base: list[RunResult], cand: list[RunResult]) -> list[BucketComparison]:
-        return compare_suite_runs(base, cand, self.c.policy)
-
-    async def _confirm(
-        self,
-        suites: list[Suite],
-        base: list[RunResult],
-        cand: list[RunResult],
-        prompts: tuple[str, str],
-        suspected: list[str],
-    ) -> tuple[list[RunResult], list[RunResult]]:
-        """Re-run the tasks of suspected regressions with more trials on both sides and pool."""
-        return await confirm_suspects(
-            suites,
-            base,
-            cand,
-            prompts,
-            suspected,
-            extra_trials=self.c.confirm_trials,
-            run=self._run,
-            emit=self.emit,
-        )
-
     # --- the loop -----------------------------------------------------------------------
     def _check_bucket(self, suites: list[Suite]) -> None:
-        c = self.c
-        known = sorted({b for s in suites for b in s.buckets})
-        if c.bucket not in known:
-            raise ConfigError(
-                f"unknown bucket '{c.bucket}' for {c.suite}.{did_you_mean(c.bucket, known)}"
-                f" Known buckets: {', '.join(known)}"
-            )
+        """Resolve `--bucket` in the one bucket namespace (`regression/x` always, `x` when
+        unique); from here on `self.c.bucket` is the qualified name."""
+        known = [qualified(s.config.kind, b) for s in suites for b in s.buckets]
+        try:
+            self.c = self.c.model_copy(update={"bucket": resolve_bucket(self.c.bucket, known)})
+        except BucketError as err:
+            raise ConfigError(f"{self.c.suite}: {err}") from None
+        self.heldout = heldout_tasks(self._target_tasks(suites), self.c.policy,
+                                     salt=self.c.bucket)
+
+    def _target_tasks(self, suites: list[Suite]) -> list[str]:
+        tasks, _ = bucket_tasks(suites)
+        return tasks[self.c.bucket]
+
+    def _target_runs(self, runs: list[RunResult]) -> tuple[RunResult, str]:
+        """The run holding the target bucket, and the bucket's name inside that run's suite,
+        without the held-out tasks (the proposer never sees them)."""
+        for r in runs:
+            prefix = bucket_prefix(r.suite_kind)
+            if self.c.bucket.startswith(prefix) and (prefix or "/" not in self.c.bucket):
+                local = self.c.bucket[len(prefix):]
+                if any(t.bucket == local for t in r.trials):
+                    visible = [t for t in r.trials if t.task_id not in self.heldout]
+                    return r.model_copy(update={"trials": visible}), local
+        raise ConfigError(f"no run holds bucket {self.c.bucket!r}")
 
     async def run_baseline(self) -> Baseline:
         """Evaluate the base prompt on every suite kind (cached trials are reused)."""
@@ -230,12 +226,9 @@ class Optimizer:
             session_dir=str(self.session_dir),
         )
         self.emit("baseline", {"cached": cached, "total": total})
-        failing = [
-            t
-            for r in base_runs
-            for t in r.trials
-            if t.bucket == c.bucket and t.status in ("failed", "timedOut")
-        ]
+        target_run, local = self._target_runs(base_runs)
+        failing = [t for t in target_run.trials
+                   if t.bucket == local and t.status in ("failed", "timedOut")]
         if not failing:
             result.status = "nothing_to_do"
             result.message = f"bucket '{c.bucket}' has no failing trials at {base_sha[:12]}"
@@ -277,21 +270,17 @@ class Optimizer:
 
     def _package(self, base_runs: list[RunResult], base_prompt: str) -> PackageInput:
         c = self.c
-        cap = base_runs[0]
-        export = (
-            export_failing(cap, c.bucket)
-            if c.bucket in {t.bucket for t in cap.trials}
-            else export_failing(
-                next(r for r in base_runs if c.bucket in {t.bucket for t in r.trials}), c.bucket
-            )
-        )
+        target_run, local = self._target_runs(base_runs)
+        export = export_failing(target_run, local)
         budget = c.token_budget or (2500 if c.proposer_id.startswith("local:") else 12_000)
         return PackageInput(
             prompt_path=c.prompt_path,
             prompt_text=base_prompt,
             bucket=c.bucket,
             failing_md=render_failing_markdown(export),
-            counter_md=counter_examples(base_runs, c.bucket),
+            counter_md=counter_examples(
+                [r if r.run_name != target_run.run_name else target_run for r in base_runs],
+                local),
             manual=MANUAL.read_text(encoding="utf-8"),
             rejected=self.ledger.rejected(c.suite, c.bucket),
             max_changed_lines=c.max_changed_lines,
@@ -364,23 +353,16 @@ class Optimizer:
     async def _evaluate(
         self, suites: list[Suite], base_runs: list[RunResult], base_prompt: str, new_prompt: str
     ) -> tuple[Verdict, list[BucketComparison], list[RunResult], list[RunResult]]:
-        """Run the candidate paired with the baseline, confirm suspected regressions with more
-        trials on both sides, and decide. Returns the verdict, the comparisons and the (possibly
-        pooled) base and candidate runs."""
-        cand_runs = [await self._run(s, new_prompt, "candidate") for s in suites]
-        comps = self._compare(base_runs, cand_runs)
-        verdict = decide(comps, self.c.bucket, self.c.policy)
-        if not verdict.suspected_regressions:
-            return verdict, comps, base_runs, cand_runs
-        pooled_base, pooled_cand = await self._confirm(
-            suites,
-            base_runs,
-            cand_runs,
-            (base_prompt, new_prompt),
-            verdict.suspected_regressions,
-        )
-        comps = self._compare(pooled_base, pooled_cand)
-        return decide(comps, self.c.bucket, self.c.policy), comps, pooled_base, pooled_cand
+        """The sequential gate (optimizer/gate/sequential.py) over real runs: the target's
+        tasks first, rounds of trials only where the decision needs them, then the rest."""
+
+        def stage(req: TrialRequest) -> None:
+            self.emit("phase", {"message": f"gate {req.stage}: {req.reason}"})
+
+        gated = await run_gate(suites, base_runs, (base_prompt, new_prompt), self.c.bucket,
+                               self.c.policy, self._run, heldout=self.heldout, on_stage=stage)
+        verdict = gated.verdict.model_copy(update={"seeded": self.seeded})
+        return verdict, gated.comparisons, gated.base_runs, gated.cand_runs
 
     async def _iteration(
         self,

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
-from optimizer.gate.stats import GatePolicy
+from optimizer.gate.compare import GatePolicy
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from agents.llm.types import ModelClient, Usage
 from optimizer.core.config import ConfigError
 from optimizer.core.results import Provenance, RunResult
 from optimizer.core.suites import Suite, load_suite, resolve_suite_path
-from optimizer.gate.stats import BucketComparison, GatePolicy, compare_runs, merge_runs
+from optimizer.gate.compare import BucketComparison, GatePolicy, compare_runs
+from optimizer.gate.pairing import merge_runs
 from optimizer.report.store import default_store_dir, save_run
 from optimizer.report.summary import RunSummary, spent_usage, summarize
 from optimizer.run.runner import AllTrialsErroredError, ProgressFn, RunOptions, run_suite

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from optimizer.core.results import RunResult
-from optimizer.gate.stats import BucketComparison, Verdict
+from optimizer.gate.compare import BucketComparison
+from optimizer.gate.policy import Verdict
 from optimizer.report.fmt import shorten_title, usd
 from optimizer.report.markdown import verdict_markdown
 

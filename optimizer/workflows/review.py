@@ -22,16 +22,12 @@ from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError, default_judg
 from optimizer.core.config import provenance as git_provenance
 from optimizer.core.results import RunResult
 from optimizer.core.suites import AGENT_NAMES, Suite
-from optimizer.gate.stats import (
-    BucketComparison,
-    GatePolicy,
-    ReviewDecision,
-    ReviewVerdict,
-    decide_review,
-)
+from optimizer.gate.compare import BucketComparison, GatePolicy
+from optimizer.gate.policy import POOLED, ReviewDecision, ReviewVerdict, decide_review
 from optimizer.git import GitOps, GitOpsError
 from optimizer.propose.package import FailingTrial, export_failing
 from optimizer.run.runner import ProgressFn, RunOptions, needs_judge
+from optimizer.workflows.gating import paired
 from optimizer.workflows.paired import (
     agent_suites,
     bucket_prefix,
@@ -237,6 +233,11 @@ class Reviewer:
         self.usage = self.usage + saved.usage
         return saved.run
 
+    def _decide(self, comps: list[BucketComparison], base: list[RunResult],
+                head: list[RunResult]) -> ReviewVerdict:
+        pooled = [x for pairs in paired(base, head).values() for x in pairs]
+        return decide_review(comps, self.c.policy, pooled)
+
     async def _review_agent(self, agent: str, base_text: str, head_text: str) -> AgentReview:
         suites = agent_suites(agent, self.c.kinds, self.repo)
         self.emit("phase", {"message": f"{agent}: evaluating the base prompt"})
@@ -244,11 +245,12 @@ class Reviewer:
         self.emit("phase", {"message": f"{agent}: evaluating the head prompt"})
         head_runs = [await self._run(s, head_text, "head") for s in suites]
         comps = compare_suite_runs(base_runs, head_runs, self.c.policy)
-        verdict: ReviewVerdict = decide_review(comps)
+        verdict: ReviewVerdict = self._decide(comps, base_runs, head_runs)
         base_final, head_final = base_runs, head_runs
         confirmed: list[str] = []
-        if verdict.regressed and self.c.confirm_trials:
-            confirmed = list(verdict.regressed)
+        suspects = sorted({*verdict.regressed, *verdict.suspects} - {POOLED})
+        if suspects and self.c.confirm_trials:
+            confirmed = suspects
             base_final, head_final = await confirm_suspects(
                 suites,
                 base_runs,
@@ -261,7 +263,7 @@ class Reviewer:
                 labels=("confirm base", "confirm head"),
             )
             comps = compare_suite_runs(base_final, head_final, self.c.policy)
-            verdict = decide_review(comps)
+            verdict = self._decide(comps, base_final, head_final)
         self.emit("phase", {"message": f"{agent}: {verdict.decision}"})
         broken: list[TrialChange] = []
         fixed: list[TrialChange] = []
@@ -368,7 +370,7 @@ class Reviewer:
         return result
 
     def _write(self, result: ReviewResult) -> None:
-        from optimizer.report.review_comment import render_comment
+        from optimizer.workflows.review_comment import render_comment
 
         self.review_dir.mkdir(parents=True, exist_ok=True)
         result.review_dir = str(self.review_dir)

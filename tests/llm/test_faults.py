@@ -25,8 +25,8 @@ from optimizer.cli.app import app
 from optimizer.core.results import RunResult
 from optimizer.core.suites import REPO_ROOT
 from optimizer.report.store import load_report_file
-from optimizer.run.evaluate import EvalRequest, Models, evaluate
 from optimizer.run.runner import RunOptions
+from optimizer.workflows.evaluate import EvalRequest, Models, evaluate
 from tests.llm.agent_server import AgentServer, FaultPlan
 from tests.llm.fake_api import FakeAPI, Reply, openai_completion
 

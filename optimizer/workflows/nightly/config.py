@@ -16,7 +16,7 @@ from agents.llm.types import Usage
 from optimizer.core.config import DEFAULT_AGENT_MODEL, default_judge
 from optimizer.core.pricing import ModelPrice
 from optimizer.core.suites import Suite
-from optimizer.gate.stats import GatePolicy
+from optimizer.gate.compare import GatePolicy
 from optimizer.run.cache import text_hash, trial_cache_key
 from optimizer.run.runner import needs_judge
 from optimizer.workflows.nightly.budget import Budget

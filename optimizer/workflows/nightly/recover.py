@@ -14,8 +14,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from optimizer.core.ledger import Ledger, LedgerEntry
 from optimizer.git import BRANCH_PREFIX
-from optimizer.workflows.ledger import Ledger, LedgerEntry
 from optimizer.workflows.nightly.state import Checkpoint, StepRecord
 from optimizer.workflows.optimize import IterationResult
 

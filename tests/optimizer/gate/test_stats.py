@@ -1,4 +1,5 @@
-"""The acceptance gate: pairing, bootstrap, McNemar, bucket status, verdicts, pooling."""
+"""The acceptance gate on whole runs: pairing, bootstrap, McNemar, bucket status, verdicts
+(through the sequential gate at a single look), pooling."""
 
 from __future__ import annotations
 
@@ -9,18 +10,11 @@ import pytest
 
 from graders.base import Score
 from optimizer.core.results import RunResult, TrialResult, TrialStatus
-from optimizer.gate.stats import (
-    BucketComparison,
-    GatePolicy,
-    Pair,
-    compare_bucket,
-    compare_runs,
-    decide,
-    mcnemar_exact,
-    merge_runs,
-    pair_runs,
-    paired_bootstrap_ci,
-)
+from optimizer.gate.compare import GatePolicy, compare_bucket, compare_runs, paired_bootstrap_ci
+from optimizer.gate.exact import mcnemar_pvalue
+from optimizer.gate.pairing import Pair, merge_runs, pair_runs
+from optimizer.gate.policy import Verdict
+from optimizer.gate.sequential import SequentialGate, TrialRequest
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -78,7 +72,7 @@ def pairs_from_diffs(diffs: list[float]) -> list[Pair]:
     (0, 0, 1.0),
 ])
 def test_mcnemar_exact_matches_hand_computed(fixed: int, broken: int, expected: float) -> None:
-    assert mcnemar_exact(fixed, broken) == pytest.approx(expected, abs=1e-12)
+    assert mcnemar_pvalue(fixed, broken) == pytest.approx(expected, abs=1e-12)
 
 
 def test_bootstrap_is_reproducible_with_a_seed() -> None:
@@ -108,7 +102,9 @@ def test_bootstrap_interval_covers_the_true_delta() -> None:
 
 def test_degenerate_and_empty_buckets() -> None:
     same = compare_bucket("b", pairs_from_diffs([0.25] * 6))
-    assert (same.ci_low, same.ci_high) == (pytest.approx(0.25), pytest.approx(0.25))
+    # equal differences: no bootstrap interval (its zero width used to count as significant)
+    assert (same.ci_low, same.ci_high) == (None, None)
+    assert same.p_improve == pytest.approx(2.0**-6)
     assert same.delta == pytest.approx(0.25)
     empty = compare_bucket("b", [], n_dropped=3)
     assert empty.n_pairs == 0 and empty.n_dropped == 3
@@ -189,57 +185,71 @@ def runs(**buckets: list[tuple[bool, bool]]) -> tuple[RunResult, RunResult]:
     return run("base", base), run("cand", cand)
 
 
+def decide(base: RunResult, cand: RunResult, target: str,
+           policy: GatePolicy | None = None) -> Verdict:
+    """The sequential gate at a single look: max_trials = the trials the runs already hold."""
+    pol = policy or GatePolicy(max_trials=4)
+    buckets: dict[str, list[str]] = {}
+    for tid in base.task_ids:
+        buckets.setdefault(base.task_buckets[tid], []).append(tid)
+    gate = SequentialGate(pol, target, buckets,
+                          {(b, t): base.trials_per_task[t] for b, ts in buckets.items()
+                           for t in ts})
+    step: TrialRequest | Verdict = gate.first()
+    while isinstance(step, TrialRequest):
+        step = gate.step(pair_runs(base, cand))
+    return step
+
+
 def test_accept_when_target_improves_and_nothing_regresses() -> None:
     base, cand = runs(routing=IMPROVE, skip=STEADY)
     comps = compare_runs(base, cand, GatePolicy())
     assert [c.bucket for c in comps] == ["routing", "skip"]
     assert [c.status for c in comps] == ["improved", "unchanged"]
-    verdict = decide(comps, "routing", GatePolicy())
-    assert verdict.decision == "accept"
+    verdict = decide(base, cand, "routing")
+    assert verdict.decision == "accept", verdict.reasons
     assert verdict.suspected_regressions == []
     assert verdict.target is not None and verdict.target.fixed == 8
 
 
 def test_reject_when_another_bucket_regresses() -> None:
+    # 4 of 12 pairs broke (one-sided p = 1/16): not significant after Holm on its own, but a
+    # drop of 0.333 past a margin of 0.3 that stands at max trials
     base, cand = runs(routing=IMPROVE, skip=REGRESS)
-    comps = compare_runs(base, cand)
-    verdict = decide(comps, "routing")
+    verdict = decide(base, cand, "routing", GatePolicy(max_trials=4, regression_tolerance=0.3))
     assert verdict.decision == "reject"
-    assert verdict.suspected_regressions == ["skip"]
-    assert "'skip' regressed" in verdict.reasons[0] and "-0.333" in verdict.reasons[0]
+    assert verdict.stopped == "regression"
+    assert "'skip'" in verdict.reasons[0] and "-0.333" in verdict.reasons[0]
 
 
 def test_pass_rate_drop_flags_regression_even_with_a_small_score_delta() -> None:
-    # Two of twenty trials flip to failed but keep most partial credit.
-    pairs = [Pair(f"t{i}", 0, 1.0, 0.9, True, False) for i in range(2)]
-    pairs += [Pair(f"u{i}", 0, 1.0, 1.0, True, True) for i in range(18)]
+    # Ten of twenty trials flip to failed but keep most partial credit: the sign-flip test
+    # sees ten falling pairs (p = 2^-10) although the mean score moved by only 0.05.
+    pairs = [Pair(f"t{i}", 0, 1.0, 0.9, True, False) for i in range(10)]
+    pairs += [Pair(f"u{i}", 0, 1.0, 1.0, True, True) for i in range(10)]
     c = compare_bucket("card_fields", pairs)
-    assert c.delta == pytest.approx(-0.01) and c.pass_delta == pytest.approx(-0.1)
+    assert c.delta == pytest.approx(-0.05) and c.pass_delta == pytest.approx(-0.5)
+    assert c.p_regress == pytest.approx(2.0**-10)
     assert c.status == "regressed"
-    one_flip = compare_bucket("card_fields", pairs[1:])
-    assert one_flip.pass_delta == pytest.approx(-1 / 19)
-    assert one_flip.status == "regressed"
-    # One flip in 21 pairs is a pass-rate drop of 4.8%, inside the tolerance: not a
-    # regression, but not "unchanged" either while a pair broke.
-    diluted = compare_bucket("card_fields", [*pairs[1:], *pairs[-2:]])
-    assert diluted.pass_delta == pytest.approx(-1 / 21)
+    # One flip in 21 pairs is p = 0.5 and a tiny delta: not a regression, and not
+    # "unchanged" either while a pair broke.
+    diluted = compare_bucket("card_fields", [*pairs[9:], *pairs[-2:]])
     assert diluted.status == "inconclusive"
 
 
 def test_reject_when_target_regresses() -> None:
     base, cand = runs(routing=REGRESS, skip=STEADY)
-    verdict = decide(compare_runs(base, cand), "routing")
+    verdict = decide(base, cand, "routing")
     assert verdict.decision == "reject"
+    assert verdict.stopped == "screen"  # no trial of the target improved
     assert verdict.suspected_regressions == []
-    assert "target bucket 'routing' regressed" in verdict.reasons[0]
 
 
 def test_reject_when_target_does_not_improve() -> None:
     base, cand = runs(routing=STEADY, skip=STEADY)
-    verdict = decide(compare_runs(base, cand), "routing")
-    assert verdict.decision == "reject"
+    verdict = decide(base, cand, "routing")
+    assert verdict.decision == "reject" and verdict.stopped == "screen"
     assert verdict.target is not None and verdict.target.status == "unchanged"
-    assert verdict.reasons[0].startswith("target bucket did not improve")
 
 
 def test_inconclusive_when_improvement_is_not_significant() -> None:
@@ -248,22 +258,20 @@ def test_inconclusive_when_improvement_is_not_significant() -> None:
     comps = compare_runs(base, cand)
     target = next(c for c in comps if c.bucket == "routing")
     assert target.delta == pytest.approx(0.25)
-    assert target.ci_low is not None and target.ci_low <= 0
+    assert target.p_improve == pytest.approx(5 / 16)
     assert target.status == "inconclusive"
-    assert decide(comps, "routing").decision == "inconclusive"
-    lenient = GatePolicy(require_significant_improvement=False)
-    assert decide(compare_runs(base, cand, lenient), "routing", lenient).decision == "accept"
+    verdict = decide(base, cand, "routing", GatePolicy(max_trials=2))
+    assert verdict.decision == "inconclusive" and verdict.stopped == "max trials"
+    lenient = GatePolicy(max_trials=2, require_significant_improvement=False)
+    assert decide(base, cand, "routing", lenient).decision == "accept"
 
 
-def test_inconclusive_when_target_missing_or_empty() -> None:
+def test_missing_target_is_an_error_and_dropped_pairs_are_reported() -> None:
     base, cand = runs(skip=STEADY)
-    missing = decide(compare_runs(base, cand), "routing")
-    assert missing.decision == "inconclusive" and missing.target is None
-    assert "'routing'" in missing.reasons[0]
-    empty = [BucketComparison(bucket="routing", n_pairs=0, n_dropped=4)]
-    verdict = decide(empty, "routing")
-    assert verdict.decision == "inconclusive"
-    assert any("routing: 4" in r for r in verdict.reasons)
+    with pytest.raises(ValueError, match="'routing'"):
+        decide(base, cand, "routing")
+    dropped = compare_bucket("routing", [], n_dropped=4)
+    assert dropped.n_pairs == 0 and dropped.n_dropped == 4 and dropped.status == "inconclusive"
 
 
 # --- pooling ----------------------------------------------------------------------------
@@ -272,7 +280,7 @@ def test_inconclusive_when_target_missing_or_empty() -> None:
 def test_merge_runs_pools_confirmation_trials() -> None:
     noisy = [(False, True)] * 3 + [(True, False)] * 1 + [(True, True)] * 4
     base, cand = runs(routing=noisy, skip=STEADY)
-    assert decide(compare_runs(base, cand), "routing").decision == "inconclusive"
+    assert decide(base, cand, "routing", GatePolicy(max_trials=2)).decision == "inconclusive"
 
     # A confirmation rerun of the routing tasks with trial indices 2..5.
     extra_b: list[Spec] = []
@@ -290,7 +298,7 @@ def test_merge_runs_pools_confirmation_trials() -> None:
     assert base2.run_name == "base"
     comps = compare_runs(base2, cand2)
     assert next(c for c in comps if c.bucket == "routing").n_pairs == 24
-    assert decide(comps, "routing").decision == "accept"
+    assert decide(base2, cand2, "routing", GatePolicy(max_trials=6)).decision == "accept"
 
 
 def test_merge_runs_replaces_nothing() -> None:

@@ -26,8 +26,8 @@ from optimizer.report.html.kit import ChartRow, bucket_chart_svg, render, script
 from optimizer.report.html.page import render_diff, render_html
 from optimizer.report.store import default_store_dir, load_run
 from optimizer.report.summary import summarize
-from optimizer.run.evaluate import EvalRequest, Models, evaluate
 from optimizer.run.runner import RunOptions
+from optimizer.workflows.evaluate import EvalRequest, Models, evaluate
 from optimizer.workflows.nightly import summary as nightly
 from optimizer.workflows.nightly.state import BucketRank
 from tests import policies

@@ -9,10 +9,10 @@ import pytest
 from rich.console import Console
 
 from optimizer.cli import ui
-from optimizer.gate.stats import BucketComparison, Verdict
+from optimizer.gate.compare import BucketComparison
+from optimizer.gate.policy import Verdict
 from optimizer.report.html.kit import macro
 from optimizer.report.markdown import table_lines, verdict_markdown
-from optimizer.report.review_comment import bucket_table as comment_table
 from optimizer.report.summary import summarize
 from optimizer.report.table import (
     Table,
@@ -23,6 +23,7 @@ from optimizer.report.table import (
     verdict_table,
 )
 from optimizer.workflows.pr import pr_body
+from optimizer.workflows.review_comment import bucket_table as comment_table
 from tests.optimizer.report.test_report import mk_run, tr
 
 

@@ -20,8 +20,8 @@ from optimizer.core.results import RunResult
 from optimizer.core.suites import DEFAULT_CLOCK, Suite, load_suite
 from optimizer.report.summary import summarize
 from optimizer.run.cache import text_hash, trial_cache_key
-from optimizer.run.evaluate import EvalRequest, Models, evaluate
 from optimizer.run.runner import AllTrialsErroredError, RunOptions, default_concurrency, run_suite
+from optimizer.workflows.evaluate import EvalRequest, Models, evaluate
 from tests import policies
 from tests.optimizer import suite_builder as sb
 

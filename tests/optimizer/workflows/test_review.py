@@ -13,7 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from optimizer.cli.app import app
-from optimizer.gate.stats import BucketComparison, decide_review
+from optimizer.gate.compare import BucketComparison
+from optimizer.gate.policy import decide_review
 from optimizer.workflows.review import ReviewConfig, ReviewResult, review
 from tests import policies
 from tests.optimizer.workflows.test_optimize import PROMPT, _git, checkout_state
@@ -76,7 +77,9 @@ def test_broad_rule_regresses_and_comment_names_the_bucket(
     assert agent["agent"] == "pkm_agent"
     assert "short_fact" in agent["regressed"] and "regression/plain" in agent["regressed"]
     assert "long_fact" not in agent["regressed"]
-    assert agent["improved"] == ["skip_trivial"]
+    # 4 pairs of skip_trivial cannot make a significant improvement under the exact tests
+    # (p = 1/16 before Holm); the old zero-width bootstrap interval called it improved
+    assert agent["improved"] == []
     assert "short_fact" in data["message"]
     rows = {c["bucket"]: c for c in agent["comparisons"]}
     assert set(rows) == {"skip_trivial", "short_fact", "long_fact", "regression/plain"}
@@ -132,6 +135,8 @@ def test_good_rule_improves(repo: Path, state: Path, monkeypatch: pytest.MonkeyP
         "human/greetings",
         "--suite",
         "pkm_agent",
+        "--trials",  # 8 pairs: p = 2^-8, significant after Holm (4 pairs never are)
+        "4",
         "--output",
         str(out_file),
         "--fail-on-regression",
@@ -141,10 +146,7 @@ def test_good_rule_improves(repo: Path, state: Path, monkeypatch: pytest.MonkeyP
     assert agent["improved"] == ["skip_trivial"] and agent["regressed"] == []
     assert agent["newly_failing"] == [] and agent["confirmed_buckets"] == []
     assert {(c["task_id"], c["trial_index"]) for c in agent["fixed"]} == {
-        ("greet-hi", 0),
-        ("greet-hi", 1),
-        ("emoji-thumb", 0),
-        ("emoji-thumb", 1),
+        (task, i) for task in ("greet-hi", "emoji-thumb") for i in range(4)
     }
     comment = out_file.read_text()
     assert comment == Path(data["comment_path"]).read_text()
@@ -189,7 +191,7 @@ def test_checkout_untouched_and_committed_prompts_reviewed(repo: Path, state: Pa
     _git(repo, "add", "staged.txt")
     before = checkout_state(repo)
     worktrees = _git(repo, "worktree", "list")
-    result = api(repo, state, "human/greetings", trials=1)
+    result = api(repo, state, "human/greetings", trials=4)  # enough pairs for exact tests
     # the committed refs were reviewed, not the working copy (which would regress)
     assert result.decision == "improves", result.message
     assert checkout_state(repo) == before
@@ -318,26 +320,23 @@ def test_post_without_usable_gh_says_what_to_run(
 
 
 def _comp(bucket: str, status: str) -> BucketComparison:
+    """A comparison whose exact p-values say `status` (the review verdict reads the tests)."""
+    delta = {"improved": 0.5, "regressed": -0.5}.get(status, 0.0)
     return BucketComparison(
-        bucket=bucket,
-        n_pairs=4,
-        base_mean=0.5,
-        cand_mean=0.5,
-        delta=0.0,
-        ci_low=-0.1,
-        ci_high=0.1,
-        base_pass_rate=0.5,
-        cand_pass_rate=0.5,
-        pass_delta=0.0,
+        bucket=bucket, n_pairs=12, base_mean=0.5, cand_mean=0.5 + delta, delta=delta,
+        base_pass_rate=0.5, cand_pass_rate=0.5 + delta, pass_delta=delta,
+        p_improve=0.0005 if status == "improved" else 1.0,
+        p_regress=0.0005 if status == "regressed" else 1.0,
         status=status,  # type: ignore[arg-type]
     )
 
 
 def test_decide_review_rule() -> None:
+    # the verdict comes from the Holm-corrected exact tests, not from the status labels
     both = decide_review([_comp("a", "improved"), _comp("b", "regressed")])
     assert both.decision == "regresses" and both.regressed == ["b"] and both.improved == ["a"]
     up = decide_review([_comp("a", "improved"), _comp("b", "unchanged")])
     assert up.decision == "improves"
     flat = decide_review([_comp("a", "inconclusive"), _comp("b", "unchanged")])
     assert flat.decision == "neutral" and "no bucket changed" in flat.reasons[0]
-    assert decide_review([]).reasons == ["no bucket has paired trials"]
+    assert decide_review([]).reasons[0] == "no bucket has paired trials"

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from html import escape
 from typing import Protocol
 
-from optimizer.gate.stats import BucketComparison, GatePolicy, ReviewDecision
+from optimizer.gate.compare import BucketComparison, GatePolicy
+from optimizer.gate.policy import ReviewDecision
 from optimizer.propose.package import FailingTrial, fence
 from optimizer.report.fmt import num, short
 from optimizer.report.markdown import cell, table_lines

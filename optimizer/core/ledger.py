@@ -92,6 +92,6 @@ class Ledger:
 
     def seen_diff(self, agent: str, bucket: str, digest: str) -> LedgerEntry | None:
         for e in self.for_bucket(agent, bucket):
-            if e.diff_hash == digest and e.outcome != "error":
+            if e.diff_hash == digest and e.outcome not in ("error", "inconclusive"):
                 return e
         return None
