@@ -466,9 +466,18 @@ def optimize(
     regression_tolerance: Annotated[
         float,
         typer.Option(
-            envvar="PROMPTLOOP_REGRESSION_TOLERANCE", help="Largest drop not called a regression."
+            envvar="PROMPTLOOP_REGRESSION_TOLERANCE",
+            help="Practical margin: a bucket whose mean score drops this much is confirmed with "
+            "more trials and rejects if the drop survives.",
         ),
-    ] = 0.05,
+    ] = 0.35,
+    max_trials: Annotated[
+        int,
+        typer.Option(
+            min=1, envvar="PROMPTLOOP_MAX_TRIALS",
+            help="Trials per task the sequential gate may reach before it stops undecided.",
+        ),
+    ] = 8,
     out: StateOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -509,7 +518,10 @@ def optimize(
                     "max_turns": max_turns,
                     "max_runs": max_runs,
                     "policy": GatePolicy(
-                        min_improvement=min_improvement, regression_tolerance=regression_tolerance
+                        min_improvement=min_improvement,
+                        regression_tolerance=regression_tolerance,
+                        max_trials=max_trials,
+                        round_trials=max(1, confirm_trials),
                     ),
                     "repo": root,
                     "state_dir": state_dir(out),

@@ -81,7 +81,7 @@ def review(
         typer.Option(
             envvar="PROMPTLOOP_REGRESSION_TOLERANCE", help="Largest drop not called a regression."
         ),
-    ] = 0.05,
+    ] = 0.35,
     fail_on_regression: Annotated[
         bool,
         typer.Option(

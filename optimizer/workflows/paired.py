@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.llm.types import ModelClient, Usage
+from optimizer.core.buckets import did_you_mean
 from optimizer.core.config import ConfigError
 from optimizer.core.results import Provenance, RunResult
 from optimizer.core.suites import Suite, load_suite, resolve_suite_path
@@ -28,13 +29,22 @@ EmitFn = Callable[[str, dict[str, Any]], None]
 
 
 def agent_suites(agent: str, kinds: Sequence[str], repo: Path) -> list[Suite]:
-    """The agent's suites of `kinds`: the repo's tasks/<agent>/<kind>, else the bundled ones."""
+    """The agent's suites of `kinds`: the repo's tasks/<agent>/<kind>, else the bundled ones.
+
+    An unknown kind fails with the list of kinds that exist (a typo in `--suites` must never
+    silently drop the regression check)."""
     out = []
+    available = sorted({p.parent.name for base in (repo / "tasks" / agent,
+                                                    resolve_suite_path(agent, "x").parent)
+                        for p in base.glob("*/suite.json")})
     for kind in kinds:
         local = repo / "tasks" / agent / kind
         path = local if (local / "suite.json").is_file() else resolve_suite_path(agent, kind)
-        if (path / "suite.json").is_file():
-            out.append(load_suite(path))
+        if not (path / "suite.json").is_file():
+            hint = did_you_mean(kind, available)
+            raise ConfigError(f"unknown suite kind '{kind}' for {agent}.{hint} Known: "
+                              f"{', '.join(available) or 'none'}")
+        out.append(load_suite(path))
     if not out:
         raise ConfigError(f"no suites found for {agent}")
     return out
