@@ -9,9 +9,10 @@ qualified name, or fails with the list of known names and a did-you-mean.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from optimizer.core.config import did_you_mean
 
 SUITE_KINDS = ("capability", "regression", "mixed")
 
@@ -49,12 +50,6 @@ class BucketId:
         return cls("capability", text)
 
 
-def did_you_mean(value: str, options: Iterable[str]) -> str:
-    """' Did you mean X?' for the closest option, or ''."""
-    hint = difflib.get_close_matches(value, list(options), n=1)
-    return f" Did you mean '{hint[0]}'?" if hint else ""
-
-
 def resolve_bucket(typed: str, known: Sequence[str]) -> str:
     """The qualified bucket that `typed` names among `known` (qualified names).
 
@@ -67,5 +62,5 @@ def resolve_bucket(typed: str, known: Sequence[str]) -> str:
     if len(matches) > 1:
         raise BucketError(f"bucket '{typed}' exists in several suites: {', '.join(matches)}; "
                           "give the qualified name")
-    raise BucketError(f"unknown bucket '{typed}'.{did_you_mean(typed, known)} Known buckets: "
+    raise BucketError(f"unknown bucket '{typed}'.{did_you_mean(typed, list(known))} Known buckets: "
                       f"{', '.join(sorted(known))}")

@@ -88,8 +88,6 @@ class Verdict(BaseModel):
     visible: BucketComparison | None = None
     heldout: BucketComparison | None = None
     heldout_tasks: list[str] = Field(default_factory=list)
-    seeded: bool = False
-    """Whether the provider honoured per-trial seeds (common random numbers across the pair)."""
 
 
 ReviewDecision = Literal["regresses", "improves", "neutral"]

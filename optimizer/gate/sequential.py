@@ -188,7 +188,7 @@ class SequentialGate:
         the family is tested again at the other half."""
         p = self.policy
         others = [b for b in self.bucket_tasks if b != self.target]
-        half = replace_alpha(p, p.regression_alpha / 2)
+        half = p.model_copy(update={"regression_alpha": p.regression_alpha / 2})
         if self.stage == "rest":
             comps, fam = self._family(others, pairs, fresh=False, policy=half)
             if fam.significant:
@@ -219,11 +219,11 @@ class SequentialGate:
 
     def _stage2(self, pairs: Mapping[str, Sequence[Pair]], half: GatePolicy) -> Verdict | None:
         comps, _ = self._family(self._suspects, pairs, fresh=True, policy=half)
-        combined = [c.model_copy(update={"p_regress": combine(self._stage1[c.bucket],
-                                                              c.p_regress)}) for c in comps]
+        combined = [c.model_copy(update={"p_regress": inverse_normal_combination(
+            self._stage1[c.bucket], c.p_regress)}) for c in comps]
         pooled_fresh = [x for b in self._suspects for x in self._fresh(pairs.get(b, ()), b)]
         pooled = compare_bucket(POOLED, pooled_fresh, half, interval=False)
-        p_pool = combine(self._stage1_pooled, pooled.p_regress)
+        p_pool = inverse_normal_combination(self._stage1_pooled, pooled.p_regress)
         names = [c.bucket for c in combined] + [POOLED]
         share = (1.0 - half.pooled_weight) / max(1, len(self.bucket_tasks) - 1)
         weights = [share] * len(combined) + [half.pooled_weight]
@@ -297,10 +297,12 @@ class SequentialGate:
         visible = [x for x in target if x.task_id not in self.heldout]
         hidden = [x for x in target if x.task_id in self.heldout]
         tested = len(self.bucket_tasks) if stopped in ("regression", "efficacy", "held-out") else 0
+        method = method_text(p, tested)
         return Verdict(
             decision=decision,
             target_bucket=self.target,
-            reasons=[*reasons, method_text(p, tested)],
+            reasons=[*reasons, method],
+            test=method,
             suspected_regressions=[s for s in suspects if s != POOLED],
             target=compare_bucket(self.target, target, p) if target else None,
             stopped=stopped,
@@ -310,15 +312,6 @@ class SequentialGate:
             heldout=compare_bucket(f"{self.target} (held-out)", hidden, p) if hidden else None,
             heldout_tasks=sorted(self.heldout),
         )
-
-
-def replace_alpha(policy: GatePolicy, alpha: float) -> GatePolicy:
-    return policy.model_copy(update={"regression_alpha": alpha})
-
-
-def combine(p1: float, p2: float) -> float:
-    """Equal-weight inverse-normal combination of two stages' one-sided p-values."""
-    return inverse_normal_combination(p1, p2)
 
 
 def _falling(pairs: Sequence[Pair]) -> bool:

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from optimizer.core.buckets import bucket_prefix
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
-from optimizer.gate.compare import BucketComparison, GatePolicy, compare_runs
+from optimizer.gate.compare import BucketComparison, GatePolicy
 from optimizer.gate.pairing import Pair, merge_runs, pair_runs
 from optimizer.gate.policy import Verdict
 from optimizer.gate.sequential import SequentialGate, TaskKey, TrialRequest
+from optimizer.workflows.paired import compare_suite_runs
 
 RunFn = Callable[[Suite, str, str, dict[str, list[int]] | None], Awaitable[RunResult]]
 """(suite, prompt text, label, trial indices per task or None) -> the run."""
@@ -62,11 +63,8 @@ def paired(base: Sequence[RunResult], cand: Sequence[RunResult | None]) -> dict[
 def comparisons(base: Sequence[RunResult], cand: Sequence[RunResult | None],
                 policy: GatePolicy) -> list[BucketComparison]:
     """Per-bucket comparisons (with the display interval) of every suite the candidate ran."""
-    out: list[BucketComparison] = []
-    for b, c in zip(base, cand, strict=True):
-        if c is not None:
-            out += compare_runs(b, c, policy, prefix=bucket_prefix(b.suite_kind))
-    return out
+    ran = [(b, c) for b, c in zip(base, cand, strict=True) if c is not None]
+    return compare_suite_runs([b for b, _ in ran], [c for _, c in ran], policy)
 
 
 async def run_gate(
@@ -102,7 +100,8 @@ async def run_gate(
                 spent += sum(not t.cached for t in extra.trials)
             if "cand" in step.sides:
                 got = await run(sub, prompts[1], f"candidate ({step.stage})", indices)
-                cand[i] = got if cand[i] is None else merge_runs(cand[i], got)  # type: ignore[arg-type]
+                before = cand[i]
+                cand[i] = got if before is None else merge_runs(before, got)
                 spent += sum(not t.cached for t in got.trials)
         step = gate.step(paired(base, cand))
     verdict = step.model_copy(update={"model_trials": spent})

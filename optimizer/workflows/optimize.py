@@ -16,7 +16,7 @@ from typing import Any
 from agents.llm.errors import ModelError
 from agents.llm.types import ModelClient, Usage
 from agents.runtime import RuntimeConfig
-from optimizer.core.buckets import BucketError, bucket_prefix, qualified, resolve_bucket
+from optimizer.core.buckets import BucketError, BucketId, qualified, resolve_bucket
 from optimizer.core.config import ConfigError, default_judge, make_client, provenance
 from optimizer.core.ledger import Ledger, LedgerEntry, diff_hash
 from optimizer.core.pricing import estimate_cost
@@ -92,7 +92,6 @@ class Optimizer:
         """Estimated dollars spent so far (None once a model's price is unknown)."""
         self._owned: list[ModelClient] = []
         self.heldout: frozenset[str] = frozenset()
-        self.seeded = False
 
     # --- models -------------------------------------------------------------------------
     def _client(self, which: str) -> ModelClient:
@@ -179,13 +178,11 @@ class Optimizer:
     def _target_runs(self, runs: list[RunResult]) -> tuple[RunResult, str]:
         """The run holding the target bucket, and the bucket's name inside that run's suite,
         without the held-out tasks (the proposer never sees them)."""
+        target = BucketId.parse(self.c.bucket)
         for r in runs:
-            prefix = bucket_prefix(r.suite_kind)
-            if self.c.bucket.startswith(prefix) and (prefix or "/" not in self.c.bucket):
-                local = self.c.bucket[len(prefix):]
-                if any(t.bucket == local for t in r.trials):
-                    visible = [t for t in r.trials if t.task_id not in self.heldout]
-                    return r.model_copy(update={"trials": visible}), local
+            if r.suite_kind == target.kind and any(t.bucket == target.name for t in r.trials):
+                visible = [t for t in r.trials if t.task_id not in self.heldout]
+                return r.model_copy(update={"trials": visible}), target.name
         raise ConfigError(f"no run holds bucket {self.c.bucket!r}")
 
     async def run_baseline(self) -> Baseline:
@@ -361,8 +358,7 @@ class Optimizer:
 
         gated = await run_gate(suites, base_runs, (base_prompt, new_prompt), self.c.bucket,
                                self.c.policy, self._run, heldout=self.heldout, on_stage=stage)
-        verdict = gated.verdict.model_copy(update={"seeded": self.seeded})
-        return verdict, gated.comparisons, gated.base_runs, gated.cand_runs
+        return gated.verdict, gated.comparisons, gated.base_runs, gated.cand_runs
 
     async def _iteration(
         self,

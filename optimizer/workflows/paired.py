@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from agents.llm.types import ModelClient, Usage
-from optimizer.core.buckets import did_you_mean
-from optimizer.core.config import ConfigError
+from optimizer.core.buckets import BucketId, bucket_prefix
+from optimizer.core.config import ConfigError, did_you_mean
 from optimizer.core.results import Provenance, RunResult
 from optimizer.core.suites import Suite, load_suite, resolve_suite_path
 from optimizer.gate.compare import BucketComparison, GatePolicy, compare_runs
@@ -50,23 +50,12 @@ def agent_suites(agent: str, kinds: Sequence[str], repo: Path) -> list[Suite]:
     return out
 
 
-def bucket_prefix(suite_kind: str) -> str:
-    """'' for capability suites, '<kind>/' otherwise (how buckets are named in the gate)."""
-    return "" if suite_kind == "capability" else f"{suite_kind}/"
-
-
 def compare_suite_runs(
     base: Sequence[RunResult], cand: Sequence[RunResult], policy: GatePolicy
 ) -> list[BucketComparison]:
     """Paired per-bucket comparisons of runs of the same suites, in order."""
-    out: list[BucketComparison] = []
-    for b, c in zip(base, cand, strict=True):
-        prefix = bucket_prefix(b.suite_kind)
-        for comp in compare_runs(b, c, policy):
-            if prefix:
-                comp = comp.model_copy(update={"bucket": prefix + comp.bucket})
-            out.append(comp)
-    return out
+    return [comp for b, c in zip(base, cand, strict=True)
+            for comp in compare_runs(b, c, policy, prefix=bucket_prefix(b.suite_kind))]
 
 
 async def confirm_suspects(
@@ -87,10 +76,8 @@ async def confirm_suspects(
     if not extra_trials:
         return new_base, new_cand
     for i, suite in enumerate(suites):
-        prefix = bucket_prefix(suite.config.kind)
-        buckets = {
-            s[len(prefix) :] for s in suspected if s.startswith(prefix) and (prefix or "/" not in s)
-        }
+        ids = [BucketId.parse(s) for s in suspected]
+        buckets = {b.name for b in ids if b.kind == suite.config.kind}
         tasks = [t for t in suite.tasks if t.bucket in buckets]
         if not tasks:
             continue
