@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from optimizer.core.names import AgentName
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
 from optimizer.gate.stats import GatePolicy
@@ -24,7 +25,7 @@ class Baseline:
 
 
 class OptimizeConfig(BaseModel):
-    suite: Literal["card_agent", "pkm_agent"]
+    suite: AgentName
     bucket: str
     iterations: int = Field(3, ge=1)
     trials: int | None = Field(None, ge=1)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from optimizer.core.pricing import ModelPrice, estimate_cost
 from optimizer.report.html.kit import esc, page
 from optimizer.run.cache import atomic_write_text
-from optimizer.workflows.nightly.budget import usage_tokens
+from optimizer.run.usage import usage_tokens
 from optimizer.workflows.nightly.publish import accepted_steps, manual_commands
 from optimizer.workflows.nightly.state import BucketRank, Checkpoint, PublishRecord
 

@@ -22,8 +22,9 @@ from optimizer.report.html.page import render_html
 from optimizer.report.html.trials import render_diff
 from optimizer.report.store import default_store_dir, load_run
 from optimizer.report.summary import summarize
-from optimizer.run.evaluate import EvalRequest, Models, evaluate
+from optimizer.run.models import ModelIds
 from optimizer.run.runner import RunOptions
+from optimizer.workflows.evaluate import EvalRequest, evaluate
 from tests import policies
 
 runner = CliRunner()
@@ -152,7 +153,7 @@ def test_base_comparison_shows_bucket_deltas(report: tuple[Path, Path, RunResult
     assert policies.GOOD_SKIP_RULE in prompt.lower()
     request = EvalRequest(
         suite=base.suite_root,
-        models=Models(agent="scripted:pkm", judge="scripted:judge"),
+        models=ModelIds(agent="scripted:pkm", judge="scripted:judge"),
         options=RunOptions(agent_model="scripted:pkm", prompt_text=prompt),
     )
     cand, cand_summary, _ = asyncio.run(evaluate(request, state))

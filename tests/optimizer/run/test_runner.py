@@ -20,8 +20,9 @@ from optimizer.core.results import RunResult
 from optimizer.core.suites import DEFAULT_CLOCK, Suite, load_suite
 from optimizer.report.summary import summarize
 from optimizer.run.cache import text_hash, trial_cache_key
-from optimizer.run.evaluate import EvalRequest, Models, evaluate
+from optimizer.run.models import ModelIds
 from optimizer.run.runner import AllTrialsErroredError, RunOptions, default_concurrency, run_suite
+from optimizer.workflows.evaluate import EvalRequest, evaluate
 from tests import policies
 from tests.optimizer import suite_builder as sb
 
@@ -118,7 +119,7 @@ def test_all_errored_fails_loudly(
 ) -> None:
     root = sb.suite(tmp_path / "s", sb.card_tasks(3))
     monkeypatch.setitem(SCRIPTED_MODELS, "down", _always_down)
-    request = EvalRequest(suite=str(root), models=Models(agent="scripted:down"))
+    request = EvalRequest(suite=str(root), models=ModelIds(agent="scripted:down"))
     with pytest.raises(AllTrialsErroredError, match=r"every trial of s-\S+ errored"):
         asyncio.run(evaluate(request, state))
     result = CliRunner().invoke(
@@ -442,15 +443,15 @@ def test_stale_trial_workspaces_of_dead_processes_are_swept(
     import subprocess
     import sys
 
-    from optimizer.run import runner
+    from optimizer.run import workspaces
 
-    monkeypatch.setattr(runner, "trial_root", lambda: str(tmp_path))
+    monkeypatch.setattr(workspaces, "trial_root", lambda: str(tmp_path))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    stale = tmp_path / f"{runner.TRIAL_PREFIX}{dead}-abc"
-    live = tmp_path / f"{runner.TRIAL_PREFIX}{os.getpid()}-def"
+    stale = tmp_path / f"{workspaces.TRIAL_PREFIX}{dead}-abc"
+    live = tmp_path / f"{workspaces.TRIAL_PREFIX}{os.getpid()}-def"
     other = tmp_path / "unrelated"
     for folder in (stale, live, other):
         (folder / "PKM").mkdir(parents=True)
-    assert runner.sweep_stale_trials.__wrapped__() == 1
+    assert workspaces.sweep_stale_trials.__wrapped__() == 1
     assert not stale.exists() and live.exists() and other.exists()
