@@ -26,43 +26,47 @@ from optimizer.core.names import agent_names
 MODES = ("live", "record", "replay")
 
 
+SuiteOpt = Annotated[
+    str,
+    typer.Option(
+        "--suite",
+        envvar="PROMPTLOOP_SUITE",
+        help=f"{', '.join(agent_names())}, or the path of a suite folder (with suite.json).",
+    ),
+]
+KindOpt = Annotated[
+    str,
+    typer.Option(
+        "--kind",
+        envvar="PROMPTLOOP_KIND",
+        help="Suite kind for a named suite: capability|regression.",
+    ),
+]
+BucketsOpt = Annotated[
+    list[str] | None, typer.Option("--bucket", help="Only this bucket (repeat).")
+]
+TasksOpt = Annotated[list[str] | None, typer.Option("--task", help="Only this task id (repeat).")]
+ModeOpt = Annotated[
+    str,
+    typer.Option(
+        "--mode", envvar="PROMPTLOOP_MODE", help="live | record | replay (replay needs no model)."
+    ),
+]
+FreshOpt = Annotated[bool, typer.Option("--fresh", help="Ignore cached trial results.")]
+
+
 def eval_(
-    suite: Annotated[
-        str,
-        typer.Option(
-            "--suite",
-            envvar="PROMPTLOOP_SUITE",
-            help=f"{', '.join(agent_names())}, or the path of a suite folder (with suite.json).",
-        ),
-    ],
-    kind: Annotated[
-        str,
-        typer.Option(
-            "--kind",
-            envvar="PROMPTLOOP_KIND",
-            help="Suite kind for a named suite: capability|regression.",
-        ),
-    ] = "capability",
-    bucket: Annotated[
-        list[str] | None, typer.Option("--bucket", help="Only this bucket (repeat).")
-    ] = None,
-    task: Annotated[
-        list[str] | None, typer.Option("--task", help="Only this task id (repeat).")
-    ] = None,
+    suite: SuiteOpt,
+    kind: KindOpt = "capability",
+    bucket: BucketsOpt = None,
+    task: TasksOpt = None,
     trials: TrialsOpt = None,
     concurrency: ConcurrencyOpt = None,
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     judge_model: JudgeModelOpt = None,
     base_url: BaseUrlOpt = None,
-    mode: Annotated[
-        str,
-        typer.Option(
-            "--mode",
-            envvar="PROMPTLOOP_MODE",
-            help="live | record | replay (replay needs no model).",
-        ),
-    ] = "live",
-    fresh: Annotated[bool, typer.Option("--fresh", help="Ignore cached trial results.")] = False,
+    mode: ModeOpt = "live",
+    fresh: FreshOpt = False,
     out: StateOpt = None,
     events: EventsOpt = None,
     as_json: JsonOpt = False,

@@ -43,51 +43,65 @@ def _own_config(ctx: typer.Context, value: Path | None) -> Path | None:
     return value
 
 
+ConfigOpt = Annotated[Path | None, Opt(
+    "--config", envvar="PROMPTLOOP_CONFIG", is_eager=True, callback=_own_config,
+    help="promptloop.toml whose \\[nightly] table holds the settings (default: "
+         "./promptloop.toml if present). Flags and env vars override it.")]
+ResumeOpt = Annotated[bool, Opt(
+    "--resume", envvar="PROMPTLOOP_NIGHTLY_RESUME",
+    help="Continue the latest night if it did not finish (killed, interrupted, failed) "
+         "with its original settings; else start a new night.")]
+PushOpt = Annotated[bool, Opt(
+    "--push", envvar="PROMPTLOOP_NIGHTLY_PUSH",
+    help="git push origin <branch> for each accepted branch (never forced).")]
+OpenPrOpt = Annotated[bool, Opt(
+    "--open-pr", envvar="PROMPTLOOP_NIGHTLY_OPEN_PR",
+    help="Push and open a PR per accepted branch with gh (if installed and logged in; "
+         "otherwise print the commands).")]
+SuitesOpt = Annotated[list[str] | None, Opt(
+    "--suite", envvar="PROMPTLOOP_NIGHTLY_SUITES",
+    help=f"{' / '.join(agent_names())} (repeat; default all).")]
+BaseOpt = Annotated[str | None, Opt(
+    envvar="PROMPTLOOP_BASE", help="Git ref whose prompts are the baseline (HEAD).")]
+IterationsOpt = Annotated[int | None, Opt(
+    min=1, envvar="PROMPTLOOP_ITERATIONS_PER_BUCKET", help="Proposals per bucket at most (2).")]
+MaxBucketsOpt = Annotated[int | None, Opt(
+    min=1, envvar="PROMPTLOOP_MAX_BUCKETS", help="Worst buckets to work on (3).")]
+MaxUsdOpt = Annotated[float | None, Opt(
+    min=0, envvar="PROMPTLOOP_MAX_USD",
+    help="Budget in estimated dollars (prices: built-in table + \\[nightly.prices]).")]
+MaxTokensOpt = Annotated[int | None, Opt(
+    min=0, envvar="PROMPTLOOP_MAX_TOKENS", help="Budget in tokens, all models.")]
+MaxWallOpt = Annotated[float | None, Opt(
+    envvar="PROMPTLOOP_MAX_WALL_MINUTES", help="Budget in wall-clock minutes.")]
+StateDirOpt = Annotated[Path | None, Opt(
+    "--state-dir", "--out", envvar="PROMPTLOOP_HOME",
+    help="State folder (default: <repo>/.promptloop).")]
+NightJsonOpt = Annotated[bool, Opt("--json", help="Print the night's summary as JSON.")]
+
+
 def nightly(
     ctx: typer.Context,
-    config: Annotated[Path | None, Opt(
-        "--config", envvar="PROMPTLOOP_CONFIG", is_eager=True, callback=_own_config,
-        help="promptloop.toml whose \\[nightly] table holds the settings (default: "
-             "./promptloop.toml if present). Flags and env vars override it.")] = None,
-    resume: Annotated[bool, Opt(
-        "--resume", envvar="PROMPTLOOP_NIGHTLY_RESUME",
-        help="Continue the latest night if it did not finish (killed, interrupted, failed) "
-             "with its original settings; else start a new night.")] = False,
-    push: Annotated[bool, Opt(
-        "--push", envvar="PROMPTLOOP_NIGHTLY_PUSH",
-        help="git push origin <branch> for each accepted branch (never forced).")] = False,
-    open_pr: Annotated[bool, Opt(
-        "--open-pr", envvar="PROMPTLOOP_NIGHTLY_OPEN_PR",
-        help="Push and open a PR per accepted branch with gh (if installed and logged in; "
-             "otherwise print the commands).")] = False,
-    suites: Annotated[list[str] | None, Opt(
-        "--suite", envvar="PROMPTLOOP_NIGHTLY_SUITES",
-        help=f"{' / '.join(agent_names())} (repeat; default all).")] = None,
+    config: ConfigOpt = None,
+    resume: ResumeOpt = False,
+    push: PushOpt = False,
+    open_pr: OpenPrOpt = False,
+    suites: SuitesOpt = None,
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     judge_model: JudgeModelOpt = None,
     proposer_model: ProposerModelOpt = None,
     base_url: BaseUrlOpt = None,
-    base: Annotated[str | None, Opt(
-        envvar="PROMPTLOOP_BASE", help="Git ref whose prompts are the baseline (HEAD).")] = None,
-    iterations_per_bucket: Annotated[int | None, Opt(
-        min=1, envvar="PROMPTLOOP_ITERATIONS_PER_BUCKET",
-        help="Proposals per bucket at most (2).")] = None,
-    max_buckets: Annotated[int | None, Opt(
-        min=1, envvar="PROMPTLOOP_MAX_BUCKETS", help="Worst buckets to work on (3).")] = None,
+    base: BaseOpt = None,
+    iterations_per_bucket: IterationsOpt = None,
+    max_buckets: MaxBucketsOpt = None,
     trials: TrialsOpt = None,
     concurrency: ConcurrencyOpt = None,
-    max_usd: Annotated[float | None, Opt(
-        min=0, envvar="PROMPTLOOP_MAX_USD",
-        help="Budget in estimated dollars (prices: built-in table + \\[nightly.prices]).")] = None,
-    max_tokens: Annotated[int | None, Opt(
-        min=0, envvar="PROMPTLOOP_MAX_TOKENS", help="Budget in tokens, all models.")] = None,
-    max_wall_minutes: Annotated[float | None, Opt(
-        envvar="PROMPTLOOP_MAX_WALL_MINUTES", help="Budget in wall-clock minutes.")] = None,
-    state_dir: Annotated[Path | None, Opt(
-        "--state-dir", "--out", envvar="PROMPTLOOP_HOME",
-        help="State folder (default: <repo>/.promptloop).")] = None,
+    max_usd: MaxUsdOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    max_wall_minutes: MaxWallOpt = None,
+    state_dir: StateDirOpt = None,
     events: EventsOpt = None,
-    as_json: Annotated[bool, Opt("--json", help="Print the night's summary as JSON.")] = False,
+    as_json: NightJsonOpt = False,
 ) -> None:
     """Run one unattended night: both suites' baselines (cached trials reused), rank the
     buckets with failing trials (most failing first, then lowest mean score), and run optimize

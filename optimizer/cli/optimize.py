@@ -34,61 +34,70 @@ if TYPE_CHECKING:
 Opt = typer.Option
 
 
+SuiteOpt = Annotated[
+    str, Opt("--suite", envvar="PROMPTLOOP_SUITE", help=f"{' or '.join(agent_names())}.")
+]
+BucketOpt = Annotated[
+    str, Opt("--bucket", envvar="PROMPTLOOP_BUCKET", help="The failure bucket to improve.")
+]
+IterationsOpt = Annotated[
+    int, Opt(min=1, envvar="PROMPTLOOP_ITERATIONS", help="Proposals to try at most.")
+]
+BaseOpt = Annotated[
+    str, Opt(envvar="PROMPTLOOP_BASE", help="Git ref whose prompt is the baseline.")
+]
+MaxChangedLinesOpt = Annotated[
+    int, Opt(min=1, envvar="PROMPTLOOP_MAX_CHANGED_LINES", help="Refuse bigger patches.")
+]
+KeepRejectedOpt = Annotated[
+    bool, Opt(envvar="PROMPTLOOP_KEEP_REJECTED", help="Keep branches of rejected proposals.")
+]
+ProposerCmdOpt = Annotated[
+    str | None,
+    Opt(
+        envvar="PROMPTLOOP_PROPOSER_CMD",
+        help="External coding agent run in the candidate worktree (env PROMPTLOOP_PACKAGE, "
+        "PROMPTLOOP_PROMPT_FILE); its git diff is the proposal.",
+    ),
+]
+ProposerFormatOpt = Annotated[
+    str,
+    Opt(
+        envvar="PROMPTLOOP_PROPOSER_FORMAT",
+        help="auto | diff | edits (JSON edits under a schema, for weak models).",
+    ),
+]
+SuitesOpt = Annotated[
+    str,
+    Opt(
+        "--suites",
+        envvar="PROMPTLOOP_SUITES",
+        help="Comma-separated suite folders under tasks/<agent>/ that form the gate.",
+    ),
+]
+MaxTurnsOpt = Annotated[int, Opt(min=1, envvar="PROMPTLOOP_MAX_TURNS", help="Agent turns per run.")]
+MaxRunsOpt = Annotated[int, Opt(min=1, envvar="PROMPTLOOP_MAX_RUNS", help="Agent runs per trial.")]
+
+
 def optimize(
-    suite: Annotated[
-        str, Opt("--suite", envvar="PROMPTLOOP_SUITE", help=f"{' or '.join(agent_names())}.")
-    ],
-    bucket: Annotated[
-        str, Opt("--bucket", envvar="PROMPTLOOP_BUCKET", help="The failure bucket to improve.")
-    ],
-    iterations: Annotated[
-        int, Opt(min=1, envvar="PROMPTLOOP_ITERATIONS", help="Proposals to try at most.")
-    ] = 3,
+    suite: SuiteOpt,
+    bucket: BucketOpt,
+    iterations: IterationsOpt = 3,
     trials: TrialsOpt = None,
     proposer_model: ProposerModelOpt = None,
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     judge_model: JudgeModelOpt = None,
     base_url: BaseUrlOpt = None,
-    base: Annotated[
-        str, Opt(envvar="PROMPTLOOP_BASE", help="Git ref whose prompt is the baseline.")
-    ] = "HEAD",
-    max_changed_lines: Annotated[
-        int, Opt(min=1, envvar="PROMPTLOOP_MAX_CHANGED_LINES", help="Refuse bigger patches.")
-    ] = 40,
-    keep_rejected: Annotated[
-        bool, Opt(envvar="PROMPTLOOP_KEEP_REJECTED", help="Keep branches of rejected proposals.")
-    ] = False,
-    proposer_cmd: Annotated[
-        str | None,
-        Opt(
-            envvar="PROMPTLOOP_PROPOSER_CMD",
-            help="External coding agent run in the candidate worktree (env PROMPTLOOP_PACKAGE, "
-            "PROMPTLOOP_PROMPT_FILE); its git diff is the proposal.",
-        ),
-    ] = None,
-    proposer_format: Annotated[
-        str,
-        Opt(
-            envvar="PROMPTLOOP_PROPOSER_FORMAT",
-            help="auto | diff | edits (JSON edits under a schema, for weak models).",
-        ),
-    ] = "auto",
+    base: BaseOpt = "HEAD",
+    max_changed_lines: MaxChangedLinesOpt = 40,
+    keep_rejected: KeepRejectedOpt = False,
+    proposer_cmd: ProposerCmdOpt = None,
+    proposer_format: ProposerFormatOpt = "auto",
     concurrency: ConcurrencyOpt = None,
     confirm_trials: ConfirmTrialsOpt = 2,
-    suites: Annotated[
-        str,
-        Opt(
-            "--suites",
-            envvar="PROMPTLOOP_SUITES",
-            help="Comma-separated suite folders under tasks/<agent>/ that form the gate.",
-        ),
-    ] = "capability,regression",
-    max_turns: Annotated[
-        int, Opt(min=1, envvar="PROMPTLOOP_MAX_TURNS", help="Agent turns per run.")
-    ] = 12,
-    max_runs: Annotated[
-        int, Opt(min=1, envvar="PROMPTLOOP_MAX_RUNS", help="Agent runs per trial.")
-    ] = 4,
+    suites: SuitesOpt = "capability,regression",
+    max_turns: MaxTurnsOpt = 12,
+    max_runs: MaxRunsOpt = 4,
     min_improvement: MinImprovementOpt = 0.05,
     regression_tolerance: RegressionToleranceOpt = 0.05,
     out: StateOpt = None,

@@ -36,29 +36,63 @@ EXIT_REGRESSION = 3
 """With --fail-on-regression: the review completed and some bucket regresses."""
 
 
+BaseRefOpt = Annotated[
+    str,
+    typer.Option(
+        "--base", envvar="PROMPTLOOP_REVIEW_BASE", help="Git ref of the base (e.g. origin/main)."
+    ),
+]
+HeadRefOpt = Annotated[
+    str,
+    typer.Option(
+        "--head", envvar="PROMPTLOOP_REVIEW_HEAD", help="Git ref of the change (the PR head)."
+    ),
+]
+AgentOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--suite",
+        envvar="PROMPTLOOP_SUITE",
+        help=f"{' or '.join(agent_names())} (default: every agent whose prompt changed).",
+    ),
+]
+FailOnRegressionOpt = Annotated[
+    bool,
+    typer.Option(
+        envvar="PROMPTLOOP_FAIL_ON_REGRESSION",
+        help=f"Exit {EXIT_REGRESSION} when a bucket regresses (for CI checks).",
+    ),
+]
+OutputOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        envvar="PROMPTLOOP_REVIEW_OUTPUT",
+        help="Also write the comment Markdown here.",
+    ),
+]
+PostOpt = Annotated[
+    bool,
+    typer.Option(
+        "--post", envvar="PROMPTLOOP_REVIEW_POST", help="Comment on the PR with the gh CLI."
+    ),
+]
+PrOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--pr",
+        min=1,
+        envvar="PROMPTLOOP_PR",
+        help="PR number for --post (default: the open PR of the head branch).",
+    ),
+]
+
+
 def review(
-    base: Annotated[
-        str,
-        typer.Option(
-            "--base",
-            envvar="PROMPTLOOP_REVIEW_BASE",
-            help="Git ref of the base (e.g. origin/main).",
-        ),
-    ],
-    head: Annotated[
-        str,
-        typer.Option(
-            "--head", envvar="PROMPTLOOP_REVIEW_HEAD", help="Git ref of the change (the PR head)."
-        ),
-    ] = "HEAD",
-    suite: Annotated[
-        str | None,
-        typer.Option(
-            "--suite",
-            envvar="PROMPTLOOP_SUITE",
-            help=f"{' or '.join(agent_names())} (default: every agent whose prompt changed).",
-        ),
-    ] = None,
+    base: BaseRefOpt,
+    head: HeadRefOpt = "HEAD",
+    suite: AgentOpt = None,
     trials: TrialsOpt = None,
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     judge_model: JudgeModelOpt = None,
@@ -67,37 +101,10 @@ def review(
     confirm_trials: ConfirmTrialsOpt = 2,
     min_improvement: MinImprovementOpt = 0.05,
     regression_tolerance: RegressionToleranceOpt = 0.05,
-    fail_on_regression: Annotated[
-        bool,
-        typer.Option(
-            envvar="PROMPTLOOP_FAIL_ON_REGRESSION",
-            help=f"Exit {EXIT_REGRESSION} when a bucket regresses (for CI checks).",
-        ),
-    ] = False,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            envvar="PROMPTLOOP_REVIEW_OUTPUT",
-            help="Also write the comment Markdown here.",
-        ),
-    ] = None,
-    post: Annotated[
-        bool,
-        typer.Option(
-            "--post", envvar="PROMPTLOOP_REVIEW_POST", help="Comment on the PR with the gh CLI."
-        ),
-    ] = False,
-    pr: Annotated[
-        int | None,
-        typer.Option(
-            "--pr",
-            min=1,
-            envvar="PROMPTLOOP_PR",
-            help="PR number for --post (default: the open PR of the head branch).",
-        ),
-    ] = None,
+    fail_on_regression: FailOnRegressionOpt = False,
+    output: OutputOpt = None,
+    post: PostOpt = False,
+    pr: PrOpt = None,
     out: StateOpt = None,
     events: EventsOpt = None,
     as_json: JsonOpt = False,
@@ -254,4 +261,3 @@ def _pct(v: float | None) -> str:
 
 def _trial(c: dict[str, Any]) -> str:
     return f"{c['task_id']}#{c['trial_index']} ({c['bucket']})"
-

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from optimizer.core.names import AgentName, agent_names
+from optimizer.core.names import AgentName, agent_names, did_you_mean
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TASKS_DIR = REPO_ROOT / "tasks"
@@ -145,8 +145,9 @@ class Suite:
             known = sorted(self.buckets)
             bad = [b for b in buckets if b not in known]
             if bad:
+                hint = did_you_mean(bad[0], known) if len(bad) == 1 else ""
                 raise SuiteError(
-                    f"unknown bucket(s) {', '.join(bad)} in suite {self.name}; "
+                    f"unknown bucket(s) {', '.join(bad)} in suite {self.name};{hint} "
                     f"known: {', '.join(known)}"
                 )
             tasks = [t for t in tasks if t.bucket in buckets]
