@@ -22,7 +22,7 @@ from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
 from optimizer.git import GitOps
 from optimizer.propose.literals import build_literal_index
-from optimizer.run.models import ModelIds, ModelSet
+from optimizer.run.models import ModelSet
 from optimizer.run.runner import RunOptions, needs_judge
 from optimizer.run.usage import Role
 from optimizer.workflows.iteration import MANUAL, Iteration
@@ -34,15 +34,6 @@ from optimizer.workflows.optimize_models import (
     OptimizeResult,
 )
 from optimizer.workflows.paired import agent_suites, run_and_save
-
-
-def model_ids(config: OptimizeConfig) -> ModelIds:
-    return ModelIds(
-        agent=config.agent_model,
-        judge=config.judge_model,
-        proposer=config.proposer_model,
-        base_url=config.base_url,
-    )
 
 
 class Optimizer:
@@ -196,8 +187,7 @@ async def optimize(
 ) -> OptimizeResult:
     """Run one session; clients may be injected (tests), the others are built from the ids.
     Keywords go to `Optimizer` (on_event, before_iteration, after_iteration, session)."""
-    ids = model_ids(config)
-    async with ModelSet(ids, agent=agent, judge=judge, proposer=proposer) as models:
+    async with ModelSet(config.model_ids, agent=agent, judge=judge, proposer=proposer) as models:
         opt = Optimizer(config, models, **kw)
         try:
             return await opt.optimize()
@@ -205,4 +195,4 @@ async def optimize(
             opt.git.close()
 
 
-__all__ = ["Baseline", "OptimizeConfig", "OptimizeResult", "Optimizer", "model_ids", "optimize"]
+__all__ = ["Baseline", "OptimizeConfig", "OptimizeResult", "Optimizer", "optimize"]

@@ -12,6 +12,7 @@ from optimizer.core.names import AgentName
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
 from optimizer.gate.stats import GatePolicy
+from optimizer.run.models import ModelIds
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,15 @@ class OptimizeConfig(BaseModel):
     @property
     def proposer_id(self) -> str:
         return self.proposer_model or self.agent_model
+
+    @property
+    def model_ids(self) -> ModelIds:
+        return ModelIds(
+            agent=self.agent_model,
+            judge=self.judge_model,
+            proposer=self.proposer_model,
+            base_url=self.base_url,
+        )
 
     @property
     def fmt(self) -> Literal["diff", "edits"]:

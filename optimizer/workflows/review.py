@@ -22,7 +22,7 @@ from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
 from optimizer.gate.stats import ReviewVerdict, decide_review
 from optimizer.git import GitOps, GitOpsError
-from optimizer.run.models import ModelIds, ModelSet
+from optimizer.run.models import ModelSet
 from optimizer.run.runner import RunOptions
 from optimizer.workflows.paired import (
     agent_suites,
@@ -218,10 +218,6 @@ class Reviewer:
         )
 
 
-def model_ids(config: ReviewConfig) -> ModelIds:
-    return ModelIds(agent=config.agent_model, judge=config.judge_model, base_url=config.base_url)
-
-
 async def review(
     config: ReviewConfig,
     *,
@@ -230,7 +226,7 @@ async def review(
     on_event: EventSink | None = None,
 ) -> ReviewResult:
     """Run one review; clients may be injected (tests), the others are built from the ids."""
-    async with ModelSet(model_ids(config), agent=agent, judge=judge) as models:
+    async with ModelSet(config.model_ids, agent=agent, judge=judge) as models:
         return await Reviewer(config, models, on_event=on_event).review()
 
 

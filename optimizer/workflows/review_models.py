@@ -13,6 +13,7 @@ from optimizer.core.names import AgentName
 from optimizer.core.results import RunResult
 from optimizer.gate.stats import BucketComparison, GatePolicy, ReviewDecision
 from optimizer.propose.package import FailingTrial, export_failing
+from optimizer.run.models import ModelIds
 from optimizer.workflows.paired import bucket_prefix
 
 REVIEW_VERSION = 1
@@ -37,6 +38,10 @@ class ReviewConfig(BaseModel):
     policy: GatePolicy = Field(default_factory=GatePolicy)
     repo: Path | None = None
     state_dir: Path = Path(".promptloop")
+
+    @property
+    def model_ids(self) -> ModelIds:
+        return ModelIds(agent=self.agent_model, judge=self.judge_model, base_url=self.base_url)
 
 
 class TrialChange(BaseModel):
