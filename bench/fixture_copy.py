@@ -26,7 +26,7 @@ from agents.base import AgentInput, load_prompt, prepare_workspace
 from agents.registry import get_agent
 from agents.transcript import Transcript
 from optimizer.core.suites import DEFAULT_CLOCK, LoadedTask, TaskSpec
-from optimizer.run.runner import build_workspace
+from optimizer.run.workspaces import build_workspace
 
 PARA = ("Projects", "Areas", "Resources", "Archives")
 FACT = "2026/03/14.md#ts_1"

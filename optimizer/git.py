@@ -26,6 +26,8 @@ from typing import Any
 
 import git
 
+from optimizer.core.results import Provenance
+
 BRANCH_PREFIX = "promptloop/"
 DEFAULT_AUTHOR = "promptloop <promptloop@localhost>"
 # Hooks of the user's repository must not run for our internal commits and checkouts.
@@ -45,6 +47,15 @@ class HeadInfo:
     detached: bool
     dirty: bool
     """Tracked files differ from HEAD (staged or not); untracked files do not count."""
+
+
+@dataclass(frozen=True)
+class WorktreeInfo:
+    path: Path
+    branch: str | None
+    """Checked-out branch, None when detached."""
+    prunable: bool
+    """Its folder is gone; `git worktree prune` forgets it."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +125,43 @@ def sanitize_ref_component(text: str) -> str:
     return s or "x"
 
 
+# --- outside a GitOps: where the repository is -----------------------------------------------
+
+
+def _plain(cwd: Path, *args: str) -> str | None:
+    """Output of a read-only git command run in `cwd`, None when git fails or is missing."""
+    try:
+        return str(git.Git(str(cwd)).execute(["git", *args])).strip()
+    except (git.GitCommandError, git.GitCommandNotFound, OSError):
+        return None
+
+
+def repo_root(start: Path | None = None) -> Path | None:
+    """Top folder of the working tree holding `start` (default: cwd); None outside a repo."""
+    top = _plain(start or Path.cwd(), "rev-parse", "--show-toplevel")
+    return Path(top) if top else None
+
+
+def add_exclude(root: Path, pattern: str) -> None:
+    """Add `pattern` to the repository's `info/exclude` (shared by its worktrees), once.
+
+    Best effort: an unwritable .git only means the pattern's files show up as untracked."""
+    common = _plain(root, "rev-parse", "--git-common-dir")
+    if common is None:
+        return
+    exclude = (root / common / "info" / "exclude").resolve()
+    try:
+        text = exclude.read_text(encoding="utf-8") if exclude.is_file() else ""
+        if pattern not in text.splitlines():
+            exclude.parent.mkdir(parents=True, exist_ok=True)
+            exclude.write_text(
+                text + ("" if text.endswith("\n") or not text else "\n") + pattern + "\n",
+                encoding="utf-8",
+            )
+    except OSError:
+        pass
+
+
 class GitOps:
     """Git operations for the optimizer on the repository at `repo_path`."""
 
@@ -181,6 +229,13 @@ class GitOps:
                                                           untracked_files=False)
         return HeadInfo(commit, branch, detached, dirty)
 
+    def subject(self, ref: str) -> str | None:
+        """The first line of the message of the commit `ref` names (None if unknown)."""
+        try:
+            return self._git("log", "-1", "--format=%s", ref, "--").strip() or None
+        except GitOpsError:
+            return None
+
     def diff_files(self, base_ref: str, head_ref: str, paths: Sequence[str]) -> str:
         """Unified diff between two refs restricted to `paths` ('' when they are equal)."""
         return self._git("diff", "--no-color", "--no-ext-diff", "--no-textconv",
@@ -238,6 +293,56 @@ class GitOps:
         new = self._git(*args, env=_identity(author)).strip()
         self._git("update-ref", f"refs/heads/{branch}", new, tip.hexsha)
         return new
+
+    def push(self, remote: str, branch: str) -> str | None:
+        """`git push <remote> <branch>`, never forced (the user's hooks run as for any push).
+        Returns None on success, else git's error output."""
+        try:
+            self.repo.git.execute(["git", "push", remote, branch])
+        except git.GitCommandError as err:
+            detail = (err.stderr or "").strip().removeprefix("stderr: ").strip("'").strip()
+            return detail or "git push failed"
+        return None
+
+    # --- worktrees ---------------------------------------------------------------------------
+
+    def worktrees(self) -> list[WorktreeInfo]:
+        """Every worktree except the main one."""
+        out = self._git("worktree", "list", "--porcelain")
+        trees: list[WorktreeInfo] = []
+        for block in out.strip().split("\n\n")[1:]:  # the first entry is the main worktree
+            fields: dict[str, str] = {}
+            for line in block.splitlines():
+                key, _, value = line.partition(" ")
+                fields[key] = value
+            branch = fields.get("branch", "").removeprefix("refs/heads/") or None
+            trees.append(WorktreeInfo(Path(fields["worktree"]), branch, "prunable" in fields))
+        return trees
+
+    def drop_branch(self, branch: str) -> bool:
+        """Remove one of our half-made candidate branches and any worktree left holding it
+        (a process killed mid-candidate leaves both). True when the branch was deleted."""
+        if not branch.startswith(BRANCH_PREFIX):
+            return False
+        for wt in self.worktrees():
+            if wt.branch == branch:
+                with contextlib.suppress(GitOpsError):
+                    self._git("worktree", "remove", "--force", str(wt.path))
+                if wt.path.parent.name.startswith("promptloop-wt-"):
+                    shutil.rmtree(wt.path.parent, ignore_errors=True)
+        with contextlib.suppress(GitOpsError):
+            self._git("worktree", "prune")
+        try:
+            self._git("branch", "-D", "--", branch)
+        except GitOpsError:
+            return False
+        return True
+
+    def staged_diff(self, worktree: Path) -> str:
+        """Everything changed in `worktree` (tracked or new files), as one diff: what an
+        external proposer did in the candidate worktree. Stages the changes to diff them."""
+        self._git("add", "-A", cwd=worktree)
+        return self._git("diff", "--cached", "--no-color", cwd=worktree)
 
     # --- candidates ------------------------------------------------------------------------
 
@@ -299,3 +404,36 @@ def _identity(author: str) -> dict[str, str]:
     name, email = m.group(1), m.group(2)
     return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
             "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+
+
+def state_dir(explicit: Path | None = None) -> Path:
+    """Where runs, caches and ledgers live: --state-dir, $PROMPTLOOP_HOME, or <repo>/.promptloop.
+
+    The folder is added to the repository's `.git/info/exclude` so it never shows up as an
+    untracked change in the user's checkout.
+    """
+    if explicit is not None:
+        return explicit
+    env = os.environ.get("PROMPTLOOP_HOME")
+    if env:
+        return Path(env)
+    root = repo_root()
+    if root is None:
+        return Path.cwd() / ".promptloop"
+    add_exclude(root, ".promptloop/")
+    return root / ".promptloop"
+
+
+def provenance(root: Path | None = None) -> Provenance:
+    """Git commit and dirty flag of the checkout at `root` (default: the current one)."""
+    root = root or repo_root()
+    if root is None:
+        return Provenance()
+    try:
+        with GitOps(root) as git:
+            head = git.head_info()
+    except GitOpsError:
+        return Provenance()
+    if head.commit is None:
+        return Provenance()
+    return Provenance(git_commit=head.commit, git_dirty=head.dirty)

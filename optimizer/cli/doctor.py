@@ -8,36 +8,16 @@ from typing import Annotated
 import typer
 
 from optimizer.cli import ui
+from optimizer.cli.common import AgentModelOpt, BaseUrlOpt, JsonOpt, JudgeModelOpt
 from optimizer.cli.util import EXIT_USER, guarded
 from optimizer.core.config import DEFAULT_AGENT_MODEL
 from optimizer.workflows.doctor import DoctorReport, diagnose
 
 
 def doctor(
-    agent_model: Annotated[
-        str,
-        typer.Option(
-            "--agent-model",
-            envvar="PROMPTLOOP_AGENT_MODEL",
-            help="The agent model whose requirements are checked.",
-        ),
-    ] = DEFAULT_AGENT_MODEL,
-    judge_model: Annotated[
-        str | None,
-        typer.Option(
-            "--judge-model",
-            envvar="PROMPTLOOP_JUDGE_MODEL",
-            help="Judge model for suites with judge graders (default: derived from the agent).",
-        ),
-    ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            "--base-url",
-            envvar="OPENAI_BASE_URL",
-            help="Base URL of an OpenAI-compatible server (a local one needs no key).",
-        ),
-    ] = None,
+    agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
+    judge_model: JudgeModelOpt = None,
+    base_url: BaseUrlOpt = None,
     tasks: Annotated[
         Path | None,
         typer.Option(
@@ -55,7 +35,7 @@ def doctor(
             help="Start the embedded model server and time one short completion.",
         ),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Check what this machine and checkout can run, and say what to do about the rest.
 
@@ -159,6 +139,3 @@ def _show(report: DoctorReport) -> None:
     for p in report.problems:
         ui.error(f"{p.what}\n  fix: {p.fix}")
 
-
-def register(app: typer.Typer) -> None:
-    app.command("doctor")(doctor)

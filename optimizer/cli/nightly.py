@@ -4,14 +4,30 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
 
 from optimizer.cli import ui
+from optimizer.cli.common import (
+    AgentModelOpt,
+    BaseUrlOpt,
+    ConcurrencyOpt,
+    EventsOpt,
+    JudgeModelOpt,
+    ProposerModelOpt,
+    TrialsOpt,
+    listening,
+    toml_only,
+    use_toml,
+)
 from optimizer.cli.util import EXIT_USER, guarded
-from optimizer.core.config import ConfigError
+from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError
+from optimizer.core.names import agent_names
+
+if TYPE_CHECKING:
+    from optimizer.workflows.nightly.config import NightlyConfig
 
 EXIT_LOCKED = EXIT_USER
 """Another nightly run holds `<state>/nightly.lock`."""
@@ -19,56 +35,73 @@ EXIT_LOCKED = EXIT_USER
 Opt = typer.Option
 
 
+def _own_config(ctx: typer.Context, value: Path | None) -> Path | None:
+    """`nightly --config FILE`: its [nightly] table replaces the root's as the defaults (read
+    before the other options, so flags and env vars still override it)."""
+    if value is not None:
+        use_toml(ctx, value, "nightly")
+    return value
+
+
+ConfigOpt = Annotated[Path | None, Opt(
+    "--config", envvar="PROMPTLOOP_CONFIG", is_eager=True, callback=_own_config,
+    help="promptloop.toml whose \\[nightly] table holds the settings (default: "
+         "./promptloop.toml if present). Flags and env vars override it.")]
+ResumeOpt = Annotated[bool, Opt(
+    "--resume", envvar="PROMPTLOOP_NIGHTLY_RESUME",
+    help="Continue the latest night if it did not finish (killed, interrupted, failed) "
+         "with its original settings; else start a new night.")]
+PushOpt = Annotated[bool, Opt(
+    "--push", envvar="PROMPTLOOP_NIGHTLY_PUSH",
+    help="git push origin <branch> for each accepted branch (never forced).")]
+OpenPrOpt = Annotated[bool, Opt(
+    "--open-pr", envvar="PROMPTLOOP_NIGHTLY_OPEN_PR",
+    help="Push and open a PR per accepted branch with gh (if installed and logged in; "
+         "otherwise print the commands).")]
+SuitesOpt = Annotated[list[str] | None, Opt(
+    "--suite", envvar="PROMPTLOOP_NIGHTLY_SUITES",
+    help=f"{' / '.join(agent_names())} (repeat; default all).")]
+BaseOpt = Annotated[str | None, Opt(
+    envvar="PROMPTLOOP_BASE", help="Git ref whose prompts are the baseline (HEAD).")]
+IterationsOpt = Annotated[int | None, Opt(
+    min=1, envvar="PROMPTLOOP_ITERATIONS_PER_BUCKET", help="Proposals per bucket at most (2).")]
+MaxBucketsOpt = Annotated[int | None, Opt(
+    min=1, envvar="PROMPTLOOP_MAX_BUCKETS", help="Worst buckets to work on (3).")]
+MaxUsdOpt = Annotated[float | None, Opt(
+    min=0, envvar="PROMPTLOOP_MAX_USD",
+    help="Budget in estimated dollars (prices: built-in table + \\[nightly.prices]).")]
+MaxTokensOpt = Annotated[int | None, Opt(
+    min=0, envvar="PROMPTLOOP_MAX_TOKENS", help="Budget in tokens, all models.")]
+MaxWallOpt = Annotated[float | None, Opt(
+    envvar="PROMPTLOOP_MAX_WALL_MINUTES", help="Budget in wall-clock minutes.")]
+StateDirOpt = Annotated[Path | None, Opt(
+    "--state-dir", "--out", envvar="PROMPTLOOP_HOME",
+    help="State folder (default: <repo>/.promptloop).")]
+NightJsonOpt = Annotated[bool, Opt("--json", help="Print the night's summary as JSON.")]
+
+
 def nightly(
     ctx: typer.Context,
-    config: Annotated[Path | None, Opt(
-        "--config", envvar="PROMPTLOOP_CONFIG",
-        help="promptloop.toml whose \\[nightly] table holds the settings (default: "
-             "./promptloop.toml if present). Flags and env vars override it.")] = None,
-    resume: Annotated[bool, Opt(
-        "--resume", envvar="PROMPTLOOP_NIGHTLY_RESUME",
-        help="Continue the latest night if it did not finish (killed, interrupted, failed) "
-             "with its original settings; else start a new night.")] = False,
-    push: Annotated[bool, Opt(
-        "--push", envvar="PROMPTLOOP_NIGHTLY_PUSH",
-        help="git push origin <branch> for each accepted branch (never forced).")] = False,
-    open_pr: Annotated[bool, Opt(
-        "--open-pr", envvar="PROMPTLOOP_NIGHTLY_OPEN_PR",
-        help="Push and open a PR per accepted branch with gh (if installed and logged in; "
-             "otherwise print the commands).")] = False,
-    suites: Annotated[list[str] | None, Opt(
-        "--suite", envvar="PROMPTLOOP_NIGHTLY_SUITES",
-        help="card_agent / pkm_agent (repeat; default both).")] = None,
-    agent_model: Annotated[str | None, Opt(
-        envvar="PROMPTLOOP_AGENT_MODEL", help="Agent model id.")] = None,
-    judge_model: Annotated[str | None, Opt(
-        envvar="PROMPTLOOP_JUDGE_MODEL", help="Judge model for LLM-judge graders.")] = None,
-    proposer_model: Annotated[str | None, Opt(
-        envvar="PROMPTLOOP_PROPOSER_MODEL", help="Proposer model (default: the agent).")] = None,
-    base_url: Annotated[str | None, Opt(
-        envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server.")] = None,
-    base: Annotated[str | None, Opt(
-        envvar="PROMPTLOOP_BASE", help="Git ref whose prompts are the baseline (HEAD).")] = None,
-    iterations_per_bucket: Annotated[int | None, Opt(
-        min=1, envvar="PROMPTLOOP_ITERATIONS_PER_BUCKET",
-        help="Proposals per bucket at most (2).")] = None,
-    max_buckets: Annotated[int | None, Opt(
-        min=1, envvar="PROMPTLOOP_MAX_BUCKETS", help="Worst buckets to work on (3).")] = None,
-    trials: Annotated[int | None, Opt(
-        min=1, envvar="PROMPTLOOP_TRIALS", help="Trials per task (default: task's own).")] = None,
-    concurrency: Annotated[int | None, Opt(
-        min=1, envvar="PROMPTLOOP_CONCURRENCY", help="Trials at once.")] = None,
-    max_usd: Annotated[float | None, Opt(
-        min=0, envvar="PROMPTLOOP_MAX_USD",
-        help="Budget in estimated dollars (prices: built-in table + \\[nightly.prices]).")] = None,
-    max_tokens: Annotated[int | None, Opt(
-        min=0, envvar="PROMPTLOOP_MAX_TOKENS", help="Budget in tokens, all models.")] = None,
-    max_wall_minutes: Annotated[float | None, Opt(
-        envvar="PROMPTLOOP_MAX_WALL_MINUTES", help="Budget in wall-clock minutes.")] = None,
-    state_dir: Annotated[Path | None, Opt(
-        "--state-dir", "--out", envvar="PROMPTLOOP_HOME",
-        help="State folder (default: <repo>/.promptloop).")] = None,
-    as_json: Annotated[bool, Opt("--json", help="Print the night's summary as JSON.")] = False,
+    config: ConfigOpt = None,
+    resume: ResumeOpt = False,
+    push: PushOpt = False,
+    open_pr: OpenPrOpt = False,
+    suites: SuitesOpt = None,
+    agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
+    judge_model: JudgeModelOpt = None,
+    proposer_model: ProposerModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    base: BaseOpt = None,
+    iterations_per_bucket: IterationsOpt = None,
+    max_buckets: MaxBucketsOpt = None,
+    trials: TrialsOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    max_usd: MaxUsdOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    max_wall_minutes: MaxWallOpt = None,
+    state_dir: StateDirOpt = None,
+    events: EventsOpt = None,
+    as_json: NightJsonOpt = False,
 ) -> None:
     """Run one unattended night: both suites' baselines (cached trials reused), rank the
     buckets with failing trials (most failing first, then lowest mean score), and run optimize
@@ -80,12 +113,9 @@ def nightly(
     Exit codes: 0 the night finished (accepted or not, or stopped by a budget);
     1 configuration error, or another nightly run holds the lock;
     2 infrastructure failure (provider, key, all trials errored, push/PR failed)."""
-    from optimizer.core.config import load_toml, repo_root
-    from optimizer.core.config import state_dir as resolve_state
-    from optimizer.workflows.nightly.engine import NightlyConfig, run_nightly
-    from optimizer.workflows.nightly.state import LockHeldError
-
-    flags: dict[str, Any] = {
+    # Options and the [nightly] table (already merged by click: flag > env > toml) plus the
+    # table's settings that have no option (prices, estimate margin, ...).
+    settings = toml_only(ctx) | {
         "suites": suites or None, "agent_model": agent_model, "judge_model": judge_model,
         "proposer_model": proposer_model, "base_url": base_url, "base": base,
         "iterations_per_bucket": iterations_per_bucket, "max_buckets": max_buckets,
@@ -94,23 +124,14 @@ def nightly(
     }
 
     def body() -> int:
-        root = repo_root()
-        if root is None:
-            raise ConfigError("nightly needs a git repository (run it inside your prompt repo)")
-        table = _table(load_toml(config) if config else (ctx.obj or {}))
-        explicit = {k: v for k, v in flags.items() if v is not None and _given(ctx, k)}
-        data = table | explicit
-        data["state_dir"] = resolve_state(state_dir or _path(table.get("state_dir")))
-        data["repo"] = root
+        from optimizer.workflows.nightly.engine import run_nightly
+        from optimizer.workflows.nightly.state import LockHeldError
+
+        cfg = _config(settings, state_dir)
         try:
-            cfg = NightlyConfig.model_validate(data)
-        except ValidationError as err:
-            raise ConfigError(_message(err)) from None
-        try:
-            with ui.LoopDisplay(enabled=not as_json) as display:
+            with listening(events, quiet=as_json) as emit:
                 result = asyncio.run(run_nightly(
-                    cfg, resume=resume, push=push, open_pr=open_pr,
-                    on_event=display.on_event, progress=display.progress_for))
+                    cfg, resume=resume, push=push, open_pr=open_pr, on_event=emit))
         except LockHeldError as err:
             ui.error(str(err))
             return EXIT_LOCKED
@@ -127,21 +148,20 @@ def nightly(
         raise typer.Exit(code)
 
 
-def _table(data: dict[str, Any]) -> dict[str, Any]:
-    table = data.get("nightly", {})
-    if not isinstance(table, dict):
-        raise ConfigError("promptloop.toml: [nightly] must be a table")
-    return {k.replace("-", "_"): v for k, v in table.items()}
+def _config(settings: dict[str, Any], state_dir: Path | None) -> NightlyConfig:
+    from optimizer.git import repo_root
+    from optimizer.git import state_dir as resolve_state
+    from optimizer.workflows.nightly.config import NightlyConfig
 
-
-def _path(value: Any) -> Path | None:
-    return Path(value) if isinstance(value, str) and value else None
-
-
-def _given(ctx: typer.Context, name: str) -> bool:
-    """A value typed on the command line or set in the environment (not a default-map one)."""
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+    root = repo_root()
+    if root is None:
+        raise ConfigError("nightly needs a git repository (run it inside your prompt repo)")
+    data = {k: v for k, v in settings.items() if v is not None}
+    data |= {"state_dir": resolve_state(state_dir), "repo": root}
+    try:
+        return NightlyConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_message(err)) from None
 
 
 def _message(err: ValidationError) -> str:
@@ -182,6 +202,3 @@ def _show(result: Any) -> None:
         ui.out.print(f"infrastructure error: {e}", markup=False)
     ui.out.print("summary: " + ", ".join(str(p) for p in result.paths.values()), markup=False)
 
-
-def register(app: typer.Typer) -> None:
-    app.command("nightly")(nightly)

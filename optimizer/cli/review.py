@@ -10,121 +10,105 @@ import typer
 from pydantic import ValidationError
 
 from optimizer.cli import ui
+from optimizer.cli.common import (
+    AgentModelOpt,
+    BaseUrlOpt,
+    ConcurrencyOpt,
+    ConfirmTrialsOpt,
+    EventsOpt,
+    JsonOpt,
+    JudgeModelOpt,
+    MinImprovementOpt,
+    RegressionToleranceOpt,
+    StateOpt,
+    TrialsOpt,
+    listening,
+)
 from optimizer.cli.util import EXIT_INFRA, guarded, option_errors
 from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError
+from optimizer.core.names import agent_names
 from optimizer.gate.compare import BucketComparison
 
 if TYPE_CHECKING:
     from optimizer.workflows.github import PostResult
+    from optimizer.workflows.review import ReviewConfig, ReviewResult
 
 EXIT_REGRESSION = 3
 """With --fail-on-regression: the review completed and some bucket regresses."""
 
 
+BaseRefOpt = Annotated[
+    str,
+    typer.Option(
+        "--base", envvar="PROMPTLOOP_REVIEW_BASE", help="Git ref of the base (e.g. origin/main)."
+    ),
+]
+HeadRefOpt = Annotated[
+    str,
+    typer.Option(
+        "--head", envvar="PROMPTLOOP_REVIEW_HEAD", help="Git ref of the change (the PR head)."
+    ),
+]
+AgentOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--suite",
+        envvar="PROMPTLOOP_SUITE",
+        help=f"{' or '.join(agent_names())} (default: every agent whose prompt changed).",
+    ),
+]
+FailOnRegressionOpt = Annotated[
+    bool,
+    typer.Option(
+        envvar="PROMPTLOOP_FAIL_ON_REGRESSION",
+        help=f"Exit {EXIT_REGRESSION} when a bucket regresses (for CI checks).",
+    ),
+]
+OutputOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        envvar="PROMPTLOOP_REVIEW_OUTPUT",
+        help="Also write the comment Markdown here.",
+    ),
+]
+PostOpt = Annotated[
+    bool,
+    typer.Option(
+        "--post", envvar="PROMPTLOOP_REVIEW_POST", help="Comment on the PR with the gh CLI."
+    ),
+]
+PrOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--pr",
+        min=1,
+        envvar="PROMPTLOOP_PR",
+        help="PR number for --post (default: the open PR of the head branch).",
+    ),
+]
+
+
 def review(
-    base: Annotated[
-        str,
-        typer.Option(
-            "--base",
-            envvar="PROMPTLOOP_REVIEW_BASE",
-            help="Git ref of the base (e.g. origin/main).",
-        ),
-    ],
-    head: Annotated[
-        str,
-        typer.Option(
-            "--head", envvar="PROMPTLOOP_REVIEW_HEAD", help="Git ref of the change (the PR head)."
-        ),
-    ] = "HEAD",
-    suite: Annotated[
-        str | None,
-        typer.Option(
-            "--suite",
-            envvar="PROMPTLOOP_SUITE",
-            help="card_agent or pkm_agent (default: every agent whose prompt changed).",
-        ),
-    ] = None,
-    trials: Annotated[
-        int | None,
-        typer.Option(
-            min=1, envvar="PROMPTLOOP_TRIALS", help="Trials per task (default: task's own)."
-        ),
-    ] = None,
-    agent_model: Annotated[
-        str, typer.Option(envvar="PROMPTLOOP_AGENT_MODEL", help="Agent model id.")
-    ] = DEFAULT_AGENT_MODEL,
-    judge_model: Annotated[
-        str | None,
-        typer.Option(envvar="PROMPTLOOP_JUDGE_MODEL", help="Judge model for LLM-judge graders."),
-    ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."),
-    ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option(min=1, envvar="PROMPTLOOP_CONCURRENCY", help="Trials at once.")
-    ] = None,
-    confirm_trials: Annotated[
-        int,
-        typer.Option(
-            min=0,
-            envvar="PROMPTLOOP_CONFIRM_TRIALS",
-            help="Extra trials per task to confirm a suspected regression.",
-        ),
-    ] = 2,
-    min_improvement: Annotated[
-        float,
-        typer.Option(envvar="PROMPTLOOP_MIN_IMPROVEMENT", help="Mean-score gain for 'improved'."),
-    ] = 0.05,
-    regression_tolerance: Annotated[
-        float,
-        typer.Option(
-            envvar="PROMPTLOOP_REGRESSION_TOLERANCE", help="Largest drop not called a regression."
-        ),
-    ] = 0.35,
-    fail_on_regression: Annotated[
-        bool,
-        typer.Option(
-            envvar="PROMPTLOOP_FAIL_ON_REGRESSION",
-            help=f"Exit {EXIT_REGRESSION} when a bucket regresses (for CI checks).",
-        ),
-    ] = False,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            envvar="PROMPTLOOP_REVIEW_OUTPUT",
-            help="Also write the comment Markdown here.",
-        ),
-    ] = None,
-    post: Annotated[
-        bool,
-        typer.Option(
-            "--post", envvar="PROMPTLOOP_REVIEW_POST", help="Comment on the PR with the gh CLI."
-        ),
-    ] = False,
-    pr: Annotated[
-        int | None,
-        typer.Option(
-            "--pr",
-            min=1,
-            envvar="PROMPTLOOP_PR",
-            help="PR number for --post (default: the open PR of the head branch).",
-        ),
-    ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            "--state-dir",
-            envvar="PROMPTLOOP_HOME",
-            help="State folder for reports, caches and reviews (default: <repo>/.promptloop).",
-        ),
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")
-    ] = False,
+    base: BaseRefOpt,
+    head: HeadRefOpt = "HEAD",
+    suite: AgentOpt = None,
+    trials: TrialsOpt = None,
+    agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
+    judge_model: JudgeModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    confirm_trials: ConfirmTrialsOpt = 2,
+    min_improvement: MinImprovementOpt = 0.05,
+    regression_tolerance: RegressionToleranceOpt = 0.35,
+    fail_on_regression: FailOnRegressionOpt = False,
+    output: OutputOpt = None,
+    post: PostOpt = False,
+    pr: PrOpt = None,
+    out: StateOpt = None,
+    events: EventsOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Review a prompt change (any PR, human-written too): evaluate both refs and gate it.
 
@@ -140,57 +124,16 @@ def review(
     Exit codes: 0 review completed whatever the verdict (also: no prompt changed), 1 usage or
     configuration error, 2 infrastructure failure (provider, every trial errored, gh failed to
     post), 3 with --fail-on-regression when a bucket regresses."""
-    from optimizer.core.config import repo_root, state_dir
-    from optimizer.gate.compare import GatePolicy
-    from optimizer.workflows.review import ReviewConfig
-    from optimizer.workflows.review import review as run_review
+    flags = dict(locals())  # the options by name; most are fields of ReviewConfig
 
     def body() -> int:
-        root = repo_root()
-        if root is None:
-            raise ConfigError("review needs a git repository (run it inside your prompt repo)")
-        try:
-            config = ReviewConfig.model_validate(
-                {
-                    "base": base,
-                    "head": head,
-                    "suite": suite,
-                    "agent_model": agent_model,
-                    "judge_model": judge_model,
-                    "base_url": base_url,
-                    "trials": trials,
-                    "concurrency": concurrency,
-                    "confirm_trials": confirm_trials,
-                    "policy": GatePolicy(
-                        min_improvement=min_improvement, regression_tolerance=regression_tolerance
-                    ),
-                    "repo": root,
-                    "state_dir": state_dir(out),
-                }
-            )
-        except ValidationError as err:
-            raise ConfigError(option_errors(err)) from None
-        with ui.LoopDisplay(enabled=not as_json) as display:
-            result = asyncio.run(
-                run_review(config, on_event=display.on_event, progress=display.progress_for)
-            )
+        from optimizer.workflows.review import review as run_review
+
+        config = _config(flags)
+        with listening(events, quiet=as_json) as emit:
+            result = asyncio.run(run_review(config, on_event=emit))
         data: dict[str, Any] = result.model_dump(mode="json")
-        code = 0
-        if result.comment_path and output is not None:
-            output.write_text(Path(result.comment_path).read_text(encoding="utf-8"), "utf-8")
-            data["output"] = str(output)
-        if post and result.comment_path:
-            posted = _post(Path(result.comment_path), root, head, pr)
-            data["post"] = {
-                "posted": posted.posted,
-                "message": posted.message,
-                "command": posted.command,
-                "pr": posted.pr,
-            }
-            if posted.failed:
-                code = EXIT_INFRA
-        elif post:
-            data["post"] = {"posted": False, "message": "nothing to post", "command": "", "pr": pr}
+        code = _publish(result, data, config.repo or Path.cwd(), flags)
         if fail_on_regression and result.decision == "regresses" and code == 0:
             code = EXIT_REGRESSION
         data["exit_code"] = code
@@ -203,6 +146,53 @@ def review(
     code = guarded(body)
     if code:
         raise typer.Exit(code)
+
+
+def _config(flags: dict[str, Any]) -> ReviewConfig:
+    from optimizer.gate.compare import GatePolicy
+    from optimizer.git import repo_root, state_dir
+    from optimizer.workflows.review import ReviewConfig
+
+    root = repo_root()
+    if root is None:
+        raise ConfigError("review needs a git repository (run it inside your prompt repo)")
+    fields = {k: v for k, v in flags.items() if k in ReviewConfig.model_fields}
+    try:
+        return ReviewConfig.model_validate(
+            fields
+            | {
+                "policy": GatePolicy(
+                    min_improvement=flags["min_improvement"],
+                    regression_tolerance=flags["regression_tolerance"],
+                ),
+                "repo": root,
+                "state_dir": state_dir(flags["out"]),
+            }
+        )
+    except ValidationError as err:
+        raise ConfigError(option_errors(err)) from None
+
+
+def _publish(result: ReviewResult, data: dict[str, Any], root: Path, flags: dict[str, Any]) -> int:
+    """--output and --post; returns the exit code so far (2 when posting failed)."""
+    output, pr = flags["output"], flags["pr"]
+    code = 0
+    if result.comment_path and output is not None:
+        output.write_text(Path(result.comment_path).read_text(encoding="utf-8"), "utf-8")
+        data["output"] = str(output)
+    if flags["post"] and result.comment_path:
+        posted = _post(Path(result.comment_path), root, flags["head"], pr)
+        data["post"] = {
+            "posted": posted.posted,
+            "message": posted.message,
+            "command": posted.command,
+            "pr": posted.pr,
+        }
+        if posted.failed:
+            code = EXIT_INFRA
+    elif flags["post"]:
+        data["post"] = {"posted": False, "message": "nothing to post", "command": "", "pr": pr}
+    return code
 
 
 def _post(path: Path, root: Path, head: str, pr: int | None) -> PostResult:
@@ -256,7 +246,3 @@ def _show(data: dict[str, Any]) -> None:
 
 def _trial(c: dict[str, Any]) -> str:
     return f"{c['task_id']}#{c['trial_index']} ({c['bucket']})"
-
-
-def register(app: typer.Typer) -> None:
-    app.command("review")(review)

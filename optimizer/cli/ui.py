@@ -1,11 +1,10 @@
-"""All terminal output (rich). Engine code never prints; it reports through callbacks."""
+"""All terminal output (rich). Engine code never prints; it reports typed events
+(optimizer/core/events.py) that `LoopDisplay` draws."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +16,29 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     SpinnerColumn,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
 from rich.table import Table
 from rich.text import Text
 
+from optimizer.core.events import (
+    BaselineReady,
+    BudgetStopped,
+    CandidateEvaluating,
+    ConfirmStarted,
+    Event,
+    GateStage,
+    Phase,
+    ProposalRefused,
+    ProposalRequested,
+    RunStarted,
+    RunWarning,
+    StepEstimated,
+    TrialFinished,
+    VerdictReached,
+)
 from optimizer.gate.compare import BucketComparison
 from optimizer.report import fmt
 from optimizer.report.summary import RunSummary
@@ -47,13 +63,6 @@ def info(message: str) -> None:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-@contextmanager
-def run_progress(label: str, enabled: bool = True) -> Iterator[Any]:
-    """A progress bar for one suite run; yields the callback the runner calls."""
-    with LoopDisplay(enabled=enabled) as display:
-        yield display.progress_for(label)
 
 
 _TONE_STYLE = {"": "", "up": "green", "down": "red", "same": "dim", "alert": "magenta"}
@@ -111,7 +120,7 @@ def show_summary(summary: RunSummary, report_path: str) -> None:
 
 
 class LoopDisplay:
-    """Progress bars (one per suite run) and phase messages for optimize/nightly/review."""
+    """Progress bars (one per suite run) and phase messages, drawn from the engine's events."""
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
@@ -126,6 +135,7 @@ class LoopDisplay:
             transient=False,
             disable=not enabled,
         )
+        self._bars: dict[str, tuple[TaskID, dict[str, int]]] = {}
 
     def __enter__(self) -> LoopDisplay:
         self.progress.__enter__()
@@ -134,59 +144,65 @@ class LoopDisplay:
     def __exit__(self, *exc: object) -> None:
         self.progress.__exit__(None, None, None)
 
-    def progress_for(self, label: str) -> Any:
-        task_id = self.progress.add_task(label, total=None, status="")
-        counts: dict[str, int] = {}
-
-        def on_event(kind: str, payload: dict[str, Any]) -> None:
-            if kind == "run_start":
-                self.progress.update(task_id, total=payload["total"])
-            elif kind == "trial_end":
-                key = "cached" if payload.get("cached") else payload["status"]
-                counts[key] = counts.get(key, 0) + 1
-                self.progress.update(
-                    task_id,
-                    advance=1,
-                    status=" ".join(f"{k}={v}" for k, v in sorted(counts.items())),
-                )
-            elif kind == "warning":
-                self.message(f"[yellow]Warning:[/] {payload['message']}")
-
-        return on_event
-
     def message(self, text: str) -> None:
         if self.enabled:
             self.progress.console.print(text, highlight=False)
 
-    def on_event(self, kind: str, payload: dict[str, Any]) -> None:
-        if kind == "phase":
-            self.message(f"[bold cyan]»[/] {payload['message']}")
-        elif kind == "baseline":
-            self.message(
-                f"[bold cyan]»[/] baseline: {payload['total']} trials, "
-                f"{payload['cached']} reused from cache"
-            )
-        elif kind == "proposing":
-            self.message(
-                f"[bold cyan]»[/] iteration {payload['iteration']}: asking the proposer "
-                f"(~{payload['tokens']} tokens; package {payload['package']})"
-            )
-        elif kind == "refused":
-            self.message(
-                "[yellow]  refused before evaluation:[/] " + "; ".join(payload["reasons"])
-            )
-        elif kind == "evaluating":
-            self.message(f"[bold cyan]»[/] evaluating the candidate on {payload['branch']}")
-        elif kind == "confirm":
-            self.message(
-                f"[yellow]  suspected regression in {', '.join(payload['buckets'])}: "
-                f"re-running {payload['tasks']} task(s) with more trials[/]"
-            )
-        elif kind == "verdict":
-            self.message(
-                f"[bold]  verdict: {payload['verdict'].decision}[/] "
-                + " ".join(payload["verdict"].reasons)
-            )
+    def _trial_done(self, event: TrialFinished) -> None:
+        bar = self._bars.get(event.run)
+        if bar is None:
+            return
+        task_id, counts = bar
+        key = "cached" if event.cached else event.status
+        counts[key] = counts.get(key, 0) + 1
+        status = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+        self.progress.update(task_id, advance=1, status=status)
+
+    def on_event(self, event: Event) -> None:
+        step = "[bold cyan]»[/]"
+        match event:
+            case RunStarted():
+                task_id = self.progress.add_task(
+                    event.label or event.suite, total=event.total, status=""
+                )
+                self._bars[event.run] = (task_id, {})
+            case TrialFinished():
+                self._trial_done(event)
+            case RunWarning():
+                self.message(f"[yellow]Warning:[/] {event.message}")
+            case Phase():
+                self.message(f"{step} {event.message}")
+            case BaselineReady():
+                self.message(
+                    f"{step} baseline: {event.total} trials, {event.cached} reused from cache"
+                )
+            case ProposalRequested():
+                self.message(
+                    f"{step} iteration {event.iteration}: asking the proposer "
+                    f"(~{event.tokens} tokens; package {event.package})"
+                )
+            case ProposalRefused():
+                self.message("[yellow]  refused before evaluation:[/] " + "; ".join(event.reasons))
+            case CandidateEvaluating():
+                self.message(f"{step} evaluating the candidate on {event.branch}")
+            case ConfirmStarted():
+                self.message(
+                    f"[yellow]  suspected regression in {', '.join(event.buckets)}: "
+                    f"re-running {event.tasks} task(s) with more trials[/]"
+                )
+            case GateStage():
+                self.message(f"[cyan]  gate {event.stage}[/] ({event.trials} trials): "
+                             f"{event.reason}")
+            case VerdictReached():
+                self.message(f"[bold]  verdict: {event.decision}[/] " + " ".join(event.reasons))
+            case StepEstimated():
+                self.message(
+                    f"{step} {event.step}: estimated ~{event.tokens} tokens ({event.basis})"
+                )
+            case BudgetStopped():
+                self.message(
+                    f"{step} stopped: budget {event.budget} before {event.step} ({event.detail})"
+                )
 
 
 def show_optimize(result: Any) -> None:

@@ -1,4 +1,4 @@
-"""Helpers shared by every CLI command: exit codes, error mapping, did-you-mean."""
+"""Helpers shared by every CLI command: exit codes and error mapping."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from agents.llm.errors import ModelError
 from optimizer.cli import ui
-from optimizer.core.config import ConfigError, did_you_mean  # noqa: F401  (re-exported)
+from optimizer.core.config import ConfigError
 from optimizer.core.suites import SuiteError
 from optimizer.git import GitOpsError
 from optimizer.report.store import ReportError

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from optimizer.core.config import did_you_mean
+from optimizer.core.names import did_you_mean
 
 SUITE_KINDS = ("capability", "regression", "mixed")
 

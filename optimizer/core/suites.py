@@ -15,11 +15,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from optimizer.core.names import AgentName, agent_names, did_you_mean
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TASKS_DIR = REPO_ROOT / "tasks"
 FIXTURES_DIR = REPO_ROOT / "fixtures"
 DEFAULT_CLOCK = "2026-03-14T09:30:00"
-AGENT_NAMES = ("card_agent", "pkm_agent")
 
 
 class SuiteError(Exception):
@@ -30,7 +31,7 @@ class SuiteConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: str
-    agent_name: Literal["card_agent", "pkm_agent"]
+    agent_name: AgentName
     kind: Literal["capability", "regression", "mixed"] = "mixed"
     task_pass_threshold: float = Field(
         1.0, alias="taskPassThreshold", ge=0.0, le=1.0, allow_inf_nan=False
@@ -144,8 +145,9 @@ class Suite:
             known = sorted(self.buckets)
             bad = [b for b in buckets if b not in known]
             if bad:
+                hint = did_you_mean(bad[0], known) if len(bad) == 1 else ""
                 raise SuiteError(
-                    f"unknown bucket(s) {', '.join(bad)} in suite {self.name}; "
+                    f"unknown bucket(s) {', '.join(bad)} in suite {self.name};{hint} "
                     f"known: {', '.join(known)}"
                 )
             tasks = [t for t in tasks if t.bucket in buckets]
@@ -159,13 +161,14 @@ class Suite:
 
 
 def resolve_suite_path(suite: str, kind: str = "capability") -> Path:
-    """`card_agent` / `pkm_agent` -> tasks/<agent>/<kind>; anything else is a path."""
-    if suite in AGENT_NAMES:
+    """An agent name (`pkm_agent`) -> tasks/<agent>/<kind>; anything else is a path."""
+    agents = agent_names()
+    if suite in agents:
         return TASKS_DIR / suite / kind
     path = Path(suite)
     if not (path / "suite.json").is_file():
         raise SuiteError(
-            f"{path}: no suite.json here (give card_agent, pkm_agent or a suite folder)"
+            f"{path}: no suite.json here (give {', '.join(agents)} or a suite folder)"
         )
     return path
 
@@ -209,88 +212,106 @@ def _resolve_fixture(root: Path, rel: str, task_path: Path, field: str, shared: 
     return candidate
 
 
-def load_suite(path: Path | str) -> Suite:
-    root = Path(path).resolve()
-    suite_file = root / "suite.json"
+def _task_files(task_root: Path) -> list[Path]:
+    """Every task.json below tasks/ (not inside a task's workspace/ overlay), in path order."""
+    if not task_root.is_dir():
+        return []
+    return sorted(
+        (p for p in task_root.rglob("*.json") if "workspace" not in p.relative_to(task_root).parts),
+        key=lambda p: p.as_posix(),
+    )
+
+
+def _load_config(suite_file: Path) -> SuiteConfig:
     if not suite_file.is_file():
         raise SuiteError(f"{suite_file}: not found")
     raw = _read_json(suite_file)
     if not isinstance(raw, dict):
         raise SuiteError(f"{suite_file}: must hold a JSON object")
     try:
-        config = SuiteConfig.model_validate(raw)
+        return SuiteConfig.model_validate(raw)
     except ValidationError as err:
         raise SuiteError(_fmt_validation(suite_file, err)) from err
 
+
+def _check_graders(task_path: Path, spec: TaskSpec, known: Any) -> None:
+    """Every grader name is registered and every grader config validates."""
     from graders.pkm import expected_terminal_path
-    from graders.registry import known_graders, validate_config
+    from graders.registry import validate_config
+
+    for i, g in enumerate(spec.graders):
+        if g.name not in known:
+            raise SuiteError(
+                f"{task_path}: field 'graders.{i}.name': unknown grader "
+                f"'{g.name}'; known graders: {', '.join(sorted(known))}"
+            )
+        try:
+            parsed = validate_config(g.name, g.config)
+            if g.name == "terminal_path":
+                expected_terminal_path(
+                    parsed,  # type: ignore[arg-type]
+                    spec.reference_solution.expected_outcome if spec.reference_solution else None,
+                )
+        except Exception as err:
+            raise SuiteError(f"{task_path}: field 'graders.{i}.config': {err}") from err
+
+
+def _parse_task(task_path: Path) -> TaskSpec:
+    data = _read_json(task_path)
+    if not isinstance(data, dict):
+        raise SuiteError(f"{task_path}: must hold a JSON object")
+    try:
+        return TaskSpec.model_validate(data)
+    except ValidationError as err:
+        raise SuiteError(_fmt_validation(task_path, err)) from err
+
+
+def _load_task(
+    root: Path, task_path: Path, spec: TaskSpec, config: SuiteConfig, known: Any
+) -> LoadedTask:
+    """The validated task with its fixtures resolved and its content hash."""
+    if config.require_reference_solution and spec.reference_solution is None:
+        raise SuiteError(f"{task_path}: field 'reference_solution': required by suite.json")
+    _check_graders(task_path, spec, known)
+    base = (
+        _resolve_fixture(root, spec.input.base_fixture, task_path, "base_fixture", True)
+        if spec.input.base_fixture
+        else None
+    )
+    overlay = (
+        _resolve_fixture(root, spec.input.fixture_dir, task_path, "fixture_dir", False)
+        if spec.input.fixture_dir
+        else None
+    )
+    th = hashlib.sha256(task_path.read_bytes())
+    for fx in (base, overlay):
+        if fx is not None:
+            _hash_tree(th, fx)
+    return LoadedTask(spec, task_path, base, overlay, th.hexdigest())
+
+
+def load_suite(path: Path | str) -> Suite:
+    root = Path(path).resolve()
+    suite_file = root / "suite.json"
+    config = _load_config(suite_file)
+
+    from graders.registry import known_graders
 
     known = known_graders()
     tasks: list[LoadedTask] = []
     seen: dict[str, Path] = {}
     suite_hash = hashlib.sha256(suite_file.read_bytes())
     task_root = root / "tasks"
-    files = (
-        sorted(
-            (
-                p
-                for p in task_root.rglob("*.json")
-                if "workspace" not in p.relative_to(task_root).parts
-            ),
-            key=lambda p: p.as_posix(),
-        )
-        if task_root.is_dir()
-        else []
-    )
-    for task_path in files:
-        data = _read_json(task_path)
-        if not isinstance(data, dict):
-            raise SuiteError(f"{task_path}: must hold a JSON object")
-        try:
-            spec = TaskSpec.model_validate(data)
-        except ValidationError as err:
-            raise SuiteError(_fmt_validation(task_path, err)) from err
+    for task_path in _task_files(task_root):
+        spec = _parse_task(task_path)
         if spec.id in seen:
             raise SuiteError(
                 f"{task_path}: field 'id': duplicate task id '{spec.id}' (also in {seen[spec.id]})"
             )
         seen[spec.id] = task_path
-        if config.require_reference_solution and spec.reference_solution is None:
-            raise SuiteError(f"{task_path}: field 'reference_solution': required by suite.json")
-        for i, g in enumerate(spec.graders):
-            if g.name not in known:
-                raise SuiteError(
-                    f"{task_path}: field 'graders.{i}.name': unknown grader "
-                    f"'{g.name}'; known graders: {', '.join(sorted(known))}"
-                )
-            try:
-                parsed = validate_config(g.name, g.config)
-                if g.name == "terminal_path":
-                    expected_terminal_path(
-                        parsed,  # type: ignore[arg-type]
-                        spec.reference_solution.expected_outcome
-                        if spec.reference_solution
-                        else None,
-                    )
-            except Exception as err:
-                raise SuiteError(f"{task_path}: field 'graders.{i}.config': {err}") from err
-        base = (
-            _resolve_fixture(root, spec.input.base_fixture, task_path, "base_fixture", True)
-            if spec.input.base_fixture
-            else None
-        )
-        overlay = (
-            _resolve_fixture(root, spec.input.fixture_dir, task_path, "fixture_dir", False)
-            if spec.input.fixture_dir
-            else None
-        )
-        th = hashlib.sha256(task_path.read_bytes())
-        for fx in (base, overlay):
-            if fx is not None:
-                _hash_tree(th, fx)
-        digest = th.hexdigest()
-        suite_hash.update(digest.encode())
-        tasks.append(LoadedTask(spec, task_path, base, overlay, digest))
+        task = _load_task(root, task_path, spec, config, known)
+        suite_hash.update(task.content_hash.encode())
+        tasks.append(task)
     if not tasks:
         raise SuiteError(f"{task_root}: no task.json files found")
     return Suite(root, config, tuple(tasks), suite_hash.hexdigest())

@@ -14,7 +14,9 @@ from agents.registry import get_agent
 from agents.runtime import RuntimeConfig, run_agent
 from agents.transcript import Transcript
 from agents.workspace import FactId, FactIdError, Workspace
-from optimizer.core.config import ConfigError, make_client
+from optimizer.core.config import ConfigError
+from optimizer.core.names import check_agent
+from optimizer.run.models import ModelIds, ModelSet
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,9 @@ def pkm_unified_diff(before: dict[str, bytes], after: dict[str, bytes]) -> str:
 async def run_agent_command(cmd: AgentCommand, root: Path) -> dict[str, Any]:
     """Run the agent and return a JSON-able result (outcome, diff, tool calls, summary)."""
     try:
-        factory = get_agent(cmd.agent_name)
-    except (KeyError, ValueError) as err:
-        raise ConfigError(str(err).strip("'\"")) from err
+        factory = get_agent(check_agent(cmd.agent_name))
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
     fact_id = cmd.fact_id or f"{cmd.published_at:%Y/%m/%d}.md#ts_1"
     try:
         FactId.parse(fact_id)
@@ -71,13 +73,10 @@ async def run_agent_command(cmd: AgentCommand, root: Path) -> dict[str, Any]:
     agent_input = AgentInput(fact_id=fact_id, content=cmd.content, published_at=cmd.published_at)
     prepare_workspace(ws, agent_input)
     session = factory(ws, agent_input, load_prompt(cmd.agent_name))
-    client = make_client(cmd.model, cmd.base_url)
     transcript = Transcript()
-    try:
-        await client.preflight()
-        await run_agent(client, session, RuntimeConfig(max_turns=cmd.max_turns), transcript)
-    finally:
-        await client.aclose()
+    async with ModelSet(ModelIds(agent=cmd.model, base_url=cmd.base_url)) as models:
+        await models.preflight("agent")
+        await run_agent(models.agent, session, RuntimeConfig(max_turns=cmd.max_turns), transcript)
     outcome = session.outcome(transcript)
     if hasattr(session, "record_session"):
         session.record_session()

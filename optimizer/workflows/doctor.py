@@ -11,7 +11,6 @@ import importlib
 import importlib.metadata
 import importlib.util
 import os
-import subprocess
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -22,9 +21,9 @@ from agents.llm.errors import ModelError
 from agents.llm.providers.local import model_path
 from agents.llm.registry import parse_model_id
 from agents.llm.types import Message, ModelSettings
-from optimizer.core.config import default_judge, repo_root
+from optimizer.core.config import default_judge
 from optimizer.core.suites import REPO_ROOT, TASKS_DIR, SuiteError, load_suite
-from optimizer.git import BRANCH_PREFIX, GitOps, GitOpsError
+from optimizer.git import BRANCH_PREFIX, GitOps, GitOpsError, repo_root
 
 XLLAMACPP_PIN = "2026.10.11549"
 _PROVIDER_ENV = {
@@ -189,27 +188,6 @@ async def probe_local(prompt: str = "Say hello in three words.") -> LocalCheck:
         await client.aclose()
 
 
-def _worktrees(root: Path) -> list[Worktree]:
-    out = subprocess.run(
-        ["git", "worktree", "list", "--porcelain"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    trees: list[Worktree] = []
-    for block in out.strip().split("\n\n")[1:]:  # the first entry is the main worktree
-        fields: dict[str, str] = {}
-        for line in block.splitlines():
-            key, _, value = line.partition(" ")
-            fields[key] = value
-        branch = fields.get("branch", "").removeprefix("refs/heads/") or None
-        trees.append(
-            Worktree(path=fields["worktree"], branch=branch, prunable="prunable" in fields)
-        )
-    return trees
-
-
 def check_git(start: Path | None = None) -> GitStatus:
     root = repo_root(start)
     if root is None:
@@ -222,14 +200,14 @@ def check_git(start: Path | None = None) -> GitStatus:
             status.commit = head.commit
             status.dirty = head.dirty
             status.promptloop_branches = git.list_branches()
-        status.stray_worktrees = [
-            w
-            for w in _worktrees(root)
-            if w.prunable
-            or (w.branch or "").startswith(BRANCH_PREFIX)
-            or "promptloop-wt-" in w.path
-        ]
-    except (GitOpsError, subprocess.CalledProcessError, ValueError) as err:
+            status.stray_worktrees = [
+                Worktree(path=str(w.path), branch=w.branch, prunable=w.prunable)
+                for w in git.worktrees()
+                if w.prunable
+                or (w.branch or "").startswith(BRANCH_PREFIX)
+                or "promptloop-wt-" in str(w.path)
+            ]
+    except (GitOpsError, ValueError) as err:
         status.error = str(err)
     return status
 

@@ -8,9 +8,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from optimizer.core.names import AgentName
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import GatePolicy
+from optimizer.run.models import ModelIds
 
 
 @dataclass(frozen=True)
@@ -24,7 +26,7 @@ class Baseline:
 
 
 class OptimizeConfig(BaseModel):
-    suite: Literal["card_agent", "pkm_agent"]
+    suite: AgentName
     bucket: str
     iterations: int = Field(3, ge=1)
     trials: int | None = Field(None, ge=1)
@@ -60,6 +62,15 @@ class OptimizeConfig(BaseModel):
     @property
     def proposer_id(self) -> str:
         return self.proposer_model or self.agent_model
+
+    @property
+    def model_ids(self) -> ModelIds:
+        return ModelIds(
+            agent=self.agent_model,
+            judge=self.judge_model,
+            proposer=self.proposer_model,
+            base_url=self.base_url,
+        )
 
     @property
     def fmt(self) -> Literal["diff", "edits"]:

@@ -8,24 +8,24 @@ suite kind (`regression/plain`) so buckets of different suites never merge.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from agents.llm.types import ModelClient, Usage
 from optimizer.core.buckets import BucketId, bucket_prefix
-from optimizer.core.config import ConfigError, did_you_mean
+from optimizer.core.config import ConfigError
+from optimizer.core.events import ConfirmStarted, EventSink
+from optimizer.core.names import did_you_mean
 from optimizer.core.results import Provenance, RunResult
 from optimizer.core.suites import Suite, load_suite, resolve_suite_path
 from optimizer.gate.compare import BucketComparison, GatePolicy, compare_runs
 from optimizer.gate.pairing import merge_runs
 from optimizer.report.store import default_store_dir, save_run
-from optimizer.report.summary import RunSummary, spent_usage, summarize
-from optimizer.run.runner import AllTrialsErroredError, ProgressFn, RunOptions, run_suite
+from optimizer.report.summary import RunSummary, summarize
+from optimizer.run.models import ModelSet
+from optimizer.run.runner import AllTrialsErroredError, RunOptions, needs_judge, run_suite
 
 RunFn = Callable[[Suite, str, str, dict[str, list[int]] | None], Awaitable[RunResult]]
 """(suite, prompt text, label, trial indices per task or None) -> the run."""
-EmitFn = Callable[[str, dict[str, Any]], None]
 
 
 def agent_suites(agent: str, kinds: Sequence[str], repo: Path) -> list[Suite]:
@@ -67,7 +67,7 @@ async def confirm_suspects(
     *,
     extra_trials: int,
     run: RunFn,
-    emit: EmitFn | None = None,
+    emit: EventSink | None = None,
     labels: tuple[str, str] = ("confirm base", "confirm candidate"),
 ) -> tuple[list[RunResult], list[RunResult]]:
     """Re-run the tasks of suspected regressions with `extra_trials` more trials per task on
@@ -87,7 +87,7 @@ async def confirm_suspects(
             indices[t.id] = list(range(n, n + extra_trials))
         sub = suite.select(task_ids=[t.id for t in tasks])
         if emit is not None:
-            emit("confirm", {"buckets": sorted(buckets), "tasks": len(tasks)})
+            emit(ConfirmStarted(buckets=sorted(buckets), tasks=len(tasks)))
         extra_b = await run(sub, prompts[0], labels[0], indices)
         extra_c = await run(sub, prompts[1], labels[1], indices)
         new_base[i] = merge_runs(base[i], extra_b)
@@ -97,29 +97,34 @@ async def confirm_suspects(
 
 @dataclass(frozen=True)
 class SavedRun:
-    """A finished, saved run: its summary, report path, and what it cost now."""
+    """A finished, saved run and its summary."""
 
     run: RunResult
     summary: RunSummary
     path: Path
-    usage: Usage
-    """Agent + judge tokens spent now (cached trials excluded)."""
-    usd: float | None
-    """Estimated dollars spent now (None when a model's price is unknown)."""
 
 
 async def run_and_save(
     suite: Suite,
     options: RunOptions,
-    agent: ModelClient | None,
-    judge: ModelClient | None,
-    progress: ProgressFn | None,
+    models: ModelSet,
+    emit: EventSink | None,
     provenance: Provenance | None,
 ) -> SavedRun:
     """Run a suite and save its report. The one place eval, optimize and review run suites.
 
-    A run whose every trial errored raises: it is an infrastructure failure, not a 0% rate."""
-    run = await run_suite(suite, options, agent, judge, progress, provenance)
+    The agent and the judge (only for suites with judge graders) come from `models`, and their
+    ids go into the options; replay mode calls no model. A run whose every trial errored
+    raises: it is an infrastructure failure, not a 0% rate."""
+    replay = options.mode == "replay"
+    agent = None if replay else models.agent
+    judge = models.judge if agent is not None and needs_judge(suite) else None
+    options = replace(
+        options,
+        agent_model=models.ids.agent,
+        judge_model=models.ids.judge_id if judge is not None or replay else None,
+    )
+    run = await run_suite(suite, options, agent, judge, emit, provenance)
     summary = summarize(run)
     path = save_run(run, default_store_dir(options.state_dir), summary=summary)
     if run.all_errored:
@@ -127,4 +132,4 @@ async def run_and_save(
         raise AllTrialsErroredError(
             f"every trial of {run.run_name} errored ({first}); report: {path}"
         )
-    return SavedRun(run, summary, path, spent_usage(run.trials), summary.cost.spent_usd)
+    return SavedRun(run, summary, path)

@@ -25,8 +25,9 @@ from optimizer.cli.app import app
 from optimizer.core.results import RunResult
 from optimizer.core.suites import REPO_ROOT
 from optimizer.report.store import load_report_file
+from optimizer.run.models import ModelIds
 from optimizer.run.runner import RunOptions
-from optimizer.workflows.evaluate import EvalRequest, Models, evaluate
+from optimizer.workflows.evaluate import EvalRequest, evaluate
 from tests.llm.agent_server import AgentServer, FaultPlan
 from tests.llm.fake_api import FakeAPI, Reply, openai_completion
 
@@ -120,7 +121,7 @@ async def test_pkm_regression_with_hangs_through_evaluate(state: Path) -> None:
         request = EvalRequest(
             suite="pkm_agent",
             kind="regression",
-            models=Models(agent="openai:fake", base_url=f"{api.url}/v1"),
+            models=ModelIds(agent="openai:fake", base_url=f"{api.url}/v1"),
             options=RunOptions(
                 agent_model="openai:fake",
                 reuse=False,

@@ -1,121 +1,23 @@
-"""Budgets of a nightly run: metered clients, spend per role, and estimates made before a step.
+"""Budgets of a nightly run: limits, trial rates, and the estimate made before each step.
 
-Every model call of the night goes through a `MeteredClient`, so the spend is what the providers
-reported (cached trials call no model and cost nothing). Before each step the engine estimates
-the step's spend and duration and stops when the estimate would not fit in what is left.
+Spend comes from the night's `ModelSet` meter (run/usage.py): what the providers reported, per
+role (cached trials call no model and cost nothing). Before each step the engine estimates the
+step's spend and duration and stops when the estimate would not fit in what is left.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec, Usage
-from optimizer.core.pricing import ModelPrice, estimate_cost
+from agents.llm.types import Usage
+from optimizer.core.pricing import ModelPrice
+from optimizer.run.usage import Spend
 
-Role = Literal["agent", "judge", "proposer"]
 BudgetName = Literal["usd", "tokens", "wall"]
-TRIAL_ROLES: tuple[Role, ...] = ("agent", "judge")
-
-
-def usage_tokens(u: Usage) -> int:
-    """Every token a provider processed (cache reads/writes are reported apart from input)."""
-    return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
-
-
-def scale_usage(u: Usage, factor: float) -> Usage:
-    return Usage(
-        input_tokens=round(u.input_tokens * factor),
-        output_tokens=round(u.output_tokens * factor),
-        cache_read_tokens=round(u.cache_read_tokens * factor),
-        cache_write_tokens=round(u.cache_write_tokens * factor),
-    )
-
-
-class Spend(BaseModel):
-    """Token usage per role (agent, judge, proposer) of one step or of a whole night."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    usage: dict[str, Usage] = Field(default_factory=dict)
-
-    def __add__(self, other: Spend) -> Spend:
-        out = dict(self.usage)
-        for role, u in other.usage.items():
-            out[role] = out.get(role, Usage()) + u
-        return Spend(usage=out)
-
-    def __sub__(self, other: Spend) -> Spend:
-        out = {}
-        for role, u in self.usage.items():
-            o = other.usage.get(role, Usage())
-            out[role] = Usage(
-                input_tokens=u.input_tokens - o.input_tokens,
-                output_tokens=u.output_tokens - o.output_tokens,
-                cache_read_tokens=u.cache_read_tokens - o.cache_read_tokens,
-                cache_write_tokens=u.cache_write_tokens - o.cache_write_tokens,
-            )
-        return Spend(usage=out)
-
-    def scaled(self, factor: float) -> Spend:
-        return Spend(usage={r: scale_usage(u, factor) for r, u in self.usage.items()})
-
-    def only(self, roles: Sequence[str]) -> Spend:
-        return Spend(usage={r: u for r, u in self.usage.items() if r in roles})
-
-    @property
-    def tokens(self) -> int:
-        return sum(usage_tokens(u) for u in self.usage.values())
-
-    def usd(self, models: Mapping[str, str], prices: Mapping[str, ModelPrice]) -> float | None:
-        """Estimated dollars with the model of each role; None if some price is unknown."""
-        total = 0.0
-        for role, u in self.usage.items():
-            if not usage_tokens(u):
-                continue
-            cost = estimate_cost(models.get(role, ""), u, prices).usd
-            if cost is None:
-                return None
-            total += cost
-        return total
-
-
-class Meter:
-    """Sums the usage of every model response per role; the night's single source of spend."""
-
-    def __init__(self) -> None:
-        self.spend = Spend()
-
-    def add(self, role: Role, usage: Usage) -> None:
-        self.spend = self.spend + Spend(usage={role: usage})
-
-
-class MeteredClient:
-    """A ModelClient that reports the usage of each response to a `Meter` under its role."""
-
-    def __init__(self, inner: ModelClient, meter: Meter, role: Role) -> None:
-        self.inner, self.meter, self.role = inner, meter, role
-        self.model_id = inner.model_id
-
-    async def complete(
-        self,
-        messages: list[Message],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        response = await self.inner.complete(messages, tools=list(tools), settings=settings)
-        self.meter.add(self.role, response.usage)
-        return response
-
-    async def preflight(self) -> None:
-        await self.inner.preflight()
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 class Budget(BaseModel):

@@ -13,18 +13,18 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.llm.types import Usage
-from optimizer.core.config import DEFAULT_AGENT_MODEL, default_judge
-from optimizer.core.pricing import ModelPrice
+from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError, default_judge
+from optimizer.core.names import AgentName, agent_names
+from optimizer.core.pricing import ModelPrice, price_for
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import GatePolicy
 from optimizer.run.cache import text_hash, trial_cache_key
+from optimizer.run.models import ModelIds
 from optimizer.run.runner import needs_judge
 from optimizer.workflows.nightly.budget import Budget
 from optimizer.workflows.nightly.state import BucketRank
 from optimizer.workflows.optimize import Baseline, OptimizeConfig
 
-SuiteName = Literal["card_agent", "pkm_agent"]
-ALL_SUITES: tuple[SuiteName, ...] = ("card_agent", "pkm_agent")
 _SHARED_WITH_OPTIMIZE = {
     "trials", "agent_model", "judge_model", "proposer_model", "base_url", "max_changed_lines",
     "proposer_format", "confirm_trials", "concurrency", "kinds", "policy", "repo", "state_dir",
@@ -36,7 +36,8 @@ class NightlyConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    suites: list[SuiteName] = Field(default_factory=lambda: list(ALL_SUITES), min_length=1)
+    suites: list[AgentName] = Field(default_factory=lambda: list(agent_names()), min_length=1)
+    """The agents whose suites the night runs (default: every registered agent)."""
     agent_model: str = DEFAULT_AGENT_MODEL
     judge_model: str | None = None
     proposer_model: str | None = None
@@ -78,8 +79,29 @@ class NightlyConfig(BaseModel):
                       max_wall_minutes=self.max_wall_minutes)
 
     @property
+    def model_ids(self) -> ModelIds:
+        return ModelIds(
+            agent=self.agent_model,
+            judge=self.judge_model,
+            proposer=self.proposer_model,
+            base_url=self.base_url,
+        )
+
+    @property
     def models(self) -> dict[str, str]:
         return {"agent": self.agent_model, "judge": self.judge_id, "proposer": self.proposer_id}
+
+    def check_prices(self) -> None:
+        """With a dollar budget every model of the night needs a known price."""
+        if self.max_usd is None:
+            return
+        for model in dict.fromkeys(self.models.values()):
+            if price_for(model, self.prices) is None:
+                raise ConfigError(
+                    f"max_usd is set but no price is known for {model}; add "
+                    f'[nightly.prices."{model}"] with input = and output = (USD per million '
+                    "tokens) to promptloop.toml"
+                )
 
     def optimize_config(self, suite: str, bucket: str, base: str, first: int = 1) -> OptimizeConfig:
         shared = self.model_dump(include=_SHARED_WITH_OPTIMIZE)

@@ -1,9 +1,9 @@
 """`nightly --push / --open-pr`: push accepted branches and open PRs with the GitHub CLI.
 
-Pushes are plain `git push <remote> <branch>` (never forced: no `--force`, no `+` refspec).
-PRs are opened with `gh pr create` only when `gh` is on PATH and `gh auth status` succeeds;
-otherwise the exact commands to run are recorded instead. Results go into the checkpoint, so a
-resumed night does not push or open the same PR twice.
+Pushes are plain `git push <remote> <branch>` through optimizer.git (never forced: no `--force`,
+no `+` refspec). PRs are opened with `gh pr create` only when `gh` is on PATH and `gh auth
+status` succeeds; otherwise the exact commands to run are recorded instead. Results go into
+the checkpoint, so a resumed night does not push or open the same PR twice.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from optimizer.git import GitOps
 from optimizer.workflows.nightly.state import Checkpoint, PublishRecord, StepRecord
 
 
@@ -21,13 +22,15 @@ def accepted_steps(cp: Checkpoint) -> list[StepRecord]:
     return [s for s in cp.steps if s.outcome == "accepted" and s.result and s.result.branch]
 
 
-def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _gh(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A GitHub CLI command (`args` starts with "gh"); git itself goes through optimizer.git."""
+    assert args[0] == "gh"
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
 
 
 def pr_title(repo: Path, branch: str) -> str:
-    out = _run(["git", "log", "-1", "--format=%s", branch, "--"], repo)
-    return out.stdout.strip() or f"promptloop: {branch}"
+    with GitOps(repo) as git:
+        return git.subject(branch) or f"promptloop: {branch}"
 
 
 def push_command(branch: str, remote: str = "origin") -> list[str]:
@@ -42,7 +45,7 @@ def gh_ready(repo: Path) -> str | None:
     """None when `gh` can open PRs here, else why not."""
     if shutil.which("gh") is None:
         return "the GitHub CLI (gh) is not installed"
-    status = _run(["gh", "auth", "status"], repo)
+    status = _gh(["gh", "auth", "status"], repo)
     if status.returncode != 0:
         return "gh is not authenticated (run `gh auth login`)"
     return None
@@ -77,9 +80,9 @@ def publish_accepted(
         commands = manual_commands(repo, step, remote)
         rec.commands = []
         if not rec.pushed:
-            pushed = _run(push_command(branch, remote), repo)
-            rec.pushed = pushed.returncode == 0
-            rec.push_error = None if rec.pushed else (pushed.stderr.strip() or "git push failed")
+            with GitOps(repo) as git:
+                rec.push_error = git.push(remote, branch)
+            rec.pushed = rec.push_error is None
             say(f"pushed {branch} to {remote}" if rec.pushed
                 else f"could not push {branch}: {rec.push_error}")
         if not rec.pushed:
@@ -94,7 +97,7 @@ def publish_accepted(
                 say(f"{gh_problem}; to open the PR run: {commands[1]}")
             else:
                 body = step.result.pr_body_path or ""
-                made = _run(pr_command(branch, pr_title(repo, branch), body), repo)
+                made = _gh(pr_command(branch, pr_title(repo, branch), body), repo)
                 if made.returncode == 0:
                     rec.pr, rec.pr_error = "opened", None
                     lines = made.stdout.strip().splitlines()

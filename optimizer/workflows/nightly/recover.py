@@ -9,44 +9,19 @@ spend that was never metered is charged at the step's estimate, so budgets stay 
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from optimizer.core.ledger import Ledger, LedgerEntry
-from optimizer.git import BRANCH_PREFIX
+from optimizer.git import GitOps
 from optimizer.workflows.nightly.state import Checkpoint, StepRecord
 from optimizer.workflows.optimize import IterationResult
-
-_GIT = ("git", "-c", "core.hooksPath=/dev/null")
-
-
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*_GIT, *args], cwd=repo, capture_output=True, text=True, check=False)
-
-
-def worktrees_of(repo: Path, branch: str) -> list[Path]:
-    """Worktrees (other than the main one) that have `branch` checked out."""
-    out, path = [], None
-    for line in _git(repo, "worktree", "list", "--porcelain").stdout.splitlines():
-        if line.startswith("worktree "):
-            path = Path(line[len("worktree "):])
-        elif line == f"branch refs/heads/{branch}" and path is not None:
-            out.append(path)
-    return out
 
 
 def drop_branch(repo: Path, branch: str) -> bool:
     """Remove one of our half-made candidate branches and any worktree left holding it."""
-    if not branch.startswith(BRANCH_PREFIX):
-        return False
-    for wt in worktrees_of(repo, branch):
-        _git(repo, "worktree", "remove", "--force", str(wt))
-        if wt.parent.name.startswith("promptloop-wt-"):
-            shutil.rmtree(wt.parent, ignore_errors=True)
-    _git(repo, "worktree", "prune")
-    return _git(repo, "branch", "-D", "--", branch).returncode == 0
+    with GitOps(repo) as git:
+        return git.drop_branch(branch)
 
 
 def iteration_from_ledger(entry: LedgerEntry) -> IterationResult:

@@ -1,8 +1,8 @@
 """Durable state of nightly runs: the single-instance lock and the per-night checkpoint.
 
-The lock is a file holding pid, host and start time, created with O_EXCL so two runs cannot both
-get it; a lock whose process is gone (kill -9, reboot) is taken over. The checkpoint is written
-atomically after every step, so `--resume` can continue from the last finished step.
+The lock is an OS file lock (`filelock`), released by the operating system when its holder
+dies; the holder's pid, host and start time sit beside it. The checkpoint is written atomically
+after every step, so `--resume` can continue from the last finished step.
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from optimizer.run.cache import atomic_write_text
-from optimizer.workflows.nightly.budget import Spend, TrialRate
+from optimizer.run.usage import Spend
+from optimizer.workflows.nightly.budget import TrialRate
 from optimizer.workflows.optimize import IterationResult
 
 CHECKPOINT_VERSION = 1
@@ -36,82 +38,57 @@ class LockInfo(BaseModel):
     started_at: str
 
 
-def _alive(info: LockInfo) -> bool:
-    """Whether the lock's owner may still run. Another host's process cannot be checked."""
-    if info.host != socket.gethostname():
-        return True
-    try:
-        os.kill(info.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class NightLock:
-    """`<state>/nightly.lock`; `acquire()` returns the stale lock it took over, if any."""
+    """`<state>/nightly.lock`, an OS file lock: a second run cannot take it while the first runs,
+    and the operating system frees it when its holder dies (kill -9, reboot).
+
+    The holder's pid, host and start time are written beside it (`nightly.holder.json`) so a
+    refused run can say who holds the lock. A holder file that is still there when the lock is
+    free was left by a run that died: `acquire()` returns it (a stale lock taken over)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.holder_path = path.with_name("nightly.holder.json")
+        self._lock = FileLock(path)
         self.held = False
 
-    def _read(self) -> LockInfo | None:
+    def _holder(self) -> LockInfo | None:
         try:
-            return LockInfo.model_validate_json(self.path.read_text(encoding="utf-8"))
+            return LockInfo.model_validate_json(self.holder_path.read_text(encoding="utf-8"))
         except (OSError, ValidationError, ValueError):
             return None
 
     def acquire(self) -> LockInfo | None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        mine = LockInfo(pid=os.getpid(), host=socket.gethostname(),
-                        started_at=datetime.now(UTC).isoformat(timespec="seconds"))
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            info = self._holder()
+            who = "holder unknown"
+            if info is not None:
+                where = "" if info.host == socket.gethostname() else f" on host {info.host}"
+                who = f"pid {info.pid}{where}, started {info.started_at}"
+            raise LockHeldError(
+                f"another nightly run ({who}) is running; lock file {self.path}"
+            ) from None
+        self.held = True
         stale: LockInfo | None = None
-        for _ in range(5):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                info = self._read()
-                if info is not None and _alive(info):
-                    where = "" if info.host == mine.host else f" on host {info.host}"
-                    raise LockHeldError(
-                        f"another nightly run (pid {info.pid}{where}, started {info.started_at}) "
-                        f"is running; lock file {self.path}"
-                    ) from None
-                stale = info or LockInfo(pid=0, host="?", started_at="unreadable lock file")
-                self._move_aside(info)
-                continue
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(mine.model_dump_json())
-            self.held = True
-            return stale
-        raise LockHeldError(f"could not take the lock {self.path} (it keeps changing)")
-
-    def _move_aside(self, seen: LockInfo | None) -> None:
-        """Remove the stale lock by an atomic rename; if a live run replaced it meanwhile
-        (a race between two takeovers), put that one back."""
-        aside = self.path.with_name(f"{self.path.name}.stale-{uuid.uuid4().hex[:8]}")
-        try:
-            os.rename(self.path, aside)
-        except FileNotFoundError:
-            return
-        try:
-            moved = LockInfo.model_validate_json(aside.read_text(encoding="utf-8"))
-        except (OSError, ValidationError, ValueError):
-            moved = None
-        if moved is not None and moved != seen and _alive(moved):
-            with contextlib.suppress(OSError):
-                os.link(aside, self.path)
-        with contextlib.suppress(FileNotFoundError):
-            aside.unlink()
+        if self.holder_path.exists():
+            stale = self._holder() or LockInfo(pid=0, host="?", started_at="unreadable holder file")
+        mine = LockInfo(
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        atomic_write_text(self.holder_path, mine.model_dump_json())
+        return stale
 
     def release(self) -> None:
         if not self.held:
             return
-        info = self._read()
-        if info is not None and info.pid == os.getpid():
-            with contextlib.suppress(FileNotFoundError):
-                self.path.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            self.holder_path.unlink()
+        self._lock.release()
         self.held = False
 
 

@@ -21,7 +21,7 @@ from optimizer.report.html.kit import render
 from optimizer.report.markdown import table_lines
 from optimizer.report.table import Cell, Column, Table
 from optimizer.run.cache import atomic_write_text
-from optimizer.workflows.nightly.budget import usage_tokens
+from optimizer.run.usage import usage_tokens
 from optimizer.workflows.nightly.publish import accepted_steps, manual_commands
 from optimizer.workflows.nightly.state import BucketRank, Checkpoint, PublishRecord
 

@@ -49,3 +49,27 @@ def test_bad_toml_is_a_user_error(tmp_path: Path) -> None:
     config.write_text("[eval\n")
     result = runner.invoke(app, ["--config", str(config), "suites"])
     assert result.exit_code == 1 and "invalid TOML" in result.output
+
+
+def test_env_beats_toml_and_flag_beats_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "promptloop.toml"
+    config.write_text('[eval]\nagent_model = "scripted:card"\ntrials = 1\nkind = "regression"\n')
+    monkeypatch.setenv("PROMPTLOOP_TRIALS", "2")
+    args = ["--config", str(config), "eval", "--suite", "card_agent", "--out", str(tmp_path),
+            "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["summary"]["numTrials"] == 16  # env 2 over toml 1
+    result = runner.invoke(app, [*args, "--trials", "1"])
+    assert json.loads(result.stdout)["summary"]["numTrials"] == 8  # flag 1 over env 2
+
+
+def test_nightly_settings_without_a_flag_are_checked(tmp_path: Path) -> None:
+    config = tmp_path / "night.toml"
+    config.write_text('[nightly]\nsuites = ["pkm"]\nestimate_margn = 2.0\n')
+    result = runner.invoke(app, ["nightly", "--config", str(config), "--out", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "nightly setting 'estimate_margn'" in result.output
+    assert "unknown agent 'pkm'" in result.output and "card_agent, pkm_agent" in result.output

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from optimizer.core.suites import LoadedTask, Suite, SuiteConfig, TaskSpec
+from optimizer.git import GitOps, GitOpsError
 from optimizer.propose.apply import render_unified
 from optimizer.propose.edits import edits_to_diff, parse_edit_proposal
 from optimizer.propose.guards import prepare_patch
@@ -23,7 +24,6 @@ from optimizer.propose.literals import LiteralIndex, build_literal_index
 from optimizer.propose.patch import PatchError
 from optimizer.propose.proposer import run_command
 from optimizer.propose.watch import canary_home, outside_writes, proposer_watch, snapshot
-from optimizer.workflows.optimize import worktree_diff
 
 TARGET = "prompts/pkm_agent.md"
 TASK_FILE = "tasks/pkm_agent/capability/tasks/tax/task.json"
@@ -302,8 +302,9 @@ async def _run_proposer(cmd: str, sandbox: tuple[Path, Path, Path],
                       env={"HOME": str(home)})
     codes = {v.code for v in outside_writes(before, snapshot(watched))}
     try:
-        diff = worktree_diff(worktree)
-    except subprocess.CalledProcessError:  # git itself refuses the tampered worktree
+        with GitOps(checkout) as git:
+            diff = git.staged_diff(worktree)
+    except GitOpsError:  # git itself refuses the tampered worktree
         return codes | {"patch_error"}
     return codes | (_codes_of_diff(diff, index) if diff.strip() else {"no_change"})
 

@@ -26,8 +26,9 @@ from optimizer.report.html.kit import ChartRow, bucket_chart_svg, render, script
 from optimizer.report.html.page import render_diff, render_html
 from optimizer.report.store import default_store_dir, load_run
 from optimizer.report.summary import summarize
+from optimizer.run.models import ModelIds
 from optimizer.run.runner import RunOptions
-from optimizer.workflows.evaluate import EvalRequest, Models, evaluate
+from optimizer.workflows.evaluate import EvalRequest, evaluate
 from optimizer.workflows.nightly import summary as nightly
 from optimizer.workflows.nightly.state import BucketRank
 from tests import policies
@@ -161,7 +162,7 @@ def test_base_comparison_shows_bucket_deltas(report: tuple[Path, Path, RunResult
     assert policies.GOOD_SKIP_RULE in prompt.lower()
     request = EvalRequest(
         suite=base.suite_root,
-        models=Models(agent="scripted:pkm", judge="scripted:judge"),
+        models=ModelIds(agent="scripted:pkm", judge="scripted:judge"),
         options=RunOptions(agent_model="scripted:pkm", prompt_text=prompt),
     )
     cand, cand_summary, _ = asyncio.run(evaluate(request, state))

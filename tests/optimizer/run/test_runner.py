@@ -4,7 +4,6 @@ fixed clock, trial cache keys, and a suite in the original framework's layout en
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 
@@ -20,8 +19,9 @@ from optimizer.core.results import RunResult
 from optimizer.core.suites import DEFAULT_CLOCK, Suite, load_suite
 from optimizer.report.summary import summarize
 from optimizer.run.cache import text_hash, trial_cache_key
+from optimizer.run.models import ModelIds
 from optimizer.run.runner import AllTrialsErroredError, RunOptions, default_concurrency, run_suite
-from optimizer.workflows.evaluate import EvalRequest, Models, evaluate
+from optimizer.workflows.evaluate import EvalRequest, evaluate
 from tests import policies
 from tests.optimizer import suite_builder as sb
 
@@ -118,7 +118,7 @@ def test_all_errored_fails_loudly(
 ) -> None:
     root = sb.suite(tmp_path / "s", sb.card_tasks(3))
     monkeypatch.setitem(SCRIPTED_MODELS, "down", _always_down)
-    request = EvalRequest(suite=str(root), models=Models(agent="scripted:down"))
+    request = EvalRequest(suite=str(root), models=ModelIds(agent="scripted:down"))
     with pytest.raises(AllTrialsErroredError, match=r"every trial of s-\S+ errored"):
         asyncio.run(evaluate(request, state))
     result = CliRunner().invoke(
@@ -334,99 +334,6 @@ def test_original_layout_loads_runs_and_grades(tmp_path: Path, state: Path) -> N
     assert summary.task_pass_rate == pytest.approx(2 / 3)
 
 
-# --- loader errors name the file and the field ----------------------------------------------
-
-
-def _broken(root: Path, case: str) -> tuple[Path, str]:
-    """Write a suite with one defect; return (file that must be named, expected text)."""
-    good = sb.task("fine", "Coffee $3", 1)
-    tasks = [good]
-    if case == "bad json":
-        sb.suite(root, tasks)
-        bad = root / "tasks" / "cases" / "zz" / "task.json"
-        bad.parent.mkdir(parents=True)
-        bad.write_text('{"id": "zz", "description": ')
-        return bad, "invalid JSON at line 1"
-    if case == "unknown kind":
-        sb.suite(root, tasks, kind="nightly")
-        return root / "suite.json", "field 'kind'"
-    broken = dict(sb.task("broken", "Coffee $3", 2))
-    expected = {
-        "missing id": "field 'id': Field required",
-        "missing description": "field 'description': Field required",
-        "empty graders": "field 'graders': List should have at least 1 item",
-        "unknown grader": "field 'graders.1.name': unknown grader 'card_templates'; known "
-        "graders: card_completion",
-        "duplicate ids": "field 'id': duplicate task id 'fine'",
-        "bad grader config": "field 'graders.1.config'",
-    }[case]
-    if case == "missing id":
-        del broken["id"]
-    elif case == "missing description":
-        del broken["description"]
-    elif case == "empty graders":
-        broken["graders"] = []
-    elif case == "unknown grader":
-        broken["graders"] = [{"name": "card_completion"}, {"name": "card_templates"}]
-    elif case == "duplicate ids":
-        broken["id"] = "fine"
-    elif case == "bad grader config":
-        broken["graders"] = [{"name": "card_completion"}, {"name": "card_template_choice"}]
-    sb.suite(root, tasks)
-    path = sb.write_json(root / "tasks" / "cases" / "zz-broken" / "task.json", broken)
-    return path, expected
-
-
-@pytest.mark.parametrize(
-    "case",
-    [
-        "bad json",
-        "missing id",
-        "missing description",
-        "empty graders",
-        "unknown grader",
-        "duplicate ids",
-        "bad grader config",
-        "unknown kind",
-    ],
-)
-def test_loader_errors_name_file_and_field(tmp_path: Path, case: str) -> None:
-    from optimizer.core.suites import SuiteError
-
-    path, expected = _broken(tmp_path / "s", case)
-    with pytest.raises(SuiteError) as info:
-        load_suite(tmp_path / "s")
-    message = str(info.value)
-    assert message.startswith(f"{path.resolve()}: "), message
-    assert expected in message
-    if case == "duplicate ids":
-        assert str((tmp_path / "s" / "tasks" / "cases" / "fine" / "task.json").resolve()) in message
-
-
-# --- the checked-in JSON schema of task.json ------------------------------------------------
-
-
-def test_task_schema_is_current(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    from optimizer.core.suites import REPO_ROOT, SCHEMA_PATH, task_json_schema
-
-    checked_in = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    assert checked_in == task_json_schema(), (
-        "tasks/task.schema.json is stale: run `python -m optimizer.core.suites --write-schema`"
-    )
-    out = tmp_path / "schema.json"
-    subprocess.run(
-        [sys.executable, "-m", "optimizer.core.suites", "--write-schema", str(out)],
-        cwd=REPO_ROOT,
-        check=True,
-    )
-    assert out.read_text(encoding="utf-8") == SCHEMA_PATH.read_text(encoding="utf-8")
-    assert set(checked_in["required"]) == {"id", "description", "input", "graders"}
-    assert checked_in["additionalProperties"] is False
-
-
 def test_trial_cache_key_follows_the_code(monkeypatch: pytest.MonkeyPatch) -> None:
     """A change to agent or grader code must not serve trials cached by the old code."""
     from optimizer.run import cache
@@ -443,15 +350,15 @@ def test_stale_trial_workspaces_of_dead_processes_are_swept(
     import subprocess
     import sys
 
-    from optimizer.run import runner
+    from optimizer.run import workspaces
 
-    monkeypatch.setattr(runner, "trial_root", lambda: str(tmp_path))
+    monkeypatch.setattr(workspaces, "trial_root", lambda: str(tmp_path))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    stale = tmp_path / f"{runner.TRIAL_PREFIX}{dead}-abc"
-    live = tmp_path / f"{runner.TRIAL_PREFIX}{os.getpid()}-def"
+    stale = tmp_path / f"{workspaces.TRIAL_PREFIX}{dead}-abc"
+    live = tmp_path / f"{workspaces.TRIAL_PREFIX}{os.getpid()}-def"
     other = tmp_path / "unrelated"
     for folder in (stale, live, other):
         (folder / "PKM").mkdir(parents=True)
-    assert runner.sweep_stale_trials.__wrapped__() == 1
+    assert workspaces.sweep_stale_trials.__wrapped__() == 1
     assert not stale.exists() and live.exists() and other.exists()

@@ -8,13 +8,15 @@ bucket a harmless note that cannot change the card policy (rejected, then refuse
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 from agents.llm.scripted import Request, ScriptedModel, reply
 from agents.llm.types import ModelResponse
-from optimizer.workflows.nightly.engine import NightlyConfig
+from optimizer.core.events import Phase
+from optimizer.workflows.nightly.engine import NightlyConfig, NightResult, run_nightly
 from tests import policies
 from tests.optimizer.workflows.test_optimize import BROAD, GOOD, PROMPT, TASKS, _git, _write_suite
 
@@ -130,3 +132,34 @@ def night_config(repo: Path, state: Path, **kw: Any) -> NightlyConfig:
 def clients(agent: ScriptedModel | None = None) -> dict[str, Any]:
     return {"agent": agent or agent_model(), "judge": policies.judge_model(),
             "proposer": proposer_model()}
+
+
+FAST = {"trials": 1, "confirm_trials": 1}
+PRICES = {"scripted:night-agent": {"input": 1000.0, "output": 1000.0}}
+
+
+def night(repo: Path, state: Path, *, agent: ScriptedModel | None = None,
+          proposer: ScriptedModel | None = None, **kw: Any) -> NightResult:
+    events: list[str] = []
+    extra = {k: kw.pop(k) for k in ("resume", "push", "open_pr") if k in kw}
+    models = clients(agent) | ({"proposer": proposer} if proposer else {})
+    result = asyncio.run(run_nightly(
+        night_config(repo, state, **(FAST | kw)), **models, **extra,
+        on_event=lambda e: events.append(e.message) if isinstance(e, Phase) else None))
+    result.checkpoint.notes.extend(f"event: {e}" for e in events)
+    return result
+
+
+def outcomes(result: NightResult) -> list[tuple[str, str]]:
+    return [(s.id, s.outcome) for s in result.checkpoint.steps]
+
+
+def accepted(repo: Path, result: NightResult) -> list[tuple[str, str, str]]:
+    """(suite, bucket, prompt text at the branch) of every accepted branch."""
+    out = []
+    for a in result.summary.accepted:
+        text = _git(repo, "show", f"{a.branch}:prompts/{a.suite}.md")
+        out.append((a.suite, a.bucket, text))
+    return out
+
+

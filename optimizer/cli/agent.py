@@ -1,0 +1,103 @@
+"""`promptloop agent`: run one agent on one input in a fresh (or given) workspace."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from optimizer.cli import ui
+from optimizer.cli.common import BaseUrlOpt, JsonOpt
+from optimizer.cli.util import guarded
+from optimizer.core.config import DEFAULT_AGENT_MODEL
+from optimizer.core.names import agent_names
+
+_AGENTS = " or ".join(agent_names())
+
+
+def agent(
+    agent_name: Annotated[str, typer.Argument(help=f"The agent: {_AGENTS}.")],
+    content: Annotated[str, typer.Option("--content", help="The raw user input.")],
+    fact_id: Annotated[
+        str,
+        typer.Option("--fact-id", help="Fact id YYYY/MM/DD.md#ts_N; default: today's date, ts_1."),
+    ] = "",
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace",
+            help="Workspace folder (Facts/, Cards/, PKM/). Default: a fresh temp one.",
+            file_okay=False,
+        ),
+    ] = None,
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "--agent-model",
+            envvar="PROMPTLOOP_AGENT_MODEL",
+            help="Agent model id: anthropic:<model>, openai:<model>, local:smollm2.",
+        ),
+    ] = DEFAULT_AGENT_MODEL,
+    base_url: BaseUrlOpt = None,
+    published: Annotated[
+        str | None,
+        typer.Option("--published", help="Publish time 'YYYY-MM-DD HH:MM:SS' (default: now)."),
+    ] = None,
+    max_turns: Annotated[int, typer.Option(help="Turns per run.", min=1)] = 12,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run one agent on one input and show the card / PKM diff and the transcript summary."""
+    from optimizer.run.agent_cmd import AgentCommand, run_agent_command
+
+    def body() -> None:
+        published_at = (
+            datetime.fromisoformat(published)
+            if published
+            else datetime.now().replace(microsecond=0)
+        )
+        cmd = AgentCommand(
+            agent_name=agent_name,
+            content=content,
+            fact_id=fact_id,
+            workspace=workspace,
+            model=model,
+            base_url=base_url,
+            published_at=published_at,
+            max_turns=max_turns,
+        )
+        if workspace is None:
+            with tempfile.TemporaryDirectory(prefix="promptloop-agent-") as tmp:
+                result = asyncio.run(run_agent_command(cmd, Path(tmp)))
+        else:
+            result = asyncio.run(run_agent_command(cmd, workspace))
+        _show_agent_result(result, as_json)
+
+    guarded(body)
+
+
+def _show_agent_result(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        ui.print_json(result)
+        return
+    ui.out.rule(f"{result['agent']} on {result['fact_id']}")
+    if result["agent"] == "card_agent":
+        ui.out.print(result["outcome"].get("card_yaml_blob") or "(no card written)", markup=False)
+    else:
+        ui.out.print(result["pkm_diff"] or "(no change under PKM/)", markup=False)
+        if result["outcome"].get("skipped_pkm"):
+            ui.out.print(f"skipped: {result['outcome'].get('skip_evidence')}", markup=False)
+    ui.out.rule("tool calls")
+    for c in result["tool_calls"]:
+        mark = "ERR" if c["is_error"] else "ok "
+        ui.out.print(
+            f"{mark} {c['tool_name']}({c['arguments_short']}) -> {c['result_short']}", markup=False
+        )
+    ui.out.rule("transcript")
+    ui.out.print(result["summary"], markup=False)
+    if result.get("workspace"):
+        ui.out.print(f"workspace: {result['workspace']}", markup=False)

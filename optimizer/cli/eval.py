@@ -1,0 +1,118 @@
+"""`promptloop eval`: run one suite with a progress bar and a closing per-bucket table."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from optimizer.cli import ui
+from optimizer.cli.common import (
+    AgentModelOpt,
+    BaseUrlOpt,
+    ConcurrencyOpt,
+    EventsOpt,
+    JsonOpt,
+    JudgeModelOpt,
+    StateOpt,
+    TrialsOpt,
+    listening,
+)
+from optimizer.cli.util import EXIT_INFRA, guarded
+from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError
+from optimizer.core.names import agent_names
+
+MODES = ("live", "record", "replay")
+
+
+SuiteOpt = Annotated[
+    str,
+    typer.Option(
+        "--suite",
+        envvar="PROMPTLOOP_SUITE",
+        help=f"{', '.join(agent_names())}, or the path of a suite folder (with suite.json).",
+    ),
+]
+KindOpt = Annotated[
+    str,
+    typer.Option(
+        "--kind",
+        envvar="PROMPTLOOP_KIND",
+        help="Suite kind for a named suite: capability|regression.",
+    ),
+]
+BucketsOpt = Annotated[
+    list[str] | None, typer.Option("--bucket", help="Only this bucket (repeat).")
+]
+TasksOpt = Annotated[list[str] | None, typer.Option("--task", help="Only this task id (repeat).")]
+ModeOpt = Annotated[
+    str,
+    typer.Option(
+        "--mode", envvar="PROMPTLOOP_MODE", help="live | record | replay (replay needs no model)."
+    ),
+]
+FreshOpt = Annotated[bool, typer.Option("--fresh", help="Ignore cached trial results.")]
+
+
+def eval_(
+    suite: SuiteOpt,
+    kind: KindOpt = "capability",
+    bucket: BucketsOpt = None,
+    task: TasksOpt = None,
+    trials: TrialsOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
+    judge_model: JudgeModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    mode: ModeOpt = "live",
+    fresh: FreshOpt = False,
+    out: StateOpt = None,
+    events: EventsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run an evaluation suite and report per-bucket pass rates.
+
+    Exit 0 when the run completed (whatever the pass rate), 1 for a usage/config error, 2 when
+    the infrastructure failed (bad key, provider down, every trial errored)."""
+    from optimizer.git import state_dir
+    from optimizer.run.models import ModelIds
+    from optimizer.run.runner import AllTrialsErroredError, RunOptions
+    from optimizer.workflows.evaluate import EvalRequest, evaluate
+
+    def body() -> None:
+        if mode not in MODES:
+            raise ConfigError(f"--mode must be live, record or replay, not '{mode}'")
+        state = state_dir(out)
+        request = EvalRequest(
+            suite=suite,
+            kind=kind,
+            buckets=tuple(bucket or ()),
+            task_ids=tuple(task or ()),
+            models=ModelIds(agent=agent_model, judge=judge_model, base_url=base_url),
+            options=RunOptions(
+                agent_model=agent_model,
+                trials=trials,
+                concurrency=concurrency,
+                mode=mode,  # type: ignore[arg-type]
+                reuse=not fresh,
+            ),
+        )
+        try:
+            with listening(events, quiet=as_json) as emit:
+                run, summary, path = asyncio.run(evaluate(request, state, emit))
+        except AllTrialsErroredError as err:
+            ui.error(str(err))
+            raise typer.Exit(EXIT_INFRA) from None
+        if as_json:
+            ui.print_json(
+                {
+                    "run": run.run_name,
+                    "report": str(path),
+                    "summary": summary.model_dump(mode="json", by_alias=True),
+                }
+            )
+            return
+        ui.show_summary(summary, str(path))
+
+    guarded(body)

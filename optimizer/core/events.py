@@ -1,0 +1,280 @@
+"""Typed events: what the loop reports while it works.
+
+Engine code (runner, optimize, review, nightly) never prints; it calls an `EventSink` with one of
+the models below. The terminal UI, the nightly engine and the `--events FILE` JSON-lines log all
+consume the same stream, so a misspelt event or field fails type checking instead of silently
+printing nothing. Every event carries its name (`event`) and the time it happened (`at`): one
+`model_dump_json()` is one log line, and `parse_event` reads it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event: str
+    at: datetime = Field(default_factory=_now)
+
+
+# --- one suite run (runner) -------------------------------------------------------------------
+
+
+class RunStarted(Event):
+    event: Literal["run_start"] = "run_start"
+    run: str
+    """The run name (unique per run; every trial event of the run names it)."""
+    label: str
+    """What the run is for, e.g. `baseline pkm_agent_capability`."""
+    suite: str
+    total: int
+    """Trials planned."""
+
+
+class TrialStarted(Event):
+    event: Literal["trial_start"] = "trial_start"
+    run: str
+    task: str
+    trial: int
+
+
+class TrialFinished(Event):
+    event: Literal["trial_end"] = "trial_end"
+    run: str
+    task: str
+    trial: int
+    bucket: str
+    status: str
+    cached: bool
+
+
+class RunFinished(Event):
+    event: Literal["run_end"] = "run_end"
+    run: str
+    suite: str
+
+
+class RunWarning(Event):
+    event: Literal["warning"] = "warning"
+    message: str
+
+
+# --- optimize / review / nightly ----------------------------------------------------------------
+
+
+class Phase(Event):
+    """A step of a workflow begins (one human-readable line)."""
+
+    event: Literal["phase"] = "phase"
+    message: str
+
+
+class BaselineReady(Event):
+    event: Literal["baseline"] = "baseline"
+    total: int
+    cached: int
+    """Trials of the baseline served from the trial cache."""
+
+
+class IterationStarted(Event):
+    event: Literal["iteration_start"] = "iteration_start"
+    iteration: int
+    branch: str
+    """The candidate branch this iteration will create."""
+
+
+class ProposalRequested(Event):
+    event: Literal["proposal"] = "proposal"
+    iteration: int
+    tokens: int
+    """Size of the package sent to the proposer."""
+    package: str
+    """Path of the package on disk: exactly what the proposer saw."""
+
+
+class ProposalRefused(Event):
+    """The guards refused the proposal before any evaluation was spent."""
+
+    event: Literal["refused"] = "refused"
+    iteration: int
+    reasons: list[str]
+
+
+class CandidateEvaluating(Event):
+    event: Literal["evaluating"] = "evaluating"
+    iteration: int
+    branch: str
+
+
+class ConfirmStarted(Event):
+    """Suspected regressions are re-run with more trials on both sides."""
+
+    event: Literal["confirm"] = "confirm"
+    buckets: list[str]
+    tasks: int
+
+
+class GateStage(Event):
+    """The sequential gate asks for more trials: which stage, why, and how many trials."""
+
+    event: Literal["gate_stage"] = "gate_stage"
+    iteration: int
+    stage: str
+    """screen | target | rest | confirm (see optimizer/gate/sequential.py)"""
+    reason: str
+    trials: int
+    """Trials this stage adds (per side)."""
+
+
+class VerdictReached(Event):
+    event: Literal["verdict"] = "verdict"
+    iteration: int
+    decision: str
+    """accept | reject | inconclusive"""
+    reasons: list[str]
+    branch: str | None
+    """The kept branch (None when it was deleted)."""
+
+
+class IterationFinished(Event):
+    event: Literal["iteration_end"] = "iteration_end"
+    iteration: int
+    outcome: str
+    """accepted | rejected | inconclusive | refused | error"""
+    branch: str | None
+    tokens: int
+
+
+class StepEstimated(Event):
+    """Nightly: the next step fits the budgets; what it is expected to cost."""
+
+    event: Literal["step_estimate"] = "step_estimate"
+    step: str
+    tokens: int
+    basis: str
+
+
+class BudgetStopped(Event):
+    """Nightly: the night stops because the next step would exceed a budget."""
+
+    event: Literal["budget_stop"] = "budget_stop"
+    step: str
+    budget: str
+    """usd | tokens | wall"""
+    detail: str
+
+
+AnyEvent = Annotated[
+    RunStarted
+    | TrialStarted
+    | TrialFinished
+    | RunFinished
+    | RunWarning
+    | Phase
+    | BaselineReady
+    | IterationStarted
+    | ProposalRequested
+    | ProposalRefused
+    | CandidateEvaluating
+    | ConfirmStarted
+    | GateStage
+    | VerdictReached
+    | IterationFinished
+    | StepEstimated
+    | BudgetStopped,
+    Field(discriminator="event"),
+]
+_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
+
+EventSink = Callable[[Event], None]
+"""Receives every event; must not raise (it runs inside the engine)."""
+
+
+def ignore(_event: Event) -> None:
+    """The sink of a caller that does not listen."""
+
+
+def fan_out(*sinks: EventSink | None) -> EventSink:
+    """One sink that forwards each event to every given sink, in order."""
+    live = [s for s in sinks if s is not None]
+
+    def sink(event: Event) -> None:
+        for s in live:
+            s(event)
+
+    return sink
+
+
+def parse_event(line: str) -> Event:
+    """One line of an events log back as its typed event."""
+    event: Event = _ADAPTER.validate_json(line)
+    return event
+
+
+class EventLog:
+    """`--events FILE`: appends one JSON object per event (with `event` and `at`) and flushes,
+    so a tail of the file follows the run live and a crash loses nothing written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh: IO[str] | None = None
+
+    def __enter__(self) -> EventLog:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = self.path.open("a", encoding="utf-8")
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __call__(self, event: Event) -> None:
+        if self._fh is None:
+            raise RuntimeError("EventLog used outside its `with` block")
+        self._fh.write(event.model_dump_json() + "\n")
+        self._fh.flush()
+
+
+__all__ = [
+    "AnyEvent",
+    "BaselineReady",
+    "BudgetStopped",
+    "CandidateEvaluating",
+    "ConfirmStarted",
+    "Event",
+    "EventLog",
+    "EventSink",
+    "IterationFinished",
+    "IterationStarted",
+    "Phase",
+    "ProposalRefused",
+    "ProposalRequested",
+    "RunFinished",
+    "RunStarted",
+    "RunWarning",
+    "StepEstimated",
+    "TrialFinished",
+    "TrialStarted",
+    "VerdictReached",
+    "fan_out",
+    "ignore",
+    "parse_event",
+]

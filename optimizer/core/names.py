@@ -1,0 +1,39 @@
+"""Names chosen by the user: agents from the agent registry, and the did-you-mean hint that every
+"unknown name" error of the optimizer carries."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+
+def did_you_mean(value: str, options: Iterable[str]) -> str:
+    """` Did you mean 'x'?` for the closest option, or '' when none is close."""
+    hint = difflib.get_close_matches(value, list(options), n=1)
+    return f" Did you mean '{hint[0]}'?" if hint else ""
+
+
+def agent_names() -> tuple[str, ...]:
+    """The agents promptloop can run, from the agent registry (sorted)."""
+    from agents.registry import AGENTS
+
+    return tuple(sorted(AGENTS))
+
+
+def check_agent(name: str) -> str:
+    """`name` if the registry knows it, else a ValueError listing the known agents."""
+    known = agent_names()
+    if name not in known:
+        raise ValueError(
+            f"unknown agent '{name}'.{did_you_mean(name, known)} Known agents: {', '.join(known)}"
+        )
+    return name
+
+
+AgentName = Annotated[str, AfterValidator(check_agent)]
+"""A pydantic field type: an agent name the registry knows."""
+
+__all__ = ["AgentName", "agent_names", "check_agent", "did_you_mean"]

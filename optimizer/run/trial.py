@@ -1,0 +1,224 @@
+"""One trial: a fresh workspace -> the agent under a timeout -> outcome -> grades.
+
+A trial that hits an infrastructure error (provider down, key rejected, replay miss, judge
+unreachable) is `errored` and never scored as an agent failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from agents.base import AgentInput, OutcomeSession, prepare_workspace
+from agents.llm.errors import ModelError
+from agents.llm.types import ModelClient, ModelSettings
+from agents.registry import get_agent
+from agents.runtime import RuntimeConfig, run_agent
+from agents.transcript import Transcript
+from graders.base import GradeContext, Score
+from graders.registry import run_grader, trial_passed
+from optimizer.core.results import TrialResult
+from optimizer.core.suites import LoadedTask, Suite
+from optimizer.run.cache import Mode, RecordReplayClient
+from optimizer.run.workspaces import build_workspace, new_trial_dir, remove_tree
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    agent_model: str
+    judge_model: str | None = None
+    trials: int | None = None
+    """Override of trials_per_run for every task (None = the task's own)."""
+    concurrency: int | None = None
+    mode: Mode = "live"
+    state_dir: Path = Path(".promptloop")
+    prompt_text: str | None = None
+    """The system prompt to evaluate; None = read prompts/<agent>.md now."""
+    prompts_dir: Path | None = None
+    reuse: bool = True
+    timeout_s: float | None = None
+    run_name: str | None = None
+    label: str = ""
+    """What the run is for (`baseline pkm_agent_capability`), for progress displays."""
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    judge_settings: ModelSettings = field(
+        default_factory=lambda: ModelSettings(temperature=0.0, max_tokens=600)
+    )
+    trial_indices: dict[str, list[int]] | None = None
+    """Run only these trial indices per task id (confirmatory reruns)."""
+
+
+async def _grade(
+    task: LoadedTask,
+    outcome: dict[str, Any],
+    transcript: Transcript,
+    judge: ModelClient | None,
+    settings: ModelSettings,
+) -> list[Score]:
+    ctx = GradeContext(
+        task_id=task.id,
+        agent_name="",
+        fact_id=task.spec.input.fact_id,
+        input_content=task.spec.input.content,
+        outcome=outcome,
+        transcript=transcript,
+        expected_outcome=(
+            task.spec.reference_solution.expected_outcome if task.spec.reference_solution else None
+        ),
+        judge=judge,
+        judge_settings=settings,
+    )
+    return list(
+        await asyncio.gather(*(run_grader(g.name, g.config, ctx) for g in task.spec.graders))
+    )
+
+
+@dataclass
+class _Attempt:
+    """What one trial came to: status, why, the outcome and the grades."""
+
+    status: str = "errored"
+    reason: str | None = None
+    infra: str | None = None
+    outcome: dict[str, Any] = field(default_factory=dict)
+    scores: list[Score] = field(default_factory=list)
+
+
+async def run_trial(
+    suite: Suite,
+    task: LoadedTask,
+    index: int,
+    prompt: str,
+    agent: ModelClient,
+    judge: ModelClient | None,
+    options: RunOptions,
+) -> TrialResult:
+    started = datetime.now(UTC)
+    transcript = Transcript()
+    tmp = new_trial_dir()
+    try:
+        got = await _attempt(suite, task, index, prompt, (agent, judge), options, transcript, tmp)
+    finally:
+        await remove_tree(tmp)
+    return TrialResult(
+        task_id=task.id,
+        bucket=task.bucket,
+        trial_index=index,
+        status=got.status,  # type: ignore[arg-type]
+        started_at=started,
+        ended_at=datetime.now(UTC),
+        failure_reason=got.reason,
+        infra_error=got.infra,
+        transcript=transcript,
+        outcome=got.outcome,
+        scores=got.scores,
+    )
+
+
+def _recorded(
+    suite: Suite,
+    task: LoadedTask,
+    index: int,
+    clients: tuple[ModelClient, ModelClient | None],
+    options: RunOptions,
+) -> tuple[ModelClient, ModelClient | None]:
+    """The agent and judge behind record/replay, salted per trial."""
+    agent, judge = clients
+    salt = f"{suite.name}/{task.id}#{index}"
+    calls = options.state_dir / "recordings"
+    agent_c = RecordReplayClient(agent, calls, options.mode, salt, options.agent_model)
+    judge_c = (
+        RecordReplayClient(judge, calls, options.mode, salt + "/judge", options.judge_model or "")
+        if judge is not None or options.mode == "replay"
+        else None
+    )
+    return agent_c, judge_c
+
+
+async def _attempt(
+    suite: Suite,
+    task: LoadedTask,
+    index: int,
+    prompt: str,
+    clients: tuple[ModelClient, ModelClient | None],
+    options: RunOptions,
+    transcript: Transcript,
+    tmp: Path,
+) -> _Attempt:
+    agent_c, judge_c = _recorded(suite, task, index, clients, options)
+    agent_input = AgentInput(
+        fact_id=task.spec.input.fact_id,
+        content=task.spec.input.content,
+        published_at=suite.published_at,
+        user_language=task.spec.metadata.get("user_language", "English"),
+    )
+    got = _Attempt()
+    session: OutcomeSession | None = None
+    timeout = options.timeout_s or task.spec.timeout_seconds
+    try:
+        # File work (fixture copy, snapshots) runs in a worker thread so the event loop
+        # keeps serving the other trials' model calls meanwhile.
+        session = await asyncio.to_thread(_open_session, suite, task, tmp, agent_input, prompt)
+        async with asyncio.timeout(timeout):
+            await run_agent(agent_c, session, options.runtime, transcript)
+        got.outcome = plain_outcome(await asyncio.to_thread(session.outcome, transcript))
+        got.scores = await _grade(task, got.outcome, transcript, judge_c, options.judge_settings)
+        _decide(got)
+    except TimeoutError:
+        got.status, got.reason = "timedOut", f"trial exceeded {timeout:g}s"
+        transcript.event("timeout", got.reason)
+        if session is not None:
+            got.outcome = plain_outcome(await asyncio.to_thread(session.outcome, transcript))
+    except ModelError as err:
+        got.status, got.infra = "errored", f"{type(err).__name__}: {err}"
+        got.reason = got.infra
+    except Exception as err:  # a harness bug must not kill the whole run
+        got.status, got.infra = "errored", f"harness error {type(err).__name__}: {err}"
+        got.reason = got.infra
+        transcript.event("exception", got.infra)
+    return got
+
+
+def _decide(got: _Attempt) -> None:
+    """passed / failed from the grades, or errored when the judge could not be reached."""
+    judge_errors = [
+        s for s in got.scores if s.metadata.get("error_module") == ModelError.__module__
+    ]
+    if judge_errors:
+        # the judge could not be reached: infrastructure, not a 0 score for the agent
+        got.status = "errored"
+        got.infra = got.reason = f"judge failed: {judge_errors[0].rationale}"
+    elif trial_passed(got.scores, bool(got.outcome.get("is_complete"))):
+        got.status = "passed"
+    else:
+        got.status = "failed"
+        got.reason = _failure_reason(got.outcome, got.scores)
+
+
+def _open_session(
+    suite: Suite, task: LoadedTask, dest: Path, agent_input: AgentInput, prompt: str
+) -> OutcomeSession:
+    ws = build_workspace(task, dest)
+    prepare_workspace(ws, agent_input)
+    return get_agent(suite.agent_name)(ws, agent_input, prompt)
+
+
+def plain_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
+    """Outcome values as plain JSON data, so cached and saved trials load back identically."""
+    return {
+        k: (v.model_dump(mode="json") if isinstance(v, BaseModel) else v)
+        for k, v in outcome.items()
+    }
+
+
+def _failure_reason(outcome: dict[str, Any], scores: list[Score]) -> str:
+    if not outcome.get("is_complete"):
+        missing = outcome.get("missing_requirements") or []
+        return "incomplete: " + (", ".join(missing) or "agent did not finish")
+    failed = [s.grader for s in scores if s.passed is False]
+    return "failed graders: " + ", ".join(failed) if failed else "no grader decided"

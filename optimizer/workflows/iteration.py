@@ -1,0 +1,311 @@
+"""One optimize iteration: package -> proposal -> guards -> candidate branch -> rerun -> verdict.
+
+Refused proposals cost no evaluation. The candidate lives on its own branch in a temporary
+worktree; the branch is kept only when accepted (or with --keep-rejected). Whatever happens,
+the iteration ends up in the ledger with what it cost.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agents.llm.errors import ModelError
+from agents.llm.types import Usage
+from optimizer.core.events import (
+    CandidateEvaluating,
+    GateStage,
+    IterationFinished,
+    IterationStarted,
+    ProposalRefused,
+    ProposalRequested,
+    VerdictReached,
+)
+from optimizer.core.ledger import LedgerEntry, diff_hash
+from optimizer.core.results import RunResult
+from optimizer.gate.compare import BucketComparison
+from optimizer.gate.policy import Verdict
+from optimizer.gate.sequential import TrialRequest
+from optimizer.git import Candidate
+from optimizer.propose.guards import PreparedPatch, prepare_patch
+from optimizer.propose.literals import LiteralIndex
+from optimizer.propose.package import export_failing, render_failing_markdown
+from optimizer.propose.patch import PatchError
+from optimizer.propose.proposer import (
+    PackageInput,
+    Proposal,
+    ProposerError,
+    UnusableProposalError,
+    ask_model,
+    build_package,
+    counter_examples,
+    hypothesis_from_output,
+    run_command,
+)
+from optimizer.report.table import verdict_table
+from optimizer.workflows.gating import run_gate
+from optimizer.workflows.optimize_models import Baseline, IterationResult
+from optimizer.workflows.pr import commit_message, pr_body, trial_changes
+
+if TYPE_CHECKING:
+    from optimizer.workflows.optimize import Optimizer
+
+MANUAL = Path(__file__).resolve().parents[2] / "manuals" / "prompt_engineering.md"
+
+
+class Iteration:
+    """Iteration `n` of the session `opt`, against its evaluated `baseline`."""
+
+    def __init__(self, opt: Optimizer, n: int, baseline: Baseline, literals: LiteralIndex) -> None:
+        self.opt, self.c, self.n = opt, opt.c, n
+        self.base = baseline
+        self.literals = literals
+        self.it = IterationResult(iteration=n, outcome="error")
+        self.entry: dict[str, Any] = {}
+        """Ledger fields of the outcome; empty until the iteration concluded."""
+        self.keep = False
+        usage = opt.models.usage
+        self._tokens0, self._usd0 = usage.total_tokens, opt.models.usd()
+
+    # --- accounting -----------------------------------------------------------------------
+    def tokens(self) -> int:
+        return self.opt.models.usage.total_tokens - self._tokens0
+
+    def usd(self) -> float | None:
+        now = self.opt.models.usd()
+        return None if now is None or self._usd0 is None else now - self._usd0
+
+    # --- the iteration --------------------------------------------------------------------
+    async def run(self) -> IterationResult:
+        opt, c, it = self.opt, self.c, self.it
+        branch = opt.git.unique_branch_name(c.suite, c.bucket, uuid.uuid4().hex[:8])
+        opt.emit(IterationStarted(iteration=self.n, branch=branch))
+        try:
+            with opt.git.candidate(self.base.base_sha, branch) as cand:
+                await self._in_candidate(cand)
+            return it
+        finally:
+            if not self.keep and opt.git.branch_exists(branch):
+                opt.git.delete_branch(branch)
+            if self.entry:
+                it.tokens = self.tokens()
+                opt.ledger.append(self._ledger_entry())
+                opt.emit(
+                    IterationFinished(
+                        iteration=self.n, outcome=it.outcome, branch=it.branch, tokens=it.tokens
+                    )
+                )
+
+    async def _in_candidate(self, cand: Candidate) -> None:
+        it = self.it
+        try:
+            proposal, it.package_path = await self._propose(cand.path)
+            it.hypothesis = proposal.hypothesis
+            prepared = self._prepare(proposal.diff)
+        except (ProposerError, PatchError, ModelError) as err:
+            unusable = isinstance(err, PatchError | UnusableProposalError)
+            it.outcome = "refused" if unusable else "error"
+            it.reasons = [f"{type(err).__name__}: {err}"]
+            self.entry = {"outcome": it.outcome, "reasons": it.reasons, "hypothesis": it.hypothesis}
+            return
+        it.diff = prepared.diff
+        violations = self._violations(prepared)
+        if violations:
+            it.outcome = "refused"
+            it.reasons = [v["message"] for v in violations]
+            self.entry = {
+                "outcome": "refused",
+                "reasons": it.reasons,
+                "guard_violations": violations,
+                "hypothesis": it.hypothesis,
+                "diff": prepared.diff,
+                "diff_hash": diff_hash(prepared.diff),
+            }
+            self.opt.emit(ProposalRefused(iteration=self.n, reasons=it.reasons))
+            return
+        (cand.path / self.c.prompt_path).write_text(prepared.new_text, encoding="utf-8")
+        self.opt.emit(CandidateEvaluating(iteration=self.n, branch=cand.branch))
+        await self._conclude(cand, prepared.new_text)
+
+    async def _conclude(self, cand: Candidate, new_prompt: str) -> None:
+        """Evaluate the candidate, commit it with the verdict, and keep or drop the branch."""
+        c, it = self.c, self.it
+        verdict, comps, base_for_pr, cand_runs = await self._evaluate(new_prompt)
+        it.commit = self.opt.git.commit(
+            cand,
+            [c.prompt_path],
+            commit_message(c.suite, c.bucket, it.hypothesis, verdict, comps),
+        )
+        it.outcome = {"accept": "accepted", "reject": "rejected"}.get(
+            verdict.decision, "inconclusive"
+        )
+        it.reasons = list(verdict.reasons)
+        it.verdict_table = verdict_table(comps, verdict.target_bucket)
+        self.keep = it.outcome == "accepted" or c.keep_rejected
+        it.branch = cand.branch if self.keep else None
+        it.tokens = self.tokens()
+        if it.outcome == "accepted":
+            it.pr_body_path = str(
+                self._write_pr(cand.branch, verdict, comps, base_for_pr, cand_runs)
+            )
+        self.entry = {
+            "outcome": it.outcome,
+            "reasons": it.reasons,
+            "hypothesis": it.hypothesis,
+            "diff": it.diff,
+            "diff_hash": diff_hash(it.diff),
+            "verdict_table": it.verdict_table,
+            "branch": it.branch,
+            "commit": it.commit,
+            "pr_body_path": it.pr_body_path,
+        }
+        self.opt.emit(
+            VerdictReached(
+                iteration=self.n,
+                decision=verdict.decision,
+                reasons=list(verdict.reasons),
+                branch=it.branch,
+            )
+        )
+
+    # --- proposal -------------------------------------------------------------------------
+    def _package(self) -> PackageInput:
+        c, runs = self.c, self.base.runs
+        target_run, local = self.opt.target_runs(runs)
+        export = export_failing(target_run, local)
+        budget = c.token_budget or (2500 if c.proposer_id.startswith("local:") else 12_000)
+        return PackageInput(
+            prompt_path=c.prompt_path,
+            prompt_text=self.base.base_prompt,
+            bucket=c.bucket,
+            failing_md=render_failing_markdown(export),
+            counter_md=counter_examples(
+                [target_run if r.run_name == target_run.run_name else r for r in runs], local),
+            manual=MANUAL.read_text(encoding="utf-8"),
+            rejected=self.opt.ledger.rejected(c.suite, c.bucket),
+            max_changed_lines=c.max_changed_lines,
+            token_budget=budget,
+            fmt=c.fmt,
+        )
+
+    def _prepare(self, diff: str) -> PreparedPatch:
+        return prepare_patch(
+            diff,
+            target_path=self.c.prompt_path,
+            original=self.base.base_prompt,
+            protected_literals=self.literals,
+            max_changed_lines=self.c.max_changed_lines,
+            max_removed_share=self.c.max_removed_share,
+        )
+
+    async def _propose(self, worktree: Path) -> tuple[Proposal, str]:
+        """The proposal and the path of the package it was made from."""
+        c = self.c
+        package_input = self._package()
+        package = build_package(package_input)
+        folder = self.opt.session_dir / f"iter-{self.n}"
+        path = package.write(folder)
+        self.opt.emit(ProposalRequested(iteration=self.n, tokens=package.tokens, package=str(path)))
+        if c.proposer_cmd:
+            out = await run_command(c.proposer_cmd, worktree, path, c.prompt_path, c.bucket)
+            diff = self.opt.git.staged_diff(worktree)
+            (folder / "reply.md").write_text(out, encoding="utf-8")
+            return Proposal(hypothesis_from_output(out), diff, out, 1, Usage(), "command"), str(
+                path
+            )
+        proposal = await ask_model(
+            self.opt.models.proposer,
+            package,
+            fmt=package_input.fmt,
+            prompt_path=c.prompt_path,
+            original=self.base.base_prompt,
+            check=lambda d: _discard(self._prepare(d)),
+        )
+        (folder / "reply.md").write_text(proposal.raw_reply, encoding="utf-8")
+        return proposal, str(path)
+
+    def _violations(self, prepared: PreparedPatch) -> list[dict[str, str]]:
+        """Guard refusals of a prepared patch, plus a repeat of an idea already in the ledger."""
+        out = [{"code": v.code, "message": v.message} for v in prepared.violations]
+        seen = self.opt.ledger.seen_diff(self.c.suite, self.c.bucket, diff_hash(prepared.diff))
+        if seen is not None and not out:
+            out.append(
+                {
+                    "code": "duplicate",
+                    "message": (
+                        f"the same change was already evaluated as {seen.id} ({seen.outcome})"
+                    ),
+                }
+            )
+        return out
+
+    # --- evaluation -----------------------------------------------------------------------
+    async def _evaluate(
+        self, new_prompt: str
+    ) -> tuple[Verdict, list[BucketComparison], list[RunResult], list[RunResult]]:
+        """The sequential gate (optimizer/gate/sequential.py) over real runs: the target's
+        tasks first, rounds of trials only where the decision needs them, then the rest.
+        Returns the verdict, the comparisons and the pooled base and candidate runs."""
+        opt = self.opt
+
+        def stage(req: TrialRequest) -> None:
+            opt.emit(GateStage(iteration=self.n, stage=req.stage, reason=req.reason,
+                               trials=sum(len(v) for v in req.indices.values())))
+
+        gated = await run_gate(self.base.suites, self.base.runs,
+                               (self.base.base_prompt, new_prompt), self.c.bucket,
+                               self.c.policy, opt.run, heldout=opt.heldout, on_stage=stage)
+        return gated.verdict, gated.comparisons, gated.base_runs, gated.cand_runs
+
+    # --- records --------------------------------------------------------------------------
+    def _ledger_entry(self) -> LedgerEntry:
+        c = self.c
+        return LedgerEntry(
+            id=f"{self.opt.session}-{self.n}",
+            suite=c.suite,
+            agent=c.suite,
+            bucket=c.bucket,
+            iteration=self.n,
+            base_commit=self.base.base_sha,
+            prompt_path=c.prompt_path,
+            proposer=c.proposer_cmd or c.proposer_id,
+            tokens={"total": self.it.tokens},
+            cost_usd=self.usd(),
+            package_path=self.it.package_path,
+            **self.entry,
+        )
+
+    def _write_pr(
+        self,
+        branch: str,
+        verdict: Verdict,
+        comps: list[BucketComparison],
+        base: list[RunResult],
+        cand: list[RunResult],
+    ) -> Path:
+        it = self.it
+        body = pr_body(
+            suite=self.c.suite,
+            bucket=self.c.bucket,
+            branch=branch,
+            hypothesis=it.hypothesis,
+            diff=it.diff,
+            verdict=verdict,
+            comparisons=comps,
+            changes=[trial_changes(b, c) for b, c in zip(base, cand, strict=True)],
+            tokens=it.tokens,
+            cost_usd=self.usd(),
+            base_commit=self.base.base_sha,
+        )
+        path = self.opt.session_dir / f"iter-{self.n}" / "PR.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body, encoding="utf-8")
+        return path
+
+
+def _discard(_value: object) -> None:
+    return None
+
+
+__all__ = ["MANUAL", "Iteration"]

@@ -1,0 +1,141 @@
+"""What a review is given and what it finds: `ReviewConfig`, `ReviewResult` (+ per agent), and
+the paired trials whose pass/fail flipped between the refs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from optimizer.core.buckets import bucket_prefix
+from optimizer.core.config import DEFAULT_AGENT_MODEL
+from optimizer.core.names import AgentName
+from optimizer.core.results import RunResult
+from optimizer.gate.compare import BucketComparison, GatePolicy
+from optimizer.gate.policy import ReviewDecision
+from optimizer.propose.package import FailingTrial, export_failing
+from optimizer.run.models import ModelIds
+
+REVIEW_VERSION = 1
+
+
+class ReviewConfig(BaseModel):
+    """Everything one review needs; the CLI flags map onto these fields one to one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: str
+    head: str = "HEAD"
+    suite: AgentName | None = None
+    """Review only this agent; None = every agent whose prompt differs."""
+    agent_model: str = DEFAULT_AGENT_MODEL
+    judge_model: str | None = None
+    base_url: str | None = None
+    trials: int | None = Field(None, ge=1)
+    concurrency: int | None = Field(None, ge=1)
+    confirm_trials: int = Field(2, ge=0)
+    kinds: tuple[str, ...] = ("capability", "regression")
+    policy: GatePolicy = Field(default_factory=GatePolicy)
+    repo: Path | None = None
+    state_dir: Path = Path(".promptloop")
+
+    @property
+    def model_ids(self) -> ModelIds:
+        return ModelIds(agent=self.agent_model, judge=self.judge_model, base_url=self.base_url)
+
+
+class TrialChange(BaseModel):
+    """A paired trial whose pass/fail flipped between base and head."""
+
+    bucket: str
+    task_id: str
+    trial_index: int
+    status: str
+    failure_reason: str | None = None
+    detail: FailingTrial | None = None
+    """For newly failing trials: input, grader verdicts with rationales, tool trace."""
+
+
+class AgentReview(BaseModel):
+    agent: str
+    prompt_path: str
+    decision: ReviewDecision
+    reasons: list[str]
+    regressed: list[str]
+    improved: list[str]
+    comparisons: list[BucketComparison]
+    confirmed_buckets: list[str] = Field(default_factory=list)
+    """Buckets that looked regressed and were re-run with extra trials before the verdict."""
+    base_runs: list[str]
+    head_runs: list[str]
+    base_trials: int
+    base_cached_trials: int
+    head_trials: int
+    head_cached_trials: int
+    newly_failing: list[TrialChange] = Field(default_factory=list)
+    fixed: list[TrialChange] = Field(default_factory=list)
+
+
+class ReviewResult(BaseModel):
+    version: int = REVIEW_VERSION
+    status: Literal["reviewed", "nothing_to_review"]
+    decision: ReviewDecision | None = None
+    message: str
+    review_id: str
+    base_ref: str
+    head_ref: str
+    base_commit: str
+    head_commit: str
+    agent_model: str
+    policy: GatePolicy = Field(default_factory=GatePolicy)
+    confirm_trials: int = 0
+    agents: list[AgentReview] = Field(default_factory=list)
+    unchanged: list[str] = Field(default_factory=list)
+    """Agents whose prompt is identical at both refs."""
+    notes: list[str] = Field(default_factory=list)
+    diff: str = ""
+    tokens: int = 0
+    review_dir: str = ""
+    comment_path: str | None = None
+
+    @property
+    def regressed_buckets(self) -> list[str]:
+        return [f"{a.agent}:{b}" for a in self.agents for b in a.regressed]
+
+
+def combine(decisions: list[ReviewDecision]) -> ReviewDecision:
+    """Overall decision over agents, with the same rule as for buckets."""
+    if "regresses" in decisions:
+        return "regresses"
+    return "improves" if "improves" in decisions else "neutral"
+
+
+def trial_flips(base: RunResult, head: RunResult) -> tuple[list[TrialChange], list[TrialChange]]:
+    """(newly failing, fixed) paired trials, in task order; errored trials are not evidence."""
+    prefix = bucket_prefix(base.suite_kind)
+    before = {(t.task_id, t.trial_index): t for t in base.trials if t.counts}
+    rank = {tid: i for i, tid in enumerate(head.task_ids)}
+    broken: list[TrialChange] = []
+    fixed: list[TrialChange] = []
+    for t in sorted(head.trials, key=lambda t: (rank.get(t.task_id, 1 << 30), t.trial_index)):
+        b = before.get((t.task_id, t.trial_index))
+        if b is None or not t.counts or b.passed == t.passed:
+            continue
+        change = TrialChange(
+            bucket=prefix + head.task_buckets.get(t.task_id, t.bucket),
+            task_id=t.task_id,
+            trial_index=t.trial_index,
+            status=t.status,
+            failure_reason=t.failure_reason,
+        )
+        (fixed if t.passed else broken).append(change)
+    if broken:
+        details: dict[tuple[str, int], FailingTrial] = {}
+        for bucket in sorted({c.bucket[len(prefix) :] for c in broken}):
+            export = export_failing(head, bucket, max_trials=len(head.trials))
+            details.update({(f.task_id, f.trial_index): f for f in export.trials})
+        broken = [
+            c.model_copy(update={"detail": details.get((c.task_id, c.trial_index))}) for c in broken
+        ]
+    return broken, fixed

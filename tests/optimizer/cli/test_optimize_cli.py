@@ -1,0 +1,81 @@
+"""`promptloop optimize` through the CLI on the scripted setup: the `--events` log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agents.llm.registry import SCRIPTED_MODELS
+from agents.llm.scripted import ScriptedModel, reply
+from optimizer.cli.app import app
+from optimizer.core.events import (
+    BaselineReady,
+    IterationFinished,
+    IterationStarted,
+    RunStarted,
+    TrialFinished,
+    VerdictReached,
+    parse_event,
+)
+from tests.optimizer.workflows.test_optimize import GOOD
+
+TRIAL_EVENTS = {"trial_start", "trial_end"}
+
+
+def test_events_log_of_an_optimize_run(
+    repo: Path, state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(SCRIPTED_MODELS, "proposer", lambda: ScriptedModel([reply(GOOD)]))
+    monkeypatch.chdir(repo)
+    log = tmp_path / "events.jsonl"
+    log.write_text("")  # the log is appended to, never truncated
+    args = ["optimize", "--suite", "pkm_agent", "--bucket", "skip_trivial", "--iterations", "1",
+            "--agent-model", "scripted:pkm", "--proposer-model", "scripted:proposer",
+            "--proposer-format", "diff", "--out", str(state), "--events", str(log), "--json"]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.stdout)
+    [it] = result["iterations"]
+    assert it["outcome"] == "accepted"
+
+    lines = log.read_text().splitlines()
+    raw = [json.loads(line) for line in lines]
+    assert all({"event", "at"} <= set(r) for r in raw)
+    events = [parse_event(line) for line in lines]
+    assert [e.at for e in events] == sorted(e.at for e in events)
+    assert [e.event for e in events if e.event not in TRIAL_EVENTS] == [
+        "phase",
+        "run_start", "run_end",  # baseline: capability
+        "run_start", "run_end",  # baseline: regression
+        "baseline",
+        "iteration_start",
+        "proposal",
+        "evaluating",
+        # the sequential gate: the candidate on the target bucket first ...
+        "gate_stage", "run_start", "run_end",
+        # ... a round of more trials on both sides while the target is undecided ...
+        "gate_stage", "run_start", "run_end", "run_start", "run_end",
+        # ... then every other bucket, once the target improved
+        "gate_stage", "run_start", "run_end", "run_start", "run_end",
+        "verdict",
+        "iteration_end",
+    ]
+    runs = [e for e in events if isinstance(e, RunStarted)]
+    assert [r.label for r in runs] == [
+        "baseline pkm_agent_capability", "baseline pkm_agent_regression",
+        "candidate (screen) pkm_agent_capability",
+        "gate base pkm_agent_capability", "candidate (target) pkm_agent_capability",
+        "candidate (rest) pkm_agent_capability", "candidate (rest) pkm_agent_regression"]
+    for r in runs:  # every trial of a run is reported once, under its run
+        ends = [e for e in events if isinstance(e, TrialFinished) and e.run == r.run]
+        assert len(ends) == r.total == len({(e.task, e.trial) for e in ends})
+    by_name = {e.event: e for e in events}
+    assert isinstance(by_name["baseline"], BaselineReady) and by_name["baseline"].total == 16
+    start, verdict, end = by_name["iteration_start"], by_name["verdict"], by_name["iteration_end"]
+    assert isinstance(start, IterationStarted) and start.branch == it["branch"]
+    assert isinstance(verdict, VerdictReached) and verdict.decision == "accept"
+    assert isinstance(end, IterationFinished) and end.outcome == "accepted"
+    assert end.branch == it["branch"] and end.tokens == it["tokens"] > 0
