@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Literal, Protocol
 
 from agents.llm.errors import ModelError
-from agents.llm.types import Message, ModelClient, ModelSettings, ToolCall
+from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolCall, ToolSpec
 from agents.tools import Tool, ToolResult
 from agents.transcript import ToolCallRecord, Transcript, utcnow
 
@@ -114,41 +114,10 @@ async def run_agent(
         for turn in range(config.max_turns):
             metrics.n_turns += 1
             settings = first_turn if turn == 0 else config.settings
-            t0 = time.perf_counter()
-            try:
-                response = await client.complete(messages, tools=specs, settings=settings)
-            except ModelError as err:
-                transcript.event("infra_error", f"{type(err).__name__}: {err}")
-                raise
-            finally:
-                metrics.model_seconds += time.perf_counter() - t0
-            metrics.n_model_calls += 1
-            metrics.usage = metrics.usage + response.usage
-            if response.retries:
-                metrics.n_retries += response.retries
-                transcript.event("retry", f"{response.retries} retried attempt(s)")
-            messages.append(Message.assistant(response.text, response.tool_calls))
+            response = await _model_turn(client, transcript, specs, settings)
             if not response.tool_calls:
                 break
-            t1 = time.perf_counter()
-            results = await asyncio.gather(*(_run_tool(tools, c) for c in response.tool_calls))
-            metrics.tool_seconds += time.perf_counter() - t1
-            for call, (result, started, ended) in zip(response.tool_calls, results, strict=True):
-                metrics.n_tool_calls += 1
-                transcript.tool_calls.append(
-                    ToolCallRecord(
-                        call_id=call.id,
-                        tool_name=call.name,
-                        arguments=call.arguments,
-                        raw_arguments=call.raw_arguments if call.parse_error else None,
-                        result=result.content,
-                        is_error=result.is_error,
-                        started_at=_dt(started),
-                        ended_at=_dt(ended),
-                    )
-                )
-                messages.append(Message.tool(call, result.content, is_error=result.is_error))
-                stopped = stopped or result.stop
+            stopped = await _tool_turn(tools, transcript, response.tool_calls) or stopped
             if stopped:
                 transcript.event("stop", "a tool ended the run")
                 break
@@ -174,6 +143,56 @@ async def run_agent(
             transcript.event("reminder", reminder, missing=missing)
             messages.append(Message.user(reminder))
     return transcript
+
+
+async def _model_turn(
+    client: ModelClient, transcript: Transcript, specs: list[ToolSpec], settings: ModelSettings
+) -> ModelResponse:
+    """One model call, metered into the transcript; a ModelError is recorded and re-raised."""
+    metrics = transcript.metrics
+    t0 = time.perf_counter()
+    try:
+        response = await client.complete(transcript.messages, tools=specs, settings=settings)
+    except ModelError as err:
+        transcript.event("infra_error", f"{type(err).__name__}: {err}")
+        raise
+    finally:
+        metrics.model_seconds += time.perf_counter() - t0
+    metrics.n_model_calls += 1
+    metrics.usage = metrics.usage + response.usage
+    if response.retries:
+        metrics.n_retries += response.retries
+        transcript.event("retry", f"{response.retries} retried attempt(s)")
+    transcript.messages.append(Message.assistant(response.text, response.tool_calls))
+    return response
+
+
+async def _tool_turn(
+    tools: dict[str, Tool], transcript: Transcript, calls: Sequence[ToolCall]
+) -> bool:
+    """Run one turn's tool calls in parallel and record them; True when a tool stopped the run."""
+    metrics = transcript.metrics
+    t1 = time.perf_counter()
+    results = await asyncio.gather(*(_run_tool(tools, c) for c in calls))
+    metrics.tool_seconds += time.perf_counter() - t1
+    stopped = False
+    for call, (result, started, ended) in zip(calls, results, strict=True):
+        metrics.n_tool_calls += 1
+        transcript.tool_calls.append(
+            ToolCallRecord(
+                call_id=call.id,
+                tool_name=call.name,
+                arguments=call.arguments,
+                raw_arguments=call.raw_arguments if call.parse_error else None,
+                result=result.content,
+                is_error=result.is_error,
+                started_at=_dt(started),
+                ended_at=_dt(ended),
+            )
+        )
+        transcript.messages.append(Message.tool(call, result.content, is_error=result.is_error))
+        stopped = stopped or result.stop
+    return stopped
 
 
 def _dt(ts: float) -> datetime:
