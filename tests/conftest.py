@@ -33,3 +33,12 @@ SCRIPTED_MODELS.update(
 def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A fresh promptloop state folder."""
     yield tmp_path_factory.mktemp("state")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_concurrency_levels() -> None:
+    """Every test starts each provider at its configured concurrency (the adaptive limit
+    otherwise carries what an earlier test's 429s taught it)."""
+    from optimizer.run.adaptive import forget_learned
+
+    forget_learned()

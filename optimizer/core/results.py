@@ -47,6 +47,18 @@ class TrialResult(BaseModel):
         return sum(vals) / len(vals) if vals else 0.0
 
 
+class ConcurrencyStats(BaseModel):
+    """What a run's adaptive limit did."""
+
+    configured: int
+    peak: int = 0
+    """Most trials that actually ran at once."""
+    lowest_limit: int
+    final_limit: int
+    decreases: int = 0
+    increases: int = 0
+
+
 class Provenance(BaseModel):
     git_commit: str | None = None
     git_dirty: bool | None = None
@@ -73,6 +85,8 @@ class RunResult(BaseModel):
     ended_at: datetime
     provenance: Provenance = Field(default_factory=Provenance)
     trials: list[TrialResult] = Field(default_factory=list)
+    concurrency: ConcurrencyStats | None = None
+    """What the adaptive concurrency limit did during the run (None: no trial ran live)."""
 
     @property
     def all_errored(self) -> bool:

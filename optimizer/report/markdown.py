@@ -139,7 +139,17 @@ def _provenance(run: RunResult) -> list[str]:
         f"- Agent model: {p.agent_model or 'n/a'}; judge model: {p.judge_model or 'none'}",
         f"- Prompt hash: {hashes}",
         f"- Suite hash: {p.suite_hash[:12] or 'n/a'}; mode: {p.mode}",
+        *_concurrency(run),
     ]
+
+
+def _concurrency(run: RunResult) -> list[str]:
+    c = run.concurrency
+    if c is None:
+        return []
+    pushed = (f"; the provider pushed back {c.decreases} time(s), lowest limit {c.lowest_limit}"
+              if c.decreases else "")
+    return [f"- Concurrency: configured {c.configured}, reached {c.peak}{pushed}"]
 
 
 def ordered_trials(run: RunResult, statuses: Sequence[str]) -> list[TrialResult]:

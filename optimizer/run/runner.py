@@ -26,6 +26,7 @@ from optimizer.core.events import (
 )
 from optimizer.core.results import Provenance, RunResult, TrialResult
 from optimizer.core.suites import LoadedTask, Suite
+from optimizer.run.adaptive import AdaptiveLimit, overloaded, provider_key
 from optimizer.run.cache import atomic_write_text, text_hash, trial_cache_key
 from optimizer.run.trial import RunOptions, run_trial
 from optimizer.run.workspaces import sweep_stale_trials
@@ -138,6 +139,7 @@ async def run_suite(
             }
         ),
         trials=list(trials),
+        concurrency=trial.limit.stats if trial.live else None,
     )
     emit(RunFinished(run=run_name, suite=suite.name))
     return run
@@ -162,7 +164,9 @@ class _TrialRunner:
         self.run_name, self.emit = run_name, emit
         self.prompt_hash = text_hash(prompt)
         self.cache_dir = options.state_dir / "cache" / "trials"
-        self.sem = asyncio.Semaphore(default_concurrency(suite.agent_name, options))
+        self.limit = AdaptiveLimit(default_concurrency(suite.agent_name, options),
+                                   provider=provider_key(options.agent_model))
+        self.live = False
         rt = options.runtime
         self.variant = f"turns={rt.max_turns},runs={rt.max_runs},first={rt.require_tool_first_turn}"
 
@@ -184,7 +188,10 @@ class _TrialRunner:
             result = TrialResult.model_validate_json(path.read_text(encoding="utf-8"))
             result = result.model_copy(update={"cached": True})
         else:
-            async with self.sem:
+            slot = await self.limit.acquire()
+            self.live = True
+            result = None
+            try:
                 self.emit(TrialStarted(run=self.run_name, task=task.id, trial=index))
                 t0 = time.perf_counter()
                 result = await run_trial(
@@ -197,6 +204,8 @@ class _TrialRunner:
                     self.options,
                 )
                 result.transcript.event("timing", f"{time.perf_counter() - t0:.3f}s")
+            finally:
+                await self.limit.release(slot, overloaded=result is not None and overloaded(result))
             if result.status in ("passed", "failed"):
                 atomic_write_text(path, result.model_dump_json())
         self.emit(

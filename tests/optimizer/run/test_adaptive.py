@@ -1,0 +1,104 @@
+"""Adaptive concurrency: halve once per burst of overloads, grow back one slot at a time."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+
+from agents.llm.errors import ProviderError
+from agents.llm.scripted import Request, ScriptedModel
+from agents.llm.types import ModelResponse
+from optimizer.core.suites import load_suite
+from optimizer.run.adaptive import AdaptiveLimit, provider_key
+from tests import policies
+from tests.optimizer import suite_builder as sb
+from tests.optimizer.run.test_runner import options, run
+
+
+def test_a_burst_of_overloads_halves_the_limit_once() -> None:
+    async def scenario() -> AdaptiveLimit:
+        limit = AdaptiveLimit(8, provider="p1")
+        slots = [await limit.acquire() for _ in range(8)]
+        for s in slots:  # all eight in flight saw the same 429 burst
+            await limit.release(s, overloaded=True)
+        return limit
+
+    limit = asyncio.run(scenario())
+    assert limit.limit == 4 and limit.stats.decreases == 1 and limit.stats.peak == 8
+
+
+def test_clean_trials_grow_the_limit_back_to_the_configured_level() -> None:
+    async def scenario() -> AdaptiveLimit:
+        limit = AdaptiveLimit(4, provider="p2")
+        await limit.release(await limit.acquire(), overloaded=True)  # 4 -> 2
+        assert limit.limit == 2
+        for _ in range(20):
+            await limit.release(await limit.acquire(), overloaded=False)
+        return limit
+
+    limit = asyncio.run(scenario())
+    assert limit.limit == 4  # 2 clean -> 3, 3 clean -> 4, then capped at the configured 4
+    assert limit.stats.increases == 2 and limit.stats.lowest_limit == 2
+
+
+def test_the_level_carries_over_to_the_providers_next_run() -> None:
+    async def first() -> None:
+        limit = AdaptiveLimit(6, provider="p3")
+        await limit.release(await limit.acquire(), overloaded=True)
+
+    asyncio.run(first())
+    assert AdaptiveLimit(6, provider="p3").limit == 3
+    assert AdaptiveLimit(6, provider="other").limit == 6
+    assert provider_key("openai:gpt-4.1-mini") == "openai"
+
+
+def test_a_run_under_429s_lowers_its_concurrency_and_records_it(
+    tmp_path: Path, state: Path
+) -> None:
+    suite = load_suite(sb.suite(tmp_path / "s", sb.card_tasks(12)))
+    inflight = peak_after_first_error = 0
+    calls = 0
+
+    async def pushy(req: Request) -> ModelResponse:
+        nonlocal inflight, peak_after_first_error, calls
+        calls += 1
+        inflight += 1
+        try:
+            await asyncio.sleep(0.01)
+            response = policies.card_policy(req)
+            if calls <= 6:  # the first burst of calls needed retries (the SDK saw 429s)
+                return response.model_copy(update={"retries": 2})
+            return response
+        finally:
+            inflight -= 1
+
+    result = run(suite, options(state, trials=1, concurrency=6), ScriptedModel(pushy))
+    stats = result.concurrency
+    assert stats is not None and stats.configured == 6
+    assert stats.decreases >= 1 and stats.lowest_limit <= 3
+    assert stats.peak <= 6
+
+
+def test_a_provider_error_naming_429_counts_as_overload() -> None:
+    from optimizer.core.results import TrialResult
+    from optimizer.run.adaptive import overloaded
+
+    err = ProviderError("openai returned HTTP 429 after 4 retries: slow down", retries=4)
+    now = datetime.now(UTC)
+    trial = TrialResult(task_id="t", trial_index=0, bucket="b", status="errored",
+                        started_at=now, ended_at=now, infra_error=f"ProviderError: {err}")
+    assert overloaded(trial)
+    assert not overloaded(trial.model_copy(update={"infra_error": "ProviderError: HTTP 401"}))
+
+
+def test_the_report_says_what_concurrency_was_reached(tmp_path: Path, state: Path) -> None:
+    from optimizer.report.markdown import render_markdown
+    from optimizer.report.summary import summarize
+
+    suite = load_suite(sb.suite(tmp_path / "s", sb.card_tasks(3)))
+    result = run(suite, options(state, trials=1, concurrency=2),
+                 ScriptedModel(policies.card_policy))
+    assert result.concurrency is not None and result.concurrency.decreases == 0
+    text = render_markdown(result, summarize(result))
+    assert "- Concurrency: configured 2, reached 2" in text
