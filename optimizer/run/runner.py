@@ -24,13 +24,13 @@ from pydantic import BaseModel
 from agents.base import AgentInput, OutcomeSession, load_prompt, prepare_workspace
 from agents.llm.errors import ModelError
 from agents.llm.types import ModelClient, ModelSettings
-from agents.registry import get_agent
+from agents.registry import AgentOptions, get_agent
 from agents.runtime import RuntimeConfig, run_agent
 from agents.transcript import Transcript
 from agents.workspace import Workspace
 from graders.base import GradeContext, Score
 from graders.registry import get_grader, run_grader, trial_passed
-from optimizer.core.results import Provenance, RunResult, TrialResult
+from optimizer.core.results import Provenance, RunResult, TaskInfo, TrialResult
 from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.cache import (
     Mode,
@@ -39,6 +39,7 @@ from optimizer.run.cache import (
     text_hash,
     trial_cache_key,
 )
+from optimizer.run.trial_input import agent_input_for, trial_variant
 
 DEFAULT_CONCURRENCY = {"card_agent": 6, "pkm_agent": 4}
 ProgressFn = Callable[[str, dict[str, Any]], None]
@@ -69,6 +70,8 @@ class RunOptions:
     )
     trial_indices: dict[str, list[int]] | None = None
     """Run only these trial indices per task id (confirmatory reruns)."""
+    agent_options: AgentOptions = field(default_factory=AgentOptions.from_env)
+    """Our opt-in agent checks (default: none, as the original; $PROMPTLOOP_AGENT_OPTIONS)."""
 
 
 def default_concurrency(agent_name: str, options: RunOptions) -> int:
@@ -198,19 +201,16 @@ async def run_trial(
         if judge is not None or options.mode == "replay"
         else None
     )
-    agent_input = AgentInput(
-        fact_id=task.spec.input.fact_id,
-        content=task.spec.input.content,
-        published_at=suite.published_at,
-        user_language=task.spec.metadata.get("user_language", "English"),
-    )
+    agent_input = agent_input_for(suite, task)
     tmp = Path(tempfile.mkdtemp(prefix=f"{TRIAL_PREFIX}{os.getpid()}-", dir=trial_root()))
     session: OutcomeSession | None = None
     try:
         try:
             # File work (fixture copy, snapshots) runs in a worker thread so the event loop
             # keeps serving the other trials' model calls meanwhile.
-            session = await asyncio.to_thread(_open_session, suite, task, tmp, agent_input, prompt)
+            session = await asyncio.to_thread(
+                _open_session, suite, task, tmp, agent_input, prompt, options.agent_options
+            )
             timeout = options.timeout_s or task.spec.timeout_seconds
             async with asyncio.timeout(timeout):
                 await run_agent(agent_c, session, options.runtime, transcript)
@@ -223,7 +223,7 @@ async def run_trial(
                 # the judge could not be reached: infrastructure, not a 0 score for the agent
                 status = "errored"
                 infra = reason = f"judge failed: {judge_errors[0].rationale}"
-            elif trial_passed(scores, bool(outcome.get("is_complete"))):
+            elif trial_passed(scores, suite.config.task_pass_threshold):
                 status = "passed"
             else:
                 status = "failed"
@@ -236,6 +236,9 @@ async def run_trial(
             transcript.event("timeout", reason)
             if session is not None:
                 outcome = plain_outcome(await asyncio.to_thread(session.outcome, transcript))
+                # SPEC section 8: a timed-out trial is still graded (its scores count in
+                # grader means); it stays timedOut, never passed
+                scores = await _grade(task, outcome, transcript, judge_c, options.judge_settings)
         except ModelError as err:
             status, infra = "errored", f"{type(err).__name__}: {err}"
             reason = infra
@@ -261,11 +264,16 @@ async def run_trial(
 
 
 def _open_session(
-    suite: Suite, task: LoadedTask, dest: Path, agent_input: AgentInput, prompt: str
+    suite: Suite,
+    task: LoadedTask,
+    dest: Path,
+    agent_input: AgentInput,
+    prompt: str,
+    agent_options: AgentOptions,
 ) -> OutcomeSession:
     ws = build_workspace(task, dest)
     prepare_workspace(ws, agent_input)
-    return get_agent(suite.agent_name)(ws, agent_input, prompt)
+    return get_agent(suite.agent_name, agent_options)(ws, agent_input, prompt)
 
 
 async def _remove_tree(path: Path) -> None:
@@ -352,7 +360,7 @@ async def run_suite(
             options.agent_model,
             options.judge_model if judge is not None else None,
             index,
-            variant,
+            trial_variant(variant, suite, task, options.agent_options.key()),
         )
         path = cache_dir / f"{key}.json"
         if options.reuse and path.is_file():
@@ -387,6 +395,7 @@ async def run_suite(
         suite_root=str(suite.root),
         task_ids=[t.id for t in suite.tasks],
         task_buckets={t.id: t.bucket for t in suite.tasks},
+        task_info={t.id: TaskInfo.of(t.spec.description, t.spec.metadata) for t in suite.tasks},
         task_pass_threshold=suite.config.task_pass_threshold,
         require_reference_solution=suite.config.require_reference_solution,
         trials_per_task={t.id: options.trials or t.spec.trials_per_run for t in suite.tasks},

@@ -85,22 +85,44 @@ def test_regression_and_mixed_need_every_trial(kind: str) -> None:
     assert only_passes.task_pass_rate == 1.0
 
 
-def test_threshold_below_one_uses_mean_trial_score() -> None:
+def test_threshold_below_one_is_per_trial_then_the_kind_rule() -> None:
+    # SPEC section 8: a threshold below 1.0 decides each trial's pass when it is graded (the
+    # trial's status); the task then passes by the kind's rule. It is no longer the mean
+    # score over a task's trials: task "a" has a mean of 0.675 >= 0.6 but one failed trial.
     half = [sc("g1", 1.0), sc("g2", 0.5, threshold=0.5)]
     trials = [
-        # a: trial scores 0.75 and 0.6 -> mean 0.675 >= 0.6 although one trial failed
-        tr("a", 0, "passed", scores=half),
-        tr("a", 1, "failed", scores=[sc("g1", 0.2), sc("g2", 1.0), sc("judge", None)]),
-        # b: 0.8 and a timeout (counts as 0) -> 0.4 < 0.6
-        tr("b", 0, "failed", scores=[sc("g1", 0.8)]),
-        tr("b", 1, "timedOut"),
+        tr("a", 0, "passed", scores=half),  # trial mean 0.75 >= 0.6
+        tr("a", 1, "failed", scores=[sc("g1", 0.2), sc("g2", 0.8), sc("judge", None)]),  # 0.5
+        tr("b", 0, "passed", scores=[sc("g1", 0.6), sc("g2", 1.0)]),  # 0.8
+        tr("b", 1, "passed", scores=[sc("g1", 0.7, threshold=0.8)]),  # 0.7: passed, though g1 not
     ]
     s = summarize(mk_run(trials, kind="regression", threshold=0.6))
-    assert [t.passed for t in s.tasks] == [True, False]
-    assert s.tasks[0].mean_score == pytest.approx(0.675)
-    assert s.tasks[1].mean_score == pytest.approx(0.4)
-    assert s.timed_out_trials == 1
-    assert task_passed(trials[2:], "capability", 0.4) is True
+    assert [t.passed for t in s.tasks] == [False, True]
+    assert s.tasks[0].mean_score == pytest.approx(0.625)
+    assert task_passed(trials[:2], "capability") is True
+    assert task_passed(trials[:2], "regression") is False
+
+
+def test_original_rates_count_errored_trials_as_not_passed() -> None:
+    # SPEC section 8: the original's rates are reported beside ours (errored trials excluded)
+    boom = "ModelAuthError: key rejected"
+    trials = [
+        tr("a", 0, "passed"), tr("a", 1, "errored", infra_error=boom),
+        tr("b", 0, "passed"), tr("b", 1, "passed"),
+        tr("c", 0, "errored", infra_error=boom),
+    ]
+    s = summarize(mk_run(trials, kind="regression"))
+    assert (s.task_pass_rate, s.trial_pass_rate) == (1.0, 1.0)
+    o = s.original
+    assert (o.passed_tasks, o.task_pass_rate) == (1, pytest.approx(1 / 3))
+    assert (o.passed_trials, o.trial_pass_rate) == (3, pytest.approx(3 / 5))
+    # per task over all trials: a 1/2, b 2/2, c 0/1 -> k stops at 1
+    assert [(p.k, p.pass_at_k) for p in o.pass_at_k] == [(1, pytest.approx((0.5 + 1 + 0) / 3))]
+    assert o.grader_means == {"g": 1.0}
+    capability = summarize(mk_run(trials, kind="capability")).original
+    assert capability.task_pass_rate == pytest.approx(2 / 3)
+    empty = summarize(mk_run([tr("a", 0, "errored", infra_error=boom)])).original
+    assert (empty.task_pass_rate, empty.trial_pass_rate) == (0.0, 0.0)
 
 
 def test_errored_trials_are_excluded_and_counted_apart() -> None:
