@@ -422,6 +422,8 @@ def test_markdown_summary() -> None:
     md = render_markdown(run, summarize(run))
     assert "**Task pass rate: 33.3%** (1/3 tasks)" in md
     assert "1 TRIAL(S) ERRORED" in md and "ProviderUnavailable" in md
+    # SPEC section 8: the original's rates beside ours
+    assert "(errored trials not passed): task 33.3%, trial 40.0%" in md
     assert "| 1 | 0.500 | 0.500 |" in md  # pass@1 / pass^1 over 3 tasks, k stops at 1
     assert "| 2 |" not in md.split("## pass@k")[1].split("##")[0]
     # bucket names are identifiers, shown as code in every table
