@@ -49,9 +49,13 @@ LOOP_DETECTED = "loop_detected"
 """Event kind recorded when a run reaches `max_turns` (the original's loop-detection error)."""
 
 
+DEFAULT_MAX_TURNS = 20
+"""Model turns per run in the original harness; every default in promptloop refers to this."""
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
-    max_turns: int = 20
+    max_turns: int = DEFAULT_MAX_TURNS
     """Model turns per run (the original harness: 20)."""
     max_runs: int = 4
     """Runs per agent: the first, then one per re-prompt."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, time
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -67,6 +67,19 @@ def parse_fact_entries(text: str) -> dict[str, str]:
         elif current is not None:
             entries[current].append(line)
     return {k: "\n".join(v).strip("\n") for k, v in entries.items()}
+
+
+def entry_time(text: str, ts: str) -> time | None:
+    """The `HH:MM:SS` of entry `ts` in a daily fact file's text; None when the entry is missing
+    or its time is not a valid clock time."""
+    for line in text.splitlines():
+        m = ENTRY_RE.match(line)
+        if m and m["ts"] == ts:
+            try:
+                return time.fromisoformat(m["time"])
+            except ValueError:
+                return None
+    return None
 
 
 class WorkspaceDiff(BaseModel):

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from graders.base import GradeContext, GraderConfig, Score, null_score
+from graders.base import GradeContext, GraderConfig, Score, null_score, passes
 
 GraderKind = Literal["code", "model"]
 AgentName = Literal["card_agent", "pkm_agent"]
@@ -167,8 +167,12 @@ async def run_grader(
     return score
 
 
-def trial_passed(scores: Sequence[Score], is_complete: bool) -> bool:
-    """SPEC: a trial passes when it completed, every non-null score passed, and at least one
-    score was decided."""
-    decided = [s for s in scores if s.value is not None]
-    return bool(is_complete) and bool(decided) and all(s.passed for s in decided)
+def trial_passed(scores: Sequence[Score], threshold: float = 1.0) -> bool:
+    """SPEC section 8: a trial passes when every decided grader passed; completion is itself a
+    grader, nothing else is required (so a trial with no decided score passes, as in the
+    original). With a suite `task_pass_threshold` below 1.0 the trial passes instead when the
+    mean of its decided scores reaches the threshold (no decided score: no mean, not passed)."""
+    decided = [s.value for s in scores if s.value is not None]
+    if threshold < 1.0:
+        return bool(decided) and passes(sum(decided) / len(decided), threshold)
+    return all(s.passed for s in scores if s.value is not None)

@@ -17,6 +17,7 @@ for _var in (
     "OPENAI_BASE_URL",
     "ANTHROPIC_BASE_URL",
     "PROMPTLOOP_HOME",
+    "PROMPTLOOP_AGENT_OPTIONS",
 ):
     os.environ.pop(_var, None)
 

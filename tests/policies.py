@@ -85,7 +85,8 @@ def card_policy(req: Request) -> ModelResponse:
 def judge_policy(_req: Request) -> ModelResponse:
     return reply(
         '{"groundedness": 0.8, "non_redundancy": 0.7, "expression_quality": 0.9, '
-        '"voice": 0.8, "formatting": 0.8, "structure": 0.8, "rationale": "fine"}'
+        '"coherence": 0.8, "voice": 0.8, "formatting": 0.8, "structure": 0.8, '
+        '"rationale": "fine"}'
     )
 
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from agents.runtime import DEFAULT_MAX_TURNS
 from optimizer.cli import ui
 from optimizer.cli.common import BaseUrlOpt, JsonOpt
 from optimizer.cli.util import guarded
@@ -48,7 +49,7 @@ def agent(
         str | None,
         typer.Option("--published", help="Publish time 'YYYY-MM-DD HH:MM:SS' (default: now)."),
     ] = None,
-    max_turns: Annotated[int, typer.Option(help="Turns per run.", min=1)] = 12,
+    max_turns: Annotated[int, typer.Option(help="Turns per run.", min=1)] = DEFAULT_MAX_TURNS,
     as_json: JsonOpt = False,
 ) -> None:
     """Run one agent on one input and show the card / PKM diff and the transcript summary."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from agents.runtime import DEFAULT_MAX_TURNS
 from optimizer.cli import ui
 from optimizer.cli.common import (
     AgentModelOpt,
@@ -105,7 +106,7 @@ def optimize(
     concurrency: ConcurrencyOpt = None,
     confirm_trials: ConfirmTrialsOpt = 2,
     suites: SuitesOpt = "capability,regression",
-    max_turns: MaxTurnsOpt = 12,
+    max_turns: MaxTurnsOpt = DEFAULT_MAX_TURNS,
     max_runs: MaxRunsOpt = 4,
     min_improvement: MinImprovementOpt = 0.05,
     regression_tolerance: RegressionToleranceOpt = 0.35,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
@@ -59,6 +60,17 @@ class ConcurrencyStats(BaseModel):
     increases: int = 0
 
 
+class TaskInfo(BaseModel):
+    """What the original's trace shows of a task: its description and metadata."""
+
+    description: str = ""
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, description: str, metadata: Mapping[str, Any]) -> TaskInfo:
+        return cls(description=description, metadata={k: str(v) for k, v in metadata.items()})
+
+
 class Provenance(BaseModel):
     git_commit: str | None = None
     git_dirty: bool | None = None
@@ -78,6 +90,8 @@ class RunResult(BaseModel):
     suite_root: str
     task_ids: list[str]
     task_buckets: dict[str, str]
+    task_info: dict[str, TaskInfo] = Field(default_factory=dict)
+    """Task id -> description and metadata (empty for runs saved before it was recorded)."""
     task_pass_threshold: float = 1.0
     require_reference_solution: bool = False
     trials_per_task: dict[str, int] = Field(default_factory=dict)

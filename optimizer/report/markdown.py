@@ -78,6 +78,8 @@ def _headline(run: RunResult, s: RunSummary) -> list[str]:
         + ")",
         f"- **Trial pass rate: {pct(s.trial_pass_rate)}** ({s.passed_trials}/{s.counted_trials} "
         f"trials; {s.failed_trials} failed, {s.timed_out_trials} timed out)",
+        f"- As the original harness counts (errored trials not passed): task "
+        f"{pct(s.original.task_pass_rate)}, trial {pct(s.original.trial_pass_rate)}",
         f"- Mean trial score: {num(s.mean_score)}",
         f"- Trials: {s.num_trials} total, {s.cached_trials} from cache"
         + (f", {s.skipped_trials} skipped" if s.skipped_trials else ""),

@@ -1,7 +1,15 @@
-"""The report store: `index.jsonl`, `reports/<run>.json` (SPEC section 6 shape) and traces.
+"""The report store, in the original harness's shapes (SPEC section 8), plus our extras.
 
-A report carries the SPEC camelCase sections for other tools plus the full `RunResult` under
-the key "promptloop", so `load_run` gives back exactly what was saved.
+    index.jsonl                       one line per run: the original's eight keys and rates
+    index.promptloop.jsonl            ours per run: rates without errored trials, provenance
+    reports/<run>.json                the original's report: each trial stored once, no aggregates
+    reports/<run>.promptloop.json     ours: buckets, cache/infrastructure flags, provenance,
+                                      token detail, typed assertion values (no transcripts)
+    traces/<run>.jsonl                the original's trace: trial_start, trial_end, run_end
+
+`load_run` gives back exactly the `RunResult` that was saved. It also reads reports written
+before this layout (one document whose "promptloop" key held the whole run) and reports the
+original harness wrote (no extras: buckets from its trace, our fields at their defaults).
 """
 
 from __future__ import annotations
@@ -16,18 +24,20 @@ from typing import Any
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
-from pydantic_core import to_jsonable_python
 
-from agents.llm.types import Message
-from agents.transcript import Transcript
 from optimizer.core.pricing import PriceOverrides
-from optimizer.core.results import RunResult, TrialResult
+from optimizer.core.results import RunResult, TaskInfo
+from optimizer.report.readback import ShapeError, run_from_docs, tasks_from_trace
+from optimizer.report.shapes import index_docs, report_docs, trace_docs
 from optimizer.report.summary import RunSummary, summarize
 from optimizer.run.cache import atomic_write_text
 
-REPORT_VERSION = 1
-REPORT_FORMAT = "promptloop-report"
+LEGACY_FORMAT = "promptloop-report"
+"""The `format` of reports written before the original's layout (read, never written)."""
 INDEX_FILE = "index.jsonl"
+INDEX_EXTRAS_FILE = "index.promptloop.jsonl"
+EXTRAS_SUFFIX = ".promptloop.json"
+_OURS_IN_LEGACY_INDEX = ("erroredTrials", "agentName", "agentModel", "promptHash", "gitCommit")
 
 
 class ReportError(Exception):
@@ -39,7 +49,12 @@ class RunNotFoundError(ReportError):
 
 
 class RunIndexEntry(BaseModel):
-    """One line of index.jsonl (SPEC keys first, then ours)."""
+    """One saved run as `list_runs` shows it: the index.jsonl line joined with ours.
+
+    `task_pass_rate` / `trial_pass_rate` are ours (errored trials excluded; None when no trial
+    counted), as in `RunSummary`; `original_*` are the rates index.jsonl holds (every trial
+    counts), None for a line saved before they were recorded in a run with errored trials.
+    """
 
     # Unknown keys are ignored so an index written by a newer version still lists.
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
@@ -52,6 +67,8 @@ class RunIndexEntry(BaseModel):
     task_pass_rate: float | None
     trial_pass_rate: float | None
     num_trials: int
+    original_task_pass_rate: float | None = None
+    original_trial_pass_rate: float | None = None
     errored_trials: int = 0
     agent_name: str = ""
     agent_model: str = ""
@@ -64,7 +81,13 @@ def default_store_dir(state_dir: Path) -> Path:
 
 
 def _safe_name(run_name: str) -> str:
-    if not run_name or "/" in run_name or "\\" in run_name or run_name.startswith("."):
+    if (
+        not run_name
+        or "/" in run_name
+        or "\\" in run_name
+        or run_name.startswith(".")
+        or run_name.endswith(EXTRAS_SUFFIX.removesuffix(".json"))
+    ):
         raise ReportError(f"run name {run_name!r} cannot be used as a file name")
     return run_name
 
@@ -73,174 +96,73 @@ def report_path(store_dir: Path, run_name: str) -> Path:
     return store_dir / "reports" / f"{_safe_name(run_name)}.json"
 
 
+def extras_path(store_dir: Path, run_name: str) -> Path:
+    """Our extras of a run, beside its report."""
+    return store_dir / "reports" / f"{_safe_name(run_name)}{EXTRAS_SUFFIX}"
+
+
 def trace_path(store_dir: Path, run_name: str) -> Path:
     return store_dir / "traces" / f"{_safe_name(run_name)}.jsonl"
 
 
-# --- SPEC-shaped report ----------------------------------------------------------------
-
-
-def _camel_top(data: Mapping[str, Any]) -> dict[str, Any]:
-    """camelCase the keys of one level only (nested user data such as arguments stays as is)."""
-    return {to_camel(k): v for k, v in data.items()}
-
-
-def _message(m: Message) -> dict[str, Any]:
-    data = _camel_top(m.model_dump(mode="json"))
-    data["toolCalls"] = [_camel_top(c) for c in data["toolCalls"]]
-    return data
-
-
-def _transcript(t: Transcript) -> dict[str, Any]:
-    return {
-        "messages": [_message(m) for m in t.messages],
-        "toolCalls": [
-            _camel_top(c.model_dump(mode="json", exclude={"raw_arguments"})) for c in t.tool_calls
-        ],
-        "events": [e.model_dump(mode="json") for e in t.events],
-        "metrics": {
-            "nTurns": t.metrics.n_turns,
-            "nToolCalls": t.metrics.n_tool_calls,
-            "nTotalTokens": t.metrics.n_total_tokens,
-            "nModelCalls": t.metrics.n_model_calls,
-            "nRetries": t.metrics.n_retries,
-            "usage": _camel_top(t.metrics.usage.model_dump(mode="json")),
-        },
-        "completed": t.completed,
-        "missingRequirements": list(t.missing_requirements),
-    }
-
-
-def _trial(run: RunResult, t: TrialResult) -> dict[str, Any]:
-    outcome = dict(t.outcome)
-    diff = outcome.pop("workspace_diff", None)
-    return {
-        "trial": {
-            "runName": run.run_name,
-            "suiteName": run.suite_name,
-            "taskId": t.task_id,
-            "trialIndex": t.trial_index,
-            "startedAt": t.started_at.isoformat(),
-            "endedAt": t.ended_at.isoformat(),
-            "status": t.status,
-            "failureReason": t.failure_reason,
-        },
-        "transcript": _transcript(t.transcript),
-        "outcome": {
-            "environmentState": to_jsonable_python(outcome),
-            "workspaceDiff": to_jsonable_python(diff),
-        },
-        "scores": [s.model_dump(mode="json") for s in t.scores],
-        "bucket": t.bucket,
-        "score": t.score,
-        "cached": t.cached,
-        "infraError": t.infra_error,
-    }
-
-
 def build_report(run: RunResult, summary: RunSummary) -> dict[str, Any]:
-    """The JSON document saved as reports/<runName>.json."""
-    return {
-        "format": REPORT_FORMAT,
-        "version": REPORT_VERSION,
-        "runName": run.run_name,
-        "suiteName": run.suite_name,
-        "suiteKind": run.suite_kind,
-        "agentName": run.agent_name,
-        "startedAt": run.started_at.isoformat(),
-        "endedAt": run.ended_at.isoformat(),
-        "taskPassRate": summary.task_pass_rate,
-        "trialPassRate": summary.trial_pass_rate,
-        "numTrials": summary.num_trials,
-        "erroredTrials": summary.errored_trials,
-        "suite": {
-            "name": run.suite_name,
-            "kind": run.suite_kind,
-            "taskIds": list(run.task_ids),
-            "taskPassThreshold": run.task_pass_threshold,
-            "requireReferenceSolution": run.require_reference_solution,
-        },
-        "summary": summary.model_dump(mode="json", by_alias=True),
-        "provenance": _camel_top(run.provenance.model_dump(mode="json")),
-        "trials": [_trial(run, t) for t in run.trials],
-        "promptloop": run.model_dump(mode="json"),
-    }
-
-
-def index_entry(run: RunResult, summary: RunSummary) -> RunIndexEntry:
-    hashes = run.provenance.prompt_hashes
-    phash = hashes.get(run.agent_name) or next(iter(hashes.values()), None)
-    return RunIndexEntry(
-        run_name=run.run_name,
-        suite_name=run.suite_name,
-        suite_kind=run.suite_kind,
-        started_at=run.started_at,
-        ended_at=run.ended_at,
-        task_pass_rate=summary.task_pass_rate,
-        trial_pass_rate=summary.trial_pass_rate,
-        num_trials=summary.num_trials,
-        errored_trials=summary.errored_trials,
-        agent_name=run.agent_name,
-        agent_model=run.provenance.agent_model,
-        prompt_hash=phash,
-        git_commit=run.provenance.git_commit,
-    )
+    """One document for `report --format json`: the original's report, with our extras and
+    the summary (both rates) under the key "promptloop"."""
+    report, extras = report_docs(run)
+    return {**report, "promptloop": {**extras, "summary": summary.model_dump(
+        mode="json", by_alias=True)}}
 
 
 # --- writing ---------------------------------------------------------------------------
 
 
-def _append_index(store_dir: Path, entry: RunIndexEntry) -> None:
-    """Append the entry, or replace the line of a run saved before under the same name."""
+def _dump(doc: Any) -> str:
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+
+
+def _replace_line(path: Path, run_name: str, line: str) -> None:
+    """Replace the line of `run_name` in a JSONL file, or append it."""
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    names = [_line_name(s) for s in lines]
+    if run_name in names:
+        lines = [line if n == run_name else s for s, n in zip(lines, names, strict=True)]
+    else:
+        lines.append(line)
+    atomic_write_text(path, "".join(s + "\n" for s in lines if s.strip()))
+
+
+def _append_index(store_dir: Path, run: RunResult, summary: RunSummary) -> None:
+    """Record the run in index.jsonl and ours, replacing the lines of a run of the same name."""
+    line, extras = index_docs(run, summary)
     path = store_dir / INDEX_FILE
-    line = entry.model_dump_json(by_alias=True)
     with FileLock(str(path) + ".lock", timeout=30):
-        lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-        names = [_line_name(s) for s in lines]
-        if entry.run_name in names:
-            lines = [line if n == entry.run_name else s for s, n in zip(lines, names, strict=True)]
-        else:
-            lines.append(line)
-        atomic_write_text(path, "".join(s + "\n" for s in lines if s.strip()))
+        _replace_line(path, run.run_name, _dump(line))
+        _replace_line(store_dir / INDEX_EXTRAS_FILE, run.run_name, _dump(extras))
 
 
 def _line_name(line: str) -> str | None:
+    data = _json_line(line)
+    return data.get("runName") if data is not None else None
+
+
+def _json_line(line: str) -> dict[str, Any] | None:
     try:
         data = json.loads(line)
     except json.JSONDecodeError:
         return None
-    return data.get("runName") if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else None
 
 
-def trace_lines(run: RunResult, summary: RunSummary) -> list[dict[str, Any]]:
-    """trial_start / trial_end lines in time order, then one run_end line."""
-    events: list[tuple[datetime, int, int, dict[str, Any]]] = []
-    for n, t in enumerate(run.trials):
-        base = {"runName": run.run_name, "taskId": t.task_id, "trialIndex": t.trial_index,
-                "bucket": t.bucket}
-        events.append((t.started_at, 0, n, {"type": "trial_start",
-                                            "at": t.started_at.isoformat(), **base}))
-        events.append((t.ended_at, 1, n, {
-            "type": "trial_end", "at": t.ended_at.isoformat(), **base,
-            "status": t.status, "score": t.score if t.counts else None, "cached": t.cached,
-            "durationS": round((t.ended_at - t.started_at).total_seconds(), 3),
-            "failureReason": t.failure_reason, "infraError": t.infra_error,
-        }))
-    events.sort(key=lambda e: (e[0], e[1], e[2]))
-    lines = [e[3] for e in events]
-    lines.append({
-        "type": "run_end", "at": run.ended_at.isoformat(), "runName": run.run_name,
-        "suiteName": run.suite_name, "taskPassRate": summary.task_pass_rate,
-        "trialPassRate": summary.trial_pass_rate, "numTrials": summary.num_trials,
-        "erroredTrials": summary.errored_trials, "allErrored": summary.all_errored,
-    })
-    return lines
-
-
-def write_trace(run: RunResult, store_dir: Path, summary: RunSummary | None = None) -> Path:
+def write_trace(
+    run: RunResult,
+    store_dir: Path,
+    summary: RunSummary | None = None,
+    report: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write the run's trace in the original's shape."""
     path = trace_path(store_dir, run.run_name)
-    lines = trace_lines(run, summary or summarize(run))
-    atomic_write_text(path, "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
+    lines = trace_docs(run, summary or summarize(run), report)
+    atomic_write_text(path, "".join(_dump(x) + "\n" for x in lines))
     return path
 
 
@@ -251,17 +173,48 @@ def save_run(
     summary: RunSummary | None = None,
     prices: PriceOverrides | None = None,
 ) -> Path:
-    """Write the report and the trace, then record the run in index.jsonl; returns the report."""
+    """Write the report, our extras and the trace, then record the run in the index; returns
+    the report's path."""
     summary = summary or summarize(run, prices=prices)
     path = report_path(store_dir, run.run_name)
-    report = build_report(run, summary)
-    atomic_write_text(path, json.dumps(report, ensure_ascii=False, indent=2) + "\n")
-    write_trace(run, store_dir, summary)
-    _append_index(store_dir, index_entry(run, summary))
+    report, extras = report_docs(run)
+    atomic_write_text(path, json.dumps(report, ensure_ascii=False, indent=1) + "\n")
+    atomic_write_text(extras_path(store_dir, run.run_name), _dump(extras) + "\n")
+    write_trace(run, store_dir, summary, report)
+    _append_index(store_dir, run, summary)
     return path
 
 
 # --- reading ---------------------------------------------------------------------------
+
+
+def _index_entry(line: dict[str, Any], ours: Mapping[str, Any] | None) -> RunIndexEntry:
+    """Join an index.jsonl line with our line; a legacy line carries ours itself, and its
+    rates were ours (errored trials excluded)."""
+    if any(k in line for k in _OURS_IN_LEGACY_INDEX):
+        exact = not line.get("erroredTrials")
+        return RunIndexEntry.model_validate({
+            **line,
+            "originalTaskPassRate": line.get("taskPassRate") if exact else None,
+            "originalTrialPassRate": line.get("trialPassRate") if exact else None,
+        })
+    ours = ours or {}
+    return RunIndexEntry.model_validate({
+        **{k: v for k, v in ours.items() if k != "runName"},
+        **line,
+        "taskPassRate": ours.get("countedTaskPassRate"),
+        "trialPassRate": ours.get("countedTrialPassRate"),
+        "originalTaskPassRate": line.get("taskPassRate"),
+        "originalTrialPassRate": line.get("trialPassRate"),
+    })
+
+
+def _ours_by_run(store_dir: Path) -> dict[str, dict[str, Any]]:
+    path = store_dir / INDEX_EXTRAS_FILE
+    if not path.is_file():
+        return {}
+    lines = (_json_line(s) for s in path.read_text(encoding="utf-8").splitlines())
+    return {str(d["runName"]): d for d in lines if d is not None and "runName" in d}
 
 
 def list_runs(store_dir: Path) -> list[RunIndexEntry]:
@@ -269,30 +222,55 @@ def list_runs(store_dir: Path) -> list[RunIndexEntry]:
     path = store_dir / INDEX_FILE
     if not path.is_file():
         return []
+    ours = _ours_by_run(store_dir)
     out = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
+        data = _json_line(line)
         try:
-            out.append(RunIndexEntry.model_validate_json(line))
-        except ValidationError as err:
+            if data is None:
+                raise ValueError("not a JSON object")
+            out.append(_index_entry(data, ours.get(str(data.get("runName")))))
+        except (ValueError, ValidationError) as err:
             raise ReportError(f"{path}: line {n} is not a valid index entry: {err}") from err
     return out
 
 
-def load_report_file(path: Path) -> RunResult:
+def _read_json(path: Path) -> Any:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except OSError as err:
         raise ReportError(f"{path}: cannot read ({err.strerror})") from err
     except json.JSONDecodeError as err:
         raise ReportError(f"{path}: invalid JSON at line {err.lineno}: {err.msg}") from err
-    if not isinstance(data, dict) or "promptloop" not in data:
-        raise ReportError(f"{path}: not a promptloop report (no 'promptloop' section)")
+
+
+def _trace_tasks(report: Path) -> dict[str, TaskInfo]:
+    """Task metadata from the trace beside a report the original harness wrote (no extras)."""
+    trace = report.parent.parent / "traces" / f"{report.stem}.jsonl"
+    if not trace.is_file():
+        return {}
+    lines = (_json_line(s) for s in trace.read_text(encoding="utf-8").splitlines())
+    return tasks_from_trace([d for d in lines if d is not None])
+
+
+def load_report_file(path: Path) -> RunResult:
+    """The run of a report file: ours (with the extras beside it), a legacy one, or one the
+    original harness wrote."""
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise ReportError(f"{path}: not a report (the file holds no JSON object)")
     try:
-        return RunResult.model_validate(data["promptloop"])
-    except ValidationError as err:
-        raise ReportError(f"{path}: the 'promptloop' section is invalid: {err}") from err
+        if data.get("format") == LEGACY_FORMAT:
+            return RunResult.model_validate(data["promptloop"])
+        sibling = path.with_name(path.name.removesuffix(".json") + EXTRAS_SUFFIX)
+        extras = _read_json(sibling) if sibling.is_file() else data.get("promptloop")
+        if isinstance(extras, dict):
+            return run_from_docs(data, extras)
+        return run_from_docs(data, None, _trace_tasks(path))
+    except (ShapeError, ValidationError, KeyError, TypeError, ValueError) as err:
+        raise ReportError(f"{path}: not a readable report: {err}") from err
 
 
 def load_run(store_dir: Path, run_name: str) -> RunResult:
@@ -316,7 +294,11 @@ def load_run(store_dir: Path, run_name: str) -> RunResult:
 def _not_found_message(store_dir: Path, run_name: str) -> str:
     names = [r.run_name for r in list_runs(store_dir)]
     if not names and (store_dir / "reports").is_dir():
-        names = sorted(p.stem for p in (store_dir / "reports").glob("*.json"))
+        names = sorted(
+            p.stem
+            for p in (store_dir / "reports").glob("*.json")
+            if not p.name.endswith(EXTRAS_SUFFIX)
+        )
     msg = f"no run named '{run_name}' in {store_dir}"
     close = difflib.get_close_matches(run_name, names, n=1)
     if close:

@@ -1,9 +1,12 @@
 """Aggregate a run into a `RunSummary`: task and trial pass rates, buckets, graders, pass@k.
 
-Pure functions over `RunResult`. Errored and skipped trials never count toward a rate (an
-infrastructure error is not an agent failure); they are counted separately so a report can
-say so loudly. The stored form lives in store.py; tables of it in table.py, rendered by
-markdown.py, html/ and the CLI.
+Pure functions over `RunResult`. Our headline rates never count errored or skipped trials (an
+infrastructure error is not an agent failure); they are counted separately so a report can say
+so loudly. Beside them the summary carries the original harness's rates (SPEC section 8), where
+every trial counts and an errored one is simply not passed. Whether a trial passed is decided
+when it is graded (`graders.registry.trial_passed`, which applies a threshold below 1.0 per
+trial); a task then passes by the suite kind's rule. The stored form lives in store.py; tables
+of it in table.py, rendered by markdown.py, html/ and the CLI.
 """
 
 from __future__ import annotations
@@ -12,21 +15,43 @@ import math
 from collections.abc import Sequence
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
-from agents.llm.types import Usage
-from optimizer.core.pricing import CostEstimate, PriceOverrides, estimate_cost
+from optimizer.core.pricing import PriceOverrides
 from optimizer.core.results import RunResult, TrialResult
+from optimizer.report.usage import (
+    CamelModel as _Camel,
+)
+from optimizer.report.usage import (
+    CostSummary,
+    UsageSummary,
+    judge_usage_of,
+    run_cost,
+    spent_usage,
+    usage_of,
+)
 
 SUMMARY_VERSION = 1
 UNBUCKETED = "unbucketed"
-
-
-class _Camel(BaseModel):
-    """Snake-case in Python, camelCase on disk (the SPEC report shape)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+__all__ = [
+    "BucketSummary",
+    "CostSummary",
+    "GraderSummary",
+    "OriginalRates",
+    "PassAtK",
+    "RunSummary",
+    "TaskSummary",
+    "UsageSummary",
+    "bucket_of",
+    "original_rates",
+    "original_task_passed",
+    "pass_at_k",
+    "pass_hat_k",
+    "spent_usage",
+    "summarize",
+    "task_order",
+    "task_passed",
+]
 
 
 class TaskSummary(_Camel):
@@ -72,26 +97,19 @@ class PassAtK(_Camel):
     tasks: int
 
 
-class UsageSummary(_Camel):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    total_tokens: int = 0
-    model_calls: int = 0
-    retries: int = 0
-    tool_calls: int = 0
-    turns: int = 0
+class OriginalRates(_Camel):
+    """The original harness's aggregates (SPEC section 8), reported beside ours: every trial
+    counts and an errored or skipped trial is simply not passed, so the rates are always
+    numbers (0.0 for a run without tasks)."""
 
-
-class CostSummary(_Camel):
-    agent: CostEstimate
-    judge: CostEstimate | None = None
-    total_usd: float | None
-    """All trials, including ones served from the cache (None if a price is unknown)."""
-    spent_usd: float | None
-    """Only trials actually run now (cached trials were paid for by an earlier run)."""
-    notes: list[str] = Field(default_factory=list)
+    passed_tasks: int
+    task_pass_rate: float
+    passed_trials: int
+    trial_pass_rate: float
+    pass_at_k: list[PassAtK] = Field(default_factory=list)
+    """Per task over all its trials, averaged over tasks, for k up to the fewest trials."""
+    grader_means: dict[str, float] = Field(default_factory=dict)
+    """Grader name -> mean of its decided values over every trial (timed-out ones included)."""
 
 
 class RunSummary(_Camel):
@@ -128,6 +146,8 @@ class RunSummary(_Camel):
     usage: UsageSummary = Field(default_factory=UsageSummary)
     judge_usage: UsageSummary = Field(default_factory=UsageSummary)
     cost: CostSummary
+    original: OriginalRates
+    """The same run aggregated as the original harness does (errored trials not excluded)."""
 
 
 # --- formulas --------------------------------------------------------------------------
@@ -155,21 +175,28 @@ def _rate(num: int, den: int) -> float | None:
     return num / den if den else None
 
 
-def task_passed(trials: Sequence[TrialResult], suite_kind: str, threshold: float) -> bool | None:
+def task_passed(trials: Sequence[TrialResult], suite_kind: str) -> bool | None:
     """SPEC task pass over the counted trials; None when none counted.
 
     capability -> any trial passed; regression/mixed -> every trial passed. A threshold below
-    1.0 replaces that rule: the mean trial score (timed-out trials score 0) must reach it.
+    1.0 is not applied here: it decides each trial's own pass when the trial is graded (SPEC
+    section 8), and the kind's rule then combines the trials.
     """
     counted = [t for t in trials if t.counts]
     if not counted:
         return None
-    if threshold < 1.0:
-        mean = sum(t.score for t in counted) / len(counted)
-        return mean + 1e-9 >= threshold
     if suite_kind == "capability":
         return any(t.passed for t in counted)
     return all(t.passed for t in counted)
+
+
+def original_task_passed(trials: Sequence[TrialResult], suite_kind: str) -> bool:
+    """The original's task pass: the kind's rule over every trial (errored = not passed)."""
+    if not trials:
+        return False
+    if suite_kind == "capability":
+        return any(t.passed for t in trials)
+    return all(t.passed for t in trials)
 
 
 # --- aggregation -----------------------------------------------------------------------
@@ -207,7 +234,7 @@ def _task_summaries(run: RunResult) -> list[TaskSummary]:
                 trials=len(counted),
                 passed_trials=sum(t.passed for t in counted),
                 errored_trials=sum(t.status == "errored" for t in trials),
-                passed=task_passed(trials, run.suite_kind, run.task_pass_threshold),
+                passed=task_passed(trials, run.suite_kind),
                 mean_score=_mean([t.score for t in counted]),
             )
         )
@@ -263,96 +290,42 @@ def _grader_summaries(counted: Sequence[TrialResult]) -> list[GraderSummary]:
     return out
 
 
-def _pass_at_k_table(tasks: Sequence[TaskSummary]) -> list[PassAtK]:
-    """pass@k and pass^k averaged over tasks, only for k up to the fewest counted trials."""
-    scored = [t for t in tasks if t.trials > 0]
+def _pass_at_k_table(per_task: Sequence[tuple[int, int]]) -> list[PassAtK]:
+    """pass@k and pass^k averaged over tasks given (trials, passed) per task, only for k up to
+    the fewest trials of a task (tasks without trials are left out)."""
+    scored = [(n, c) for n, c in per_task if n > 0]
     if not scored:
         return []
-    k_max = min(t.trials for t in scored)
+    k_max = min(n for n, _ in scored)
     return [
         PassAtK(
             k=k,
-            pass_at_k=sum(pass_at_k(t.trials, t.passed_trials, k) for t in scored) / len(scored),
-            pass_hat_k=sum(pass_hat_k(t.trials, t.passed_trials, k) for t in scored) / len(scored),
+            pass_at_k=sum(pass_at_k(n, c, k) for n, c in scored) / len(scored),
+            pass_hat_k=sum(pass_hat_k(n, c, k) for n, c in scored) / len(scored),
             tasks=len(scored),
         )
         for k in range(1, k_max + 1)
     ]
 
 
-def _usage_summary(total: Usage, **counts: int) -> UsageSummary:
-    return UsageSummary(
-        input_tokens=total.input_tokens,
-        output_tokens=total.output_tokens,
-        cache_read_tokens=total.cache_read_tokens,
-        cache_write_tokens=total.cache_write_tokens,
-        total_tokens=total.total_tokens,
-        **counts,
-    )
-
-
-def _usage(trials: Sequence[TrialResult]) -> tuple[UsageSummary, Usage]:
-    total = Usage()
-    calls = retries = tools = turns = 0
-    for t in trials:
-        m = t.transcript.metrics
-        total = total + m.usage
-        calls += m.n_model_calls
-        retries += m.n_retries
-        tools += m.n_tool_calls
-        turns += m.n_turns
-    return _usage_summary(
-        total, model_calls=calls, retries=retries, tool_calls=tools, turns=turns
-    ), total
-
-
-def _judge_usage(trials: Sequence[TrialResult]) -> tuple[UsageSummary, Usage]:
-    """Judge tokens, from `Score.metadata["usage"]` (a Usage-shaped dict) when graders set it."""
-    total = Usage()
-    calls = 0
-    for t in trials:
-        for s in t.scores:
-            raw = s.metadata.get("usage")
-            if isinstance(raw, dict):
-                known = {k: int(v) for k, v in raw.items() if k in Usage.model_fields}
-                total = total + Usage(**known)
-                calls += 1
-    return _usage_summary(total, model_calls=calls), total
-
-
-def spent_usage(trials: Sequence[TrialResult]) -> Usage:
-    """Agent plus judge tokens of the trials actually run now (cached ones cost nothing)."""
-    fresh = [t for t in trials if not t.cached]
-    return _usage(fresh)[1] + _judge_usage(fresh)[1]
-
-
-def _sum_usd(parts: Sequence[float | None]) -> float | None:
-    return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
-
-
-def _cost(run: RunResult, prices: PriceOverrides | None) -> CostSummary:
-    prov = run.provenance
-    fresh = [t for t in run.trials if not t.cached]
-    agent_all = estimate_cost(prov.agent_model, _usage(run.trials)[1], prices)
-    agent_new = estimate_cost(prov.agent_model, _usage(fresh)[1], prices)
-    totals, spent = [agent_all.usd], [agent_new.usd]
-    notes = [agent_all.note] if agent_all.note else []
-    judge: CostEstimate | None = None
-    judge_tokens = _judge_usage(run.trials)[1]
-    if judge_tokens.total_tokens or judge_tokens.cache_read_tokens:
-        judge = estimate_cost(prov.judge_model or "", judge_tokens, prices)
-        totals.append(judge.usd)
-        spent.append(estimate_cost(prov.judge_model or "", _judge_usage(fresh)[1], prices).usd)
-        if judge.note:
-            notes.append(judge.note)
-    elif prov.judge_model:
-        notes.append("judge tokens were not recorded by the graders; judge cost not included")
-    return CostSummary(
-        agent=agent_all,
-        judge=judge,
-        total_usd=_sum_usd(totals),
-        spent_usd=_sum_usd(spent),
-        notes=notes,
+def original_rates(run: RunResult) -> OriginalRates:
+    """Aggregate `run` as the original harness does (SPEC section 8)."""
+    order = task_order(run)
+    passed_tasks = sum(original_task_passed(run.trials_of(t), run.suite_kind) for t in order)
+    passed_trials = sum(t.passed for t in run.trials)
+    values: dict[str, list[float]] = {}
+    for trial in run.trials:
+        for s in trial.scores:
+            if s.value is not None:
+                values.setdefault(s.grader, []).append(s.value)
+    per_task = [(len(ts), sum(t.passed for t in ts)) for ts in map(run.trials_of, order)]
+    return OriginalRates(
+        passed_tasks=passed_tasks,
+        task_pass_rate=_rate(passed_tasks, len(order)) or 0.0,
+        passed_trials=passed_trials,
+        trial_pass_rate=_rate(passed_trials, len(run.trials)) or 0.0,
+        pass_at_k=_pass_at_k_table(per_task),
+        grader_means={name: sum(v) / len(v) for name, v in sorted(values.items())},
     )
 
 
@@ -394,8 +367,9 @@ def summarize(run: RunResult, *, prices: PriceOverrides | None = None) -> RunSum
         tasks=tasks,
         buckets=_bucket_summaries(run, tasks),
         graders=_grader_summaries(counted),
-        pass_at_k=_pass_at_k_table(tasks),
-        usage=_usage(run.trials)[0],
-        judge_usage=_judge_usage(run.trials)[0],
-        cost=_cost(run, prices),
+        pass_at_k=_pass_at_k_table([(t.trials, t.passed_trials) for t in tasks]),
+        usage=usage_of(run.trials)[0],
+        judge_usage=judge_usage_of(run.trials)[0],
+        cost=run_cost(run, prices),
+        original=original_rates(run),
     )

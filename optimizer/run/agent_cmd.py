@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from agents.base import AgentInput, load_prompt, prepare_workspace
-from agents.registry import get_agent
-from agents.runtime import RuntimeConfig, run_agent
+from agents.registry import AgentOptions, get_agent
+from agents.runtime import DEFAULT_MAX_TURNS, RuntimeConfig, run_agent
 from agents.transcript import Transcript
 from agents.workspace import FactId, FactIdError, Workspace
 from optimizer.core.config import ConfigError
@@ -28,7 +28,9 @@ class AgentCommand:
     model: str
     base_url: str | None
     published_at: datetime
-    max_turns: int = 12
+    max_turns: int = DEFAULT_MAX_TURNS
+    agent_options: AgentOptions | None = None
+    """None: from $PROMPTLOOP_AGENT_OPTIONS."""
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -58,9 +60,10 @@ def pkm_unified_diff(before: dict[str, bytes], after: dict[str, bytes]) -> str:
 async def run_agent_command(cmd: AgentCommand, root: Path) -> dict[str, Any]:
     """Run the agent and return a JSON-able result (outcome, diff, tool calls, summary)."""
     try:
-        factory = get_agent(check_agent(cmd.agent_name))
-    except ValueError as err:
-        raise ConfigError(str(err)) from err
+        factory = get_agent(check_agent(cmd.agent_name),
+                            cmd.agent_options or AgentOptions.from_env())
+    except (KeyError, ValueError) as err:
+        raise ConfigError(str(err).strip("'\"")) from err
     fact_id = cmd.fact_id or f"{cmd.published_at:%Y/%m/%d}.md#ts_1"
     try:
         FactId.parse(fact_id)

@@ -24,11 +24,12 @@ from optimizer.core.events import (
     TrialStarted,
     ignore,
 )
-from optimizer.core.results import Provenance, RunResult, TrialResult
+from optimizer.core.results import Provenance, RunResult, TaskInfo, TrialResult
 from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.adaptive import AdaptiveLimit, overloaded, provider_key
 from optimizer.run.cache import atomic_write_text, text_hash, trial_cache_key
 from optimizer.run.trial import RunOptions, run_trial
+from optimizer.run.trial_input import trial_variant
 from optimizer.run.workspaces import sweep_stale_trials
 
 DEFAULT_CONCURRENCY = 4
@@ -124,6 +125,7 @@ async def run_suite(
         suite_root=str(suite.root),
         task_ids=[t.id for t in suite.tasks],
         task_buckets={t.id: t.bucket for t in suite.tasks},
+        task_info={t.id: TaskInfo.of(t.spec.description, t.spec.metadata) for t in suite.tasks},
         task_pass_threshold=suite.config.task_pass_threshold,
         require_reference_solution=suite.config.require_reference_solution,
         trials_per_task={t.id: options.trials or t.spec.trials_per_run for t in suite.tasks},
@@ -178,7 +180,7 @@ class _TrialRunner:
             o.agent_model,
             o.judge_model if self.judge is not None else None,
             index,
-            self.variant,
+            trial_variant(self.variant, self.suite, task, o.agent_options.key()),
         )
         return self.cache_dir / f"{key}.json"
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from agents.base import AgentInput, OutcomeSession, prepare_workspace
 from agents.llm.errors import ModelError
 from agents.llm.types import ModelClient, ModelSettings
-from agents.registry import get_agent
+from agents.registry import AgentOptions, get_agent
 from agents.runtime import RuntimeConfig, run_agent
 from agents.transcript import Transcript
 from graders.base import GradeContext, Score
@@ -25,6 +25,7 @@ from graders.registry import run_grader, trial_passed
 from optimizer.core.results import TrialResult
 from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.cache import Mode, RecordReplayClient
+from optimizer.run.trial_input import agent_input_for
 from optimizer.run.workspaces import build_workspace, new_trial_dir, remove_tree
 
 
@@ -51,6 +52,8 @@ class RunOptions:
     )
     trial_indices: dict[str, list[int]] | None = None
     """Run only these trial indices per task id (confirmatory reruns)."""
+    agent_options: AgentOptions = field(default_factory=AgentOptions.from_env)
+    """Our opt-in agent checks (default: none, as the original; $PROMPTLOOP_AGENT_OPTIONS)."""
 
 
 async def _grade(
@@ -151,29 +154,30 @@ async def _attempt(
     tmp: Path,
 ) -> _Attempt:
     agent_c, judge_c = _recorded(suite, task, index, clients, options)
-    agent_input = AgentInput(
-        fact_id=task.spec.input.fact_id,
-        content=task.spec.input.content,
-        published_at=suite.published_at,
-        user_language=task.spec.metadata.get("user_language", "English"),
-    )
+    agent_input = agent_input_for(suite, task)
     got = _Attempt()
     session: OutcomeSession | None = None
     timeout = options.timeout_s or task.spec.timeout_seconds
     try:
         # File work (fixture copy, snapshots) runs in a worker thread so the event loop
         # keeps serving the other trials' model calls meanwhile.
-        session = await asyncio.to_thread(_open_session, suite, task, tmp, agent_input, prompt)
+        session = await asyncio.to_thread(
+            _open_session, suite, task, tmp, agent_input, prompt, options.agent_options
+        )
         async with asyncio.timeout(timeout):
             await run_agent(agent_c, session, options.runtime, transcript)
         got.outcome = plain_outcome(await asyncio.to_thread(session.outcome, transcript))
         got.scores = await _grade(task, got.outcome, transcript, judge_c, options.judge_settings)
-        _decide(got)
+        _decide(got, suite.config.task_pass_threshold)
     except TimeoutError:
         got.status, got.reason = "timedOut", f"trial exceeded {timeout:g}s"
         transcript.event("timeout", got.reason)
         if session is not None:
             got.outcome = plain_outcome(await asyncio.to_thread(session.outcome, transcript))
+            # SPEC section 8: a timed-out trial is still graded (its scores count in grader
+            # means); it stays timedOut, never passed
+            got.scores = await _grade(task, got.outcome, transcript, judge_c,
+                                      options.judge_settings)
     except ModelError as err:
         got.status, got.infra = "errored", f"{type(err).__name__}: {err}"
         got.reason = got.infra
@@ -184,7 +188,7 @@ async def _attempt(
     return got
 
 
-def _decide(got: _Attempt) -> None:
+def _decide(got: _Attempt, threshold: float) -> None:
     """passed / failed from the grades, or errored when the judge could not be reached."""
     judge_errors = [
         s for s in got.scores if s.metadata.get("error_module") == ModelError.__module__
@@ -193,7 +197,7 @@ def _decide(got: _Attempt) -> None:
         # the judge could not be reached: infrastructure, not a 0 score for the agent
         got.status = "errored"
         got.infra = got.reason = f"judge failed: {judge_errors[0].rationale}"
-    elif trial_passed(got.scores, bool(got.outcome.get("is_complete"))):
+    elif trial_passed(got.scores, threshold):
         got.status = "passed"
     else:
         got.status = "failed"
@@ -201,11 +205,16 @@ def _decide(got: _Attempt) -> None:
 
 
 def _open_session(
-    suite: Suite, task: LoadedTask, dest: Path, agent_input: AgentInput, prompt: str
+    suite: Suite,
+    task: LoadedTask,
+    dest: Path,
+    agent_input: AgentInput,
+    prompt: str,
+    agent_options: AgentOptions,
 ) -> OutcomeSession:
     ws = build_workspace(task, dest)
     prepare_workspace(ws, agent_input)
-    return get_agent(suite.agent_name)(ws, agent_input, prompt)
+    return get_agent(suite.agent_name, agent_options)(ws, agent_input, prompt)
 
 
 def plain_outcome(outcome: dict[str, Any]) -> dict[str, Any]:

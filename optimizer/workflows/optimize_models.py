@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agents.runtime import DEFAULT_MAX_TURNS
 from optimizer.core.names import AgentName
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
@@ -46,7 +47,8 @@ class OptimizeConfig(BaseModel):
     kinds: tuple[str, ...] = ("capability", "regression")
     """Suite folders under tasks/<agent>/ that make up the gate (the target bucket's suite and
     every suite whose buckets must not regress)."""
-    max_turns: int = Field(12, ge=1)
+    max_turns: int = Field(DEFAULT_MAX_TURNS, ge=1)
+    """Turns per agent run; the default is the agent runtime's (the original's 20)."""
     max_runs: int = Field(4, ge=1)
     policy: GatePolicy = Field(default_factory=GatePolicy)
     repo: Path | None = None

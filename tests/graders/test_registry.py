@@ -165,9 +165,15 @@ async def test_run_grader_scores_a_trial() -> None:
 
 
 def test_trial_passed_rules() -> None:
+    # SPEC section 8: every decided grader passed, nothing else (completion is a grader of its
+    # own, so an incomplete run fails through it, and no decided score is not a failure)
     ok, bad, null = score(1.0, True), score(0.2, False), score(None, None)
-    assert trial_passed([ok, null], is_complete=True)
-    assert not trial_passed([ok, null], is_complete=False)
-    assert not trial_passed([ok, bad], is_complete=True)
-    assert not trial_passed([null, null], is_complete=True)
-    assert not trial_passed([], is_complete=True)
+    half = Score(grader="g", value=0.5, passed=False)
+    assert trial_passed([ok, null])
+    assert not trial_passed([ok, bad])
+    assert trial_passed([null, null]) and trial_passed([])
+    # a threshold below 1.0 applies to the trial's mean decided score, not to each verdict
+    assert trial_passed([ok, half, null], threshold=0.75)
+    assert not trial_passed([ok, bad], threshold=0.75)  # mean 0.6
+    assert trial_passed([ok, bad], threshold=0.6)
+    assert not trial_passed([null], threshold=0.5)  # no decided score: no mean to reach

@@ -97,7 +97,7 @@ async def test_pkm_agent_outcome_grades_end_to_end(tmp_path: Path) -> None:
             "pkm_append_coherence_plus": 0.9,
         }
     )
-    assert trial_passed(scores, outcome["is_complete"])
+    assert outcome["is_complete"] and trial_passed(scores)
     coherence_prompt = judge.calls[1].messages[0].content
     assert LOG in coherence_prompt and "after original line 4" in coherence_prompt
 

@@ -85,22 +85,44 @@ def test_regression_and_mixed_need_every_trial(kind: str) -> None:
     assert only_passes.task_pass_rate == 1.0
 
 
-def test_threshold_below_one_uses_mean_trial_score() -> None:
+def test_threshold_below_one_is_per_trial_then_the_kind_rule() -> None:
+    # SPEC section 8: a threshold below 1.0 decides each trial's pass when it is graded (the
+    # trial's status); the task then passes by the kind's rule. It is no longer the mean
+    # score over a task's trials: task "a" has a mean of 0.675 >= 0.6 but one failed trial.
     half = [sc("g1", 1.0), sc("g2", 0.5, threshold=0.5)]
     trials = [
-        # a: trial scores 0.75 and 0.6 -> mean 0.675 >= 0.6 although one trial failed
-        tr("a", 0, "passed", scores=half),
-        tr("a", 1, "failed", scores=[sc("g1", 0.2), sc("g2", 1.0), sc("judge", None)]),
-        # b: 0.8 and a timeout (counts as 0) -> 0.4 < 0.6
-        tr("b", 0, "failed", scores=[sc("g1", 0.8)]),
-        tr("b", 1, "timedOut"),
+        tr("a", 0, "passed", scores=half),  # trial mean 0.75 >= 0.6
+        tr("a", 1, "failed", scores=[sc("g1", 0.2), sc("g2", 0.8), sc("judge", None)]),  # 0.5
+        tr("b", 0, "passed", scores=[sc("g1", 0.6), sc("g2", 1.0)]),  # 0.8
+        tr("b", 1, "passed", scores=[sc("g1", 0.7, threshold=0.8)]),  # 0.7: passed, though g1 not
     ]
     s = summarize(mk_run(trials, kind="regression", threshold=0.6))
-    assert [t.passed for t in s.tasks] == [True, False]
-    assert s.tasks[0].mean_score == pytest.approx(0.675)
-    assert s.tasks[1].mean_score == pytest.approx(0.4)
-    assert s.timed_out_trials == 1
-    assert task_passed(trials[2:], "capability", 0.4) is True
+    assert [t.passed for t in s.tasks] == [False, True]
+    assert s.tasks[0].mean_score == pytest.approx(0.625)
+    assert task_passed(trials[:2], "capability") is True
+    assert task_passed(trials[:2], "regression") is False
+
+
+def test_original_rates_count_errored_trials_as_not_passed() -> None:
+    # SPEC section 8: the original's rates are reported beside ours (errored trials excluded)
+    boom = "ModelAuthError: key rejected"
+    trials = [
+        tr("a", 0, "passed"), tr("a", 1, "errored", infra_error=boom),
+        tr("b", 0, "passed"), tr("b", 1, "passed"),
+        tr("c", 0, "errored", infra_error=boom),
+    ]
+    s = summarize(mk_run(trials, kind="regression"))
+    assert (s.task_pass_rate, s.trial_pass_rate) == (1.0, 1.0)
+    o = s.original
+    assert (o.passed_tasks, o.task_pass_rate) == (1, pytest.approx(1 / 3))
+    assert (o.passed_trials, o.trial_pass_rate) == (3, pytest.approx(3 / 5))
+    # per task over all trials: a 1/2, b 2/2, c 0/1 -> k stops at 1
+    assert [(p.k, p.pass_at_k) for p in o.pass_at_k] == [(1, pytest.approx((0.5 + 1 + 0) / 3))]
+    assert o.grader_means == {"g": 1.0}
+    capability = summarize(mk_run(trials, kind="capability")).original
+    assert capability.task_pass_rate == pytest.approx(2 / 3)
+    empty = summarize(mk_run([tr("a", 0, "errored", infra_error=boom)])).original
+    assert (empty.task_pass_rate, empty.trial_pass_rate) == (0.0, 0.0)
 
 
 def test_errored_trials_are_excluded_and_counted_apart() -> None:
@@ -301,20 +323,36 @@ def test_save_load_roundtrip_and_report_shape(tmp_path: Path) -> None:
                               "endedAt": first["trial"]["endedAt"], "status": "failed",
                               "failureReason": "failed graders: pkm_completion"}
     call = first["transcript"]["toolCalls"][0]
-    assert {"callId", "toolName", "arguments", "result", "startedAt", "endedAt",
-            "isError"} <= set(call)
+    # SPEC section 8 shapes: a failed call carries errorMessage, a result is an object
+    assert set(call) == {"callId", "toolName", "arguments", "startedAt", "endedAt", "isError",
+                         "errorMessage"}
     assert call["arguments"]["old_string"] == "## Log"
-    assert first["transcript"]["messages"][2]["toolCalls"][0]["name"] == "Edit"
+    assert first["transcript"]["toolCalls"][1]["result"] == {"text": "wrote 1 line"}
+    messages = first["transcript"]["messages"]
+    assert messages[1]["contents"][0]["text"].startswith("<system-reminder>")
+    assert messages[2]["functionCalls"][0]["name"] == "Edit" and "content" not in messages[2]
+    [result] = messages[3]["results"]
+    assert (result["id"], result["isError"]) == ("call_1", True)
+    assert json.loads(result["arguments"])["old_string"] == "## Log"
     metrics = first["transcript"]["metrics"]
-    assert (metrics["nTurns"], metrics["nToolCalls"], metrics["nTotalTokens"]) == (3, 2, 1280)
+    assert metrics == {"nTurns": 3, "nToolCalls": 2, "nTotalTokens": 1280}
+    assert first["transcript"]["events"][0] == {"at": T0.isoformat(), "kind": "reminder",
+                                                "message": "missing updated_insight",
+                                                "details": {"run": 1}}
     assert "workspace_diff" not in first["outcome"]["environmentState"]
     assert first["outcome"]["environmentState"]["missing_requirements"] == ["updated_insight"]
     assert first["outcome"]["workspaceDiff"]["created"] == ["2026-03-14.md"]
-    assert first["scores"][0]["assertions"][0]["actual"] == {"updated_insight": False}
-    assert report["trials"][3]["infraError"].startswith("ProviderUnavailable")
-    assert report["trials"][2]["cached"] is True
-    assert report["summary"]["erroredTrials"] == 1
-    assert report["provenance"]["agentModel"] == "openai:gpt-4.1"
+    assert "contentSnippets" in first["outcome"]["workspaceDiff"]
+    # assertion values are strings in the report; the typed ones live in our extras
+    assert first["scores"][0]["assertions"][0]["actual"] == '{"updated_insight": false}'
+    assert set(report) == {"runName", "suite", "startedAt", "endedAt", "trials"}
+    assert "promptloop" not in json.dumps(report)  # no copy of the run inside the report
+    extras = json.loads((tmp_path / "reports" / "demo-1.promptloop.json").read_text())
+    assert extras["trials"][3]["infraError"].startswith("ProviderUnavailable")
+    assert extras["trials"][2]["cached"] is True
+    assert extras["trials"][1]["assertionValues"]["0"]["0"]["actual"] == {"updated_insight": False}
+    assert extras["provenance"]["agentModel"] == "openai:gpt-4.1"
+    assert "messages" not in json.dumps(extras)  # transcripts are stored once, in the report
 
 
 def test_index_lines_and_missing_run(tmp_path: Path) -> None:
@@ -325,14 +363,22 @@ def test_index_lines_and_missing_run(tmp_path: Path) -> None:
     lines = [json.loads(x) for x in (tmp_path / "index.jsonl").read_text().splitlines()]
     assert [x["runName"] for x in lines] == ["demo-1", "demo-2"]
     line = lines[1]
-    assert {"runName", "suiteName", "suiteKind", "startedAt", "endedAt", "taskPassRate",
-            "trialPassRate", "numTrials", "erroredTrials", "agentModel", "promptHash",
-            "gitCommit"} <= set(line)
+    # SPEC section 8: exactly the original's keys, its rates (errored trials not passed)
+    assert list(line) == ["runName", "suiteName", "suiteKind", "startedAt", "endedAt",
+                          "taskPassRate", "trialPassRate", "numTrials"]
+    assert line["taskPassRate"] == pytest.approx(1 / 3)  # gym_note's errored trial fails it
+    assert line["trialPassRate"] == pytest.approx(2 / 5)
+    assert line["numTrials"] == 5
+    ours = [json.loads(x) for x in (tmp_path / "index.promptloop.jsonl").read_text().splitlines()]
+    assert [x["runName"] for x in ours] == ["demo-1", "demo-2"]
+    entry = list_runs(tmp_path)[1]
     # mixed kind: sleep_note has a failed trial, gym_note's counted trial failed, hello passed
-    assert line["taskPassRate"] == pytest.approx(1 / 3)
-    assert line["trialPassRate"] == pytest.approx(2 / 4)
-    assert (line["numTrials"], line["erroredTrials"]) == (5, 1)
-    assert line["promptHash"] == "f" * 64
+    assert entry.task_pass_rate == pytest.approx(1 / 3)
+    assert entry.trial_pass_rate == pytest.approx(2 / 4)
+    assert (entry.original_task_pass_rate, entry.original_trial_pass_rate) == (
+        pytest.approx(1 / 3), pytest.approx(2 / 5))
+    assert (entry.num_trials, entry.errored_trials) == (5, 1)
+    assert entry.prompt_hash == "f" * 64 and entry.agent_model == "openai:gpt-4.1"
     assert [r.run_name for r in list_runs(tmp_path)] == ["demo-1", "demo-2"]
     assert load_run(tmp_path, "latest").run_name == "demo-2"
 
@@ -347,14 +393,23 @@ def test_trace_lines(tmp_path: Path) -> None:
     run = rich_run()
     save_run(run, tmp_path)
     lines = [json.loads(x) for x in trace_path(tmp_path, run.run_name).read_text().splitlines()]
-    assert [x["type"] for x in lines].count("trial_start") == 5
-    ends = [x for x in lines if x["type"] == "trial_end"]
-    assert len(ends) == 5
-    assert lines[-1]["type"] == "run_end" and lines[-1]["erroredTrials"] == 1
-    errored = next(x for x in ends if x["status"] == "errored")
-    assert errored["score"] is None and errored["taskId"] == "gym_note"
-    failed = next(x for x in ends if x["taskId"] == "sleep_note" and x["trialIndex"] == 1)
-    assert failed["score"] == pytest.approx(0.3)
+    assert all({"kind", "at"} <= set(x) for x in lines)
+    starts = [x for x in lines if x["kind"] == "trial_start"]
+    assert len(starts) == 5
+    assert starts[0]["task"] == {"id": "sleep_note", "description": "",
+                                 "metadata": {"failure_bucket": "route_health"}}
+    ends = [x for x in lines if x["kind"] == "trial_end"]
+    assert len(ends) == 5 and all(set(x) == {"kind", "at", "trial", "transcript", "outcome",
+                                             "scores"} for x in ends)
+    errored = next(x for x in ends if x["trial"]["status"] == "errored")
+    assert errored["trial"]["taskId"] == "gym_note" and errored["scores"] == []
+    end = lines[-1]
+    assert end["kind"] == "run_end" and set(end) == {"kind", "at", "runName", "suiteName",
+                                                     "aggregateScores"}
+    assert end["aggregateScores"] == {
+        "task_pass_rate": pytest.approx(1 / 3), "trial_pass_rate": pytest.approx(2 / 5),
+        "grader_mean.pkm_completion": pytest.approx((1.0 + 0.6 + 0.6 + 1.0) / 4),
+        "grader_mean.pkm_routed_correctly": 0.0}
     times = [x["at"] for x in lines[:-1]]
     assert times == sorted(times)
 
@@ -367,6 +422,8 @@ def test_markdown_summary() -> None:
     md = render_markdown(run, summarize(run))
     assert "**Task pass rate: 33.3%** (1/3 tasks)" in md
     assert "1 TRIAL(S) ERRORED" in md and "ProviderUnavailable" in md
+    # SPEC section 8: the original's rates beside ours
+    assert "(errored trials not passed): task 33.3%, trial 40.0%" in md
     assert "| 1 | 0.500 | 0.500 |" in md  # pass@1 / pass^1 over 3 tasks, k stops at 1
     assert "| 2 |" not in md.split("## pass@k")[1].split("##")[0]
     # bucket names are identifiers, shown as code in every table

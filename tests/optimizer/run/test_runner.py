@@ -62,8 +62,13 @@ def test_timeout_cancels_the_agent(tmp_path: Path, state: Path) -> None:
     assert cancelled == ["agent call"] and not leftovers
     assert any(e.kind == "timeout" for e in trial.transcript.events)
     assert trial.outcome.get("is_complete") is False  # the outcome is still captured
+    # SPEC section 8: a timed-out trial is still graded and counts in the grader means
+    assert {s.grader: s.value for s in trial.scores} == {
+        "card_completion": 0.0, "card_template_choice": 0.0}
     summary = summarize(result)
     assert summary.timed_out_trials == 1 and summary.counted_trials == 1
+    assert {g.grader: g.decided for g in summary.graders} == {
+        "card_completion": 1, "card_template_choice": 1}
     assert summary.trial_pass_rate == 0.0  # a timeout counts against the agent
 
 
@@ -151,6 +156,19 @@ def test_concurrency_bound_is_respected(
     assert peak == expected  # reached (work overlaps) and never exceeded (card default: 6)
     assert default_concurrency("pkm_agent", RunOptions(agent_model="scripted:pkm")) == 4
     assert default_concurrency("card_agent", RunOptions(agent_model="local:smollm2")) == 1
+
+
+@pytest.mark.parametrize(("threshold", "status"), [(1.0, "failed"), (0.5, "passed")])
+def test_threshold_below_one_decides_each_trial(
+    tmp_path: Path, state: Path, threshold: float, status: str
+) -> None:
+    # the card is complete (1.0) but a snippet, not the expected transaction (0.0): mean 0.5
+    task = sb.task("dog", "Walked the dog by the canal", 1, trials=2)
+    suite = load_suite(sb.suite(tmp_path / "s", [task], kind="regression",
+                                task_pass_threshold=threshold))
+    result = run(suite, options(state), ScriptedModel(policies.card_policy))
+    assert [t.status for t in result.trials] == [status, status]
+    assert summarize(result).task_pass_rate == (1.0 if status == "passed" else 0.0)
 
 
 def test_fixed_clock_is_the_published_time(tmp_path: Path, state: Path) -> None:

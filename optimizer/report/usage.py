@@ -1,0 +1,123 @@
+"""Token usage and cost of a run: agent and judge tokens, and their price.
+
+Split from summary.py (which re-exports these names). Judge tokens come from
+`Score.metadata["usage"]` when a grader records them; cached trials cost nothing now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from agents.llm.types import Usage
+from optimizer.core.pricing import CostEstimate, PriceOverrides, estimate_cost
+from optimizer.core.results import RunResult, TrialResult
+
+
+class CamelModel(BaseModel):
+    """Snake-case in Python, camelCase on disk (the SPEC report shape)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class UsageSummary(CamelModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    total_tokens: int = 0
+    model_calls: int = 0
+    retries: int = 0
+    tool_calls: int = 0
+    turns: int = 0
+
+
+class CostSummary(CamelModel):
+    agent: CostEstimate
+    judge: CostEstimate | None = None
+    total_usd: float | None
+    """All trials, including ones served from the cache (None if a price is unknown)."""
+    spent_usd: float | None
+    """Only trials actually run now (cached trials were paid for by an earlier run)."""
+    notes: list[str] = Field(default_factory=list)
+
+
+
+def _usage_summary(total: Usage, **counts: int) -> UsageSummary:
+    return UsageSummary(
+        input_tokens=total.input_tokens,
+        output_tokens=total.output_tokens,
+        cache_read_tokens=total.cache_read_tokens,
+        cache_write_tokens=total.cache_write_tokens,
+        total_tokens=total.total_tokens,
+        **counts,
+    )
+
+
+def usage_of(trials: Sequence[TrialResult]) -> tuple[UsageSummary, Usage]:
+    total = Usage()
+    calls = retries = tools = turns = 0
+    for t in trials:
+        m = t.transcript.metrics
+        total = total + m.usage
+        calls += m.n_model_calls
+        retries += m.n_retries
+        tools += m.n_tool_calls
+        turns += m.n_turns
+    return _usage_summary(
+        total, model_calls=calls, retries=retries, tool_calls=tools, turns=turns
+    ), total
+
+
+def judge_usage_of(trials: Sequence[TrialResult]) -> tuple[UsageSummary, Usage]:
+    """Judge tokens, from `Score.metadata["usage"]` (a Usage-shaped dict) when graders set it."""
+    total = Usage()
+    calls = 0
+    for t in trials:
+        for s in t.scores:
+            raw = s.metadata.get("usage")
+            if isinstance(raw, dict):
+                known = {k: int(v) for k, v in raw.items() if k in Usage.model_fields}
+                total = total + Usage(**known)
+                calls += 1
+    return _usage_summary(total, model_calls=calls), total
+
+
+def spent_usage(trials: Sequence[TrialResult]) -> Usage:
+    """Agent plus judge tokens of the trials actually run now (cached ones cost nothing)."""
+    fresh = [t for t in trials if not t.cached]
+    return usage_of(fresh)[1] + judge_usage_of(fresh)[1]
+
+
+def _sum_usd(parts: Sequence[float | None]) -> float | None:
+    return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
+
+
+def run_cost(run: RunResult, prices: PriceOverrides | None) -> CostSummary:
+    prov = run.provenance
+    fresh = [t for t in run.trials if not t.cached]
+    agent_all = estimate_cost(prov.agent_model, usage_of(run.trials)[1], prices)
+    agent_new = estimate_cost(prov.agent_model, usage_of(fresh)[1], prices)
+    totals, spent = [agent_all.usd], [agent_new.usd]
+    notes = [agent_all.note] if agent_all.note else []
+    judge: CostEstimate | None = None
+    judge_tokens = judge_usage_of(run.trials)[1]
+    if judge_tokens.total_tokens or judge_tokens.cache_read_tokens:
+        judge = estimate_cost(prov.judge_model or "", judge_tokens, prices)
+        totals.append(judge.usd)
+        spent.append(estimate_cost(prov.judge_model or "", judge_usage_of(fresh)[1], prices).usd)
+        if judge.note:
+            notes.append(judge.note)
+    elif prov.judge_model:
+        notes.append("judge tokens were not recorded by the graders; judge cost not included")
+    return CostSummary(
+        agent=agent_all,
+        judge=judge,
+        total_usd=_sum_usd(totals),
+        spent_usd=_sum_usd(spent),
+        notes=notes,
+    )
+
+

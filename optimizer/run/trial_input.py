@@ -1,0 +1,74 @@
+"""What one trial's agent is given, and what else keys its cached result (SPEC section 8).
+
+The publish time of a task is its fact entry's: the date from the fact id and the time from
+the `## <id:ts_N> HH:MM:SS` header in the fixture's daily fact file, so "tomorrow" resolves
+against the fixture. A task whose fixture has no such header keeps the suite clock's time of
+day on the fact id's date. A suite that sets `clock` in suite.json pins every task to it. The
+time carries its UTC offset: a naive time is read in the machine's zone, as the original
+harness reads the device's local time.
+
+Kept apart from runner.py so the trial code only calls these few functions.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from pathlib import Path
+
+from agents.base import AgentInput
+from agents.workspace import FactId, FactIdError, entry_time
+from optimizer.core.suites import LoadedTask, Suite
+
+
+def suite_clock_pinned(suite: Suite) -> bool:
+    """True when suite.json sets its own `clock` (not the loader's default)."""
+    return "clock" in suite.config.model_fields_set
+
+
+def _with_zone(at: datetime, zone_from: datetime) -> datetime:
+    if at.tzinfo is not None:
+        return at
+    return at.replace(tzinfo=zone_from.tzinfo) if zone_from.tzinfo else at.astimezone()
+
+
+def fixture_fact_file(task: LoadedTask, fact: FactId) -> Path | None:
+    """The daily fact file a trial workspace gets for `fact`: the overlay's copy replaces the
+    base fixture's (the workspace is the base with the overlay copied on top)."""
+    for folder in (task.fixture_dir, task.base_fixture):
+        if folder is not None and (folder / fact.fact_file).is_file():
+            return folder / fact.fact_file
+    return None
+
+
+def task_published_at(suite: Suite, task: LoadedTask) -> datetime:
+    """The publish time of `task`, with its UTC offset (see the module docstring)."""
+    clock = suite.published_at
+    if suite_clock_pinned(suite):
+        return _with_zone(clock, clock)
+    try:
+        fact = FactId.parse(task.spec.input.fact_id)
+        day = date(int(fact.year), int(fact.month), int(fact.day))
+    except (FactIdError, ValueError):
+        return _with_zone(clock, clock)
+    path = fixture_fact_file(task, fact)
+    at = entry_time(path.read_text(encoding="utf-8"), fact.ts) if path is not None else None
+    return _with_zone(datetime.combine(day, at or clock.time()), clock)
+
+
+def agent_input_for(suite: Suite, task: LoadedTask) -> AgentInput:
+    """The input one trial's agent gets: fact id, content, publish time, user language."""
+    return AgentInput(
+        fact_id=task.spec.input.fact_id,
+        content=task.spec.input.content,
+        published_at=task_published_at(suite, task),
+        user_language=task.spec.metadata.get("user_language", "English"),
+    )
+
+
+def trial_variant(base: str, suite: Suite, task: LoadedTask, agent_options: str = "") -> str:
+    """The cache variant of one task's trials: the runtime limits (`base`), plus what else
+    decides its result: the publish time, the suite's pass threshold (a trial's pass is decided
+    with it) and the agent options."""
+    published = task_published_at(suite, task).isoformat()
+    threshold = suite.config.task_pass_threshold
+    return f"{base},published={published},threshold={threshold:g},agent={agent_options}"
