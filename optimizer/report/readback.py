@@ -225,6 +225,7 @@ def run_from_docs(
         "started_at": report.get("startedAt"),
         "ended_at": report.get("endedAt"),
         "provenance": snake_keys(extras.get("provenance") or {}),
+        "concurrency": snake_keys(extras["concurrency"]) if extras.get("concurrency") else None,
         "trials": trials,
     })
 

@@ -265,6 +265,8 @@ def report_docs(run: RunResult) -> tuple[dict[str, Any], dict[str, Any]]:
         "taskInfo": {k: v.model_dump(mode="json") for k, v in run.task_info.items()},
         "trialsPerTask": dict(run.trials_per_task),
         "provenance": camel_keys(run.provenance.model_dump(mode="json")),
+        "concurrency": (camel_keys(run.concurrency.model_dump(mode="json"))
+                        if run.concurrency else None),
         "trials": [x for _, x in trials],
     }
     return report, extras

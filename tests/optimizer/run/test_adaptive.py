@@ -102,3 +102,14 @@ def test_the_report_says_what_concurrency_was_reached(tmp_path: Path, state: Pat
     assert result.concurrency is not None and result.concurrency.decreases == 0
     text = render_markdown(result, summarize(result))
     assert "- Concurrency: configured 2, reached 2" in text
+
+
+def test_the_concurrency_record_survives_the_report_store(tmp_path: Path, state: Path) -> None:
+    from optimizer.report.store import default_store_dir, load_run, save_run
+
+    suite = load_suite(sb.suite(tmp_path / "s", sb.card_tasks(2)))
+    result = run(suite, options(state, trials=1, concurrency=3),
+                 ScriptedModel(policies.card_policy))
+    store = default_store_dir(state)
+    save_run(result, store)
+    assert load_run(store, result.run_name).concurrency == result.concurrency
