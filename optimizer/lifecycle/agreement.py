@@ -53,7 +53,8 @@ def cohen_kappa(a: Sequence[int], b: Sequence[int], categories: int,
     return 1.0 - obs / exp
 
 
-def _delta(metric: AlphaMetric, values: Sequence[float], totals: Sequence[float]) -> list[list[float]]:
+def _delta(metric: AlphaMetric, values: Sequence[float],
+           totals: Sequence[float]) -> list[list[float]]:
     """Squared distances between the distinct values (sorted) under `metric`."""
     k = len(values)
     out = [[0.0] * k for _ in range(k)]
