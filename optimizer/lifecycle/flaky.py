@@ -2,9 +2,10 @@
 
 Three signals, each per task:
 - flaky trials: trials of the task on one and the same prompt disagree. Over the distinct
-  counted trials of the task on its newest prompt (n trials, c passed; k = the most trials the
-  task had in one run, at least 2), the task is flagged when 0 < c < n and
-  pass@k - pass^k >= `min_spread`: it neither passes reliably nor fails reliably.
+  counted trials of the task on its newest prompt (n trials, c passed; k = 2 by default), the
+  task is flagged when pass@k - pass^k >= `min_spread` (0.4): it neither passes reliably nor
+  fails reliably. With k = 2 that is a pass rate between about 30% and 70% on 10 trials, and
+  any split of 2 or 3 trials.
 - grader disagreement: graders that check the same thing (one family: a name, its `_plus`
   variant and its `visible_` variant, e.g. card_must_contain and card_visible_must_contain)
   decide a trial differently, on at least `grader_min_disagreements` trials and at least
@@ -33,7 +34,8 @@ AmbiguityKind = Literal["flaky_trials", "grader_disagreement", "human_disagreeme
 
 @dataclass(frozen=True)
 class AmbiguityPolicy:
-    min_spread: float = 0.5
+    k: int = 2
+    min_spread: float = 0.4
     min_trials: int = 2
     grader_min_disagreements: int = 2
     grader_min_share: float = 0.25
@@ -90,18 +92,16 @@ def flaky_tasks(runs: Sequence[RunResult],
     """Tasks whose trials disagree on the same prompt (runs oldest first)."""
     policy = policy or AmbiguityPolicy()
     newest: dict[str, str | None] = {}
-    per_run: dict[tuple[str, str], int] = {}
     pairs = [(r, t) for r, t in distinct_trials(runs) if t.counts]
     for run, t in pairs:
         newest[t.task_id] = prompt_hash(run)
-        per_run[(run.run_name, t.task_id)] = per_run.get((run.run_name, t.task_id), 0) + 1
     out = []
     for task, phash in newest.items():
         group = [(r, t) for r, t in pairs if t.task_id == task and prompt_hash(r) == phash]
         n, c = len(group), sum(t.passed for _, t in group)
         if n < policy.min_trials or c in (0, n):
             continue
-        k = min(n, max(2, *(v for (_, tk), v in per_run.items() if tk == task)))
+        k = min(n, policy.k)
         at, hat = pass_at_k(n, c, k), pass_hat_k(n, c, k)
         if at - hat < policy.min_spread:
             continue
