@@ -17,7 +17,7 @@ from optimizer.lifecycle.health_io import (
     save_health,
 )
 from optimizer.lifecycle.lineage import LineageSpec, distinct_trials, load_lineage, select_lineage
-from tests.optimizer.lifecycle.helpers import PROMPT, git, run, save_all, sha, trial
+from tests.optimizer.lifecycle.helpers import PROMPT, git, run, save_all, sha
 
 T, F = True, False
 
@@ -126,7 +126,7 @@ def test_markdown_and_saved_format(tmp_path: Path) -> None:
     assert loaded == h
     assert load_health(tmp_path, "nothing") is None
     path.write_text("{}")
-    with pytest.raises(LifecycleError, match="promptloop.health/1"):
+    with pytest.raises(LifecycleError, match=r"promptloop\.health/1"):
         load_health(tmp_path, "card_agent_capability")
 
 
