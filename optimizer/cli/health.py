@@ -78,8 +78,13 @@ def health(
                                   window=window, any_prompt=any_prompt)
         except UnknownNameError as err:
             from optimizer.core.suites import AGENT_NAMES
+            from optimizer.lifecycle.errors import LifecycleError
 
-            known = [*stored_suite_names(default_store_dir(state)), *AGENT_NAMES]
+            store = default_store_dir(state)
+            if suite in AGENT_NAMES:
+                raise LifecycleError(f"no saved runs of {name} in {store}; run `promptloop eval "
+                                     f"--suite {suite} --kind {kind}` first") from None
+            known = [*stored_suite_names(store), *AGENT_NAMES]
             raise UnknownNameError("suite", err.name, known) from None
         path = save_health(state, result)
         if as_json:

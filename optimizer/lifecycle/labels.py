@@ -75,6 +75,8 @@ def parse_trial_id(text: str) -> tuple[str, str, int]:
     task, hash_, index = rest.rpartition("#")
     if not sep or not run or not hash_ or not task or not index.isdigit():
         raise ValueError(f"'{text}' is not <runName>/<taskId>#<trialIndex>")
+    if run.startswith(".") or "\\" in run or run.endswith(".json"):
+        raise ValueError(f"'{run}' cannot be a run name")
     return run, task, int(index)
 
 

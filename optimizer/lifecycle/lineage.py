@@ -172,7 +172,8 @@ def load_lineage(store_dir: Path, suite_name: str, *, repo: Path | None = None,
     skipped: dict[str, int] = {}
     for entry in sorted(entries, key=lambda e: e.started_at, reverse=True):
         if len(runs) >= window:
-            skipped["older than the window"] = skipped.get("older than the window", 0) + 1
+            skipped["not read: the window was full"] = \
+                skipped.get("not read: the window was full", 0) + 1
             continue
         run = newest if entry.run_name == newest.run_name else load_run(store_dir, entry.run_name)
         reason = _exclusion(run, spec, model)

@@ -108,6 +108,8 @@ def test_disagreement_figures_and_averaged_labelers(state: Path, tmp_path: Path)
      "Did you mean 'pkm-1'"),
     ({"trial_id": "pkm-1/ins-z#0", "scores": {"groundedness": 1}}, "trial_id",
      "has no trial ins-z#0"),
+    ({"trial_id": "../x/ins-a#0", "scores": {"groundedness": 1}}, "trial_id",
+     "cannot be a run name"),
 ])
 def test_bad_label_lines_name_file_line_and_field(state: Path, tmp_path: Path, line: object,
                                                   field: str, problem: str) -> None:

@@ -182,6 +182,8 @@ def test_graduate_and_health_commands(repo: Path, state: Path,
     assert json.loads(res.stdout)["summary"]["graduation_ready"] == ["event", "link"]
     res = runner.invoke(app, ["health", "--suite", "card_agnt", "--out", str(state)])
     assert res.exit_code == 1 and "Did you mean 'card_agent'" in res.stderr
+    res = runner.invoke(app, ["health", "--suite", "pkm_agent", "--out", str(state)])
+    assert res.exit_code == 1 and "no saved runs of pkm_agent_capability" in res.stderr
     res = runner.invoke(app, ["graduate", "--suite", "card_agent", "--bucket", "stuck",
                               "--out", str(state)])
     assert res.exit_code == 1 and "not ready to graduate" in res.stderr
