@@ -59,7 +59,7 @@ class Lineage:
                    f"the {len(self.spec.prompt_hashes)} prompt version(s) in the history of "
                    f"{self.spec.ref or 'the ref'}"
                    + (f" ({self.spec.ref_commit[:12]})" if self.spec.ref_commit else ""))
-        return (f"the newest {self.spec.window} non-replay runs of suite "
+        return (f"up to the newest {self.spec.window} non-replay runs of suite "
                 f"{self.spec.suite_name} with agent model {self.agent_model or '(unknown)'} on "
                 f"{prompts}")
 
