@@ -14,6 +14,7 @@ from optimizer.lifecycle.health_io import (
     health_markdown,
     health_path,
     load_health,
+    refresh_health,
     save_health,
 )
 from optimizer.lifecycle.lineage import LineageSpec, distinct_trials, load_lineage, select_lineage
@@ -169,3 +170,16 @@ def test_unknown_suite_and_empty_lineage(tmp_path: Path) -> None:
         build_health(tmp_path, "card_agent_capabilty")
     with pytest.raises(LifecycleError, match="no run of card_agent_capability belongs"):
         build_health(tmp_path, "card_agent_capability", agent_model="openai:gpt-4.1")
+
+
+def test_refresh_renders_ambiguous_tasks_with_evidence(tmp_path: Path) -> None:
+    save_all(tmp_path, [run("r1", {"event-a": [T, F], "event-b": [T, T]}),
+                        run("r2", {"event-a": [F, T], "event-b": [T, T]}, day=1)])
+    h, path = refresh_health(tmp_path, "card_agent_capability")
+    assert path.is_file() and h.summary.ambiguous_tasks == ["event-a"]
+    md = health_markdown(h, heading_level=3, max_evidence=3)
+    assert "#### Ambiguous or flaky tasks (1)" in md
+    assert "| event-a | event | flaky trials | 2 of 4 trials passed on one prompt" in md
+    assert ("- `r1/event-a#1` failed: score: 0.00; failing graders: card_completion 0.00 fail"
+            in md)
+    assert "- ... 1 more in the health JSON" in md
