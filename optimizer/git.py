@@ -217,6 +217,29 @@ class GitOps:
         data: bytes = blob.data_stream.read()
         return data.decode("utf-8")
 
+    def list_files(self, ref: str, path: str) -> dict[str, str]:
+        """The files under `path` at `ref` (from the object database): path -> blob id."""
+        out = self._git("ls-tree", "-r", "-z", self.resolve(ref), "--", path.strip("/"))
+        files = {}
+        for entry in out.split("\0"):
+            meta, tab, name = entry.partition("\t")
+            parts = meta.split()
+            if tab and len(parts) == 3 and parts[1] == "blob":
+                files[name] = parts[2]
+        return dict(sorted(files.items()))
+
+    def file_versions(self, ref: str, path: str) -> list[tuple[str, str]]:
+        """(commit sha, text) of `path` after every commit in the history of `ref` that
+        changed it, newest first; commits that deleted it are left out."""
+        shas = self._git("log", "--format=%H", self.resolve(ref), "--", path.strip("/")).split()
+        out = []
+        for sha in shas:
+            try:
+                out.append((sha, self.read_file(sha, path)))
+            except GitOpsError:
+                continue
+        return out
+
     def head_info(self) -> HeadInfo:
         """Commit, branch (or detached) and dirty flag of the user's checkout."""
         try:

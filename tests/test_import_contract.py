@@ -1,11 +1,11 @@
 """The import contract of optimizer/ (checked in CI):
 
-    cli -> workflows -> {propose, gate, run, report, git} -> core
+    cli -> workflows -> {propose, gate, run, report, git, lifecycle} -> core
 
 A package may import its own modules, any package on a lower layer and (within the middle
 layer) a sibling, but never a higher layer; `gate` imports only `core` and itself and no I/O
-module; no module of `report`, `run`, `propose` or `gate` imports `rich`; and the packages form
-no import cycle.
+module; `lifecycle` imports only `core`, `report`, `git` and itself; no module outside `cli`
+imports `rich`; and the packages form no import cycle.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "optimizer"
 LAYER = {"cli": 3, "workflows": 2, "propose": 1, "gate": 1, "run": 1, "report": 1, "git": 1,
-         "core": 0}
+         "lifecycle": 1, "core": 0}
+LIFECYCLE_IMPORTS = {"lifecycle", "core", "report", "git"}
 IO_MODULES = {"os", "subprocess", "shutil", "socket", "asyncio", "tempfile", "git",
               "optimizer.git", "httpx", "anthropic", "openai", "filelock", "urllib"}
 
@@ -60,6 +61,8 @@ def test_layers_only_import_downwards() -> None:
                 bad.append(f"{path.relative_to(ROOT)} imports {name}")
             if pkg == "gate" and target not in ("gate", "core"):
                 bad.append(f"{path.relative_to(ROOT)} (gate) imports {name}")
+            if pkg == "lifecycle" and target not in LIFECYCLE_IMPORTS:
+                bad.append(f"{path.relative_to(ROOT)} (lifecycle) imports {name}")
     assert not bad, "\n".join(bad)
 
 

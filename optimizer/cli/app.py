@@ -15,7 +15,10 @@ import typer
 
 from optimizer.cli import agent, doctor, nightly, optimize, report, review, ui
 from optimizer.cli import eval as eval_cmd
+from optimizer.cli.calibrate import calibrate
 from optimizer.cli.common import use_toml
+from optimizer.cli.graduate import graduate
+from optimizer.cli.health import health
 from optimizer.cli.util import EXIT_INTERRUPTED
 
 app = typer.Typer(
@@ -54,6 +57,9 @@ app.command("optimize")(optimize.optimize)
 app.command("nightly")(nightly.nightly)
 app.command("review")(review.review)
 app.command("doctor")(doctor.doctor)
+app.command("health")(health)
+app.command("graduate")(graduate)
+app.command("calibrate")(calibrate)
 
 
 def main() -> None:

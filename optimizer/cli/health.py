@@ -1,0 +1,106 @@
+"""`promptloop health`: pass rates, trends, mature tasks and buckets, stragglers, flaky and
+ambiguous tasks of one suite over its prompt lineage."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from optimizer.cli import ui
+from optimizer.cli.lifecycle_common import JsonOpt, StateOpt, run_command
+
+
+def _suite_name(suite: str, kind: str) -> str:
+    """The stored suite name: an agent name + --kind names a suite folder; anything else is
+    taken as a stored suite name (checked against the store by the lineage)."""
+    from optimizer.core.names import agent_names
+    from optimizer.core.suites import SuiteError, resolve_suite_path
+
+    if suite not in agent_names():
+        return suite
+    path = resolve_suite_path(suite, kind) / "suite.json"
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["name"])
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
+        kinds = sorted(p.name for p in path.parent.parent.iterdir() if (p / "suite.json").is_file())
+        raise SuiteError(f"{path}: no readable suite for --kind {kind} ({err}); kinds of "
+                         f"{suite}: {', '.join(kinds)}") from None
+
+
+def health(
+    suite: Annotated[str, typer.Option(
+        "--suite", envvar="PROMPTLOOP_SUITE",
+        help="card_agent or pkm_agent (the suite of --kind), or a stored suite name such as "
+        "card_agent_capability.")],
+    kind: Annotated[str, typer.Option(
+        "--kind", help="Suite folder of an agent: capability, regression, quickstart.")
+    ] = "capability",
+    window: Annotated[int, typer.Option(
+        "--window", min=1, help="Newest runs of the lineage to use.")] = 10,
+    ref: Annotated[str, typer.Option(
+        "--ref", help="Git ref whose prompt history defines the lineage.")] = "HEAD",
+    model: Annotated[str | None, typer.Option(
+        "--model", "--agent-model",
+        help="Agent model of the lineage (default: the model of the newest run).")] = None,
+    any_prompt: Annotated[bool, typer.Option(
+        "--any-prompt", help="Every run of the suite, whatever prompt it ran.")] = False,
+    out: StateOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show and save the health of a suite over the recent runs of its prompt lineage.
+
+    The lineage is the suite's saved runs with one agent model whose prompt is a version of
+    prompts/<agent>.md in the history of --ref (see docs/lifecycle.md). Per task and bucket:
+    pass rate, trend per run with a 95% interval, mature (>= 95%), straggler (0% over >= 10
+    trials), buckets ready to graduate (5 consecutive mature runs), saturated suite (>= 90% of
+    tasks mature), and flaky or ambiguous tasks with the trials that disagree. Saved as
+    <state>/health/<suite>.json (format promptloop.health/1).
+
+    Exit codes: 0 ok, 1 unknown suite or no runs in the lineage, 2 unreadable state folder."""
+    from optimizer.git import repo_root, state_dir
+    from optimizer.lifecycle.errors import UnknownNameError
+    from optimizer.lifecycle.health_io import (
+        ambiguous_table,
+        bucket_table,
+        build_health,
+        headline,
+        save_health,
+    )
+    from optimizer.lifecycle.lineage import stored_suite_names
+    from optimizer.report.store import default_store_dir
+
+    def body() -> None:
+        state = state_dir(out)
+        name = _suite_name(suite, kind)
+        try:
+            result = build_health(state, name, repo=repo_root(), ref=ref, agent_model=model,
+                                  window=window, any_prompt=any_prompt)
+        except UnknownNameError as err:
+            from optimizer.core.names import agent_names
+            from optimizer.lifecycle.errors import LifecycleError
+
+            store = default_store_dir(state)
+            if suite in agent_names():
+                raise LifecycleError(f"no saved runs of {name} in {store}; run `promptloop eval "
+                                     f"--suite {suite} --kind {kind}` first") from None
+            known = [*stored_suite_names(store), *agent_names()]
+            raise UnknownNameError("suite", err.name, known) from None
+        path = save_health(state, result)
+        if as_json:
+            ui.print_json(result.model_dump(mode="json"))
+            return
+        for line in headline(result):
+            ui.out.print(line, highlight=False)
+        ui.show_table(bucket_table(result.buckets), f"Buckets of {result.suite_name}")
+        s = result.summary
+        if s.graduation_ready:
+            ui.out.print("Ready to graduate: " + ", ".join(s.graduation_ready), highlight=False)
+        if s.stragglers:
+            ui.out.print("Stragglers: " + ", ".join(s.stragglers), highlight=False)
+        if result.ambiguous:
+            ui.show_table(ambiguous_table(result.ambiguous), "Ambiguous or flaky tasks")
+        ui.info(f"Saved {path}")
+
+    run_command(body)

@@ -1,0 +1,185 @@
+"""Lineage selection and suite health over scripted stored runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from optimizer.lifecycle.errors import LifecycleError, UnknownNameError
+from optimizer.lifecycle.health import HealthPolicy, compute_health
+from optimizer.lifecycle.health_io import (
+    build_health,
+    health_markdown,
+    health_path,
+    load_health,
+    refresh_health,
+    save_health,
+)
+from optimizer.lifecycle.lineage import LineageSpec, distinct_trials, load_lineage, select_lineage
+from tests.optimizer.lifecycle.helpers import PROMPT, git, run, save_all, sha
+
+T, F = True, False
+
+
+def history() -> list:
+    """Six nights: `event` fails once in the first night then always passes; `link` always
+    passes; `stuck` never passes (12 trials)."""
+    first = run("n1", {"event-a": [T, F], "event-b": [T, T], "link-a": [T, T],
+                       "stuck-a": [F, F]}, day=0)
+    rest = [run(f"n{d + 1}", {"event-a": [T, T], "event-b": [T, T], "link-a": [T, T],
+                              "stuck-a": [F, F]}, day=d) for d in range(1, 6)]
+    return [first, *rest]
+
+
+def lineage_of(runs: list, **spec: object):  # type: ignore[no-untyped-def]
+    return select_lineage(runs, LineageSpec("card_agent_capability", **spec))  # type: ignore[arg-type]
+
+
+def test_health_rates_maturity_stragglers_and_streaks() -> None:
+    h = compute_health(lineage_of(history()))
+    tasks = {t.task_id: t for t in h.tasks}
+    assert tasks["event-a"].pass_rate == pytest.approx(11 / 12)
+    assert not tasks["event-a"].mature and tasks["event-b"].mature
+    assert tasks["stuck-a"].straggler and tasks["stuck-a"].trials == 12
+    assert not tasks["link-a"].straggler
+    buckets = {b.bucket: b for b in h.buckets}
+    event = buckets["event"]
+    assert [p.pass_rate for p in event.series] == [0.75, 1, 1, 1, 1, 1]
+    assert event.mature_streak == 5 and event.graduation_ready
+    assert event.pass_rate == pytest.approx(23 / 24) and event.mature
+    assert buckets["stuck"].mature_streak == 0 and not buckets["stuck"].graduation_ready
+    assert h.summary.mature_tasks == 2 and h.summary.tasks_with_trials == 4
+    assert h.summary.mature_share == pytest.approx(0.5) and not h.summary.saturated
+    assert h.summary.stragglers == ["stuck-a"]
+    assert h.summary.graduation_ready == ["event", "link"]
+
+
+def test_four_mature_runs_are_not_enough_and_saturation() -> None:
+    h = compute_health(lineage_of(history()[:5]))
+    event = next(b for b in h.buckets if b.bucket == "event")
+    assert event.mature_streak == 4 and not event.graduation_ready
+    all_pass = [run(f"ok{d}", {"a-1": [T, T], "b-1": [T]}, day=d) for d in range(3)]
+    assert compute_health(lineage_of(all_pass)).summary.saturated
+    strict = compute_health(lineage_of(history()), HealthPolicy(graduation_runs=6))
+    assert strict.summary.graduation_ready == ["link"]
+
+
+def test_trend_directions() -> None:
+    rates = [[T, T, T, T], [T, T, T, F], [T, T, F, F], [T, F, F, F], [F, F, F, F]]
+    runs = [run(f"d{i}", {"x-1": r}, day=i) for i, r in enumerate(rates)]
+    trend = compute_health(lineage_of(runs)).buckets[0].trend
+    assert trend.slope_per_run == pytest.approx(-0.25)
+    assert trend.direction == "declining" and trend.high is not None and trend.high < 0
+    short = compute_health(lineage_of(runs[:2])).buckets[0].trend
+    assert short.direction == "unknown" and short.low is None
+
+
+def test_lineage_filters_model_replay_prompt_and_window() -> None:
+    runs = [
+        run("mine-1", {"x-1": [T]}, day=0),
+        run("other-model", {"x-1": [F]}, day=1, model="openai:gpt-4.1"),
+        run("replayed", {"x-1": [F]}, day=2, mode="replay"),
+        run("candidate", {"x-1": [F]}, day=3, prompt="a rejected candidate prompt"),
+        run("mine-2", {"x-1": [T]}, day=4),
+        run("mine-3", {"x-1": [T]}, day=5),
+    ]
+    lin = lineage_of(runs, prompt_hashes=frozenset({sha(PROMPT)}), window=2)
+    assert [r.run_name for r in lin.runs] == ["mine-2", "mine-3"]
+    assert lin.excluded == {"other agent model": 1, "replay": 1,
+                            "prompt not in the ref's history": 1, "older than the window": 1}
+    assert lin.agent_model == "scripted:card"
+    anyp = lineage_of(runs)
+    assert "candidate" in [r.run_name for r in anyp.runs]
+
+
+def test_cached_trials_count_once() -> None:
+    first = run("fresh", {"x-1": [T, F]}, day=0)
+    copy = run("cached", {}, day=1, trials=[t.model_copy(update={"cached": True})
+                                            for t in first.trials])
+    assert len(list(distinct_trials([first, copy]))) == 2
+    h = compute_health(lineage_of([first, copy]))
+    bucket = h.buckets[0]
+    assert bucket.trials == 2 and [p.run_name for p in bucket.series] == ["fresh"]
+    assert [r.fresh_trials for r in h.lineage.runs] == [2, 0]
+
+
+def test_errored_trials_never_count() -> None:
+    r = run("e", {"x-1": [T, "errored", "errored"]})
+    t = compute_health(lineage_of([r])).tasks[0]
+    assert (t.trials, t.passed, t.pass_rate) == (1, 1, 1.0)
+
+
+def test_markdown_and_saved_format(tmp_path: Path) -> None:
+    h = compute_health(lineage_of(history()))
+    md = health_markdown(h)
+    assert "## Suite health: `card_agent_capability`" in md
+    assert "| `event` | 2 | 24 | **95.8%** | +3.6 pp/run [-2.2, +9.3] | 1/2 | 5 | ready |" in md
+    assert "Ready to graduate (5 consecutive mature runs): `event`, `link`" in md
+    assert "Stragglers (0% over >= 10 trials): `stuck-a`" in md
+    path = save_health(tmp_path, h)
+    assert path == health_path(tmp_path, "card_agent_capability")
+    data = json.loads(path.read_text())
+    assert data["format"] == "promptloop.health/1"
+    assert data["summary"]["graduation_ready"] == ["event", "link"]
+    loaded = load_health(tmp_path, "card_agent_capability")
+    assert loaded == h
+    assert load_health(tmp_path, "nothing") is None
+    path.write_text("{}")
+    with pytest.raises(LifecycleError, match=r"promptloop\.health/1"):
+        load_health(tmp_path, "card_agent_capability")
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "prompts").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    for n, text in enumerate(["v1\n", "v2\n"]):
+        (repo / "prompts" / "card_agent.md").write_text(text)
+        git(repo, "add", "-A")
+        git(repo, "-c", "user.name=d", "-c", "user.email=d@x", "commit", "-qm", f"p{n}")
+    return repo
+
+
+def test_lineage_follows_the_prompt_history_of_the_ref(tmp_path: Path) -> None:
+    repo, state = _repo(tmp_path), tmp_path / "state"
+    save_all(state, [
+        run("on-v1", {"x-1": [T]}, day=0, prompt="v1\n"),
+        run("candidate", {"x-1": [F]}, day=1, prompt="v3 never committed\n"),
+        run("on-v2", {"x-1": [T]}, day=2, prompt="v2\n"),
+        run("checkout", {"x-1": [F]}, day=3, prompt="v2 edited\n"),
+    ])
+    lin = load_lineage(state / "runs", "card_agent_capability", repo=repo)
+    assert [r.run_name for r in lin.runs] == ["on-v1", "on-v2"]
+    assert lin.excluded == {"prompt not in the ref's history": 2}
+    (repo / "prompts" / "card_agent.md").write_text("v2 edited\n")
+    lin = load_lineage(state / "runs", "card_agent_capability", repo=repo)
+    assert [r.run_name for r in lin.runs] == ["on-v1", "on-v2", "checkout"]
+    lin = load_lineage(state / "runs", "card_agent_capability", repo=repo, ref="HEAD~1")
+    assert [r.run_name for r in lin.runs] == ["on-v1"]
+    assert "history of HEAD~1" in lin.definition
+    h = build_health(state, "card_agent_capability", repo=repo, window=2)
+    assert [r.run_name for r in h.lineage.runs] == ["on-v2", "checkout"]
+    assert h.lineage.prompt_versions == 3
+
+
+def test_unknown_suite_and_empty_lineage(tmp_path: Path) -> None:
+    save_all(tmp_path, [run("a", {"x-1": [T]})])
+    with pytest.raises(UnknownNameError, match="Did you mean 'card_agent_capability'"):
+        build_health(tmp_path, "card_agent_capabilty")
+    with pytest.raises(LifecycleError, match="no run of card_agent_capability belongs"):
+        build_health(tmp_path, "card_agent_capability", agent_model="openai:gpt-4.1")
+
+
+def test_refresh_renders_ambiguous_tasks_with_evidence(tmp_path: Path) -> None:
+    save_all(tmp_path, [run("r1", {"event-a": [T, F], "event-b": [T, T]}),
+                        run("r2", {"event-a": [F, T], "event-b": [T, T]}, day=1)])
+    h, path = refresh_health(tmp_path, "card_agent_capability")
+    assert path.is_file() and h.summary.ambiguous_tasks == ["event-a"]
+    md = health_markdown(h, heading_level=3, max_evidence=3)
+    assert "#### Ambiguous or flaky tasks (1)" in md
+    assert "| event-a | event | flaky trials | 2 of 4 trials passed on one prompt" in md
+    assert ("- `r1/event-a#1` failed: score: 0.00; failing graders: card_completion 0.00 fail"
+            in md)
+    assert "- ... 1 more in the health JSON" in md
