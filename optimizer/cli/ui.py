@@ -224,6 +224,8 @@ def show_optimize(result: Any) -> None:
             out.print(f"  branch: {it.branch}", markup=False)
         if it.pr_body_path:
             out.print(f"  PR body: {it.pr_body_path}", markup=False)
+    for w in result.warnings:
+        warn(w)
     out.print(f"\n{result.message}", markup=False)
     runs = Path(result.ledger_path).parent / "runs"
     out.print(f"ledger:  {result.ledger_path}\nreports: {runs} (baseline runs: "

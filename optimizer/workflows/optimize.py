@@ -17,12 +17,13 @@ from agents.llm.types import ModelClient
 from agents.runtime import RuntimeConfig
 from optimizer.core.buckets import BucketError, BucketId, qualified, resolve_bucket
 from optimizer.core.config import ConfigError
-from optimizer.core.events import BaselineReady, EventSink, Phase, ignore
+from optimizer.core.events import BaselineReady, EventSink, Phase, RunWarning, ignore
 from optimizer.core.ledger import Ledger
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
 from optimizer.gate.sequential import heldout_tasks
 from optimizer.git import GitOps, provenance
+from optimizer.lifecycle.flaky import bucket_flakiness
 from optimizer.propose.literals import build_literal_index
 from optimizer.run.models import ModelSet
 from optimizer.run.runner import RunOptions, needs_judge
@@ -150,6 +151,10 @@ class Optimizer:
                 f"bucket '{c.bucket}' has no failing trials at {baseline.base_sha[:12]}"
             )
             return result
+        flaky = bucket_flakiness(baseline.runs, c.bucket)
+        if flaky.mostly_flaky:
+            result.warnings.append(flaky.message)
+            self.emit(RunWarning(message=flaky.message))
         literals = build_literal_index(
             baseline.suites, baseline.base_prompt, MANUAL.read_text(encoding="utf-8")
         )

@@ -108,3 +108,5 @@ class OptimizeResult(BaseModel):
     accepted_branches: list[str] = Field(default_factory=list)
     ledger_path: str = ""
     session_dir: str = ""
+    warnings: list[str] = Field(default_factory=list)
+    """Things the user should know before trusting the result (e.g. a bucket of flaky tasks)."""

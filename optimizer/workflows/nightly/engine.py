@@ -29,6 +29,7 @@ from optimizer.core.events import (
     ignore,
 )
 from optimizer.git import GitOps, sanitize_ref_component
+from optimizer.lifecycle.errors import LifecycleError
 from optimizer.report.store import default_store_dir, load_run
 from optimizer.run.models import ModelSet
 from optimizer.run.runner import AllTrialsErroredError
@@ -40,6 +41,7 @@ from optimizer.workflows.nightly.estimates import (
     estimate_iteration,
     observed_rate,
 )
+from optimizer.workflows.nightly.lifecycle import NightLifecycle, night_lifecycle
 from optimizer.workflows.nightly.publish import publish_accepted
 from optimizer.workflows.nightly.recover import recover_pending
 from optimizer.workflows.nightly.state import (
@@ -173,10 +175,20 @@ class NightlyEngine:
                 publish_accepted(cp, self.repo, open_pr=self.open_pr, say=self.say)
                 self.save()
             folder = checkpoint_path(self.state, cp.night_id).parent
-            summary, paths = write_summary(cp, folder, self.repo, self.c.models, self.c.prices)
+            life = self._lifecycle(cp)
+            summary, paths = write_summary(cp, folder, self.repo, self.c.models, self.c.prices,
+                                           life)
             return NightResult(cp, folder, summary, paths)
         finally:
             lock.release()
+
+    def _lifecycle(self, cp: Checkpoint) -> NightLifecycle | None:
+        """Suite health and graduation proposals; a failure here never fails the night."""
+        try:
+            return night_lifecycle(self.state, self.repo, cp.config.get("suites", []))
+        except (LifecycleError, OSError, ValueError) as err:
+            cp.notes.append(f"suite health not refreshed: {err}")
+            return None
 
     async def _attempt(self, cp: Checkpoint) -> None:
         try:

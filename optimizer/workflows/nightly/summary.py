@@ -16,12 +16,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.core.pricing import ModelPrice, estimate_cost
+from optimizer.lifecycle.graduation import GraduationProposal
 from optimizer.report import fmt
 from optimizer.report.html.kit import render
 from optimizer.report.markdown import table_lines
 from optimizer.report.table import Cell, Column, Table
 from optimizer.run.cache import atomic_write_text
 from optimizer.run.usage import usage_tokens
+from optimizer.workflows.nightly.lifecycle import NightLifecycle
 from optimizer.workflows.nightly.publish import accepted_steps, manual_commands
 from optimizer.workflows.nightly.state import BucketRank, Checkpoint, PublishRecord
 
@@ -102,6 +104,10 @@ class NightSummary(BaseModel):
     infra_errors: list[str]
     notes: list[str]
     steps: list[StepLine]
+    health_markdown: str = ""
+    """Suite health sections (optimizer/lifecycle), empty before a suite has a lineage."""
+    graduations: list[GraduationProposal] = Field(default_factory=list)
+    """Buckets ready to move into the regression suite: proposed, never applied."""
 
 
 def _read(path: str | None) -> str:
@@ -114,7 +120,8 @@ def _read(path: str | None) -> str:
 
 
 def build_summary(
-    cp: Checkpoint, repo: Path, models: Mapping[str, str], prices: Mapping[str, ModelPrice]
+    cp: Checkpoint, repo: Path, models: Mapping[str, str], prices: Mapping[str, ModelPrice],
+    life: NightLifecycle | None = None,
 ) -> NightSummary:
     published = {p.branch: p for p in cp.published}
     accepted = []
@@ -153,7 +160,8 @@ def build_summary(
         base_commit=cp.base_commit, suites=list(cfg.get("suites", [])), models=dict(models),
         ranking=cp.ranking or [], skipped_buckets=cp.skipped_buckets, accepted=accepted,
         rejected=rejected, budget=budget, infra_errors=cp.infra_errors, notes=cp.notes,
-        steps=steps)
+        steps=steps, health_markdown=life.health_markdown if life else "",
+        graduations=life.graduations if life else [])
 
 
 def _limit(v: Any, unit: str = "") -> str:
@@ -237,10 +245,20 @@ def render_markdown(s: NightSummary) -> str:
         lines.append("None.")
     lines += ["", "## Infrastructure errors", ""]
     lines += [f"- {e}" for e in s.infra_errors] or ["None."]
+    lines += _lifecycle_markdown(s)
     lines += ["", "## Steps", "", *table_lines(step_table(s))]
     if s.notes:
         lines += ["", "## Notes", "", *(f"- {n}" for n in s.notes)]
     return "\n".join(lines) + "\n"
+
+
+def _lifecycle_markdown(s: NightSummary) -> list[str]:
+    lines = ["", f"## Graduation proposals ({len(s.graduations)})", ""]
+    lines += [f"- **{g.agent_name} / {g.bucket}**: {g.reason} Apply with `{g.command}`."
+              for g in s.graduations] or ["None."]
+    if s.health_markdown:
+        lines += ["", "## Suite health", "", s.health_markdown.rstrip()]
+    return lines
 
 
 def render_html(s: NightSummary) -> str:
@@ -258,9 +276,10 @@ def write_summary(
     repo: Path,
     models: Mapping[str, str],
     prices: Mapping[str, ModelPrice],
+    life: NightLifecycle | None = None,
 ) -> tuple[NightSummary, dict[str, Path]]:
     """Write summary.json, summary.md and summary.html into the night's folder."""
-    summary = build_summary(cp, repo, models, prices)
+    summary = build_summary(cp, repo, models, prices, life)
     paths = {ext: folder / f"summary.{ext}" for ext in ("json", "md", "html")}
     atomic_write_text(paths["json"], json.dumps(summary.model_dump(mode="json"), indent=2,
                                                  ensure_ascii=False) + "\n")

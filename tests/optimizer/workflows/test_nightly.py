@@ -74,6 +74,18 @@ def test_uninterrupted_night_ranks_optimizes_and_summarizes(
     assert branch in md and "## Rejected proposals (3)" in md
     assert "bucket 'short_fact' regressed" in md and "already evaluated" in md
     assert f"git push origin {branch}" in md and "gh pr create --head" in md
+    # the night refreshed suite health from tonight's base-prompt runs and proposes (never
+    # applies) graduating the buckets mature over enough of them
+    assert "## Suite health" in md and "Suite health: `pkm_agent_capability`" in md
+    grads = data["graduations"]
+    assert grads and all(g["pass_rate"] >= 0.95 and g["streak"] >= 5 for g in grads)
+    assert f"## Graduation proposals ({len(grads)})" in md
+    assert all(f"promptloop graduate --suite {g['agent_name']} --bucket {g['bucket']}" in md
+               for g in grads)
+    assert "skip_trivial" not in {g["bucket"] for g in grads}  # failing tonight: not mature
+    assert not _git(repo, "status", "--porcelain").strip()  # nothing applied
+    assert (state / "health" / "pkm_agent_capability.json").is_file()
+    assert list((state / "health").glob("*.json")), "health files saved in the state folder"
     page = paths["html"].read_text()
     assert branch in page and "<script src" not in page and "http-equiv" not in page
     assert "&#39;short_fact&#39; regressed" in page  # escaped (markupsafe writes ' as &#39;)

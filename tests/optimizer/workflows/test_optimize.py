@@ -282,3 +282,25 @@ def test_external_proposer_command(repo: Path, state: Path, tmp_path: Path) -> N
     refused = asyncio.run(optimize(config, agent=policies.pkm_model())).iterations[0]
     assert refused.outcome == "refused"
     assert any("tasks/pkm_agent/capability/suite.json" in r for r in refused.reasons)
+
+
+def test_a_bucket_of_flaky_tasks_is_optimized_with_a_warning(repo: Path, state: Path) -> None:
+    """Trials of the same trivial input disagree on the base prompt (one skips, one does not):
+    the failures are the task spec's ambiguity, not something a prompt edit surely fixes, and
+    optimize says so before spending on proposals."""
+    seen: dict[str, int] = {}
+
+    def coin(req: Request) -> ModelResponse:
+        _, content = policies.raw_input(req)
+        if policies.is_trivial(content) and len(req.messages) == 2:
+            seen[content] = seen.get(content, 0) + 1
+            if seen[content] % 2:  # every other trial of a trivial input skips on its own
+                return reply("", policies.call("skip_pkm_organization", evidence="trivial"))
+        return policies.pkm_policy(req)
+
+    result, _, _ = run(repo, state, [GOOD], agent=ScriptedModel(coin))
+    [warning] = result.warnings
+    assert "failing trials of bucket skip_trivial are on flaky tasks" in warning
+    assert "emoji-thumb" in warning and "greet-hi" in warning
+    calm, _, _ = run(repo, state / "calm", [GOOD])
+    assert calm.warnings == []
