@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents.llm.errors import ModelError
 from agents.llm.types import Usage
+from optimizer.core.buckets import BucketId
 from optimizer.core.events import (
     CandidateEvaluating,
     GateStage,
@@ -45,6 +46,7 @@ from optimizer.propose.proposer import (
 )
 from optimizer.report.table import verdict_table
 from optimizer.workflows.gating import run_gate
+from optimizer.workflows.judges import judge_notes, judge_statuses
 from optimizer.workflows.optimize_models import Baseline, IterationResult
 from optimizer.workflows.pr import commit_message, pr_body, trial_changes
 
@@ -140,7 +142,7 @@ class Iteration:
         it.outcome = {"accept": "accepted", "reject": "rejected"}.get(
             verdict.decision, "inconclusive"
         )
-        it.reasons = list(verdict.reasons)
+        it.reasons = list(verdict.reasons) + self._judge_notes(base_for_pr)
         it.verdict_table = verdict_table(comps, verdict.target_bucket)
         self.keep = it.outcome == "accepted" or c.keep_rejected
         it.branch = cand.branch if self.keep else None
@@ -168,6 +170,12 @@ class Iteration:
                 branch=it.branch,
             )
         )
+
+    def _judge_notes(self, runs: list[RunResult]) -> list[str]:
+        """Judges that drive the target bucket's scores without a calibration to trust."""
+        target = BucketId.parse(self.c.bucket)
+        mine = [r for r in runs if r.suite_kind == target.kind]
+        return judge_notes(judge_statuses(self.c.state_dir, mine, {target.name}))
 
     # --- proposal -------------------------------------------------------------------------
     def _package(self) -> PackageInput:

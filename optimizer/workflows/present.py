@@ -9,6 +9,7 @@ from optimizer.propose.package import export_failing, render_failing_markdown
 from optimizer.report.markdown import render_markdown
 from optimizer.report.store import build_report, default_store_dir, load_run
 from optimizer.report.summary import summarize
+from optimizer.workflows.judges import judge_notes, judge_statuses
 
 
 def render_report(
@@ -39,4 +40,9 @@ def render_report(
 
         base_run = load_run(default_store_dir(state), base) if base else None
         return render_html(run, summary, base=base_run)
-    return render_markdown(run, summary)
+    notes = judge_notes(judge_statuses(state, [run]))
+    text = render_markdown(run, summary)
+    if notes:
+        text = text.rstrip("\n") + "\n\n## Judge calibration\n\n" + "\n".join(
+            f"- {n}" for n in notes) + "\n"
+    return text
