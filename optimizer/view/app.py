@@ -151,9 +151,15 @@ class ViewApp:
         runs = suite_runs(entries, suite, limit)
         if not runs:
             raise NotFoundError(f"no runs of suite {suite!r}")
-        summaries = [self.state.summary(e.run_name) for e in runs]
+        readable, summaries = [], []
+        for e in runs:
+            try:
+                summaries.append(self.state.summary(e.run_name))
+                readable.append(e)
+            except (NotFoundError, ReportError):
+                continue  # a missing or unreadable report leaves a gap, not an error page
         total = sum(e.suite_name == suite for e in entries)
-        page = trend_page(suite, runs, summaries, total)
+        page = trend_page(suite, readable, summaries, total, len(runs) - len(readable))
         return self.page("view_trend.html.j2", active="/", p=page, limit=limit,
                          title=f"{suite}: trend per bucket")
 

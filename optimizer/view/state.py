@@ -190,13 +190,11 @@ class StateFolder:
             folder = None
         if folder is not None and folder.is_dir():
             for p in folder.iterdir():
-                if ID_RE.fullmatch(p.name) and p.is_dir():
-                    found.setdefault(p.name, Session(p.name))
-        for s in found.values():
-            try:
-                s.folder = self._child_dir(self.root / "optimize", s.id)
-            except NotFoundError:
-                s.folder = None
+                try:
+                    real = self._child_dir(self.root / "optimize", p.name)
+                except NotFoundError:
+                    continue  # not a session folder, or a link out of the state folder
+                found.setdefault(p.name, Session(p.name)).folder = real
         return sorted(found.values(), key=lambda s: s.id, reverse=True)
 
     def session(self, session_id: str) -> Session:

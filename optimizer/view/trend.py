@@ -121,6 +121,8 @@ class TrendPage:
     total: int
     overall: Spark
     buckets: list[Spark]
+    unreadable: int = 0
+    """Runs of the window whose report is missing or unreadable (left out)."""
 
 
 def suite_runs(entries: Sequence[RunIndexEntry], suite: str, limit: int) -> list[RunIndexEntry]:
@@ -130,7 +132,7 @@ def suite_runs(entries: Sequence[RunIndexEntry], suite: str, limit: int) -> list
 
 
 def trend_page(suite: str, runs: list[RunIndexEntry], summaries: Sequence[RunSummary],
-               total: int) -> TrendPage:
+               total: int, unreadable: int = 0) -> TrendPage:
     names = tuple(e.run_name for e in runs)
     overall = Spark(ALL, tuple(s.trial_pass_rate for s in summaries), names,
                     tuple(f"{s.passed_trials}/{s.counted_trials} trials" for s in summaries),
@@ -145,4 +147,4 @@ def trend_page(suite: str, runs: list[RunIndexEntry], summaries: Sequence[RunSum
             values.append(b.trial_pass_rate if b else None)
             notes.append(f"{b.passed_trials}/{b.trials} trials" if b else "not in this run")
         sparks.append(Spark(name, tuple(values), names, tuple(notes)))
-    return TrendPage(suite, runs, total, overall, sparks)
+    return TrendPage(suite, runs, total, overall, sparks, unreadable)
