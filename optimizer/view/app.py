@@ -73,6 +73,7 @@ class ViewApp:
             ("ledger", 0): self.ledger, ("sessions", 0): self.sessions,
             ("session", 1): self.session, ("nightly", 0): self.nights,
             ("nightly", 1): self.night, ("static", 1): self.static,
+            ("favicon.ico", 0): self.favicon,
         }
 
     def handle(self, target: str) -> Response:
@@ -190,6 +191,10 @@ class ViewApp:
                          title=f"promptloop nightly {page.summary.night_id}", **page.context())
 
     # --- static files ---------------------------------------------------------------------
+    def favicon(self, _: list[str], q: Query) -> Response:
+        """No icon (browsers ask for one; an empty answer keeps their consoles quiet)."""
+        return Response(204, b"", "image/x-icon")
+
     def static(self, args: list[str], _: Query) -> Response:
         body = static_file(args[0])
         if body is None:
