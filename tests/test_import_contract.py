@@ -1,11 +1,12 @@
 """The import contract of optimizer/ (checked in CI):
 
-    cli -> workflows -> {propose, gate, run, report, git, lifecycle} -> core
+    cli -> view -> workflows -> {propose, gate, run, report, git, lifecycle} -> core
 
 A package may import its own modules, any package on a lower layer and (within the middle
 layer) a sibling, but never a higher layer; `gate` imports only `core` and itself and no I/O
 module; `lifecycle` imports only `core`, `report`, `git` and itself; no module outside `cli`
-imports `rich`; and the packages form no import cycle.
+imports `rich`; and the packages form no import cycle. The viewer (`view`) serves pages over
+the state folder: it may read through `workflows` and below, never `cli`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "optimizer"
-LAYER = {"cli": 3, "workflows": 2, "propose": 1, "gate": 1, "run": 1, "report": 1, "git": 1,
-         "lifecycle": 1, "core": 0}
+LAYER = {"cli": 4, "view": 3, "workflows": 2, "propose": 1, "gate": 1, "run": 1, "report": 1,
+         "git": 1, "lifecycle": 1, "core": 0}
 LIFECYCLE_IMPORTS = {"lifecycle", "core", "report", "git"}
 IO_MODULES = {"os", "subprocess", "shutil", "socket", "asyncio", "tempfile", "git",
               "optimizer.git", "httpx", "anthropic", "openai", "filelock", "urllib"}

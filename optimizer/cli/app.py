@@ -19,7 +19,9 @@ from optimizer.cli.calibrate import calibrate
 from optimizer.cli.common import use_toml
 from optimizer.cli.graduate import graduate
 from optimizer.cli.health import health
+from optimizer.cli.runs import runs
 from optimizer.cli.util import EXIT_INTERRUPTED
+from optimizer.cli.view import view
 
 app = typer.Typer(
     name="promptloop",
@@ -60,6 +62,8 @@ app.command("doctor")(doctor.doctor)
 app.command("health")(health)
 app.command("graduate")(graduate)
 app.command("calibrate")(calibrate)
+app.command("runs")(runs)
+app.command("view")(view)
 
 
 def main() -> None:

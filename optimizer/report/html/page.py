@@ -21,7 +21,7 @@ from optimizer.report.html.trials import PromptPool, diff_files
 from optimizer.report.summary import RunSummary, summarize, task_order
 from optimizer.report.table import bucket_table, grader_table, pass_k_table
 
-__all__ = ["bucket_chart_rows", "render_diff", "render_html"]
+__all__ = ["bucket_chart_rows", "render_diff", "render_html", "report_context"]
 
 STATUSES = ("passed", "failed", "timedOut", "errored", "skipped")
 NUMERIC = ("index", "score", "tokens", "secs")
@@ -158,6 +158,44 @@ def _index(run: RunResult, rows: list[TrialRow]) -> dict[str, Any]:
     }
 
 
+def report_context(
+    run: RunResult,
+    summary: RunSummary,
+    *,
+    base: RunResult | None = None,
+    base_summary: RunSummary | None = None,
+    title: str | None = None,
+) -> dict[str, Any]:
+    """What templates/report.html.j2 needs (the viewer renders it inside its own pages)."""
+    if base is not None and base_summary is None:
+        base_summary = summarize(base)
+    rows = _trial_rows(run, base)
+    columns = [("", ""), ("task", "task"), ("bucket", "bucket"), ("trial", "index"),
+               ("status", "status"), ("score", "score"), *([("base", "")] if base else []),
+               ("tools", ""), ("tokens", "tokens"), ("time", "secs"), ("failure reason", "")]
+    return {
+        "title": title or f"{run.suite_name} · {run.run_name}",
+        "run": run,
+        "summary": summary,
+        "stats": stat_cards(summary, base_summary),
+        "provenance": provenance(run, base),
+        "charts": {
+            "pass": Chart(tuple(bucket_chart_rows(summary, base_summary))),
+            "score": Chart(tuple(bucket_chart_rows(summary, base_summary, "mean_score")),
+                           metric="mean score"),
+        },
+        "buckets": bucket_table(summary, base_summary),
+        "graders": grader_table(summary),
+        "pass_k": pass_k_table(summary),
+        "has_base": base is not None,
+        "trial_columns": columns,
+        "numeric": NUMERIC,
+        "trials": rows,
+        "prompts": PromptPool(r.trial for r in rows),
+        "index": _index(run, rows),
+    }
+
+
 def render_html(
     run: RunResult,
     summary: RunSummary,
@@ -171,34 +209,8 @@ def render_html(
     With `base` (and its summary; computed when omitted) the header, bucket chart and trial
     table compare the base run with this one, pairing trials by task and trial index.
     """
-    if base is not None and base_summary is None:
-        base_summary = summarize(base)
-    rows = _trial_rows(run, base)
-    columns = [("", ""), ("task", "task"), ("bucket", "bucket"), ("trial", "index"),
-               ("status", "status"), ("score", "score"), *([("base", "")] if base else []),
-               ("tools", ""), ("tokens", "tokens"), ("time", "secs"), ("failure reason", "")]
-    return render(
-        "report.html.j2",
-        title=title or f"{run.suite_name} · {run.run_name}",
-        run=run,
-        summary=summary,
-        stats=stat_cards(summary, base_summary),
-        provenance=provenance(run, base),
-        charts={
-            "pass": Chart(tuple(bucket_chart_rows(summary, base_summary))),
-            "score": Chart(tuple(bucket_chart_rows(summary, base_summary, "mean_score")),
-                           metric="mean score"),
-        },
-        buckets=bucket_table(summary, base_summary),
-        graders=grader_table(summary),
-        pass_k=pass_k_table(summary),
-        has_base=base is not None,
-        trial_columns=columns,
-        numeric=NUMERIC,
-        trials=rows,
-        prompts=PromptPool(r.trial for r in rows),
-        index=_index(run, rows),
-    )
+    context = report_context(run, summary, base=base, base_summary=base_summary, title=title)
+    return render("report.html.j2", **context)
 
 
 def render_diff(outcome: Mapping[str, Any]) -> str:

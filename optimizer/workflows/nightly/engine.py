@@ -28,7 +28,7 @@ from optimizer.core.events import (
     TrialFinished,
     ignore,
 )
-from optimizer.git import GitOps, sanitize_ref_component
+from optimizer.git import GitOps, GitOpsError, sanitize_ref_component
 from optimizer.lifecycle.errors import LifecycleError
 from optimizer.report.store import default_store_dir, load_run
 from optimizer.run.models import ModelSet
@@ -186,7 +186,7 @@ class NightlyEngine:
         """Suite health and graduation proposals; a failure here never fails the night."""
         try:
             return night_lifecycle(self.state, self.repo, cp.config.get("suites", []))
-        except (LifecycleError, OSError, ValueError) as err:
+        except (LifecycleError, GitOpsError, OSError, ValueError) as err:
             cp.notes.append(f"suite health not refreshed: {err}")
             return None
 

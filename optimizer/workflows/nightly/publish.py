@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from optimizer.git import GitOps
+from optimizer.git import GitOps, GitOpsError
 from optimizer.workflows.nightly.state import Checkpoint, PublishRecord, StepRecord
 
 
@@ -29,8 +29,13 @@ def _gh(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def pr_title(repo: Path, branch: str) -> str:
-    with GitOps(repo) as git:
-        return git.subject(branch) or f"promptloop: {branch}"
+    """The accepted commit's subject; a generic title when the repository cannot say (moved,
+    or a summary rebuilt elsewhere from the checkpoint)."""
+    try:
+        with GitOps(repo) as git:
+            return git.subject(branch) or f"promptloop: {branch}"
+    except GitOpsError:
+        return f"promptloop: {branch}"
 
 
 def push_command(branch: str, remote: str = "origin") -> list[str]:

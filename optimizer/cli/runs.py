@@ -1,0 +1,105 @@
+"""`promptloop runs [--suite S] [--json]`: the saved runs, newest first, from the run index.
+
+The table is plain aligned text (the same in a terminal and a CI log): identifiers are never
+split; when the terminal is too narrow, whole columns are left out, least useful first.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from optimizer.cli import ui
+from optimizer.cli.util import guarded
+from optimizer.core.config import ConfigError
+from optimizer.core.names import did_you_mean
+from optimizer.report import fmt
+from optimizer.report.store import RunIndexEntry, default_store_dir, list_runs
+
+COLUMNS = ("run", "suite", "kind", "agent", "model", "prompt", "commit", "task pass",
+           "trial pass", "trials", "errored", "started (UTC)")
+RIGHT = {"task pass", "trial pass", "trials", "errored"}
+DROP_ORDER = ("agent", "kind", "errored", "commit", "task pass", "model", "prompt", "trials")
+"""Columns left out, in this order, until the table fits the terminal."""
+
+
+def select_runs(entries: list[RunIndexEntry], suite: str | None) -> list[RunIndexEntry]:
+    """Runs of `suite` (a suite name such as `pkm_agent_capability`, or an agent name such as
+    `pkm_agent` for all its suites), newest first. An unknown name is a ConfigError."""
+    if suite:
+        kept = [e for e in entries if suite in (e.suite_name, e.agent_name)]
+        if not kept:
+            known = sorted({e.suite_name for e in entries} | {e.agent_name for e in entries})
+            listed = ", ".join(known) if known else "none yet"
+            raise ConfigError(f"no saved run of suite '{suite}'.{did_you_mean(suite, known)} "
+                              f"Suites and agents with runs: {listed}")
+        entries = kept
+    order = sorted(enumerate(entries), key=lambda x: (x[1].started_at, x[0]), reverse=True)
+    return [e for _, e in order]
+
+
+def row(e: RunIndexEntry) -> dict[str, str]:
+    return {
+        "run": e.run_name, "suite": e.suite_name, "kind": e.suite_kind, "agent": e.agent_name,
+        "model": e.agent_model or "?", "prompt": (e.prompt_hash or "?")[:12],
+        "commit": (e.git_commit or "?")[:12], "task pass": fmt.pct(e.task_pass_rate),
+        "trial pass": fmt.pct(e.trial_pass_rate), "trials": str(e.num_trials),
+        "errored": str(e.errored_trials), "started (UTC)": f"{e.started_at:%Y-%m-%d %H:%M}",
+    }
+
+
+def render_table(entries: list[RunIndexEntry], width: int) -> str:
+    """Aligned columns separated by two spaces, narrowed to `width` by leaving columns out."""
+    rows = [row(e) for e in entries]
+    cols = list(COLUMNS)
+    widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in cols}
+    for victim in DROP_ORDER:
+        if sum(widths[c] for c in cols) + 2 * (len(cols) - 1) <= width:
+            break
+        cols.remove(victim)
+
+    def line(values: dict[str, str]) -> str:
+        cells = [values[c].rjust(widths[c]) if c in RIGHT else values[c].ljust(widths[c])
+                 for c in cols]
+        return "  ".join(cells).rstrip()
+
+    return "\n".join([line({c: c for c in cols}), *(line(r) for r in rows)]) + "\n"
+
+
+def runs(
+    suite: Annotated[
+        str | None,
+        typer.Option("--suite", help="Only runs of this suite (e.g. pkm_agent_capability) or "
+                     "of every suite of this agent (e.g. pkm_agent)."),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Show only the newest N runs.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the runs' index entries as JSON.")
+    ] = False,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option("--state-dir", "--out", envvar="PROMPTLOOP_HOME",
+                     help="State folder (default: <repo>/.promptloop)."),
+    ] = None,
+) -> None:
+    """List saved runs, newest first: suite, agent, model, prompt hash, commit, pass rates."""
+    from optimizer.git import state_dir as resolve_state
+
+    def body() -> None:
+        store = default_store_dir(resolve_state(state_dir))
+        entries = select_runs(list_runs(store), suite)[:limit]
+        if as_json:
+            ui.print_json([e.model_dump(mode="json", by_alias=True) for e in entries])
+        elif not entries:
+            ui.info(f"No saved runs in {store}; `promptloop eval --suite pkm_agent` saves one.")
+        else:
+            width = shutil.get_terminal_size((200, 24)).columns
+            sys.stdout.write(render_table(entries, width))
+
+    guarded(body)

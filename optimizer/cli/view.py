@@ -1,0 +1,66 @@
+"""`promptloop view`: serve the read-only web viewer of the state folder until Ctrl-C."""
+
+from __future__ import annotations
+
+import webbrowser
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from optimizer.cli import ui
+from optimizer.cli.util import guarded
+from optimizer.core.config import ConfigError
+from optimizer.git import state_dir as resolve_state
+from optimizer.view.server import ViewServer, make_server
+
+
+def view(
+    port: Annotated[
+        int, typer.Option("--port", envvar="PROMPTLOOP_VIEW_PORT", min=0, max=65535,
+                          help="Port to listen on (0: any free port).")
+    ] = 8765,
+    host: Annotated[
+        str, typer.Option("--host", envvar="PROMPTLOOP_VIEW_HOST",
+                          help="Address to bind. The default is loopback only; anything else "
+                          "shows your runs and transcripts to the network.")
+    ] = "127.0.0.1",
+    state_dir: Annotated[
+        Path | None,
+        typer.Option("--state-dir", "--out", envvar="PROMPTLOOP_HOME",
+                     help="State folder to serve (default: <repo>/.promptloop)."),
+    ] = None,
+    open_browser: Annotated[
+        bool, typer.Option("--open/--no-open", help="Open the runs list in a web browser.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="Log every request on stderr.")
+    ] = False,
+) -> None:
+    """Browse runs, comparisons, optimize sessions, the ledger and nightly runs in a browser
+    (read-only; bound to 127.0.0.1 unless --host says otherwise)."""
+    state = resolve_state(state_dir)
+
+    def start() -> ViewServer:
+        if state_dir is not None and not state.is_dir():
+            raise ConfigError(f"--state-dir {state}: no such folder")
+        try:
+            return make_server(state, host, port, verbose=verbose)
+        except OSError as err:
+            raise ConfigError(f"cannot listen on {host}:{port} ({err.strerror or err}); "
+                              "pick another --port") from None
+
+    server = guarded(start)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        ui.warn(f"listening on {host}: anyone who can reach this address can read the runs")
+    if not state.is_dir():
+        ui.warn(f"{state} does not exist yet: the pages stay empty until a run is saved")
+    ui.info(f"promptloop view: serving {state} at {server.url} (Ctrl-C to stop)")
+    if open_browser:
+        webbrowser.open(server.url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        ui.info("stopped")
+    finally:
+        server.server_close()
