@@ -10,6 +10,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape as esc
 from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
@@ -169,9 +170,9 @@ class LoopDisplay:
             case TrialFinished():
                 self._trial_done(event)
             case RunWarning():
-                self.message(f"[yellow]Warning:[/] {event.message}")
+                self.message(f"[yellow]Warning:[/] {esc(event.message)}")
             case Phase():
-                self.message(f"{step} {event.message}")
+                self.message(f"{step} {esc(event.message)}")
             case BaselineReady():
                 self.message(
                     f"{step} baseline: {event.total} trials, {event.cached} reused from cache"
@@ -182,26 +183,30 @@ class LoopDisplay:
                     f"(~{event.tokens} tokens; package {event.package})"
                 )
             case ProposalRefused():
-                self.message("[yellow]  refused before evaluation:[/] " + "; ".join(event.reasons))
+                self.message("[yellow]  refused before evaluation:[/] "
+                             + esc("; ".join(event.reasons)))
             case CandidateEvaluating():
-                self.message(f"{step} evaluating the candidate on {event.branch}")
+                self.message(f"{step} evaluating the candidate on {esc(event.branch)}")
             case ConfirmStarted():
                 self.message(
                     f"[yellow]  suspected regression in {', '.join(event.buckets)}: "
                     f"re-running {event.tasks} task(s) with more trials[/]"
                 )
             case GateStage():
-                self.message(f"[cyan]  gate {event.stage}[/] ({event.trials} trials): "
-                             f"{event.reason}")
+                self.message(f"[cyan]  gate {esc(event.stage)}[/] ({event.trials} trials): "
+                             f"{esc(event.reason)}")
             case VerdictReached():
-                self.message(f"[bold]  verdict: {event.decision}[/] " + " ".join(event.reasons))
+                self.message(f"[bold]  verdict: {event.decision}[/] "
+                             + esc(" ".join(event.reasons)))
             case StepEstimated():
                 self.message(
-                    f"{step} {event.step}: estimated ~{event.tokens} tokens ({event.basis})"
+                    f"{step} {esc(event.step)}: estimated ~{event.tokens} tokens "
+                    f"({esc(event.basis)})"
                 )
             case BudgetStopped():
                 self.message(
-                    f"{step} stopped: budget {event.budget} before {event.step} ({event.detail})"
+                    f"{step} stopped: budget {event.budget} before {esc(event.step)} "
+                    f"({esc(event.detail)})"
                 )
 
 

@@ -79,3 +79,21 @@ def test_events_log_of_an_optimize_run(
     assert isinstance(verdict, VerdictReached) and verdict.decision == "accept"
     assert isinstance(end, IterationFinished) and end.outcome == "accepted"
     assert end.branch == it["branch"] and end.tokens == it["tokens"] > 0
+
+
+def test_markup_in_engine_text_is_printed_literally(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warnings, reasons and hypotheses carry user and model text: `[/x]` must print as is."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from optimizer.cli import ui
+    from optimizer.core.events import ProposalRefused, RunWarning
+
+    buf = StringIO()
+    monkeypatch.setattr(ui, "err", Console(file=buf, width=120))
+    display = ui.LoopDisplay(enabled=True)
+    display.on_event(RunWarning(message="task.json: unknown key '[/x]' ignored"))
+    display.on_event(ProposalRefused(iteration=1, reasons=["quotes [bold]input[/bold]"]))
+    text = buf.getvalue()
+    assert "unknown key '[/x]' ignored" in text and "quotes [bold]input[/bold]" in text
