@@ -1,95 +1,45 @@
-"""Load and validate suites (SPEC section 2), compatible with the original framework's layout.
+"""Load and validate suites (SPEC sections 2 and 8), compatible with the original framework.
 
 A suite is loaded completely or not at all: every task is parsed and every grader config is
-validated before anything runs, and each error names the file and the field.
+validated before anything runs, and each error names the file and the field. What the original
+accepts loads here too (suite_models.py lists the rules); what it ignores becomes a warning in
+`Suite.warnings`. Fixture folders must lie inside the suite root (the shared base fixtures may
+also come from the repository's fixtures/ folder), and no symlink in them may point out of it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-from optimizer.core.names import AgentName, agent_names, did_you_mean
+from optimizer.core.names import agent_names, check_agent, did_you_mean
+from optimizer.core.suite_files import (
+    SuiteError,
+    format_validation,
+    read_json_object,
+    unknown_key_warnings,
+)
+from optimizer.core.suite_models import (
+    CAMEL_ALIASES,
+    DEFAULT_CLOCK,
+    SOURCES,
+    GraderSpec,
+    ReferenceSolution,
+    SuiteConfig,
+    TaskInput,
+    TaskSpec,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TASKS_DIR = REPO_ROOT / "tasks"
 FIXTURES_DIR = REPO_ROOT / "fixtures"
-DEFAULT_CLOCK = "2026-03-14T09:30:00"
-
-
-class SuiteError(Exception):
-    """A suite or task file is invalid. The message names the file and the field."""
-
-
-class SuiteConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    name: str
-    agent_name: AgentName
-    kind: Literal["capability", "regression", "mixed"] = "mixed"
-    task_pass_threshold: float = Field(
-        1.0, alias="taskPassThreshold", ge=0.0, le=1.0, allow_inf_nan=False
-    )
-    require_reference_solution: bool = Field(False, alias="requireReferenceSolution")
-    clock: str = DEFAULT_CLOCK
-    """Ours: the fixed publish time of every trial, so relative dates resolve the same way."""
-
-    @field_validator("kind", mode="before")
-    @classmethod
-    def _missing_kind(cls, v: Any) -> Any:
-        return "mixed" if v is None else v
-
-    @field_validator("clock")
-    @classmethod
-    def _clock_iso(cls, v: str) -> str:
-        datetime.fromisoformat(v)
-        return v
-
-
-class TaskInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    fact_id: str
-    content: str = ""
-    fixture_dir: str | None = None
-    base_fixture: str | None = None
-
-
-class ReferenceSolution(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    expected_outcome: dict[str, Any] = Field(default_factory=dict)
-    source: Literal["manual", "captured", "synthesized"] = "manual"
-
-
-class GraderSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    config: dict[str, Any] = Field(default_factory=dict)
-
-
-class TaskSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    id: str = Field(min_length=1)
-    description: str = Field(min_length=1)
-    trials_per_run: int = Field(1, ge=1)
-    timeout_seconds: float = Field(300, gt=0)
-    metadata: dict[str, str] = Field(default_factory=dict)
-    input: TaskInput
-    reference_solution: ReferenceSolution | None = None
-    graders: list[GraderSpec] = Field(min_length=1)
-
-    @property
-    def bucket(self) -> str:
-        return self.metadata.get("failure_bucket", "unbucketed")
 
 
 @dataclass(frozen=True)
@@ -116,6 +66,8 @@ class Suite:
     config: SuiteConfig
     tasks: tuple[LoadedTask, ...]
     content_hash: str
+    warnings: tuple[str, ...] = ()
+    """What the loader ignored or converted, one `file: field 'x': problem` line each."""
 
     @property
     def name(self) -> str:
@@ -157,7 +109,7 @@ class Suite:
             if bad:
                 raise SuiteError(f"unknown task id(s) {', '.join(bad)} in suite {self.name}")
             tasks = [t for t in tasks if t.id in task_ids]
-        return Suite(self.root, self.config, tuple(tasks), self.content_hash)
+        return Suite(self.root, self.config, tuple(tasks), self.content_hash, self.warnings)
 
 
 def resolve_suite_path(suite: str, kind: str = "capability") -> Path:
@@ -173,43 +125,60 @@ def resolve_suite_path(suite: str, kind: str = "capability") -> Path:
     return path
 
 
-def _fmt_validation(path: Path, err: ValidationError) -> str:
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(root)"
-        parts.append(f"field '{loc}': {e['msg']}")
-    return f"{path}: " + "; ".join(parts)
-
-
-def _read_json(path: Path) -> Any:
+def check_runnable(suite: Suite) -> None:
+    """Refuse to run a suite whose agent we cannot run, by name, before any trial (a suite
+    for another agent still loads, as in the original: SPEC section 8)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise SuiteError(
-            f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}"
-        ) from err
-    except OSError as err:
-        raise SuiteError(f"{path}: cannot read ({err.strerror})") from err
+        check_agent(suite.agent_name)
+    except ValueError as err:
+        raise SuiteError(f"{suite.root / 'suite.json'}: field 'agent_name': {err}") from None
 
 
-def _hash_tree(h: Any, root: Path) -> None:
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            h.update(p.relative_to(root).as_posix().encode())
-            h.update(b"\0")
-            h.update(p.read_bytes())
+# --- fixtures ---------------------------------------------------------------------------------
+
+
+def _inside(path: Path, base: Path) -> bool:
+    return path == base or path.is_relative_to(base)
 
 
 def _resolve_fixture(root: Path, rel: str, task_path: Path, field: str, shared: bool) -> Path:
-    candidate = (root / rel).resolve()
-    if not candidate.is_dir() and shared:
-        candidate = (FIXTURES_DIR / rel).resolve()
-    if not candidate.is_dir():
-        raise SuiteError(
-            f"{task_path}: field 'input.{field}': fixture folder '{rel}' not found "
-            f"(relative to the suite root {root}" + (f" or {FIXTURES_DIR})" if shared else ")")
-        )
-    return candidate
+    """The fixture folder `rel`, relative to the suite root (a base fixture may also name one
+    of the repository's fixtures/); a path that leads outside is refused, existing or not."""
+    where = f"{task_path}: field 'input.{field}'"
+    bases = [root, FIXTURES_DIR.resolve()] if shared else [root]
+    for base in bases:
+        candidate = (base / rel).resolve()
+        if Path(rel).is_absolute() or not _inside(candidate, base):
+            raise SuiteError(
+                f"{where}: fixture folder '{rel}' is outside the suite root {root} "
+                "(fixture paths are relative to it)"
+            )
+        if candidate.is_dir():
+            return candidate
+    raise SuiteError(
+        f"{where}: fixture folder '{rel}' not found (relative to the suite root {root}"
+        + (f" or {FIXTURES_DIR})" if shared else ")")
+    )
+
+
+def _hash_fixture(h: Any, folder: Path, bases: list[Path], where: str) -> None:
+    """Hash every file of a fixture folder (path and bytes, in path order); a symlink pointing
+    outside `bases` is refused: it would hand the agent a file of the host."""
+    entries: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(folder):  # never follows symlinked folders
+        entries += [Path(dirpath) / name for name in dirnames + filenames]
+    for p in sorted(entries):
+        rel = p.relative_to(folder).as_posix()
+        if p.is_symlink() and not any(_inside(p.resolve(), b) for b in bases):
+            raise SuiteError(
+                f"{where}: symlink '{rel}' in fixture {folder} points outside the suite root"
+            )
+        if p.is_file():
+            h.update(rel.encode() + b"\0")
+            h.update(p.read_bytes())
+
+
+# --- suite.json and task.json -----------------------------------------------------------------
 
 
 def _task_files(task_root: Path) -> list[Path]:
@@ -217,33 +186,45 @@ def _task_files(task_root: Path) -> list[Path]:
     if not task_root.is_dir():
         return []
     return sorted(
-        (p for p in task_root.rglob("*.json") if "workspace" not in p.relative_to(task_root).parts),
+        (
+            p
+            for p in task_root.rglob("*.json")
+            if "workspace" not in p.relative_to(task_root).parts and p.is_file()
+        ),
         key=lambda p: p.as_posix(),
     )
 
 
-def _load_config(suite_file: Path) -> SuiteConfig:
+def _load_config(suite_file: Path) -> tuple[SuiteConfig, bytes, list[str]]:
     if not suite_file.is_file():
         raise SuiteError(f"{suite_file}: not found")
-    raw = _read_json(suite_file)
-    if not isinstance(raw, dict):
-        raise SuiteError(f"{suite_file}: must hold a JSON object")
+    raw, data = read_json_object(suite_file)
     try:
-        return SuiteConfig.model_validate(raw)
+        config = SuiteConfig.model_validate(raw)
     except ValidationError as err:
-        raise SuiteError(_fmt_validation(suite_file, err)) from err
+        raise SuiteError(format_validation(suite_file, err)) from err
+    warnings = unknown_key_warnings(suite_file, raw, SuiteConfig)
+    warnings += [
+        f"{suite_file}: field '{camel}': ignored, '{snake}' is also set"
+        for camel, snake in CAMEL_ALIASES.items()
+        if camel in raw and snake in raw
+    ]
+    return config, data, warnings
 
 
-def _check_graders(task_path: Path, spec: TaskSpec, known: Any) -> None:
-    """Every grader name is registered and every grader config validates."""
+def _check_graders(task_path: Path, spec: TaskSpec, raw: dict[str, Any], known: Any) -> list[str]:
+    """Every grader name is registered and every grader config validates; returns the
+    warnings for config keys the graders ignore."""
     from graders.pkm import expected_terminal_path
-    from graders.registry import validate_config
+    from graders.registry import config_warnings, validate_config
 
+    warnings: list[str] = []
     for i, g in enumerate(spec.graders):
+        where = f"{task_path}: field 'graders.{i}"
         if g.name not in known:
             raise SuiteError(
-                f"{task_path}: field 'graders.{i}.name': unknown grader "
-                f"'{g.name}'; known graders: {', '.join(sorted(known))}"
+                f"{where}.name': unknown grader '{g.name}'.{did_you_mean(g.name, known)} "
+                f"Known graders: {', '.join(sorted(known))}"
             )
         try:
             parsed = validate_config(g.name, g.config)
@@ -253,68 +234,89 @@ def _check_graders(task_path: Path, spec: TaskSpec, known: Any) -> None:
                     spec.reference_solution.expected_outcome if spec.reference_solution else None,
                 )
         except Exception as err:
-            raise SuiteError(f"{task_path}: field 'graders.{i}.config': {err}") from err
+            raise SuiteError(f"{where}.config': {err}") from err
+        entry = raw["graders"][i]
+        warnings += unknown_key_warnings(task_path, entry, GraderSpec, f"graders.{i}.")
+        warnings += [f"{where}.config': {w}" for w in config_warnings(g.name, g.config)]
+    return warnings
 
 
-def _parse_task(task_path: Path) -> TaskSpec:
-    data = _read_json(task_path)
-    if not isinstance(data, dict):
-        raise SuiteError(f"{task_path}: must hold a JSON object")
+def _task_warnings(task_path: Path, raw: dict[str, Any]) -> list[str]:
+    """Keys the original ignores and values it converts, in one task.json."""
+    out = unknown_key_warnings(task_path, raw, TaskSpec)
+    nested: list[tuple[str, type[Any]]] = [
+        ("input", TaskInput), ("reference_solution", ReferenceSolution)
+    ]
+    for key, model in nested:
+        if isinstance(raw.get(key), dict):
+            out += unknown_key_warnings(task_path, raw[key], model, f"{key}.")
+    source = (raw.get("reference_solution") or {}).get("source")
+    if source is not None and source not in SOURCES:
+        out.append(
+            f"{task_path}: field 'reference_solution.source': unknown source "
+            f"{json.dumps(source)[:40]} read as 'manual'"
+        )
+    trials = raw.get("trials_per_run")
+    if trials is not None and not isinstance(trials, int):
+        out.append(f"{task_path}: field 'trials_per_run': {json.dumps(trials)[:40]} read as "
+                   "a whole number")
+    return out
+
+
+def _parse_task(task_path: Path) -> tuple[TaskSpec, dict[str, Any], bytes]:
+    raw, data = read_json_object(task_path)
     try:
-        return TaskSpec.model_validate(data)
+        return TaskSpec.model_validate(raw), raw, data
     except ValidationError as err:
-        raise SuiteError(_fmt_validation(task_path, err)) from err
+        raise SuiteError(format_validation(task_path, err)) from err
 
 
 def _load_task(
-    root: Path, task_path: Path, spec: TaskSpec, config: SuiteConfig, known: Any
-) -> LoadedTask:
-    """The validated task with its fixtures resolved and its content hash."""
+    root: Path, task_path: Path, config: SuiteConfig, known: Any
+) -> tuple[LoadedTask, list[str]]:
+    """The validated task with its fixtures resolved and its content hash, and its warnings."""
+    spec, raw, data = _parse_task(task_path)
     if config.require_reference_solution and spec.reference_solution is None:
         raise SuiteError(f"{task_path}: field 'reference_solution': required by suite.json")
-    _check_graders(task_path, spec, known)
-    base = (
-        _resolve_fixture(root, spec.input.base_fixture, task_path, "base_fixture", True)
-        if spec.input.base_fixture
-        else None
-    )
-    overlay = (
-        _resolve_fixture(root, spec.input.fixture_dir, task_path, "fixture_dir", False)
-        if spec.input.fixture_dir
-        else None
-    )
-    th = hashlib.sha256(task_path.read_bytes())
-    for fx in (base, overlay):
-        if fx is not None:
-            _hash_tree(th, fx)
-    return LoadedTask(spec, task_path, base, overlay, th.hexdigest())
+    warnings = _task_warnings(task_path, raw) + _check_graders(task_path, spec, raw, known)
+    th = hashlib.sha256(data)
+    folders: list[Path | None] = []
+    for field, shared in (("base_fixture", True), ("fixture_dir", False)):
+        rel = getattr(spec.input, field)
+        folder = _resolve_fixture(root, rel, task_path, field, shared) if rel else None
+        if folder is not None:
+            bases = [root, FIXTURES_DIR.resolve()] if shared else [root]
+            _hash_fixture(th, folder, bases, f"{task_path}: field 'input.{field}'")
+        folders.append(folder)
+    task = LoadedTask(spec, task_path, folders[0], folders[1], th.hexdigest())
+    return task, warnings
 
 
 def load_suite(path: Path | str) -> Suite:
     root = Path(path).resolve()
     suite_file = root / "suite.json"
-    config = _load_config(suite_file)
+    config, suite_bytes, warnings = _load_config(suite_file)
 
     from graders.registry import known_graders
 
     known = known_graders()
     tasks: list[LoadedTask] = []
     seen: dict[str, Path] = {}
-    suite_hash = hashlib.sha256(suite_file.read_bytes())
+    suite_hash = hashlib.sha256(suite_bytes)
     task_root = root / "tasks"
     for task_path in _task_files(task_root):
-        spec = _parse_task(task_path)
-        if spec.id in seen:
+        task, task_warnings = _load_task(root, task_path, config, known)
+        if task.id in seen:
             raise SuiteError(
-                f"{task_path}: field 'id': duplicate task id '{spec.id}' (also in {seen[spec.id]})"
+                f"{task_path}: field 'id': duplicate task id '{task.id}' (also in {seen[task.id]})"
             )
-        seen[spec.id] = task_path
-        task = _load_task(root, task_path, spec, config, known)
+        seen[task.id] = task_path
+        warnings += task_warnings
         suite_hash.update(task.content_hash.encode())
         tasks.append(task)
     if not tasks:
         raise SuiteError(f"{task_root}: no task.json files found")
-    return Suite(root, config, tuple(tasks), suite_hash.hexdigest())
+    return Suite(root, config, tuple(tasks), suite_hash.hexdigest(), tuple(warnings))
 
 
 def task_json_schema() -> dict[str, Any]:
@@ -360,3 +362,25 @@ def _main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(_main())
+
+
+__all__ = [
+    "DEFAULT_CLOCK",
+    "FIXTURES_DIR",
+    "REPO_ROOT",
+    "SCHEMA_PATH",
+    "TASKS_DIR",
+    "GraderSpec",
+    "LoadedTask",
+    "ReferenceSolution",
+    "Suite",
+    "SuiteConfig",
+    "SuiteError",
+    "TaskInput",
+    "TaskSpec",
+    "check_runnable",
+    "load_suite",
+    "resolve_suite_path",
+    "task_json_schema",
+    "write_task_schema",
+]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from optimizer.core.events import EventSink
+from optimizer.core.events import EventSink, RunWarning, ignore
 from optimizer.core.results import RunResult
-from optimizer.core.suites import Suite, load_suite, resolve_suite_path
+from optimizer.core.suites import Suite, check_runnable, load_suite, resolve_suite_path
 from optimizer.git import provenance
 from optimizer.report.summary import RunSummary
 from optimizer.run.models import ModelIds, ModelSet
@@ -26,7 +26,9 @@ class EvalRequest:
 
 
 def load_selected(request: EvalRequest) -> Suite:
+    """The requested suite (or its selected buckets and tasks), checked to be runnable."""
     suite = load_suite(resolve_suite_path(request.suite, request.kind))
+    check_runnable(suite)
     if request.buckets or request.task_ids:
         suite = suite.select(
             buckets=list(request.buckets) or None, task_ids=list(request.task_ids) or None
@@ -38,6 +40,9 @@ async def evaluate(
     request: EvalRequest, state: Path, emit: EventSink | None = None
 ) -> tuple[RunResult, RunSummary, Path]:
     suite = load_selected(request)
+    emit = emit or ignore
+    for warning in suite.warnings:  # keys the original ignores, values it converts
+        emit(RunWarning(message=warning))
     base = request.options or RunOptions(agent_model=request.models.agent)
     options = replace(base, state_dir=state, label=base.label or f"eval {request.suite}")
     async with ModelSet(request.models) as models:

@@ -16,7 +16,7 @@ from optimizer.core.config import ConfigError
 from optimizer.core.events import ConfirmStarted, EventSink
 from optimizer.core.names import did_you_mean
 from optimizer.core.results import Provenance, RunResult
-from optimizer.core.suites import Suite, load_suite, resolve_suite_path
+from optimizer.core.suites import Suite, check_runnable, load_suite, resolve_suite_path
 from optimizer.gate.compare import BucketComparison, GatePolicy, compare_runs
 from optimizer.gate.pairing import merge_runs
 from optimizer.report.store import default_store_dir, save_run
@@ -44,7 +44,9 @@ def agent_suites(agent: str, kinds: Sequence[str], repo: Path) -> list[Suite]:
             hint = did_you_mean(kind, available)
             raise ConfigError(f"unknown suite kind '{kind}' for {agent}.{hint} Known: "
                               f"{', '.join(available) or 'none'}")
-        out.append(load_suite(path))
+        suite = load_suite(path)
+        check_runnable(suite)
+        out.append(suite)
     if not out:
         raise ConfigError(f"no suites found for {agent}")
     return out

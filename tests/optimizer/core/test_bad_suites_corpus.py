@@ -137,7 +137,7 @@ def _huge_file(root: Path) -> None:
         f.truncate(70 * 1024 * 1024)  # sparse: refused by its size, never read
 
 
-KNOWN = ("known graders: card_completion, card_must_contain",)
+KNOWN = ("Known graders: card_completion, card_must_contain",)
 
 CASES = [
     # --- files that are not a JSON object (SPEC section 2: errors stop loading) ----------------
@@ -214,8 +214,8 @@ CASES = [
     # SPEC section 8: any non-empty agent_name loads; empty is still refused.
     Case("empty agent name", _suite(agent_name=""), SUITE, "field 'agent_name'"),
     # ...and an agent we cannot run fails when the suite is run, by name, before any trial.
-    Case("agent we cannot run", _suite(agent_name="pkm"), SUITE, "field 'agent_name'",
-         ("unknown agent 'pkm'", "Did you mean 'pkm_agent'?", "card_agent, pkm_agent")),
+    Case("agent we cannot run", _suite(agent_name="pkm_agnet"), SUITE, "field 'agent_name'",
+         ("unknown agent 'pkm_agnet'", "Did you mean 'pkm_agent'?", "card_agent, pkm_agent")),
     Case("no task files", _no_tasks, "tasks", "no task.json files"),
     # --- fixtures: relative to the suite root and inside it ----------------------------------
     Case("missing fixture", _with(input_fixture_dir="tasks/cases/t/workspace"), TASK,
@@ -253,8 +253,9 @@ def test_bad_suite_is_refused_whole(tmp_path: Path, case: Case) -> None:
     )
     assert "Traceback" not in output, output
     assert result.exit_code == 1, output
-    assert output.startswith("Error: "), output
-    line = " ".join(output.split())  # the message is one line; rich may break a long one
+    lines = [x for x in output.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), output
+    line = lines[0]
     named = (root / case.file).resolve()
     assert f"{named}: " in line, output
     for text in (case.field, *case.also):
