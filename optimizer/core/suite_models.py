@@ -24,6 +24,8 @@ from agents.workspace import FactId, FactIdError
 from optimizer.core.suite_files import dart_string, drop_nulls, whole_number
 
 DEFAULT_CLOCK = "2026-03-14T09:30:00"
+MAX_NAME_BYTES = 200
+"""Ours: a suite's name starts every run name, which names the run's report file."""
 MAX_TRIALS_PER_RUN = 1000
 """Ours: more trials of one task than this is a typo (10**12 once ran out of memory)."""
 SOURCES = ("manual", "captured", "synthesized")
@@ -66,6 +68,18 @@ class SuiteConfig(_Lenient):
             return {k: v for k, v in data.items()
                     if not (k in CAMEL_ALIASES and CAMEL_ALIASES[k] in data)}
         return data
+
+    @field_validator("name")
+    @classmethod
+    def _usable_in_file_names(cls, v: str) -> str:
+        """Refused here rather than after every trial ran, when the report cannot be saved."""
+        if "/" in v or "\\" in v or v.startswith(".") or any(ord(c) < 32 for c in v):
+            raise ValueError(
+                "starts every run's file name: no '/', '\\', control characters or leading '.'"
+            )
+        if len(v.encode("utf-8")) > MAX_NAME_BYTES:
+            raise ValueError(f"starts every run's file name: at most {MAX_NAME_BYTES} bytes")
+        return v
 
     @field_validator("clock")
     @classmethod
@@ -143,6 +157,7 @@ class TaskSpec(_Lenient):
 __all__ = [
     "CAMEL_ALIASES",
     "DEFAULT_CLOCK",
+    "MAX_NAME_BYTES",
     "MAX_TRIALS_PER_RUN",
     "GraderSpec",
     "ReferenceSolution",

@@ -241,7 +241,7 @@ def _check_graders(task_path: Path, spec: TaskSpec, raw: dict[str, Any], known: 
     return warnings
 
 
-def _task_warnings(task_path: Path, raw: dict[str, Any]) -> list[str]:
+def _task_warnings(task_path: Path, raw: dict[str, Any], spec: TaskSpec) -> list[str]:
     """Keys the original ignores and values it converts, in one task.json."""
     out = unknown_key_warnings(task_path, raw, TaskSpec)
     nested: list[tuple[str, type[Any]]] = [
@@ -259,7 +259,7 @@ def _task_warnings(task_path: Path, raw: dict[str, Any]) -> list[str]:
     trials = raw.get("trials_per_run")
     if trials is not None and not isinstance(trials, int):
         out.append(f"{task_path}: field 'trials_per_run': {json.dumps(trials)[:40]} read as "
-                   "a whole number")
+                   f"{spec.trials_per_run}")
     return out
 
 
@@ -278,7 +278,7 @@ def _load_task(
     spec, raw, data = _parse_task(task_path)
     if config.require_reference_solution and spec.reference_solution is None:
         raise SuiteError(f"{task_path}: field 'reference_solution': required by suite.json")
-    warnings = _task_warnings(task_path, raw) + _check_graders(task_path, spec, raw, known)
+    warnings = _task_warnings(task_path, raw, spec) + _check_graders(task_path, spec, raw, known)
     th = hashlib.sha256(data)
     folders: list[Path | None] = []
     for field, shared in (("base_fixture", True), ("fixture_dir", False)):

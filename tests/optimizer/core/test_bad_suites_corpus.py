@@ -26,6 +26,7 @@ import pytest
 from typer.testing import CliRunner
 
 from optimizer.cli.app import app
+from tests.compat.test_loader_compat import RULES, Rule, write_rule_suite
 from tests.optimizer import suite_builder as sb
 
 runner = CliRunner()
@@ -211,6 +212,12 @@ CASES = [
     # SPEC section 2: missing kind -> mixed, unknown kind -> error.
     Case("unknown kind", _suite(kind="nightly"), SUITE, "field 'kind'"),
     Case("missing name", _suite(name=...), SUITE, "field 'name'"),
+    # The name starts every run's file name: these ran every trial, then could not be saved.
+    Case("suite name with a slash", _suite(name="card/v2"), SUITE, "field 'name'", ("'/'",)),
+    Case("suite name with a leading dot", _suite(name=".card"), SUITE, "field 'name'"),
+    Case("suite name with a NUL", _suite(name="card\u0000"), SUITE, "field 'name'"),
+    Case("suite name of 300 characters", _suite(name="n" * 300), SUITE, "field 'name'",
+         ("200 bytes",)),
     # SPEC section 8: any non-empty agent_name loads; empty is still refused.
     Case("empty agent name", _suite(agent_name=""), SUITE, "field 'agent_name'"),
     # ...and an agent we cannot run fails when the suite is run, by name, before any trial.
@@ -268,3 +275,21 @@ def test_bad_suite_is_refused_whole(tmp_path: Path, case: Case) -> None:
 def test_corpus_size() -> None:
     assert len(CASES) >= 20
     assert len({c.name for c in CASES}) == len(CASES)
+
+
+# --- what the original accepts must run (SPEC section 8 decides) --------------------------------
+
+TOLERATED = [r for r in RULES if r.refused is None and "agent_name" not in r.suite]
+
+
+@pytest.mark.parametrize("rule", TOLERATED, ids=[r.name for r in TOLERATED])
+def test_tolerated_inputs_run(tmp_path: Path, rule: Rule) -> None:
+    """The loading rows of the compatibility table run through the same CLI: exit 0, a saved
+    run, and each warning of the loader shown as a warning."""
+    root, state = write_rule_suite(tmp_path / "suite", rule), tmp_path / "state"
+    result = _eval(root, state)
+    assert result.exit_code == 0, result.output
+    assert (state / "runs" / "index.jsonl").is_file()
+    shown = " ".join(result.output.split())
+    for text in rule.warns:
+        assert "Warning:" in shown and text in shown, result.output
