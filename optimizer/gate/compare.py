@@ -47,7 +47,24 @@ class GatePolicy(BaseModel):
     max_trials: int = Field(default=8, ge=1)
     """Trials per task the sequential gate may reach (baseline and candidate alike)."""
     round_trials: int = Field(default=2, ge=1)
-    """Trials added per task and side in each sequential round."""
+    """Trials added per task and side in each round on the target or on a suspect bucket."""
+    sweep_trials: int = Field(default=1, ge=1)
+    """Candidate trials per task in the first pass over every other bucket (capped at the
+    cached baseline's trials, so the first pass pays for candidate trials only)."""
+    sweep_share: float = Field(default=1 / 3, gt=0.0, le=1.0)
+    """Share of the other buckets' tasks given one more trial in each later round of the
+    sweep while the pooled regression evidence is undecided (least-sampled buckets first)."""
+    harm_drop: float = Field(default=0.2, gt=0.0, le=1.0)
+    """The drop of the pooled mean score of all other buckets the gate is built to catch:
+    the sweep ends without a regression once Wald's likelihood ratio favours "no drop" over
+    "a drop of this size" by 1/harm_beta."""
+    harm_beta: float = Field(default=0.01, gt=0.0, lt=1.0)
+    """Wald's bound on missing a pooled drop of `harm_drop` (the futility bound's strength)."""
+    harm_bet: float = Field(default=0.5, gt=0.0, lt=1.0)
+    """Stake of the anytime-valid sign-flip betting test on the pooled differences."""
+    bucket_bet: float = Field(default=0.75, gt=0.0, lt=1.0)
+    """Stake of the anytime-valid sign-flip betting test of each bucket (larger: a single
+    bucket has few pairs, and the drops worth catching there are large)."""
     spending: Spending = "pocock"
     heldout_share: float = Field(default=1 / 3, ge=0.0, lt=1.0)
     """Share of the target bucket's tasks never shown to the proposer (buckets of >= 4 tasks)."""
