@@ -3,7 +3,7 @@
 Each bucket gets the mean paired score difference (candidate - baseline), pass rates, the
 fail->pass (`fixed`) and pass->fail (`broken`) counts, one-sided sign-flip p-values for
 improvement and for regression, the two-sided exact McNemar p-value on the pass flips, and a
-seeded paired-bootstrap interval that is shown to readers but never decides anything: the
+paired-bootstrap interval that is shown to readers but never decides anything: the
 decisions of `optimizer.gate.policy` and `optimizer.gate.sequential` use the exact p-values.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
@@ -122,14 +123,59 @@ def _quantile(sorted_vals: Sequence[float], q: float) -> float:
     return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
 
 
+_GRID = 10**6
+_EXACT_LIMIT = 20_000
+
+
+def _exact_bootstrap(diffs: Sequence[float], confidence: float) -> tuple[float, float] | None:
+    """Percentile interval from the exact bootstrap distribution of the mean, when the
+    differences take so few values that every resample composition can be listed (pass/fail
+    scores: three values); None when there would be more than _EXACT_LIMIT compositions."""
+    counts = Counter(round(d * _GRID) for d in diffs)
+    values = sorted(counts)
+    n, k = len(diffs), len(values)
+    if math.comb(n + k - 1, k - 1) > _EXACT_LIMIT:
+        return None
+    logs = [math.log(counts[v] / n) for v in values]
+    mass: dict[int, float] = {}
+
+    def spread(j: int, left: int, total: int, logw: float) -> None:
+        if j == k - 1:
+            w = logw - math.lgamma(left + 1) + left * logs[j]
+            key = total + left * values[j]
+            mass[key] = mass.get(key, 0.0) + math.exp(w)
+            return
+        for c in range(left + 1):
+            spread(j + 1, left - c, total + c * values[j],
+                   logw - math.lgamma(c + 1) + c * logs[j])
+
+    spread(0, n, 0, math.lgamma(n + 1))
+    a = 1.0 - confidence
+    ends: list[float] = []
+    for q in (a / 2, 1.0 - a / 2):
+        acc = 0.0
+        for key in sorted(mass):
+            acc += mass[key]
+            if acc >= q - 1e-12:
+                ends.append(key / _GRID / n)
+                break
+    return ends[0], ends[1]
+
+
 def paired_bootstrap_ci(
     diffs: Sequence[float], *, confidence: float = 0.95, n_boot: int = 2000, seed: int = 0
 ) -> tuple[float, float] | None:
-    """Percentile interval of the mean paired difference (seeded); None for equal differences."""
+    """Percentile interval of the mean paired difference; None for equal differences.
+
+    Exact (the whole bootstrap distribution) for differences with few distinct values, else
+    `n_boot` seeded resamples."""
     if not diffs:
         raise ValueError("bootstrap needs at least one pair")
     if all(d == diffs[0] for d in diffs):
         return None
+    exact = _exact_bootstrap(diffs, confidence)
+    if exact is not None:
+        return exact
     rng = random.Random(seed)
     n = len(diffs)
     means = sorted(math.fsum(rng.choices(diffs, k=n)) / n for _ in range(n_boot))

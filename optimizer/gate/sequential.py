@@ -259,10 +259,10 @@ class SequentialGate:
         significant = self._harm.family(self.others)
         if significant:
             return self._reject_regression(significant, "after the sweep")
-        comps = {b: compare_bucket(b, pairs.get(b, ()), p, interval=False) for b in self.others}
-        for b, c in comps.items():
-            if (b not in self._suspects and c.delta is not None
-                    and c.delta <= -p.regression_tolerance + 1e-12):
+        for b in self.others:
+            diffs = [x.diff for x in pairs.get(b, ())]
+            if (b not in self._suspects and diffs
+                    and math.fsum(diffs) / len(diffs) <= -p.regression_tolerance + 1e-12):
                 self._suspects[b] = self.trials_per_task(b)
         for b, since in self._suspects.items():
             if cleared(pairs.get(b, ()), since):
@@ -278,7 +278,9 @@ class SequentialGate:
         if stood:
             return self._verdict("reject", "regression", *(
                 f"bucket {b!r} dropped past the margin {p.regression_tolerance:g} and the drop "
-                f"survived confirmation: {describe(comps[b])}" for b in stood))
+                "survived confirmation: "
+                f"{describe(compare_bucket(b, pairs.get(b, ()), p, interval=False))}"
+                for b in stood))
         if undecided:
             assert self._pooled is not None
             return self._verdict("inconclusive", "max trials",
