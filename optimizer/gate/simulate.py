@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import random
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from optimizer.gate.compare import GatePolicy
@@ -69,7 +70,8 @@ class World:
     noise: float
     rng: random.Random
 
-    def outcome(self, key: TaskKey, side: str) -> bool:
+    def outcome(self, key: TaskKey, index: int, side: str) -> bool:
+        """A fresh draw (trials are independent; `index` only names the trial)."""
         p = self.base_p[key] if side == "base" else self.cand_p[key]
         passed = self.rng.random() < p
         return (not passed) if self.rng.random() < self.noise else passed
@@ -101,23 +103,17 @@ def build_world(kind: str, target_tasks: int, noise: float, rng: random.Random
 
 
 Results = dict[tuple[TaskKey, int, str], bool]
+Outcome = Callable[[TaskKey, int, str], bool]
+"""(task, trial index, side "base" or "cand") -> whether that trial passes."""
 
 
-def run_iteration(kind: str, target_tasks: int, noise: float, seed: int,
-                  policy: GatePolicy) -> tuple[Verdict, int]:
-    """One optimize iteration: the verdict and the trials it paid for."""
-    rng = random.Random(seed)
-    buckets, world = build_world(kind, target_tasks, noise, rng)
-    results: Results = {}
-    for b, tasks in buckets.items():  # the session baseline (cached, not counted)
-        for t in tasks:
-            for i in range(DEFAULT_TRIALS):
-                results[((b, t), i, "base")] = world.outcome((b, t), "base")
-    gate = SequentialGate(
-        policy, "target", buckets,
-        {(b, t): DEFAULT_TRIALS for b, ts in buckets.items() for t in ts},
-        heldout_tasks(buckets["target"], policy, salt=str(seed)),
-    )
+def drive(gate: SequentialGate, outcome: Outcome) -> tuple[Verdict, int]:
+    """Answer the gate's requests as `optimizer.workflows.gating.run_gate` does over real
+    runs: the baseline's first `default_trials` trials exist before the gate starts (the
+    session's cached baseline, not counted); every trial the gate asks for is run once and
+    counted. Returns the verdict and the trials paid for."""
+    results: Results = {(k, i, "base"): outcome(k, i, "base")
+                        for k, n in gate.default_trials.items() for i in range(n)}
     spent = 0
     step: TrialRequest | Verdict = gate.first()
     while isinstance(step, TrialRequest):
@@ -126,10 +122,23 @@ def run_iteration(kind: str, target_tasks: int, noise: float, seed: int,
                 for i in indices:
                     if (key, i, side) in results:
                         raise AssertionError(f"the gate asked again for {key} #{i} ({side})")
-                    results[(key, i, side)] = world.outcome(key, side)
+                    results[(key, i, side)] = outcome(key, i, side)
                     spent += 1
         step = gate.step(pairs_of(results))
     return step, spent
+
+
+def run_iteration(kind: str, target_tasks: int, noise: float, seed: int,
+                  policy: GatePolicy) -> tuple[Verdict, int]:
+    """One optimize iteration: the verdict and the trials it paid for."""
+    rng = random.Random(seed)
+    buckets, world = build_world(kind, target_tasks, noise, rng)
+    gate = SequentialGate(
+        policy, "target", buckets,
+        {(b, t): DEFAULT_TRIALS for b, ts in buckets.items() for t in ts},
+        heldout_tasks(buckets["target"], policy, salt=str(seed)),
+    )
+    return drive(gate, world.outcome)
 
 
 def pairs_of(results: Results) -> dict[str, list[Pair]]:
