@@ -39,9 +39,8 @@ class GatePolicy(BaseModel):
     """Practical margin: a bucket whose mean score drops by at least this much is a suspect,
     confirmed with more trials; if the drop survives confirmation, the patch is rejected."""
     suspect_p: float = Field(default=0.1, gt=0.0, le=1.0)
-    """Uncorrected one-sided p-value below which a falling bucket is a suspect too."""
-    pooled_suspect_p: float = Field(default=0.2, gt=0.0, le=1.0)
-    """Uncorrected p of the pooled test below which every falling bucket is confirmed."""
+    """Review only: uncorrected one-sided p-value below which a falling bucket is a suspect
+    worth confirming too."""
     pooled_weight: float = Field(default=0.5, gt=0.0, lt=1.0)
     """Share of the regression alpha given to the pooled test over all non-target buckets
     (a broad, thin regression), the rest being shared by the per-bucket tests."""

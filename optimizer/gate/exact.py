@@ -176,18 +176,6 @@ def look_alpha(t_now: float, t_before: float, alpha: float, kind: Spending = "po
     return max(0.0, spent_alpha(t_now, alpha, kind) - spent_alpha(t_before, alpha, kind))
 
 
-def inverse_normal_combination(p1: float, p2: float, w1: float = 0.5) -> float:
-    """Combined one-sided p of two independent stages, weights w1 and 1 - w1 fixed in advance.
-
-    Valid in adaptive designs: stage 2 may be chosen from stage 1's data, since p2 is uniform
-    given stage 1 under the null (Lehmacher and Wassmer, 1999)."""
-    eps = 1e-12
-    z1 = _phi_inv(1.0 - min(max(p1, eps), 1.0 - eps))
-    z2 = _phi_inv(1.0 - min(max(p2, eps), 1.0 - eps))
-    z = math.sqrt(w1) * z1 + math.sqrt(1.0 - w1) * z2
-    return 1.0 - _phi(z)
-
-
 def betting_log_wealth(diffs: Sequence[float], bet: float, alternative: OneSided = "less"
                        ) -> float:
     """Log of prod(1 + bet * s * d) over the paired differences d (clipped to [-1, 1]), with

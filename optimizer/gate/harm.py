@@ -38,7 +38,7 @@ class PooledLook:
     drop: float
 
     def describe(self, policy: GatePolicy) -> str:
-        return (f"all other buckets together: delta {self.mean:+.3f} over {self.n} pairs, "
+        return (f"delta {self.mean:+.3f} over {self.n} pairs, "
                 f"harm test p={self.p:.3g} (anytime-valid sign-flip betting test), Wald "
                 f"log-ratio {_fmt(self.log_ratio)} for a drop of {self.drop:g} against none "
                 f"(no-drop bound {math.log(policy.harm_beta):.2f})")

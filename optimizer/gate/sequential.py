@@ -248,14 +248,15 @@ class SequentialGate:
                 break
             chosen.append(b)
         return self._request(self._keys(chosen), 1, "rest",
-                             f"pooled harm undecided ({look.describe(p)}); one more trial "
+                             f"harm to the other buckets undecided ({look.describe(p)}); "
+                             "one more trial "
                              f"on {len(chosen)} bucket(s)")
 
     def _confirm_look(self, pairs: Pairs, undecided: bool = False) -> TrialRequest | Verdict:
         """The per-bucket family, suspects past the margin and their confirmation rounds."""
         assert self._harm is not None
         p = self.policy
-        self._harm.look({b: pairs.get(b, ()) for b in self.others})
+        self._pooled = self._harm.look({b: pairs.get(b, ()) for b in self.others})
         significant = self._harm.family(self.others)
         if significant:
             return self._reject_regression(significant, "after the sweep")
@@ -285,7 +286,8 @@ class SequentialGate:
             assert self._pooled is not None
             return self._verdict("inconclusive", "max trials",
                                  "harm to the other buckets neither shown nor ruled out at "
-                                 f"{p.max_trials} trials per task: {self._pooled.describe(p)}")
+                                 f"{p.max_trials} trials per task: all other buckets "
+                                 f"together: {self._pooled.describe(p)}")
         return self._heldout_check()
 
     def _reject_regression(self, significant: Sequence[str], where: str) -> Verdict:
@@ -295,9 +297,9 @@ class SequentialGate:
         for b in significant:
             if b == POOLED:
                 assert self._pooled is not None
-                why.append(f"all other buckets together regressed {where} (harm test "
-                           f"p={self._harm.p_pooled():.3g} <= alpha {p.regression_alpha:g} "
-                           f"x weight {p.pooled_weight:g}): {self._pooled.describe(p)}")
+                why.append(f"all other buckets together regressed {where} (p <= alpha "
+                           f"{p.regression_alpha:g} x weight {p.pooled_weight:g} of the pooled "
+                           f"test): {self._pooled.describe(p)}")
             else:
                 comp = compare_bucket(b, self._pairs.get(b, ()), p, interval=False)
                 why.append(f"bucket {b!r} regressed {where} (betting test p="
@@ -323,7 +325,8 @@ class SequentialGate:
                                      f"held-out tasks of {self.target!r} got worse (overfit to "
                                      f"the tasks the proposer saw): {describe(comp)}")
         assert self._target_comp is not None
-        rest = (f"; {self._pooled.describe(self.policy)}; no bucket regressed"
+        rest = (f"; all other buckets together: {self._pooled.describe(self.policy)}; no "
+                "bucket regressed"
                 if self._pooled is not None else "")
         return self._verdict("accept", "efficacy",
                              f"target bucket {self.target!r} improved: "

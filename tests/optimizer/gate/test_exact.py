@@ -12,7 +12,6 @@ from optimizer.gate.exact import (
     anytime_pvalue,
     betting_log_wealth,
     holm,
-    inverse_normal_combination,
     look_alpha,
     mcnemar_pvalue,
     sign_flip_pvalue,
@@ -108,15 +107,6 @@ def test_alpha_spending_adds_up_to_alpha() -> None:
         assert spent == pytest.approx(0.05)
         assert spent_alpha(1.0, 0.05, kind) == pytest.approx(0.05)  # type: ignore[arg-type]
     assert spent_alpha(0.25, 0.05, "obrien-fleming") < 1e-3 < spent_alpha(0.25, 0.05, "pocock")
-
-
-def test_inverse_normal_combination() -> None:
-    assert inverse_normal_combination(0.5, 0.5) == pytest.approx(0.5)
-    assert inverse_normal_combination(0.01, 0.01) < 0.01
-    assert inverse_normal_combination(1.0, 0.001) > 0.001
-    z = 2 * 1.6448536 / math.sqrt(2)
-    assert inverse_normal_combination(0.05, 0.05) == pytest.approx(
-        0.5 * math.erfc(z / math.sqrt(2)), rel=1e-4)
 
 
 def test_betting_wealth_is_a_fair_game_under_sign_flips() -> None:
