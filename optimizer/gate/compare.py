@@ -58,7 +58,7 @@ class GatePolicy(BaseModel):
     """The drop of the pooled mean score of all other buckets the gate is built to catch:
     the sweep ends without a regression once Wald's likelihood ratio favours "no drop" over
     "a drop of this size" by 1/harm_beta."""
-    harm_beta: float = Field(default=0.01, gt=0.0, lt=1.0)
+    harm_beta: float = Field(default=0.005, gt=0.0, lt=1.0)
     """Wald's bound on missing a pooled drop of `harm_drop` (the futility bound's strength)."""
     harm_bet: float = Field(default=0.5, gt=0.0, lt=1.0)
     """Stake of the anytime-valid sign-flip betting test on the pooled differences."""
