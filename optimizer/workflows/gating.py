@@ -1,9 +1,11 @@
 """Drive the sequential gate with real suite runs: the I/O half of `optimizer.gate.sequential`.
 
-The gate says which trials to run (tasks, trial indices, sides); this module runs them through
-the caller's `run` function (the runner, so the trial cache serves anything already paid for),
-pools them into the baseline and candidate runs, pairs them per qualified bucket, and steps the
-gate until it returns a verdict.
+The gate says which trials to run (the candidate's trial indices per task, and the baseline's
+past its cached trials); this module runs them through the caller's `run` function (the
+runner, so the trial cache serves anything already paid for), pools them into the baseline and
+candidate runs, pairs them per qualified bucket, and steps the gate until it returns a
+verdict. `optimizer.gate.simulate.drive` answers the same requests in the calibration
+benchmark; tests/optimizer/workflows/test_gating.py checks that both pay for the same trials.
 """
 
 from __future__ import annotations

@@ -187,6 +187,20 @@ def test_a_bucket_past_the_margin_is_confirmed_on_its_own_tasks() -> None:
     assert {b for r in reqs if r.stage == "confirm" for b, _ in r.indices} == {"b07"}
 
 
+def test_one_broken_pair_is_never_a_regression_on_its_own() -> None:
+    """A single pass -> fail pair (or a few identical ones) is what noise looks like: it makes
+    a suspect at most, and a suspect whose fresh trials do not fall is cleared."""
+    for buckets in (BUCKETS, many_buckets(24)):
+        other = list(buckets)[1]
+        flaky = (other, buckets[other][0])  # fails its first candidate trial only
+
+        def once(key: TaskKey, i: int, flaky: TaskKey = flaky) -> bool:
+            return key[0] == "target" or (key, i) != (flaky, 0)
+
+        v, _ = drive(big_gate(dict(buckets)), base_passes_others, once)
+        assert v.decision == "accept", v.reasons
+
+
 def test_harm_neither_shown_nor_ruled_out_at_max_trials_is_inconclusive() -> None:
     pol = GatePolicy(max_trials=2)
     v, _ = drive(gate(pol), *world(target_fixed=True, other_broken={"o0"}))
