@@ -75,11 +75,14 @@ def heldout_tasks(task_ids: Sequence[str], policy: GatePolicy, salt: str = "") -
 
 
 def method_text(policy: GatePolicy, tested: int) -> str:
-    """The statistics of a gate verdict, named as in a methods section."""
+    """The statistics of a gate verdict, named as in a methods section (the regression part
+    only when the gate got that far: `tested` hypotheses)."""
     p = policy
-    return (f"tests: target improvement by a one-sided paired sign-flip permutation test "
-            f"(exact) at alpha={p.alpha:g} spent over sequential looks ({p.spending}); "
-            f"regression family of {tested} hypotheses (each other bucket + all of them "
+    target = (f"tests: target improvement by a one-sided paired sign-flip permutation test "
+              f"(exact) at alpha={p.alpha:g} spent over sequential looks ({p.spending})")
+    if not tested:
+        return target
+    return (f"{target}; regression family of {tested} hypotheses (each other bucket + all of them "
             f"pooled) by anytime-valid sign-flip betting tests with weighted Holm at "
             f"alpha={p.regression_alpha:g} (pooled weight {p.pooled_weight:g}); the sweep "
             f"over the other buckets stops for lack of harm when Wald's ratio favours no "
@@ -307,7 +310,7 @@ class SequentialGate:
                            f"{len(self.bucket_tasks)} tests at alpha={p.regression_alpha:g}): "
                            f"{describe(comp)}")
         if POOLED in significant:
-            falling = [f"{b} ({c.delta:+.3f})" for b in self.others
+            falling = [f"{b!r} ({c.delta:+.3f})" for b in self.others
                        for c in [compare_bucket(b, self._pairs.get(b, ()), p, interval=False)]
                        if c.delta is not None and c.delta < 0]
             if falling:
