@@ -3,7 +3,7 @@
 Each bucket gets the mean paired score difference (candidate - baseline), pass rates, the
 fail->pass (`fixed`) and pass->fail (`broken`) counts, one-sided sign-flip p-values for
 improvement and for regression, the two-sided exact McNemar p-value on the pass flips, and a
-seeded paired-bootstrap interval that is shown to readers but never decides anything: the
+paired-bootstrap interval that is shown to readers but never decides anything: the
 decisions of `optimizer.gate.policy` and `optimizer.gate.sequential` use the exact p-values.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
@@ -38,16 +39,32 @@ class GatePolicy(BaseModel):
     """Practical margin: a bucket whose mean score drops by at least this much is a suspect,
     confirmed with more trials; if the drop survives confirmation, the patch is rejected."""
     suspect_p: float = Field(default=0.1, gt=0.0, le=1.0)
-    """Uncorrected one-sided p-value below which a falling bucket is a suspect too."""
-    pooled_suspect_p: float = Field(default=0.2, gt=0.0, le=1.0)
-    """Uncorrected p of the pooled test below which every falling bucket is confirmed."""
+    """Review only: uncorrected one-sided p-value below which a falling bucket is a suspect
+    worth confirming too."""
     pooled_weight: float = Field(default=0.5, gt=0.0, lt=1.0)
     """Share of the regression alpha given to the pooled test over all non-target buckets
     (a broad, thin regression), the rest being shared by the per-bucket tests."""
     max_trials: int = Field(default=8, ge=1)
     """Trials per task the sequential gate may reach (baseline and candidate alike)."""
     round_trials: int = Field(default=2, ge=1)
-    """Trials added per task and side in each sequential round."""
+    """Trials added per task and side in each round on the target or on a suspect bucket."""
+    sweep_trials: int = Field(default=1, ge=1)
+    """Candidate trials per task in the first pass over every other bucket (capped at the
+    cached baseline's trials, so the first pass pays for candidate trials only)."""
+    sweep_share: float = Field(default=1 / 3, gt=0.0, le=1.0)
+    """Share of the other buckets' tasks given one more trial in each later round of the
+    sweep while the pooled regression evidence is undecided (least-sampled buckets first)."""
+    harm_drop: float = Field(default=0.2, gt=0.0, le=1.0)
+    """The drop of the pooled mean score of all other buckets the gate is built to catch:
+    the sweep ends without a regression once Wald's likelihood ratio favours "no drop" over
+    "a drop of this size" by 1/harm_beta."""
+    harm_beta: float = Field(default=0.005, gt=0.0, lt=1.0)
+    """Wald's bound on missing a pooled drop of `harm_drop` (the futility bound's strength)."""
+    harm_bet: float = Field(default=0.5, gt=0.0, lt=1.0)
+    """Stake of the anytime-valid sign-flip betting test on the pooled differences."""
+    bucket_bet: float = Field(default=0.75, gt=0.0, lt=1.0)
+    """Stake of the anytime-valid sign-flip betting test of each bucket (larger: a single
+    bucket has few pairs, and the drops worth catching there are large)."""
     spending: Spending = "pocock"
     heldout_share: float = Field(default=1 / 3, ge=0.0, lt=1.0)
     """Share of the target bucket's tasks never shown to the proposer (buckets of >= 4 tasks)."""
@@ -105,14 +122,59 @@ def _quantile(sorted_vals: Sequence[float], q: float) -> float:
     return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
 
 
+_GRID = 10**6
+_EXACT_LIMIT = 20_000
+
+
+def _exact_bootstrap(diffs: Sequence[float], confidence: float) -> tuple[float, float] | None:
+    """Percentile interval from the exact bootstrap distribution of the mean, when the
+    differences take so few values that every resample composition can be listed (pass/fail
+    scores: three values); None when there would be more than _EXACT_LIMIT compositions."""
+    counts = Counter(round(d * _GRID) for d in diffs)
+    values = sorted(counts)
+    n, k = len(diffs), len(values)
+    if math.comb(n + k - 1, k - 1) > _EXACT_LIMIT:
+        return None
+    logs = [math.log(counts[v] / n) for v in values]
+    mass: dict[int, float] = {}
+
+    def spread(j: int, left: int, total: int, logw: float) -> None:
+        if j == k - 1:
+            w = logw - math.lgamma(left + 1) + left * logs[j]
+            key = total + left * values[j]
+            mass[key] = mass.get(key, 0.0) + math.exp(w)
+            return
+        for c in range(left + 1):
+            spread(j + 1, left - c, total + c * values[j],
+                   logw - math.lgamma(c + 1) + c * logs[j])
+
+    spread(0, n, 0, math.lgamma(n + 1))
+    a = 1.0 - confidence
+    ends: list[float] = []
+    for q in (a / 2, 1.0 - a / 2):
+        acc = 0.0
+        for key in sorted(mass):
+            acc += mass[key]
+            if acc >= q - 1e-12:
+                ends.append(key / _GRID / n)
+                break
+    return ends[0], ends[1]
+
+
 def paired_bootstrap_ci(
     diffs: Sequence[float], *, confidence: float = 0.95, n_boot: int = 2000, seed: int = 0
 ) -> tuple[float, float] | None:
-    """Percentile interval of the mean paired difference (seeded); None for equal differences."""
+    """Percentile interval of the mean paired difference; None for equal differences.
+
+    Exact (the whole bootstrap distribution) for differences with few distinct values, else
+    `n_boot` seeded resamples."""
     if not diffs:
         raise ValueError("bootstrap needs at least one pair")
     if all(d == diffs[0] for d in diffs):
         return None
+    exact = _exact_bootstrap(diffs, confidence)
+    if exact is not None:
+        return exact
     rng = random.Random(seed)
     n = len(diffs)
     means = sorted(math.fsum(rng.choices(diffs, k=n)) / n for _ in range(n_boot))

@@ -11,6 +11,16 @@
   equals the sign-flip test.
 - `holm`: Holm's step-down correction, with optional weights (weighted Bonferroni-Holm).
 - `spent_alpha`: the Lan-DeMets alpha-spending functions for sequential looks.
+- `betting_log_wealth`: the sign-flip test in its anytime-valid form. Under the null each
+  paired difference is symmetric about zero given everything seen before it, so a bettor who
+  stakes a fixed share of their wealth on the sign of each new difference holds a
+  nonnegative martingale; by Ville's inequality the wealth ever reaches 1/alpha with
+  probability at most alpha, however often it is looked at and however the next trials are
+  chosen. 1 / (the largest wealth seen) is therefore a valid p-value under optional stopping.
+- `sprt_log_ratio`: Wald's log-likelihood ratio of "the mean difference is -drop" against "it
+  is 0" (normal model, observed variance); the gate uses it only to stop sampling once the
+  data favour "no drop" (a futility bound: it never rejects a patch, so it cannot raise the
+  false rejection rate; the miss rate it allows is measured by bench/gate_calibration.py).
 
 One identical difference, or any number of identical differences, gets exactly the p-value of
 the sign-flip test (2^-k for k equal non-zero differences, one-sided): the zero spread of such
@@ -25,6 +35,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 Alternative = Literal["greater", "less", "two-sided"]
+OneSided = Literal["greater", "less"]
 Spending = Literal["pocock", "obrien-fleming", "linear"]
 
 _SCALE = 10**6
@@ -165,13 +176,33 @@ def look_alpha(t_now: float, t_before: float, alpha: float, kind: Spending = "po
     return max(0.0, spent_alpha(t_now, alpha, kind) - spent_alpha(t_before, alpha, kind))
 
 
-def inverse_normal_combination(p1: float, p2: float, w1: float = 0.5) -> float:
-    """Combined one-sided p of two independent stages, weights w1 and 1 - w1 fixed in advance.
+def betting_log_wealth(diffs: Sequence[float], bet: float, alternative: OneSided = "less"
+                       ) -> float:
+    """Log of prod(1 + bet * s * d) over the paired differences d (clipped to [-1, 1]), with
+    s = -1 when betting that the candidate scores lower (`less`) and +1 for `greater`.
 
-    Valid in adaptive designs: stage 2 may be chosen from stage 1's data, since p2 is uniform
-    given stage 1 under the null (Lehmacher and Wassmer, 1999)."""
-    eps = 1e-12
-    z1 = _phi_inv(1.0 - min(max(p1, eps), 1.0 - eps))
-    z2 = _phi_inv(1.0 - min(max(p2, eps), 1.0 - eps))
-    z = math.sqrt(w1) * z1 + math.sqrt(1.0 - w1) * z2
-    return 1.0 - _phi(z)
+    A fixed stake `bet` in [0, 1) keeps every factor positive; with equal stakes the wealth
+    does not depend on the order of the differences, only on which ones have been seen."""
+    if not 0.0 <= bet < 1.0:
+        raise ValueError("bet must be in [0, 1)")
+    s = -1.0 if alternative == "less" else 1.0
+    return math.fsum(math.log1p(s * bet * min(1.0, max(-1.0, d))) for d in diffs)
+
+
+def anytime_pvalue(max_log_wealth: float) -> float:
+    """The p-value of a betting test: 1 / (largest wealth reached at any look), capped at 1."""
+    return 1.0 if max_log_wealth <= 0.0 else math.exp(-max_log_wealth)
+
+
+def sprt_log_ratio(diffs: Sequence[float], drop: float) -> float:
+    """Wald's log-likelihood ratio of mean difference -drop against 0, normal model with the
+    observed variance: n * drop * (-mean - drop / 2) / variance. Negative favours no drop."""
+    n = len(diffs)
+    if n == 0:
+        return 0.0
+    mean = math.fsum(diffs) / n
+    var = math.fsum((d - mean) ** 2 for d in diffs) / n
+    num = n * drop * (-mean - drop / 2.0)
+    if var <= 1e-15:
+        return math.copysign(math.inf, num) if num else 0.0
+    return num / var

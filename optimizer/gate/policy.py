@@ -1,10 +1,13 @@
-"""Verdicts from bucket comparisons: the regression family, the review verdict. Pure, no I/O.
+"""Verdicts from bucket comparisons: the verdict models and review's regression family. Pure.
 
-Regression is a family of one-sided sign-flip tests, one per non-target bucket plus one pooled
-over every non-target pair (a thin regression spread over many buckets), corrected with the
-weighted Holm procedure at `regression_alpha` (family-wise). A bucket whose mean score drops by
-at least `regression_tolerance` is a suspect even when not significant; the sequential gate
-confirms suspects with more trials and rejects when the drop survives confirmation.
+`regression_family` is the fixed-sample family `decide_review` uses on a prompt change with no
+target bucket: one-sided sign-flip tests, one per bucket plus one pooled over every pair (a
+thin regression spread over many buckets), corrected with the weighted Holm procedure at
+`regression_alpha` (family-wise). A bucket whose mean score drops by at least
+`regression_tolerance` is a suspect even when not significant; review confirms suspects with
+more trials. The sequential gate of optimize (`optimizer.gate.sequential`) tests the same
+hypotheses with their anytime-valid form (`optimizer.gate.harm`), since it picks its trials
+as it goes.
 """
 
 from __future__ import annotations

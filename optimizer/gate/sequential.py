@@ -10,11 +10,18 @@ One optimize iteration walks these stages, asking the caller to run trials betwe
    p <= the look's alpha AND mean gain >= `min_improvement`. Futility (mean gain <= 0) or
    `max_trials` per task stops with reject/inconclusive. Rounds add trials to the target's tasks
    only, on both sides (new trial indices, so pairs stay aligned).
-3. rest: the candidate runs every other task at the default trials; the regression family
-   (per-bucket + pooled tests, weighted Holm) runs. A significant regression rejects.
-4. confirm: suspects (a drop past the practical margin, or an uncorrected p below
-   `suspect_p`) get rounds of trials on both sides until cleared, significant, or at
-   `max_trials`, where a drop still past the margin rejects.
+3. rest (the sweep): the candidate runs every other task at `sweep_trials` trial(s), paired
+   with the cached baseline. After each look the pooled differences of all other buckets are
+   tested for harm with the anytime-valid sign-flip betting test (a rejection at the pooled
+   test's share of the regression alpha rejects the patch), and sampling stops for lack of
+   harm once Wald's likelihood ratio favours "no drop" over "a pooled drop of `harm_drop`" by
+   1/`harm_beta`. Undecided -> one more trial for the least-sampled share (`sweep_share`) of
+   the other buckets' tasks (baseline too, past its cached trials), up to `max_trials`.
+4. confirm: every bucket's anytime-valid betting test and the pooled one form a weighted Holm
+   family at `regression_alpha`; a rejection rejects the patch. A bucket whose mean dropped by
+   `regression_tolerance` or more is a suspect: rounds of fresh trials on its tasks only, until
+   its fresh trials stop falling or `max_trials`; a drop still past the margin on the fresh
+   trials rejects.
 5. held-out: the target's held-out tasks (never shown to the proposer) must not get worse.
 """
 
@@ -27,31 +34,32 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from optimizer.gate.compare import BucketComparison, GatePolicy, compare_bucket, describe
-from optimizer.gate.exact import holm, inverse_normal_combination, look_alpha
+from optimizer.gate.exact import look_alpha
+from optimizer.gate.harm import POOLED, HarmEvidence, PooledLook, cleared, stands
 from optimizer.gate.pairing import Pair
-from optimizer.gate.policy import (
-    POOLED,
-    Decision,
-    RegressionFindings,
-    Verdict,
-    method_text,
-    regression_family,
-)
+from optimizer.gate.policy import Decision, Verdict
 
 Side = Literal["base", "cand"]
 Stage = Literal["screen", "target", "rest", "confirm", "done"]
 TaskKey = tuple[str, str]
 """(bucket, task id): task ids may repeat across suites, bucket names never do."""
+Pairs = Mapping[str, Sequence[Pair]]
 
 
 @dataclass(frozen=True)
 class TrialRequest:
-    """Run these trial indices of these tasks on these sides, then call `step` again."""
+    """Run these trials, then call `step` again with every pair collected so far."""
 
     indices: dict[TaskKey, list[int]]
-    sides: tuple[Side, ...]
+    """Trial indices the candidate runs."""
     stage: Stage
     reason: str
+    base: dict[TaskKey, list[int]] = field(default_factory=dict)
+    """Trial indices the baseline runs: those of `indices` past its cached trials."""
+
+    @property
+    def sides(self) -> tuple[Side, ...]:
+        return ("base", "cand") if self.base else ("cand",)
 
 
 def heldout_tasks(task_ids: Sequence[str], policy: GatePolicy, salt: str = "") -> frozenset[str]:
@@ -66,6 +74,22 @@ def heldout_tasks(task_ids: Sequence[str], policy: GatePolicy, salt: str = "") -
     return frozenset(sorted(task_ids, key=rank)[:k])
 
 
+def method_text(policy: GatePolicy, tested: int) -> str:
+    """The statistics of a gate verdict, named as in a methods section (the regression part
+    only when the gate got that far: `tested` hypotheses)."""
+    p = policy
+    target = (f"tests: target improvement by a one-sided paired sign-flip permutation test "
+              f"(exact) at alpha={p.alpha:g} spent over sequential looks ({p.spending})")
+    if not tested:
+        return target
+    return (f"{target}; regression family of {tested} hypotheses (each other bucket + all of them "
+            f"pooled) by anytime-valid sign-flip betting tests with weighted Holm at "
+            f"alpha={p.regression_alpha:g} (pooled weight {p.pooled_weight:g}); the sweep "
+            f"over the other buckets stops for lack of harm when Wald's ratio favours no "
+            f"drop over a pooled drop of {p.harm_drop:g} by 1/{p.harm_beta:g}; a bucket drop "
+            f"past {p.regression_tolerance:g} must survive confirmation on fresh trials")
+
+
 @dataclass
 class SequentialGate:
     """State of one iteration's gate. `first()` then `step(pairs)` until a Verdict comes back."""
@@ -75,65 +99,91 @@ class SequentialGate:
     bucket_tasks: Mapping[str, Sequence[str]]
     """Every bucket (namespaced) -> its task ids, in suite order."""
     default_trials: Mapping[TaskKey, int]
+    """Trials per task of the cached baseline (the candidate's first trials pair with them)."""
     heldout: frozenset[str] = frozenset()
     stage: Stage = "screen"
     looks: int = 0
     _t_before: float = 0.0
-    _next_index: dict[TaskKey, int] = field(default_factory=dict)
+    _cand_n: dict[TaskKey, int] = field(default_factory=dict)
+    _base_n: dict[TaskKey, int] = field(default_factory=dict)
     _target_comp: BucketComparison | None = None
-    _open: list[str] = field(default_factory=list)
-    _stage1: dict[str, float] = field(default_factory=dict)
-    _stage1_pooled: float = 1.0
-    _past_margin: list[str] = field(default_factory=list)
-    _suspects: list[str] = field(default_factory=list)
-    _pairs: Mapping[str, Sequence[Pair]] = field(default_factory=dict)
+    _pairs: Pairs = field(default_factory=dict)
+    _harm: HarmEvidence | None = None
+    _pooled: PooledLook | None = None
+    _suspects: dict[str, int] = field(default_factory=dict)
+    """Suspect bucket -> trials per task when it became one (later trials are fresh)."""
+    _cleared: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if self.target not in self.bucket_tasks:
             raise ValueError(f"target bucket {self.target!r} is not in the suites")
-        for key, n in self.default_trials.items():
-            self._next_index[key] = n
+        for key in self._keys(list(self.bucket_tasks)):
+            self._cand_n[key] = 0
+            self._base_n[key] = self.default_trials[key]
+        self._harm = HarmEvidence(self.policy)
+
+    @property
+    def others(self) -> list[str]:
+        return [b for b in self.bucket_tasks if b != self.target]
 
     # --- requests -------------------------------------------------------------------------
     def _keys(self, buckets: Sequence[str]) -> list[TaskKey]:
         return [(b, t) for b in buckets for t in self.bucket_tasks[b]]
 
-    def _defaults(self, buckets: Sequence[str]) -> dict[TaskKey, list[int]]:
-        return {k: list(range(self.default_trials[k])) for k in self._keys(buckets)}
-
-    def _round(self, buckets: Sequence[str]) -> dict[TaskKey, list[int]]:
-        out: dict[TaskKey, list[int]] = {}
-        for k in self._keys(buckets):
-            start = self._next_index[k]
-            stop = min(start + self.policy.round_trials, self.policy.max_trials)
-            if stop > start:
-                out[k] = list(range(start, stop))
-                self._next_index[k] = stop
-        return out
+    def _request(self, keys: Sequence[TaskKey], trials: int, stage: Stage, reason: str
+                 ) -> TrialRequest | None:
+        """The next `trials` indices of each task (capped at `max_trials`); the baseline runs
+        those past its cached trials. None when every task is at the cap (`max_trials`, or
+        the cached trials when there are more)."""
+        cand: dict[TaskKey, list[int]] = {}
+        base: dict[TaskKey, list[int]] = {}
+        for k in keys:
+            start = self._cand_n[k]
+            cap = max(self.policy.max_trials, self.default_trials[k])
+            stop = min(start + trials, cap)
+            if stop <= start:
+                continue
+            cand[k] = list(range(start, stop))
+            extra = [i for i in cand[k] if i >= self._base_n[k]]
+            if extra:
+                base[k] = extra
+                self._base_n[k] = stop
+            self._cand_n[k] = stop
+        return TrialRequest(cand, stage, reason, base) if cand else None
 
     def first(self) -> TrialRequest:
-        return TrialRequest(self._defaults([self.target]), ("cand",), "screen",
+        keys = self._keys([self.target])
+        n = max((self.default_trials[k] for k in keys), default=1)
+        req = self._request(keys, n, "screen",
                             f"candidate on the target bucket {self.target!r} first")
+        assert req is not None
+        return req
+
+    def _room(self, bucket: str) -> bool:
+        return any(self._cand_n[k] < max(self.policy.max_trials, self.default_trials[k])
+                   for k in self._keys([bucket]))
 
     def trials_per_task(self, bucket: str) -> int:
-        return min((self._next_index[k] for k in self._keys([bucket])), default=0)
+        return min((self._cand_n[k] for k in self._keys([bucket])), default=0)
 
     # --- the steps ------------------------------------------------------------------------
-    def step(self, pairs: Mapping[str, Sequence[Pair]]) -> TrialRequest | Verdict:
+    def step(self, pairs: Pairs) -> TrialRequest | Verdict:
         """Advance with every pair collected so far (bucket -> pairs)."""
         self._pairs = pairs
         if self.stage == "screen":
             target = list(pairs.get(self.target, ()))
             if not any(p.diff > 0 for p in target):
-                return self._verdict("reject", "screen", pairs,
+                return self._verdict("reject", "screen",
                                      f"target bucket {self.target!r}: no trial improved in the "
                                      "first round, so the rest of the suite was not run")
             self.stage = "target"
         if self.stage == "target":
             return self._target_look(pairs)
-        return self._regressions(pairs)
+        if self.stage == "rest":
+            return self._sweep_look(pairs)
+        return self._confirm_look(pairs)
 
-    def _target_look(self, pairs: Mapping[str, Sequence[Pair]]) -> TrialRequest | Verdict:
+    def _target_look(self, pairs: Pairs) -> TrialRequest | Verdict:
         p = self.policy
         comp = compare_bucket(self.target, pairs.get(self.target, ()), p, interval=False)
         self._target_comp = comp
@@ -145,165 +195,160 @@ class SequentialGate:
         delta = comp.delta if comp.delta is not None else 0.0
         significant = comp.p_improve <= a or not p.require_significant_improvement
         if delta >= p.min_improvement and significant:
-            self.stage = "rest"
-            rest = [b for b in self.bucket_tasks if b != self.target]
-            return TrialRequest(self._defaults(rest), ("cand",), "rest",
-                                f"target improved at look {self.looks} (p={comp.p_improve:.3g} "
-                                f"<= {a:.3g}); checking every other bucket")
+            return self._start_sweep(f"target improved at look {self.looks} "
+                                     f"(p={comp.p_improve:.3g} <= {a:.3g})")
         if delta <= 0:
-            return self._verdict("reject", "futility", pairs,
+            return self._verdict("reject", "futility",
                                  f"target bucket {self.target!r} did not improve: "
                                  f"{describe(comp)}")
         if n >= p.max_trials:
             decision: Decision = "reject" if delta < p.min_improvement else "inconclusive"
-            return self._verdict(decision, "max trials", pairs,
+            return self._verdict(decision, "max trials",
                                  f"target bucket {self.target!r} undecided at {n} trials per "
                                  f"task (p={comp.p_improve:.3g} > look alpha {a:.3g}, needs "
                                  f"gain >= {p.min_improvement:g}): {describe(comp)}")
-        return TrialRequest(self._round([self.target]), ("base", "cand"), "target",
+        req = self._request(self._keys([self.target]), p.round_trials, "target",
                             f"target promising but undecided at look {self.looks} "
                             f"(p={comp.p_improve:.3g} > {a:.3g}); adding trials")
+        assert req is not None  # n < max_trials
+        return req
 
-    def _initial(self, pairs: Sequence[Pair], key_bucket: str) -> list[Pair]:
-        return [x for x in pairs if x.trial_index < self.default_trials[(key_bucket, x.task_id)]]
+    def _start_sweep(self, why: str) -> TrialRequest | Verdict:
+        self.stage = "rest"
+        keys = self._keys(self.others)
+        n = min([self.policy.sweep_trials, *(self.default_trials[k] for k in keys)])
+        req = self._request(keys, n, "rest",
+                            f"{why}; every other bucket at {n} trial(s) per task first")
+        if req is None:  # the target is the only bucket
+            return self._heldout_check()
+        return req
 
-    def _fresh(self, pairs: Sequence[Pair], key_bucket: str) -> list[Pair]:
-        return [x for x in pairs if x.trial_index >= self.default_trials[(key_bucket, x.task_id)]]
-
-    def _family(self, buckets: Sequence[str], pairs: Mapping[str, Sequence[Pair]],
-                fresh: bool, policy: GatePolicy) -> tuple[list[BucketComparison],
-                                                          RegressionFindings]:
-        pick = self._fresh if fresh else self._initial
-        data = {b: pick(pairs.get(b, ()), b) for b in buckets}
-        comps = [compare_bucket(b, data[b], policy, interval=False) for b in buckets]
-        pooled = [x for b in buckets for x in data[b]]
-        return comps, regression_family(comps, pooled, policy)
-
-    def _regressions(self, pairs: Mapping[str, Sequence[Pair]]) -> TrialRequest | Verdict:
-        """A two-stage adaptive design. Stage 1: the regression family on the default trials,
-        at half the regression alpha. Suspects (and, when the pooled test is suspicious, every
-        falling bucket) get fresh trials in rounds; a bucket whose fresh trials do not fall
-        stops early. Stage 2: each stage's one-sided p-values are combined by the inverse-
-        normal method with equal, fixed weights (valid whatever was selected in stage 1) and
-        the family is tested again at the other half."""
-        p = self.policy
-        others = [b for b in self.bucket_tasks if b != self.target]
-        half = p.model_copy(update={"regression_alpha": p.regression_alpha / 2})
-        if self.stage == "rest":
-            comps, fam = self._family(others, pairs, fresh=False, policy=half)
-            if fam.significant:
-                return self._reject_regression(comps, fam, "on the default trials")
-            falling = [c.bucket for c in comps if c.delta is not None and c.delta < 0]
-            pooled_suspect = fam.pooled is not None and fam.pooled.p_regress <= p.pooled_suspect_p
-            self._suspects = sorted(set(fam.suspects) | (set(falling) if pooled_suspect
-                                                          else set()))
-            self._open = list(self._suspects)
-            self._past_margin = list(fam.past_margin)
-            self._stage1 = {c.bucket: c.p_regress for c in comps}
-            if fam.pooled is not None:
-                self._stage1_pooled = fam.pooled.p_regress
-        else:
-            fresh = {b: self._fresh(pairs.get(b, ()), b) for b in self._open}
-            self._open = [b for b in self._open if _falling(fresh[b])]
-        open_ = [b for b in self._open if self.trials_per_task(b) < p.max_trials]
-        if open_:
+    def _sweep_look(self, pairs: Pairs) -> TrialRequest | Verdict:
+        """Pooled harm (reject), no drop favoured (go on to the buckets), else sweep on."""
+        assert self._harm is not None
+        look = self._harm.look({b: pairs.get(b, ()) for b in self.others})
+        self._pooled = look
+        if self._harm.pooled_harm():
+            return self._reject_regression([POOLED], "during the sweep")
+        if look.log_ratio <= math.log(self.policy.harm_beta):
             self.stage = "confirm"
-            return TrialRequest(self._round(open_), ("base", "cand"), "confirm",
-                                "confirming suspected regressions on fresh trials: "
-                                + ", ".join(open_))
-        if self._suspects:
-            verdict = self._stage2(pairs, half)
-            if verdict is not None:
-                return verdict
-        return self._heldout_check(pairs)
+            return self._confirm_look(pairs)
+        req = self._sweep_round(look)
+        if req is not None:
+            return req
+        self.stage = "confirm"  # every other task at max_trials: the buckets decide
+        return self._confirm_look(pairs, undecided=True)
 
-    def _stage2(self, pairs: Mapping[str, Sequence[Pair]], half: GatePolicy) -> Verdict | None:
-        comps, _ = self._family(self._suspects, pairs, fresh=True, policy=half)
-        combined = [c.model_copy(update={"p_regress": inverse_normal_combination(
-            self._stage1[c.bucket], c.p_regress)}) for c in comps]
-        pooled_fresh = [x for b in self._suspects for x in self._fresh(pairs.get(b, ()), b)]
-        pooled = compare_bucket(POOLED, pooled_fresh, half, interval=False)
-        p_pool = inverse_normal_combination(self._stage1_pooled, pooled.p_regress)
-        names = [c.bucket for c in combined] + [POOLED]
-        share = (1.0 - half.pooled_weight) / max(1, len(self.bucket_tasks) - 1)
-        weights = [share] * len(combined) + [half.pooled_weight]
-        rejected = holm([c.p_regress for c in combined] + [p_pool], half.regression_alpha,
-                        weights)
-        stood = self._margin_stands(pairs)
-        if not any(rejected):
-            if not stood:
-                return None
-            return self._verdict("reject", "regression", {}, *(
-                f"bucket {b!r} dropped past the margin {half.regression_tolerance:g} and the "
-                "drop survived confirmation: "
-                f"{describe(compare_bucket(b, pairs.get(b, ()), half, interval=False))}"
-                for b in stood),
-                suspects=self._suspects)
-        fam2 = RegressionFindings(significant=[n for n, r in zip(names, rejected, strict=True)
-                                               if r],
-                                  pooled=pooled.model_copy(update={"p_regress": p_pool}),
-                                  tested=len(names))
-        return self._reject_regression(combined, fam2, "after confirmation (inverse-normal "
-                                       "combination of both stages)")
+    def _sweep_round(self, look: PooledLook) -> TrialRequest | None:
+        """One more trial for the least-sampled buckets, `sweep_share` of the tasks."""
+        p = self.policy
+        open_ = [b for b in self.others if self._room(b)]
+        open_.sort(key=self.trials_per_task)  # stable: suite order within equal counts
+        want = math.ceil(p.sweep_share * len(self._keys(self.others)))
+        chosen: list[str] = []
+        for b in open_:
+            if len(self._keys(chosen)) >= want:
+                break
+            chosen.append(b)
+        return self._request(self._keys(chosen), 1, "rest",
+                             f"harm to the other buckets undecided ({look.describe(p)}); "
+                             "one more trial "
+                             f"on {len(chosen)} bucket(s)")
 
-    def _margin_stands(self, pairs: Mapping[str, Sequence[Pair]]) -> list[str]:
-        """Suspects past the margin whose drop is still past it on the fresh trials (or, when
-        no fresh trial could be added, on all of them)."""
-        margin = self.policy.regression_tolerance
-        out = []
-        for b in self._past_margin:
-            data = self._fresh(pairs.get(b, ()), b) or list(pairs.get(b, ()))
-            if data and sum(x.diff for x in data) / len(data) <= -margin + 1e-12:
-                out.append(b)
-        return out
+    def _confirm_look(self, pairs: Pairs, undecided: bool = False) -> TrialRequest | Verdict:
+        """The per-bucket family, suspects past the margin and their confirmation rounds."""
+        assert self._harm is not None
+        p = self.policy
+        self._pooled = self._harm.look({b: pairs.get(b, ()) for b in self.others})
+        significant = self._harm.family(self.others)
+        if significant:
+            return self._reject_regression(significant, "after the sweep")
+        for b in self.others:
+            diffs = [x.diff for x in pairs.get(b, ())]
+            if (b not in self._suspects and diffs
+                    and math.fsum(diffs) / len(diffs) <= -p.regression_tolerance + 1e-12):
+                self._suspects[b] = self.trials_per_task(b)
+        for b, since in self._suspects.items():
+            if cleared(pairs.get(b, ()), since):
+                self._cleared.add(b)
+        open_ = [b for b in self._suspects if b not in self._cleared]
+        req = self._request(self._keys(open_), p.round_trials, "confirm",
+                            "confirming suspected regressions on fresh trials: "
+                            + ", ".join(open_)) if open_ else None
+        if req is not None:
+            return req
+        stood = [b for b in open_
+                 if stands(pairs.get(b, ()), self._suspects[b], p.regression_tolerance)]
+        if stood:
+            return self._verdict("reject", "regression", *(
+                f"bucket {b!r} dropped past the margin {p.regression_tolerance:g} and the drop "
+                "survived confirmation: "
+                f"{describe(compare_bucket(b, pairs.get(b, ()), p, interval=False))}"
+                for b in stood))
+        if undecided:
+            assert self._pooled is not None
+            return self._verdict("inconclusive", "max trials",
+                                 "harm to the other buckets neither shown nor ruled out at "
+                                 f"{p.max_trials} trials per task: all other buckets "
+                                 f"together: {self._pooled.describe(p)}")
+        return self._heldout_check()
 
-    def _reject_regression(self, comps: Sequence[BucketComparison], fam: RegressionFindings,
-                           where: str) -> Verdict:
-        by_name = {c.bucket: c for c in comps}
+    def _reject_regression(self, significant: Sequence[str], where: str) -> Verdict:
+        p = self.policy
+        assert self._harm is not None
         why = []
-        for b in fam.significant:
-            comp = by_name.get(b, fam.pooled)
-            what = "all other buckets together" if b == POOLED else f"bucket {b!r}"
-            why.append(f"{what} regressed {where} (weighted Holm over {fam.tested} tests at "
-                       f"alpha={self.policy.regression_alpha:g}): "
-                       f"{describe(comp) if comp else ''}")
-        falling = [f"{c.bucket} ({c.delta:+.3f})" for c in comps
-                   if c.delta is not None and c.delta < 0]
-        if POOLED in fam.significant and falling:
-            why.append("buckets that fell: " + ", ".join(falling))
-        return self._verdict("reject", "regression", {}, *why, suspects=self._suspects)
+        for b in significant:
+            if b == POOLED:
+                assert self._pooled is not None
+                why.append(f"all other buckets together regressed {where} (p <= alpha "
+                           f"{p.regression_alpha:g} x weight {p.pooled_weight:g} of the pooled "
+                           f"test): {self._pooled.describe(p)}")
+            else:
+                comp = compare_bucket(b, self._pairs.get(b, ()), p, interval=False)
+                why.append(f"bucket {b!r} regressed {where} (betting test p="
+                           f"{self._harm.p_bucket(b):.3g}, weighted Holm over "
+                           f"{len(self.bucket_tasks)} tests at alpha={p.regression_alpha:g}): "
+                           f"{describe(comp)}")
+        if POOLED in significant:
+            falling = [f"{b!r} ({c.delta:+.3f})" for b in self.others
+                       for c in [compare_bucket(b, self._pairs.get(b, ()), p, interval=False)]
+                       if c.delta is not None and c.delta < 0]
+            if falling:
+                why.append("buckets that fell: " + ", ".join(falling))
+        return self._verdict("reject", "regression", *why)
 
-    def _heldout_check(self, pairs: Mapping[str, Sequence[Pair]]) -> Verdict:
-        target = pairs.get(self.target, ())
+    def _heldout_check(self) -> Verdict:
+        target = self._pairs.get(self.target, ())
         hidden = [x for x in target if x.task_id in self.heldout]
         if hidden:
             comp = compare_bucket(f"{self.target} (held-out)", hidden, self.policy,
                                   interval=False)
             if comp.delta is not None and comp.delta < 0:
-                return self._verdict("reject", "held-out", pairs,
+                return self._verdict("reject", "held-out",
                                      f"held-out tasks of {self.target!r} got worse (overfit to "
                                      f"the tasks the proposer saw): {describe(comp)}")
         assert self._target_comp is not None
-        return self._verdict("accept", "efficacy", pairs,
+        rest = (f"; all other buckets together: {self._pooled.describe(self.policy)}; no "
+                "bucket regressed"
+                if self._pooled is not None else "")
+        return self._verdict("accept", "efficacy",
                              f"target bucket {self.target!r} improved: "
-                             f"{describe(self._target_comp)}; no bucket regressed")
+                             f"{describe(self._target_comp)}{rest}")
 
-    def _verdict(self, decision: Decision, stopped: str,
-                 pairs: Mapping[str, Sequence[Pair]], *reasons: str,
-                 suspects: Sequence[str] = ()) -> Verdict:
+    def _verdict(self, decision: Decision, stopped: str, *reasons: str) -> Verdict:
         self.stage = "done"
         target = list(self._pairs.get(self.target, ()))
         p = self.policy
         visible = [x for x in target if x.task_id not in self.heldout]
         hidden = [x for x in target if x.task_id in self.heldout]
-        tested = len(self.bucket_tasks) if stopped in ("regression", "efficacy", "held-out") else 0
+        tested = len(self.bucket_tasks) if self._pooled is not None else 0
         method = method_text(p, tested)
         return Verdict(
             decision=decision,
             target_bucket=self.target,
             reasons=[*reasons, method],
             test=method,
-            suspected_regressions=[s for s in suspects if s != POOLED],
+            suspected_regressions=list(self._suspects),
             target=compare_bucket(self.target, target, p) if target else None,
             stopped=stopped,
             looks=self.looks,
@@ -312,9 +357,3 @@ class SequentialGate:
             heldout=compare_bucket(f"{self.target} (held-out)", hidden, p) if hidden else None,
             heldout_tasks=sorted(self.heldout),
         )
-
-
-def _falling(pairs: Sequence[Pair]) -> bool:
-    """A suspect stays open until its fresh trials stop falling on average (cost only: the
-    stage-2 test uses every fresh trial collected, whenever sampling stopped)."""
-    return not pairs or sum(x.diff for x in pairs) < 0

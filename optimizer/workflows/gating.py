@@ -1,9 +1,11 @@
 """Drive the sequential gate with real suite runs: the I/O half of `optimizer.gate.sequential`.
 
-The gate says which trials to run (tasks, trial indices, sides); this module runs them through
-the caller's `run` function (the runner, so the trial cache serves anything already paid for),
-pools them into the baseline and candidate runs, pairs them per qualified bucket, and steps the
-gate until it returns a verdict.
+The gate says which trials to run (the candidate's trial indices per task, and the baseline's
+past its cached trials); this module runs them through the caller's `run` function (the
+runner, so the trial cache serves anything already paid for), pools them into the baseline and
+candidate runs, pairs them per qualified bucket, and steps the gate until it returns a
+verdict. `optimizer.gate.simulate.drive` answers the same requests in the calibration
+benchmark; tests/optimizer/workflows/test_gating.py checks that both pay for the same trials.
 """
 
 from __future__ import annotations
@@ -90,16 +92,16 @@ async def run_gate(
         if on_stage is not None:
             on_stage(step)
         for i, suite in enumerate(suites):
-            indices = {t: ids for (b, t), ids in step.indices.items() if where[(b, t)] == i}
-            if not indices:
-                continue
-            sub = suite.select(task_ids=list(indices))
-            if "base" in step.sides:
-                extra = await run(sub, prompts[0], "gate base", indices)
+            extend = {t: ids for (b, t), ids in step.base.items() if where[(b, t)] == i}
+            if extend:
+                extra = await run(suite.select(task_ids=list(extend)), prompts[0],
+                                  "gate base", extend)
                 base[i] = merge_runs(base[i], extra)
                 spent += sum(not t.cached for t in extra.trials)
-            if "cand" in step.sides:
-                got = await run(sub, prompts[1], f"candidate ({step.stage})", indices)
+            indices = {t: ids for (b, t), ids in step.indices.items() if where[(b, t)] == i}
+            if indices:
+                got = await run(suite.select(task_ids=list(indices)), prompts[1],
+                                f"candidate ({step.stage})", indices)
                 before = cand[i]
                 cand[i] = got if before is None else merge_runs(before, got)
                 spent += sum(not t.cached for t in got.trials)

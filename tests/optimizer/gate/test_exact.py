@@ -9,12 +9,14 @@ import pytest
 
 from optimizer.gate.compare import GatePolicy, compare_bucket
 from optimizer.gate.exact import (
+    anytime_pvalue,
+    betting_log_wealth,
     holm,
-    inverse_normal_combination,
     look_alpha,
     mcnemar_pvalue,
     sign_flip_pvalue,
     spent_alpha,
+    sprt_log_ratio,
 )
 from optimizer.gate.pairing import Pair
 
@@ -65,6 +67,14 @@ def test_a_single_pair_or_identical_differences_are_never_significant(value: flo
     assert comp.ci_low is None and comp.ci_high is None
     assert comp.status != "improved"
     assert comp.p_improve > 0.05
+    # the anytime-valid form used for regressions is never more confident than the exact test
+    pol = GatePolicy()
+    for bet in (pol.harm_bet, pol.bucket_bet):
+        for alternative in ("greater", "less"):
+            sign = 1.0 if alternative == "greater" else -1.0
+            wealth = betting_log_wealth([sign * value] * k, bet, alternative)  # type: ignore[arg-type]
+            assert anytime_pvalue(wealth) >= 2.0**-k
+            assert anytime_pvalue(wealth) > 0.05
 
 
 def test_mcnemar_is_the_binomial_tail() -> None:
@@ -99,10 +109,35 @@ def test_alpha_spending_adds_up_to_alpha() -> None:
     assert spent_alpha(0.25, 0.05, "obrien-fleming") < 1e-3 < spent_alpha(0.25, 0.05, "pocock")
 
 
-def test_inverse_normal_combination() -> None:
-    assert inverse_normal_combination(0.5, 0.5) == pytest.approx(0.5)
-    assert inverse_normal_combination(0.01, 0.01) < 0.01
-    assert inverse_normal_combination(1.0, 0.001) > 0.001
-    z = 2 * 1.6448536 / math.sqrt(2)
-    assert inverse_normal_combination(0.05, 0.05) == pytest.approx(
-        0.5 * math.erfc(z / math.sqrt(2)), rel=1e-4)
+def test_betting_wealth_is_a_fair_game_under_sign_flips() -> None:
+    """Averaged over every sign assignment (the null), the wealth is exactly 1 after any
+    number of pairs: a martingale, so Ville's inequality bounds P(wealth >= 1/a) by a."""
+    diffs = [1.0, 0.5, -0.25, 1.0, 0.75]
+    for bet in (0.3, 0.5, 0.9):
+        total = 0.0
+        for signs in itertools.product((1, -1), repeat=len(diffs)):
+            flipped = [sg * d for sg, d in zip(signs, diffs, strict=True)]
+            total += math.exp(betting_log_wealth(flipped, bet))
+        assert total / 2 ** len(diffs) == pytest.approx(1.0)
+
+
+def test_betting_wealth_and_its_pvalue() -> None:
+    assert betting_log_wealth([], 0.5) == 0.0
+    assert betting_log_wealth([-1.0, -1.0], 0.5) == pytest.approx(2 * math.log(1.5))
+    assert betting_log_wealth([-1.0, -1.0], 0.5, "greater") == pytest.approx(2 * math.log(0.5))
+    assert betting_log_wealth([-3.0], 0.5) == betting_log_wealth([-1.0], 0.5)  # clipped
+    assert anytime_pvalue(-2.0) == anytime_pvalue(0.0) == 1.0
+    assert anytime_pvalue(math.log(40)) == pytest.approx(0.025)
+    with pytest.raises(ValueError):
+        betting_log_wealth([1.0], 1.0)
+
+
+def test_wald_log_ratio() -> None:
+    # n * drop * (-mean - drop / 2) / variance
+    diffs = [-1.0, 0.0, 0.0, 1.0, -1.0, 0.0]
+    mean = -1 / 6
+    var = sum((d - mean) ** 2 for d in diffs) / 6
+    assert sprt_log_ratio(diffs, 0.2) == pytest.approx(6 * 0.2 * (1 / 6 - 0.1) / var)
+    assert sprt_log_ratio([], 0.2) == 0.0
+    assert sprt_log_ratio([0.0] * 10, 0.2) == -math.inf  # nothing moved: no drop favoured
+    assert sprt_log_ratio([-1.0] * 10, 0.2) == math.inf
