@@ -1,6 +1,6 @@
 """The import contract of optimizer/ (checked in CI):
 
-    cli -> workflows -> {propose, gate, run, report, git} -> core
+    cli -> workflows -> {propose, gate, run, report, git, git_sweep} -> core
 
 A package may import its own modules, any package on a lower layer and (within the middle
 layer) a sibling, but never a higher layer; `gate` imports only `core` and itself and no I/O
@@ -15,9 +15,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "optimizer"
 LAYER = {"cli": 3, "workflows": 2, "propose": 1, "gate": 1, "run": 1, "report": 1, "git": 1,
-         "core": 0}
+         "git_sweep": 1, "core": 0}
 IO_MODULES = {"os", "subprocess", "shutil", "socket", "asyncio", "tempfile", "git",
-              "optimizer.git", "httpx", "anthropic", "openai", "filelock", "urllib"}
+              "optimizer.git", "optimizer.git_sweep", "httpx", "anthropic", "openai", "filelock", "urllib"}
 
 
 def package_of(path: Path) -> str:

@@ -30,6 +30,7 @@ from optimizer.core.events import (
     ConfirmStarted,
     Event,
     GateStage,
+    IterationAbandoned,
     Phase,
     ProposalRefused,
     ProposalRequested,
@@ -195,6 +196,8 @@ class LoopDisplay:
                              f"{event.reason}")
             case VerdictReached():
                 self.message(f"[bold]  verdict: {event.decision}[/] " + " ".join(event.reasons))
+            case IterationAbandoned():
+                self.message(f"[yellow]  cleaned up after a killed run:[/] {event.describe()}")
             case StepEstimated():
                 self.message(
                     f"{step} {event.step}: estimated ~{event.tokens} tokens ({event.basis})"
