@@ -133,7 +133,7 @@ class Sweeper(GitOps):
         except GitOpsError:
             return None
         marks = trailers(message)
-        if marks:
+        if VERDICT_TRAILER in marks or BRANCH_TRAILER in marks:
             return marks.get(VERDICT_TRAILER) if marks.get(BRANCH_TRAILER) == branch else None
         # commits made before the trailers existed: "promptloop(...)" subject, "Verdict:" line
         if not message.startswith("promptloop("):

@@ -35,6 +35,7 @@ from optimizer.workflows.nightly.state import latest_unfinished
 from optimizer.workflows.optimize import OptimizeConfig, optimize
 from optimizer.workflows.review import ReviewConfig, review
 from tests import policies
+from tests.optimizer.conftest import pkm_repo
 from tests.optimizer.workflows.crash_child import NIGHT
 from tests.optimizer.workflows.nightly_support import night, proposer_model
 from tests.optimizer.workflows.test_optimize import GOOD, PROMPT, _git
@@ -60,10 +61,7 @@ def optimize_in_process(repo: Path, state: Path, events: list[Event]) -> Any:
 def trial_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The trial cache of one full optimize run (baseline and the good rule's candidate)."""
     base = tmp_path_factory.mktemp("cache")
-    from tests.optimizer.conftest import repo as make_repo
-
-    repo = make_repo.__wrapped__(base)  # type: ignore[attr-defined]
-    result = optimize_in_process(repo, base / "state", [])
+    result = optimize_in_process(pkm_repo(base / "repo"), base / "state", [])
     assert result.iterations[0].outcome == "accepted"
     return base / "state" / "cache"
 
