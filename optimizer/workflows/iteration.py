@@ -103,11 +103,12 @@ class Iteration:
                 self.entry = {"outcome": "abandoned", "reasons": [f"interrupted by {why}"]}
             raise
         finally:
-            if not self.keep and opt.git.branch_exists(branch):
-                opt.git.delete_branch(branch)
+            abandoned = self.entry["outcome"] == "abandoned"
+            if (abandoned or not self.keep) and opt.git.branch_exists(branch):
+                opt.git.delete_branch(branch)  # only a recorded verdict keeps a branch
             it.tokens = self.tokens()
             opt.ledger.append(self._ledger_entry())
-            if self.entry["outcome"] != "abandoned":
+            if not abandoned:
                 opt.emit(
                     IterationFinished(
                         iteration=self.n, outcome=it.outcome, branch=it.branch, tokens=it.tokens
@@ -279,7 +280,7 @@ class Iteration:
         opt = self.opt
 
         def stage(req: TrialRequest) -> None:
-            kill_point("candidate")  # (the second stage: after the candidate's first trials)
+            kill_point("candidate")  # from the second stage on, candidate trials have run
             opt.emit(GateStage(iteration=self.n, stage=req.stage, reason=req.reason,
                                trials=sum(len(v) for v in req.indices.values())))
 

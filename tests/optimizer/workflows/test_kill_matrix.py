@@ -29,6 +29,7 @@ import pytest
 from agents.llm.scripted import ScriptedModel, reply
 from optimizer.core.events import Event, IterationAbandoned
 from optimizer.core.killpoint import KILL_VAR
+from optimizer.core.killpoint import PHASES as KILL_POINTS
 from optimizer.core.ledger import Ledger, LedgerEntry, LedgerOpen
 from optimizer.git_sweep import Sweeper
 from optimizer.workflows.nightly.state import latest_unfinished
@@ -139,6 +140,11 @@ PHASES = [
     ("branch_commit", True, True),  # committed with its accept verdict, ledger not closed
     ("ledger_write@2", True, False),  # the closing record, torn mid-line
 ]
+
+
+def test_the_matrix_covers_every_kill_point() -> None:
+    covered = {p.split("@")[0] for p, *_ in PHASES} | {"review", "checkpoint"}
+    assert covered == set(KILL_POINTS)
 
 
 @pytest.mark.parametrize(("phase", "branch_left", "worktree_left"), PHASES,

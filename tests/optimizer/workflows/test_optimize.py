@@ -340,3 +340,25 @@ def test_external_proposer_writing_outside_its_worktree_is_refused(
     changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
     assert changed == {"tasks/pkm_agent/capability/suite.json"}  # what the command wrote
     assert (home_rc.read_bytes() if home_rc.exists() else None) == home_before
+
+
+def test_an_error_after_the_verdict_keeps_no_branch(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception between the accepting commit and the ledger's closing record: the branch
+    is deleted (only a recorded verdict keeps one) and the iteration is closed as abandoned."""
+    from optimizer.workflows.iteration import Iteration
+
+    def disk_full(*_args: object) -> Path:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(Iteration, "_write_pr", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        run(repo, state, [GOOD])
+    assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
+    assert _git(repo, "worktree", "list").count("\n") == 1
+    ledger = Ledger(state / "ledger.jsonl")
+    [entry] = ledger.entries()
+    assert entry.outcome == "abandoned" and entry.branch is None
+    assert entry.reasons == ["interrupted by OSError: No space left on device"]
+    assert ledger.unclosed() == []
