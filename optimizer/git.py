@@ -4,7 +4,8 @@ Every candidate lives on its own branch in a worktree under the system temp dir,
 `git worktree add -b` so the user's working tree, index and current branch are never modified.
 Worktrees are removed on every exit path of `GitOps.candidate` (normal, exception, Ctrl-C,
 task cancellation) and, as a last resort, by an atexit / SIGTERM hook that cleans up whatever
-this process still has registered. Files are read from the object database, never the checkout.
+this process still has registered; after a kill -9 the next run's sweep removes them (git_sweep).
+Files are read from the object database, never the checkout.
 """
 
 from __future__ import annotations
