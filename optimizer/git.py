@@ -4,7 +4,8 @@ Every candidate lives on its own branch in a worktree under the system temp dir,
 `git worktree add -b` so the user's working tree, index and current branch are never modified.
 Worktrees are removed on every exit path of `GitOps.candidate` (normal, exception, Ctrl-C,
 task cancellation) and, as a last resort, by an atexit / SIGTERM hook that cleans up whatever
-this process still has registered. Files are read from the object database, never the checkout.
+this process still has registered; after a kill -9 the next run's sweep removes them (git_sweep).
+Files are read from the object database, never the checkout.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import atexit
 import contextlib
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -22,13 +24,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Self
 
 import git
 
+from optimizer.core.killpoint import kill_point
 from optimizer.core.results import Provenance
 
 BRANCH_PREFIX = "promptloop/"
+WORKTREE_PREFIX = "promptloop-wt-"
 DEFAULT_AUTHOR = "promptloop <promptloop@localhost>"
 # Hooks of the user's repository must not run for our internal commits and checkouts.
 _SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false")
@@ -47,15 +51,6 @@ class HeadInfo:
     detached: bool
     dirty: bool
     """Tracked files differ from HEAD (staged or not); untracked files do not count."""
-
-
-@dataclass(frozen=True)
-class WorktreeInfo:
-    path: Path
-    branch: str | None
-    """Checked-out branch, None when detached."""
-    prunable: bool
-    """Its folder is gone; `git worktree prune` forgets it."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +105,12 @@ def _install_hooks() -> None:
     if threading.current_thread() is threading.main_thread():
         with contextlib.suppress(ValueError, OSError):
             _PREVIOUS_SIGTERM = signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def candidate_folder() -> Path:
+    """A fresh name (not yet created) for a candidate's temporary folder, holding this
+    process's id so a sweep can tell whose it is: `<tmp>/promptloop-wt-<pid>-<random>`."""
+    return Path(tempfile.gettempdir()) / f"{WORKTREE_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
 
 
 # --- branch names ----------------------------------------------------------------------------
@@ -178,7 +179,7 @@ class GitOps:
         """Stop GitPython's persistent helper processes."""
         self.repo.close()
 
-    def __enter__(self) -> GitOps:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -304,19 +305,6 @@ class GitOps:
             raise GitOpsError(f"no branch {name!r}")
         self._git("branch", "-D", "--", name)
 
-    def set_message(self, branch: str, message: str) -> str:
-        """Reword the tip commit of `branch` (e.g. to add the verdict) without a checkout."""
-        if not branch.startswith(BRANCH_PREFIX):
-            raise GitOpsError(f"refusing to rewrite {branch!r}: not a {BRANCH_PREFIX}* branch")
-        tip = self.repo.commit(self.resolve(f"refs/heads/{branch}"))
-        author = f"{tip.author.name} <{tip.author.email}>"
-        args = ["commit-tree", tip.tree.hexsha, "-m", message]
-        for parent in tip.parents:
-            args += ["-p", parent.hexsha]
-        new = self._git(*args, env=_identity(author)).strip()
-        self._git("update-ref", f"refs/heads/{branch}", new, tip.hexsha)
-        return new
-
     def push(self, remote: str, branch: str) -> str | None:
         """`git push <remote> <branch>`, never forced (the user's hooks run as for any push).
         Returns None on success, else git's error output."""
@@ -329,38 +317,6 @@ class GitOps:
 
     # --- worktrees ---------------------------------------------------------------------------
 
-    def worktrees(self) -> list[WorktreeInfo]:
-        """Every worktree except the main one."""
-        out = self._git("worktree", "list", "--porcelain")
-        trees: list[WorktreeInfo] = []
-        for block in out.strip().split("\n\n")[1:]:  # the first entry is the main worktree
-            fields: dict[str, str] = {}
-            for line in block.splitlines():
-                key, _, value = line.partition(" ")
-                fields[key] = value
-            branch = fields.get("branch", "").removeprefix("refs/heads/") or None
-            trees.append(WorktreeInfo(Path(fields["worktree"]), branch, "prunable" in fields))
-        return trees
-
-    def drop_branch(self, branch: str) -> bool:
-        """Remove one of our half-made candidate branches and any worktree left holding it
-        (a process killed mid-candidate leaves both). True when the branch was deleted."""
-        if not branch.startswith(BRANCH_PREFIX):
-            return False
-        for wt in self.worktrees():
-            if wt.branch == branch:
-                with contextlib.suppress(GitOpsError):
-                    self._git("worktree", "remove", "--force", str(wt.path))
-                if wt.path.parent.name.startswith("promptloop-wt-"):
-                    shutil.rmtree(wt.path.parent, ignore_errors=True)
-        with contextlib.suppress(GitOpsError):
-            self._git("worktree", "prune")
-        try:
-            self._git("branch", "-D", "--", branch)
-        except GitOpsError:
-            return False
-        return True
-
     def staged_diff(self, worktree: Path) -> str:
         """Everything changed in `worktree` (tracked or new files), as one diff: what an
         external proposer did in the candidate worktree. Stages the changes to diff them."""
@@ -370,20 +326,24 @@ class GitOps:
     # --- candidates ------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def candidate(self, base_ref: str, branch_name: str) -> Iterator[Candidate]:
+    def candidate(self, base_ref: str, branch_name: str,
+                  folder: Path | None = None) -> Iterator[Candidate]:
         """A new branch at `base_ref` checked out in a temporary worktree, removed on exit.
 
-        The branch survives the context (delete it with `delete_branch`)."""
+        The worktree is `<folder>/worktree`; `folder` (default: a new `candidate_folder()`)
+        must not exist yet. The branch survives the context (delete it with `delete_branch`)."""
         sha = self.resolve(base_ref)
         if self.branch_exists(branch_name):
             raise GitOpsError(f"branch {branch_name!r} already exists")
         _install_hooks()
-        tmp = Path(tempfile.mkdtemp(prefix="promptloop-wt-"))
+        tmp = folder or candidate_folder()
+        tmp.mkdir(parents=True)
         wt = tmp / "worktree"
         with _LOCK:
             _LIVE[wt] = (self.root, tmp)
         try:
             self._git("worktree", "add", "--quiet", "-b", branch_name, str(wt), sha)
+            kill_point("worktree")
             yield Candidate(wt, branch_name, sha)
         finally:
             # Unregister only once removed: a second Ctrl-C here leaves it to the atexit hook.
@@ -409,7 +369,7 @@ class GitOps:
         if not rel:
             raise GitOpsError("nothing to commit: no paths given")
 
-        env = _identity(author)
+        env = identity_env(author)
         self._git("add", "--", *rel, cwd=candidate.path)
         if not self._git("diff", "--cached", "--name-only", "--", *rel,
                          cwd=candidate.path).strip():
@@ -419,7 +379,7 @@ class GitOps:
         return self._git("rev-parse", "HEAD", cwd=candidate.path).strip()
 
 
-def _identity(author: str) -> dict[str, str]:
+def identity_env(author: str) -> dict[str, str]:
     """`author` as author and committer, so no user.name/email config is needed."""
     m = re.fullmatch(r"\s*(.*?)\s*<([^>]*)>\s*", author)
     if not m or not m.group(1):

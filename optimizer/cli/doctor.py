@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from optimizer.cli import ui
-from optimizer.cli.common import AgentModelOpt, BaseUrlOpt, JsonOpt, JudgeModelOpt
+from optimizer.cli.common import AgentModelOpt, BaseUrlOpt, JsonOpt, JudgeModelOpt, StateOpt
 from optimizer.cli.util import EXIT_USER, guarded
 from optimizer.core.config import DEFAULT_AGENT_MODEL
 from optimizer.workflows.doctor import DoctorReport, diagnose
@@ -35,6 +35,15 @@ def doctor(
             help="Start the embedded model server and time one short completion.",
         ),
     ] = False,
+    fix: Annotated[
+        bool,
+        typer.Option(
+            "--fix",
+            help="Clean up after killed runs first: remove their candidate worktrees and "
+            "unfinished promptloop/* branches, close their ledger records as abandoned.",
+        ),
+    ] = False,
+    out: StateOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check what this machine and checkout can run, and say what to do about the rest.
@@ -44,7 +53,8 @@ def doctor(
     installed, the git state (branch, dirty, promptloop/* branches, stray worktrees) and, for
     every suite, its tasks, buckets, trials and whether it needs a judge model. Exit 0 when
     everything needed to run with --agent-model (default: the offline local:smollm2) is
-    present, 1 otherwise."""
+    present, 1 otherwise. With --fix, what was cleaned is listed (and under "cleaned" in
+    --json); accepted and kept branches are never touched."""
 
     def body() -> None:
         report = diagnose(
@@ -53,6 +63,8 @@ def doctor(
             base_url=base_url,
             tasks_dir=tasks,
             check_local_server=check_local,
+            state_dir=out,
+            fix=fix,
         )
         if as_json:
             ui.print_json(report.model_dump(mode="json") | {"ok": report.ok})
@@ -110,10 +122,17 @@ def _show(report: DoctorReport) -> None:
             ["repository", git.repo_root],
             ["branch", git.branch or f"(detached at {(git.commit or '')[:12]})"],
             ["dirty", _yes(git.dirty)],
-            ["promptloop branches", ", ".join(git.promptloop_branches) or "none"],
+            ["promptloop branches",
+             ", ".join(f"{b.name} ({b.state})" for b in git.branches) or "none"],
             ["stray worktrees", ", ".join(w.path for w in git.stray_worktrees) or "none"],
+            ["open iterations",
+             ", ".join(f"{o.id} (pid {o.pid}, {'dead' if o.dead else 'running'})"
+                       for o in git.open_iterations) or "none"],
         ],
     )
+    if report.cleaned is not None:
+        lines = report.cleaned.lines
+        ui.table("cleaned (--fix)", ["what"], [[line] for line in lines] or [["nothing to clean"]])
     ui.table(
         f"suites (agent model {report.agent_model})",
         ["suite", "tasks", "buckets", "trials", "judge model", "loads"],

@@ -31,6 +31,7 @@ from optimizer.core.events import (
     ConfirmStarted,
     Event,
     GateStage,
+    IterationAbandoned,
     Phase,
     ProposalRefused,
     ProposalRequested,
@@ -198,6 +199,8 @@ class LoopDisplay:
             case VerdictReached():
                 self.message(f"[bold]  verdict: {event.decision}[/] "
                              + esc(" ".join(event.reasons)))
+            case IterationAbandoned():
+                self.message(f"[yellow]  cleaned up after a killed run:[/] {esc(event.describe())}")
             case StepEstimated():
                 self.message(
                     f"{step} {esc(event.step)}: estimated ~{event.tokens} tokens "

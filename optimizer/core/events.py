@@ -157,6 +157,29 @@ class IterationFinished(Event):
     tokens: int
 
 
+class IterationAbandoned(Event):
+    """An iteration whose process died before its verdict: what the sweep removed of it.
+    Its ledger record is closed as `abandoned`."""
+
+    event: Literal["abandoned"] = "abandoned"
+    id: str
+    """The iteration's ledger id."""
+    pid: int
+    host: str
+    started_at: datetime
+    branch: str
+    branch_deleted: bool
+    worktree: str
+    worktree_removed: bool
+
+    def describe(self) -> str:
+        done = [f"removed worktree {self.worktree}"] if self.worktree_removed else []
+        done += [f"deleted branch {self.branch}"] if self.branch_deleted else []
+        return (f"iteration {self.id} (pid {self.pid} on {self.host}, started "
+                f"{self.started_at:%Y-%m-%d %H:%M:%S}) died before its verdict: "
+                + ("; ".join(done) or "nothing of it was left") + "; closed as abandoned")
+
+
 class StepEstimated(Event):
     """Nightly: the next step fits the budgets; what it is expected to cost."""
 
@@ -192,6 +215,7 @@ AnyEvent = Annotated[
     | GateStage
     | VerdictReached
     | IterationFinished
+    | IterationAbandoned
     | StepEstimated
     | BudgetStopped,
     Field(discriminator="event"),
@@ -262,6 +286,7 @@ __all__ = [
     "Event",
     "EventLog",
     "EventSink",
+    "IterationAbandoned",
     "IterationFinished",
     "IterationStarted",
     "Phase",

@@ -1,29 +1,48 @@
-"""The proposal ledger: one JSON line per proposal, read by later iterations and later runs.
+"""The proposal ledger: JSON lines read by later iterations, later runs and crash recovery.
 
-Every proposal is recorded whatever happened to it (refused by a guard, failed to apply,
-evaluated and rejected, accepted, proposer error), so a rejected idea is shown to the proposer
-again with its reason and an identical diff is never evaluated twice.
+Every iteration writes two records. An `open` record (`LedgerOpen`: pid, host, start time,
+branch, worktree folder) goes in before the iteration creates its branch or worktree; the
+closing record (`LedgerEntry`) goes in after the verdict, whatever happened to the proposal
+(refused by a guard, failed to apply, evaluated and rejected, accepted, proposer error). Readers
+pair the two by `id`; an open record without a later close belongs to an iteration in progress
+or to a process that died mid-iteration, which the next run closes as `abandoned` once it has
+removed what that iteration left (workflows/sweep.py).
+
+The file stays valid JSONL: each record is written with one `write` call under a file lock,
+and a torn last line (a process killed mid-write, a full disk) is skipped by readers and cut
+off by the next write. A rejected idea is shown to the proposer again with its reason, and an
+identical diff is never evaluated twice.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from filelock import FileLock
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+
+from optimizer.core.killpoint import kill_point
 
 LEDGER_VERSION = 1
-Outcome = Literal["accepted", "rejected", "inconclusive", "refused", "error"]
+Outcome = Literal["accepted", "rejected", "inconclusive", "refused", "error", "abandoned"]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 class LedgerEntry(BaseModel):
+    """The closing record of an iteration (records without `kind` are closing records)."""
+
     version: int = LEDGER_VERSION
+    kind: Literal["close"] = "close"
     id: str
-    at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    at: datetime = Field(default_factory=_now)
     suite: str
     agent: str
     bucket: str
@@ -46,6 +65,43 @@ class LedgerEntry(BaseModel):
     pr_body_path: str | None = None
 
 
+class LedgerOpen(BaseModel):
+    """An iteration began: who runs it and what it is about to create."""
+
+    version: int = LEDGER_VERSION
+    kind: Literal["open"] = "open"
+    id: str
+    at: datetime = Field(default_factory=_now)
+    command: str
+    """optimize | nightly (the command whose process runs the iteration)."""
+    pid: int
+    host: str
+    suite: str
+    agent: str
+    bucket: str
+    iteration: int
+    base_commit: str
+    prompt_path: str
+    proposer: str
+    repo: str
+    """The repository the branch and worktree belong to."""
+    branch: str
+    worktree: str
+    """The candidate worktree's folder (it exists only while the iteration runs)."""
+
+    def abandoned(self, reasons: list[str]) -> LedgerEntry:
+        """The closing record of this iteration when it never reached a verdict."""
+        return LedgerEntry(
+            id=self.id, suite=self.suite, agent=self.agent, bucket=self.bucket,
+            iteration=self.iteration, base_commit=self.base_commit,
+            prompt_path=self.prompt_path, proposer=self.proposer, outcome="abandoned",
+            reasons=reasons,
+        )
+
+
+Record = LedgerEntry | LedgerOpen
+
+
 def diff_hash(diff: str) -> str:
     """Hash of a diff's changed lines only, so re-numbered hunks of the same idea match."""
     changed = [
@@ -54,31 +110,87 @@ def diff_hash(diff: str) -> str:
     return hashlib.sha256("\n".join(changed).encode()).hexdigest()[:16]
 
 
+def parse_record(line: str) -> Record | None:
+    """One ledger line as its record; None for a blank, torn or unreadable line."""
+    try:
+        data = json.loads(line)
+        if not isinstance(data, dict):
+            return None
+        if data.get("kind") == "open":
+            return LedgerOpen.model_validate(data)
+        return LedgerEntry.model_validate(data)
+    except (json.JSONDecodeError, ValidationError):
+        return None
+
+
+def _repair_tail(fd: int) -> None:
+    """Cut a torn last line (no newline and not a whole record) off the file open at `fd`;
+    give a whole last record its missing newline."""
+    size = os.lseek(fd, 0, os.SEEK_END)
+    if size == 0:
+        return
+    tail_start = max(0, size - 65536)
+    while True:
+        data = os.pread(fd, size - tail_start, tail_start)
+        if data.endswith(b"\n"):
+            return
+        cut = data.rfind(b"\n")
+        if cut >= 0 or tail_start == 0:
+            break
+        tail_start = max(0, tail_start - 65536)
+    last = data[cut + 1 :]
+    if parse_record(last.decode("utf-8", errors="replace")) is not None:
+        os.write(fd, b"\n")
+    else:
+        os.ftruncate(fd, tail_start + cut + 1)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
+
+
 class Ledger:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.lock = FileLock(str(path) + ".lock", timeout=60)
+        """Held by every write; re-entrant, so the sweep holds it across a read and its
+        writes."""
 
-    def append(self, entry: LedgerEntry) -> None:
+    def append(self, record: Record) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with (
-            FileLock(str(self.path) + ".lock", timeout=30),
-            self.path.open("a", encoding="utf-8") as fh,
-        ):
-            fh.write(entry.model_dump_json() + "\n")
+        data = (record.model_dump_json() + "\n").encode("utf-8")
+        with self.lock:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                _repair_tail(fd)
+                kill_point("ledger_write", lambda: _write_all(fd, data[: len(data) // 2]))
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
-    def entries(self) -> list[LedgerEntry]:
+    def records(self) -> list[Record]:
+        """Every readable record, in the order written."""
         if not self.path.is_file():
             return []
-        out = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                out.append(LedgerEntry.model_validate(json.loads(line)))
-            except (json.JSONDecodeError, ValueError):
-                continue  # a torn last line from a killed process is not fatal
-        return out
+        lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+        return [r for r in (parse_record(ln) for ln in lines if ln.strip()) if r is not None]
+
+    def entries(self) -> list[LedgerEntry]:
+        """The closing records (the outcome of every iteration that ended)."""
+        return [r for r in self.records() if isinstance(r, LedgerEntry)]
+
+    def unclosed(self) -> list[LedgerOpen]:
+        """Open records no later record closes: iterations running now, or whose process
+        died before the verdict."""
+        pending: dict[str, LedgerOpen] = {}
+        for r in self.records():
+            if isinstance(r, LedgerOpen):
+                pending[r.id] = r
+            else:
+                pending.pop(r.id, None)
+        return list(pending.values())
 
     def for_bucket(self, agent: str, bucket: str) -> list[LedgerEntry]:
         return [e for e in self.entries() if e.agent == agent and e.bucket == bucket]
@@ -92,6 +204,6 @@ class Ledger:
 
     def seen_diff(self, agent: str, bucket: str, digest: str) -> LedgerEntry | None:
         for e in self.for_bucket(agent, bucket):
-            if e.diff_hash == digest and e.outcome not in ("error", "inconclusive"):
+            if e.diff_hash == digest and e.outcome not in ("error", "inconclusive", "abandoned"):
                 return e
         return None

@@ -16,12 +16,15 @@ from __future__ import annotations
 import fnmatch
 import os
 import secrets
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from optimizer.propose.guards import GuardViolation
+from optimizer.propose.proposer import ProposerError, run_command
 
 EntryKind = Literal["file", "dir", "link", "other"]
 HOME_FILES = (".bashrc", ".bash_profile", ".profile", ".zshrc", ".zprofile", ".gitconfig",
@@ -220,3 +223,40 @@ def canary_home(parent: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"# promptloop canary {token}\n", encoding="utf-8")
     return home
+
+
+class OutsideWriteError(Exception):
+    """The proposer command wrote outside the prompt file; `violations` say where."""
+
+    def __init__(self, violations: list[GuardViolation]) -> None:
+        super().__init__("; ".join(v.message for v in violations))
+        self.violations = violations
+
+
+async def run_watched(cmd: str, checkout: Path, worktree: Path, package_path: Path,
+                      prompt_path: str, bucket: str) -> str:
+    """`run_command` under watch: the command runs with a `canary_home` as HOME, and the
+    user's `checkout`, the repository's git folders, the worktree's `.git` and both HOMEs are
+    snapshotted before and after. Returns the command's stdout; raises `OutsideWriteError`
+    when it wrote where it must not (checked also when the command failed, so a failing
+    command cannot hide its writes), else the command's own `ProposerError`."""
+    parent = Path(tempfile.mkdtemp(prefix="promptloop-home-"))
+    try:
+        home = canary_home(parent)
+        watched = proposer_watch(checkout, worktree, prompt_path, homes=(Path.home(), home))
+        before = snapshot(watched)
+        failure: ProposerError | None = None
+        out = ""
+        try:
+            out = await run_command(cmd, worktree, package_path, prompt_path, bucket,
+                                    env={"HOME": str(home)})
+        except ProposerError as err:
+            failure = err
+        violations = outside_writes(before, snapshot(watched))
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+    if violations:
+        raise OutsideWriteError(violations)
+    if failure is not None:
+        raise failure
+    return out

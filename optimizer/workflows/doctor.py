@@ -23,7 +23,7 @@ from agents.llm.registry import parse_model_id
 from agents.llm.types import Message, ModelSettings
 from optimizer.core.config import default_judge
 from optimizer.core.suites import REPO_ROOT, TASKS_DIR, SuiteError, load_suite
-from optimizer.git import BRANCH_PREFIX, GitOps, GitOpsError, repo_root
+from optimizer.workflows.doctor_git import Cleanup, GitStatus, check_git, fix_git
 
 XLLAMACPP_PIN = "2026.10.11549"
 _PROVIDER_ENV = {
@@ -69,22 +69,6 @@ class LocalStatus(BaseModel):
         return self.model_path is not None and self.runtime_version is not None
 
 
-class Worktree(BaseModel):
-    path: str
-    branch: str | None
-    prunable: bool
-
-
-class GitStatus(BaseModel):
-    repo_root: str | None = None
-    branch: str | None = None
-    commit: str | None = None
-    dirty: bool | None = None
-    promptloop_branches: list[str] = Field(default_factory=list)
-    stray_worktrees: list[Worktree] = Field(default_factory=list)
-    error: str | None = None
-
-
 class SuiteStatus(BaseModel):
     path: str
     loads: bool
@@ -110,6 +94,8 @@ class DoctorReport(BaseModel):
     suites: list[SuiteStatus]
     problems: list[Problem] = Field(default_factory=list)
     warnings: list[Problem] = Field(default_factory=list)
+    cleaned: Cleanup | None = None
+    """What `--fix` removed (None without --fix)."""
 
     @property
     def ok(self) -> bool:
@@ -188,30 +174,6 @@ async def probe_local(prompt: str = "Say hello in three words.") -> LocalCheck:
         await client.aclose()
 
 
-def check_git(start: Path | None = None) -> GitStatus:
-    root = repo_root(start)
-    if root is None:
-        return GitStatus(error="not inside a git repository")
-    status = GitStatus(repo_root=str(root))
-    try:
-        with GitOps(root) as git:
-            head = git.head_info()
-            status.branch = head.branch if not head.detached else None
-            status.commit = head.commit
-            status.dirty = head.dirty
-            status.promptloop_branches = git.list_branches()
-            status.stray_worktrees = [
-                Worktree(path=str(w.path), branch=w.branch, prunable=w.prunable)
-                for w in git.worktrees()
-                if w.prunable
-                or (w.branch or "").startswith(BRANCH_PREFIX)
-                or "promptloop-wt-" in str(w.path)
-            ]
-    except (GitOpsError, ValueError) as err:
-        status.error = str(err)
-    return status
-
-
 def suite_roots(tasks_dir: Path) -> list[Path]:
     if (tasks_dir / "suite.json").is_file():
         return [tasks_dir]
@@ -270,16 +232,21 @@ def diagnose(
     tasks_dir: Path | None = None,
     check_local_server: bool = False,
     start: Path | None = None,
+    state_dir: Path | None = None,
+    fix: bool = False,
 ) -> DoctorReport:
-    """Run every check; `problems` lists what blocks a run with `agent_model`, with fixes."""
+    """Run every check; `problems` lists what blocks a run with `agent_model`, with fixes.
+    `fix` first cleans up what killed runs left (doctor_git.fix_git)."""
     parse_model_id(agent_model)
     providers = check_providers()
     local = check_local()
-    git = check_git(start)
+    cleaned = fix_git(start, state_dir) if fix else None
+    git = check_git(start, state_dir)
     tasks = tasks_dir or default_tasks_dir(git)
     suites = [check_suite(r, agent_model, judge_model) for r in suite_roots(tasks)]
     report = DoctorReport(
-        agent_model=agent_model, providers=providers, local=local, git=git, suites=suites
+        agent_model=agent_model, providers=providers, local=local, git=git, suites=suites,
+        cleaned=cleaned,
     )
     needed = {agent_model} | {s.judge_model for s in suites if s.judge_model}
     for model in sorted(needed):
@@ -365,15 +332,7 @@ def _check_git_and_suites(report: DoctorReport, tasks: Path) -> None:
                 "(optimize creates candidate branches there)",
             )
         )
-    for w in git.stray_worktrees:
-        report.warnings.append(
-            Problem(
-                what=f"stray worktree {w.path}"
-                + (f" on {w.branch}" if w.branch else "")
-                + (" (folder missing)" if w.prunable else ""),
-                fix="git worktree prune" if w.prunable else f"git worktree remove --force {w.path}",
-            )
-        )
+    _git_warnings(report)
     if not report.suites:
         report.problems.append(
             Problem(what=f"no suite.json found under {tasks}", fix="pass --tasks <folder>")
@@ -390,3 +349,28 @@ def _check_git_and_suites(report: DoctorReport, tasks: Path) -> None:
                     fix=f"create prompts/{s.agent}.md (the system prompt being optimized)",
                 )
             )
+
+
+def _git_warnings(report: DoctorReport) -> None:
+    git, fix = report.git, "promptloop doctor --fix"
+    for w in git.stray_worktrees:
+        report.warnings.append(
+            Problem(
+                what=f"stray worktree {w.path}"
+                + (f" on {w.branch}" if w.branch else "")
+                + (" (folder missing)" if w.prunable else ""),
+                fix=f"git worktree prune (or {fix})" if w.prunable else fix,
+            )
+        )
+    for o in git.open_iterations:
+        if o.dead:
+            report.warnings.append(Problem(
+                what=f"iteration {o.id} ({o.command}, pid {o.pid}) was killed before its "
+                f"verdict; its branch {o.branch} and worktree {o.worktree} may remain",
+                fix=f"{fix} (or the next optimize, review or nightly run)"))
+    running = {o.branch for o in git.open_iterations if not o.dead}
+    for b in git.branches:
+        if b.state == "unfinished" and b.name not in running:
+            report.warnings.append(Problem(
+                what=f"branch {b.name} carries no verdict: its iteration never finished",
+                fix=f"{fix} (or git branch -D {b.name})"))

@@ -11,7 +11,7 @@ from optimizer.core.suites import Suite, check_runnable, load_suite, resolve_sui
 from optimizer.git import provenance
 from optimizer.report.summary import RunSummary
 from optimizer.run.models import ModelIds, ModelSet
-from optimizer.run.runner import RunOptions
+from optimizer.run.runner import RunOptions, needs_judge
 from optimizer.workflows.paired import run_and_save
 
 
@@ -46,6 +46,8 @@ async def evaluate(
     base = request.options or RunOptions(agent_model=request.models.agent)
     options = replace(base, state_dir=state, label=base.label or f"eval {request.suite}")
     async with ModelSet(request.models) as models:
+        if options.mode != "replay":  # a bad key or model fails here, before any trial
+            await models.preflight("agent", *(("judge",) if needs_judge(suite) else ()))
         saved = await run_and_save(suite, options, models, emit, provenance())
     return saved.run, saved.summary, saved.path
 

@@ -1,12 +1,17 @@
 """One optimize iteration: package -> proposal -> guards -> candidate branch -> rerun -> verdict.
 
 Refused proposals cost no evaluation. The candidate lives on its own branch in a temporary
-worktree; the branch is kept only when accepted (or with --keep-rejected). Whatever happens,
-the iteration ends up in the ledger with what it cost.
+worktree; the branch is kept only when accepted (or with --keep-rejected). Before the branch
+or the worktree exists, an open ledger record names them and this process; after the verdict
+a closing record says what happened and what it cost. An iteration cut short by an exception
+or a signal is closed as `abandoned` on the way out; one whose process was killed outright is
+closed by the next run's sweep (workflows/sweep.py).
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,12 +28,13 @@ from optimizer.core.events import (
     ProposalRequested,
     VerdictReached,
 )
-from optimizer.core.ledger import LedgerEntry, diff_hash
+from optimizer.core.killpoint import kill_point
+from optimizer.core.ledger import LedgerEntry, LedgerOpen, diff_hash
 from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison
 from optimizer.gate.policy import Verdict
 from optimizer.gate.sequential import TrialRequest
-from optimizer.git import Candidate
+from optimizer.git import Candidate, candidate_folder
 from optimizer.propose.guards import PreparedPatch, prepare_patch
 from optimizer.propose.literals import LiteralIndex
 from optimizer.propose.package import export_failing, render_failing_markdown
@@ -42,8 +48,8 @@ from optimizer.propose.proposer import (
     build_package,
     counter_examples,
     hypothesis_from_output,
-    run_command,
 )
+from optimizer.propose.watch import OutsideWriteError, run_watched
 from optimizer.report.table import verdict_table
 from optimizer.workflows.gating import run_gate
 from optimizer.workflows.judges import judge_notes, judge_statuses
@@ -79,20 +85,32 @@ class Iteration:
         return None if now is None or self._usd0 is None else now - self._usd0
 
     # --- the iteration --------------------------------------------------------------------
+    @property
+    def ledger_id(self) -> str:
+        return f"{self.opt.session}-{self.n}"
+
     async def run(self) -> IterationResult:
         opt, c, it = self.opt, self.c, self.it
         branch = opt.git.unique_branch_name(c.suite, c.bucket, uuid.uuid4().hex[:8])
+        folder = candidate_folder()
+        opt.ledger.append(self._open_record(branch, folder / "worktree"))
         opt.emit(IterationStarted(iteration=self.n, branch=branch))
         try:
-            with opt.git.candidate(self.base.base_sha, branch) as cand:
+            with opt.git.candidate(self.base.base_sha, branch, folder) as cand:
                 await self._in_candidate(cand)
             return it
+        except BaseException as err:
+            if not self.entry:  # cut short before the verdict: cleaned up on the way out
+                why = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+                self.entry = {"outcome": "abandoned", "reasons": [f"interrupted by {why}"]}
+            raise
         finally:
-            if not self.keep and opt.git.branch_exists(branch):
-                opt.git.delete_branch(branch)
-            if self.entry:
-                it.tokens = self.tokens()
-                opt.ledger.append(self._ledger_entry())
+            abandoned = self.entry["outcome"] == "abandoned"
+            if (abandoned or not self.keep) and opt.git.branch_exists(branch):
+                opt.git.delete_branch(branch)  # only a recorded verdict keeps a branch
+            it.tokens = self.tokens()
+            opt.ledger.append(self._ledger_entry())
+            if not abandoned:
                 opt.emit(
                     IterationFinished(
                         iteration=self.n, outcome=it.outcome, branch=it.branch, tokens=it.tokens
@@ -103,8 +121,12 @@ class Iteration:
         it = self.it
         try:
             proposal, it.package_path = await self._propose(cand.path)
+            kill_point("proposal")
             it.hypothesis = proposal.hypothesis
             prepared = self._prepare(proposal.diff)
+        except OutsideWriteError as err:
+            self._refuse([{"code": v.code, "message": v.message} for v in err.violations])
+            return
         except (ProposerError, PatchError, ModelError) as err:
             unusable = isinstance(err, PatchError | UnusableProposalError)
             it.outcome = "refused" if unusable else "error"
@@ -113,32 +135,38 @@ class Iteration:
             return
         it.diff = prepared.diff
         violations = self._violations(prepared)
+        kill_point("guards")
         if violations:
-            it.outcome = "refused"
-            it.reasons = [v["message"] for v in violations]
-            self.entry = {
-                "outcome": "refused",
-                "reasons": it.reasons,
-                "guard_violations": violations,
-                "hypothesis": it.hypothesis,
-                "diff": prepared.diff,
-                "diff_hash": diff_hash(prepared.diff),
-            }
-            self.opt.emit(ProposalRefused(iteration=self.n, reasons=it.reasons))
+            self._refuse(violations, prepared.diff)
             return
         (cand.path / self.c.prompt_path).write_text(prepared.new_text, encoding="utf-8")
         self.opt.emit(CandidateEvaluating(iteration=self.n, branch=cand.branch))
         await self._conclude(cand, prepared.new_text)
 
+    def _refuse(self, violations: list[dict[str, str]], diff: str = "") -> None:
+        """Refuse the proposal before any evaluation, for the guards' `violations`."""
+        it = self.it
+        it.outcome = "refused"
+        it.reasons = [v["message"] for v in violations]
+        self.entry = {
+            "outcome": "refused",
+            "reasons": it.reasons,
+            "guard_violations": violations,
+            "hypothesis": it.hypothesis,
+            "diff": diff,
+            "diff_hash": diff_hash(diff) if diff else "",
+        }
+        self.opt.emit(ProposalRefused(iteration=self.n, reasons=it.reasons))
+
     async def _conclude(self, cand: Candidate, new_prompt: str) -> None:
         """Evaluate the candidate, commit it with the verdict, and keep or drop the branch."""
         c, it = self.c, self.it
         verdict, comps, base_for_pr, cand_runs = await self._evaluate(new_prompt)
-        it.commit = self.opt.git.commit(
-            cand,
-            [c.prompt_path],
-            commit_message(c.suite, c.bucket, it.hypothesis, verdict, comps),
-        )
+        kill_point("gate")
+        message = commit_message(c.suite, c.bucket, it.hypothesis, verdict, comps,
+                                 branch=cand.branch, ledger_id=self.ledger_id)
+        it.commit = self.opt.git.commit(cand, [c.prompt_path], message)
+        kill_point("branch_commit")
         it.outcome = {"accept": "accepted", "reject": "rejected"}.get(
             verdict.decision, "inconclusive"
         )
@@ -214,9 +242,11 @@ class Iteration:
         package = build_package(package_input)
         folder = self.opt.session_dir / f"iter-{self.n}"
         path = package.write(folder)
+        kill_point("package")
         self.opt.emit(ProposalRequested(iteration=self.n, tokens=package.tokens, package=str(path)))
         if c.proposer_cmd:
-            out = await run_command(c.proposer_cmd, worktree, path, c.prompt_path, c.bucket)
+            out = await run_watched(c.proposer_cmd, self.opt.git.root, worktree, path,
+                                    c.prompt_path, c.bucket)
             diff = self.opt.git.staged_diff(worktree)
             (folder / "reply.md").write_text(out, encoding="utf-8")
             return Proposal(hypothesis_from_output(out), diff, out, 1, Usage(), "command"), str(
@@ -258,6 +288,7 @@ class Iteration:
         opt = self.opt
 
         def stage(req: TrialRequest) -> None:
+            kill_point("candidate")  # from the second stage on, candidate trials have run
             opt.emit(GateStage(iteration=self.n, stage=req.stage, reason=req.reason,
                                trials=sum(len(v) for v in req.indices.values())))
 
@@ -267,10 +298,29 @@ class Iteration:
         return gated.verdict, gated.comparisons, gated.base_runs, gated.cand_runs
 
     # --- records --------------------------------------------------------------------------
+    def _open_record(self, branch: str, worktree: Path) -> LedgerOpen:
+        c = self.c
+        return LedgerOpen(
+            id=self.ledger_id,
+            command=self.opt.command,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            suite=c.suite,
+            agent=c.suite,
+            bucket=c.bucket,
+            iteration=self.n,
+            base_commit=self.base.base_sha,
+            prompt_path=c.prompt_path,
+            proposer=c.proposer_cmd or c.proposer_id,
+            repo=str(self.opt.git.root),
+            branch=branch,
+            worktree=str(worktree),
+        )
+
     def _ledger_entry(self) -> LedgerEntry:
         c = self.c
         return LedgerEntry(
-            id=f"{self.opt.session}-{self.n}",
+            id=self.ledger_id,
             suite=c.suite,
             agent=c.suite,
             bucket=c.bucket,

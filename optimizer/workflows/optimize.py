@@ -18,6 +18,7 @@ from agents.runtime import RuntimeConfig
 from optimizer.core.buckets import BucketError, BucketId, qualified, resolve_bucket
 from optimizer.core.config import ConfigError
 from optimizer.core.events import BaselineReady, EventSink, Phase, RunWarning, ignore
+from optimizer.core.killpoint import kill_point
 from optimizer.core.ledger import Ledger
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
@@ -37,6 +38,7 @@ from optimizer.workflows.optimize_models import (
     OptimizeResult,
 )
 from optimizer.workflows.paired import agent_suites, run_and_save
+from optimizer.workflows.sweep import sweep_abandoned
 
 
 class Optimizer:
@@ -56,8 +58,11 @@ class Optimizer:
         before_iteration: Callable[[int], bool] | None = None,
         after_iteration: Callable[[IterationResult], None] | None = None,
         session: str | None = None,
+        command: str = "optimize",
     ) -> None:
         self.c = config
+        self.command = command
+        """The command running the session, recorded in open ledger records."""
         self.models = models
         self.before_iteration = before_iteration
         self.after_iteration = after_iteration
@@ -128,7 +133,10 @@ class Optimizer:
         base_prompt = self.git.read_file(base_sha, c.prompt_path)
         suites = self.suites()
         self.emit(Phase(message=f"baseline of {c.suite} at {base_sha[:12]}"))
-        runs = [await self.run(s, base_prompt, "baseline") for s in suites]
+        runs = []
+        for s in suites:
+            runs.append(await self.run(s, base_prompt, "baseline"))
+            kill_point("baseline")
         return Baseline(base_sha, base_prompt, suites, runs)
 
     async def optimize(self, baseline: Baseline | None = None) -> OptimizeResult:
@@ -204,7 +212,9 @@ async def optimize(
     **kw: Any,
 ) -> OptimizeResult:
     """Run one session; clients may be injected (tests), the others are built from the ids.
-    Keywords go to `Optimizer` (on_event, before_iteration, after_iteration, session)."""
+    Keywords go to `Optimizer` (on_event, before_iteration, after_iteration, session).
+    Iterations that killed runs left behind are cleaned up first (workflows/sweep.py)."""
+    sweep_abandoned(config.state_dir, kw.get("on_event") or ignore)
     async with ModelSet(config.model_ids, agent=agent, judge=judge, proposer=proposer) as models:
         opt = Optimizer(config, models, **kw)
         try:

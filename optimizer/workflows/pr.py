@@ -5,6 +5,7 @@ from __future__ import annotations
 from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison
 from optimizer.gate.policy import Verdict
+from optimizer.git_sweep import verdict_trailers
 from optimizer.report.fmt import shorten_title, usd
 from optimizer.report.markdown import verdict_markdown
 
@@ -26,12 +27,22 @@ def trial_changes(base: RunResult, cand: RunResult) -> tuple[list[str], list[str
 
 
 def commit_message(
-    suite: str, bucket: str, hypothesis: str, verdict: Verdict, comparisons: list[BucketComparison]
+    suite: str,
+    bucket: str,
+    hypothesis: str,
+    verdict: Verdict,
+    comparisons: list[BucketComparison],
+    *,
+    branch: str,
+    ledger_id: str,
 ) -> str:
+    """The candidate commit's message; its trailers (git_sweep.verdict_trailers) carry the
+    verdict and the branch, so an accepted branch is recognisable without the ledger."""
     title = shorten_title(hypothesis) or "prompt change"
     return (
         f"promptloop({suite}/{bucket}): {title}\n\nHypothesis: {hypothesis}\n\n"
-        f"Verdict: {verdict.decision}\n\n{verdict_markdown(verdict, comparisons)}\n"
+        f"Verdict: {verdict.decision}\n\n{verdict_markdown(verdict, comparisons).rstrip()}\n\n"
+        + verdict_trailers(verdict.decision, branch, ledger_id)
     )
 
 

@@ -1,7 +1,8 @@
 """`promptloop review`: evaluate the prompts of two git refs and gate the change like optimize.
 
 Works for any prompt change, a colleague's PR as well as promptloop's own branches. Prompts are
-read from the git object database at both refs (the checkout is never touched), the agent's
+read from the git object database at both refs (the checkout is never touched, and no branch or
+worktree is made, so a killed review leaves only saved runs behind), the agent's
 suites run once per prompt (base-side trials come from the trial cache when that prompt was
 evaluated before), trials are paired, suspected regressions are confirmed with extra trials,
 and the result is written as a PR comment under `<state>/review/<id>/`.
@@ -16,6 +17,7 @@ from pathlib import Path
 from agents.llm.types import ModelClient
 from optimizer.core.config import ConfigError
 from optimizer.core.events import EventSink, Phase, ignore
+from optimizer.core.killpoint import kill_point
 from optimizer.core.names import agent_names
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
@@ -41,6 +43,7 @@ from optimizer.workflows.review_models import (
     combine,
     trial_flips,
 )
+from optimizer.workflows.sweep import sweep_abandoned
 
 
 class Reviewer:
@@ -86,6 +89,7 @@ class Reviewer:
         suites = agent_suites(agent, self.c.kinds, self.repo)
         self.emit(Phase(message=f"{agent}: evaluating the base prompt"))
         base_runs = [await self._run(s, base_text, "base") for s in suites]
+        kill_point("review")
         self.emit(Phase(message=f"{agent}: evaluating the head prompt"))
         head_runs = [await self._run(s, head_text, "head") for s in suites]
         comps = compare_suite_runs(base_runs, head_runs, self.c.policy)
@@ -169,6 +173,7 @@ class Reviewer:
         return changed
 
     async def review(self) -> ReviewResult:
+        sweep_abandoned(self.c.state_dir, self.emit)  # what killed optimize runs left behind
         with GitOps(self.repo) as git:
             base_sha, head_sha = git.resolve(self.c.base), git.resolve(self.c.head)
             result = ReviewResult(

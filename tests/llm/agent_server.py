@@ -10,6 +10,7 @@ Requests without tools (the client's preflight ping) are always answered.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -36,6 +37,10 @@ _ERROR_PREFIXES = ("Invalid arguments", "Error", "Unknown tool", "Tool ")
 class FaultPlan:
     every: int = 3
     """Every `every`-th agent call (1-based count) is a fault; 0 disables faults."""
+    rate: float = 0.0
+    """When set, replaces `every`: the share of agent calls that are faults, spread evenly
+    (call n is a fault when floor(n * rate) steps up), so two faults never follow each other
+    for rates up to 0.5."""
     kinds: tuple[FaultKind, ...] = ALL_FAULTS
     """Faults used in turn: the k-th faulty call gets kinds[k % len(kinds)]."""
     hang_s: float = 1.0
@@ -44,6 +49,11 @@ class FaultPlan:
     """Calls whose first user message contains one of these always get HTTP 500."""
 
     def fault_for(self, n: int) -> FaultKind | None:
+        if self.rate > 0:
+            k = math.floor(n * self.rate)
+            if k == math.floor((n - 1) * self.rate):
+                return None
+            return self.kinds[(k - 1) % len(self.kinds)]
         if self.every <= 0 or n % self.every:
             return None
         return self.kinds[(n // self.every - 1) % len(self.kinds)]
@@ -93,9 +103,14 @@ def to_completion(response: ModelResponse, *, malformed: bool = False) -> dict[s
 class AgentServer(FakeAPI):
     """`with AgentServer(plan) as api:` then point `openai:<any>` at `{api.url}/v1`."""
 
-    def __init__(self, plan: FaultPlan | None = None) -> None:
+    def __init__(self, plan: FaultPlan | None = None, *, reject_key: bool = False,
+                 echo_key: bool = False) -> None:
         super().__init__()
         self.plan = plan or FaultPlan(every=0)
+        self.reject_key = reject_key
+        """Answer every request (the preflight ping too) with 401, as for a revoked key."""
+        self.echo_key = echo_key
+        """Quote the caller's key in error messages, as some providers do."""
         self.agent_calls = 0
         self.faults: Counter[str] = Counter()
         self.poisoned_calls = 0
@@ -108,6 +123,10 @@ class AgentServer(FakeAPI):
         with self._lock:
             self.requests.append(recorded)
         body = recorded.body
+        key = recorded.headers.get("authorization", "").removeprefix("Bearer ")
+        quoted = f" (key {key})" if self.echo_key else ""
+        if self.reject_key:
+            return openai_error(401, f"Incorrect API key provided: {key}")
         tools = {t["function"]["name"] for t in body.get("tools") or ()}
         if not tools:
             return Reply(body=openai_completion("pong"))
@@ -129,10 +148,11 @@ class AgentServer(FakeAPI):
                 self.faults[fault] += 1
         if fault == "429":
             return Reply(
-                429, {"error": {"message": "slow down", "type": "rate_limit"}}, dict(RETRY_FAST)
+                429, {"error": {"message": f"slow down{quoted}", "type": "rate_limit"}},
+                dict(RETRY_FAST),
             )
         if fault == "500":
-            return openai_error(500, "internal error")
+            return openai_error(500, f"internal error{quoted}")
         good = to_completion(response, malformed=fault == "malformed_args")
         if fault == "hang":
             return Reply(body=good, delay_s=self.plan.hang_s)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from openai import AsyncOpenAI
@@ -19,6 +20,8 @@ from typer.testing import CliRunner
 
 from agents.llm.errors import ProviderError
 from agents.llm.providers.openai_provider import OpenAIProvider
+from agents.llm.registry import SCRIPTED_MODELS
+from agents.llm.scripted import ScriptedModel, reply
 from agents.llm.types import Message, ModelSettings
 from agents.runtime import RuntimeConfig
 from optimizer.cli.app import app
@@ -30,6 +33,8 @@ from optimizer.run.runner import RunOptions
 from optimizer.workflows.evaluate import EvalRequest, evaluate
 from tests.llm.agent_server import AgentServer, FaultPlan
 from tests.llm.fake_api import FakeAPI, Reply, openai_completion
+from tests.optimizer.conftest import pkm_repo
+from tests.optimizer.workflows.test_optimize import GOOD
 
 WATCHED = ("tasks", "prompts", "fixtures", ".promptloop")
 
@@ -150,3 +155,123 @@ async def test_truncated_body_is_retried_then_reported(fake_api: FakeAPI) -> Non
     with pytest.raises(ProviderError, match="unparseable response body after 4 retries"):
         await client.complete([Message.user("hi")])
     await sdk.close()
+
+
+# --- fault rates, the per-trial limit, a rejected key, the key in no artifact ---------------
+
+CANARY = "sk-canary-Qm3Zr8Tn5Wx2Yb7Kd4Hf"
+
+
+async def _card_regression(state: Path, plan: FaultPlan) -> tuple[RunResult, Any, AgentServer]:
+    with AgentServer(plan) as api:
+        request = EvalRequest(
+            suite="card_agent",
+            kind="regression",
+            models=ModelIds(agent="openai:fake", base_url=f"{api.url}/v1"),
+            options=RunOptions(agent_model="openai:fake", reuse=False, concurrency=1),
+        )
+        run, summary, _ = await evaluate(request, state)
+    return run, summary, api
+
+
+@pytest.mark.parametrize("rate", [0.3, 0.5])
+async def test_429_and_500_at_a_rate_change_nothing_but_the_retries(
+    rate: float, tmp_path: Path
+) -> None:
+    clean, clean_summary, _ = await _card_regression(tmp_path / "clean", FaultPlan(every=0))
+    run, summary, api = await _card_regression(
+        tmp_path / "faulty", FaultPlan(rate=rate, kinds=("429", "500"))
+    )
+    faults = api.faults["429"] + api.faults["500"]
+    assert faults == int(api.agent_calls * rate) and api.faults["429"] and api.faults["500"]
+    assert summary.errored_trials == 0 and summary.usage.retries == faults
+    assert sum(t.transcript.metrics.n_retries for t in run.trials) == faults
+    assert [(t.task_id, t.trial_index, t.status) for t in run.trials] == [
+        (t.task_id, t.trial_index, t.status) for t in clean.trials
+    ]
+    assert summary.trial_pass_rate == clean_summary.trial_pass_rate
+
+
+async def test_a_hang_past_the_per_trial_limit_times_the_trial_out(state: Path) -> None:
+    """The provider hangs longer than the trial may last (but within the client timeout): the
+    trial is cut at its limit as timedOut, not errored, and the run goes on."""
+    plan = FaultPlan(every=5, kinds=("hang",), hang_s=3.0)
+    with AgentServer(plan) as api:
+        request = EvalRequest(
+            suite="pkm_agent",
+            kind="regression",
+            models=ModelIds(agent="openai:fake", base_url=f"{api.url}/v1"),
+            options=RunOptions(
+                agent_model="openai:fake",
+                reuse=False,
+                timeout_s=0.5,
+                runtime=RuntimeConfig(settings=ModelSettings(timeout_s=10)),
+            ),
+        )
+        run, summary, _ = await evaluate(request, state)
+    timed_out = [t for t in run.trials if t.status == "timedOut"]
+    assert api.faults["hang"] > 0 and len(timed_out) == api.faults["hang"]
+    assert all(t.failure_reason == "trial exceeded 0.5s" for t in timed_out)
+    assert summary.timed_out_trials == len(timed_out) and summary.errored_trials == 0
+    assert all(t.status in ("passed", "failed") for t in run.trials if t not in timed_out)
+
+
+def _optimize_args(url: str, state: Path) -> list[str]:
+    return ["optimize", "--suite", "pkm_agent", "--bucket", "skip_trivial", "--iterations",
+            "1", "--agent-model", "openai:fake", "--base-url", f"{url}/v1", "--proposer-model",
+            "scripted:proposer", "--proposer-format", "diff", "--out", str(state)]
+
+
+@pytest.mark.parametrize("command", ["eval", "optimize"])
+def test_a_rejected_key_fails_before_any_trial(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    monkeypatch.chdir(pkm_repo(tmp_path / "repo"))
+    state = tmp_path / "state"
+    with AgentServer(reject_key=True) as api:
+        args = (
+            ["eval", "--suite", "pkm_agent", "--kind", "regression", "--agent-model",
+             "openai:fake", "--base-url", f"{api.url}/v1", "--out", str(state)]
+            if command == "eval"
+            else _optimize_args(api.url, state)
+        )
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "OPENAI_API_KEY" in result.output and CANARY[:12] not in result.output
+    assert api.requests and all(not r.body.get("tools") for r in api.requests)  # no trial
+    assert not list(state.glob("runs/**/*.json"))
+
+
+def test_the_key_appears_in_no_artifact_of_a_faulty_optimize_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An optimize run on a provider that fails 30% of its calls and quotes the key in its
+    error messages: the key is in no file of the state folder (reports, transcripts, ledger,
+    session folder, caches), the events log, the checkout or the output."""
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    monkeypatch.setitem(SCRIPTED_MODELS, "proposer", lambda: ScriptedModel([reply(GOOD)]))
+    repo = pkm_repo(tmp_path / "repo")
+    monkeypatch.chdir(repo)
+    state, log = tmp_path / "state", tmp_path / "events.jsonl"
+    plan = FaultPlan(rate=0.3, kinds=("429", "500"))
+    with AgentServer(plan, echo_key=True) as api:
+        result = CliRunner().invoke(app, [*_optimize_args(api.url, state), "--events", str(log),
+                                          "--json"])
+    assert result.exit_code == 0, result.output
+    [iteration] = json.loads(result.stdout)["iterations"]
+    assert iteration["outcome"] == "accepted"
+    assert api.faults["429"] and api.faults["500"]
+    assert all(r.headers["authorization"] == f"Bearer {CANARY}" for r in api.requests)
+    files = [p for top in (state, repo) for p in top.rglob("*") if p.is_file()] + [log]
+    assert {p.parent.name for p in state.rglob("*.jsonl")} >= {"state"}  # the ledger is there
+    for path in files:
+        data = path.read_bytes()
+        assert CANARY.encode() not in data and CANARY[:12].encode() not in data, path
+    for text in (result.output, _git_log(repo)):
+        assert CANARY[:12] not in text
+
+
+def _git_log(repo: Path) -> str:
+    return subprocess.run(["git", "log", "--all", "--format=%B"], cwd=repo, capture_output=True,
+                          text=True, check=True).stdout

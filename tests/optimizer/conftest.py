@@ -12,7 +12,11 @@ from tests.optimizer.workflows.test_optimize import PROMPT, TASKS, _git, _write_
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A temporary git repo with a small PKM prompt, a capability and a regression suite."""
-    repo = tmp_path / "repo"
+    return pkm_repo(tmp_path / "repo")
+
+
+def pkm_repo(repo: Path) -> Path:
+    """The `repo` fixture's repository, made at `repo`."""
     (repo / "prompts").mkdir(parents=True)
     (repo / "prompts" / "pkm_agent.md").write_text(PROMPT)
     _write_suite(repo / "tasks" / "pkm_agent" / "capability", "capability", TASKS)

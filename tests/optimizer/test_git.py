@@ -15,6 +15,7 @@ import pytest
 import unidiff
 
 from optimizer.git import GitOps, GitOpsError, sanitize_ref_component
+from optimizer.git_sweep import Sweeper
 
 PROMPT = "prompts/pkm_agent.md"
 BASE_TEXT = "# PKM Agent\n\nKeep notes tidy.\n"
@@ -211,7 +212,7 @@ def test_commit_takes_only_the_given_paths(repo: git.Repo) -> None:
 
 
 def test_set_message_rewords_the_tip_without_a_checkout(repo: git.Repo) -> None:
-    ops = GitOps(repo.working_tree_dir or "")
+    ops = Sweeper(repo.working_tree_dir or "")
     before = snapshot(repo)
     name = "promptloop/s/b/msg"
     with ops.candidate("main", name) as cand:

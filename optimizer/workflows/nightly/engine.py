@@ -59,6 +59,7 @@ from optimizer.workflows.nightly.steps import StepBook
 from optimizer.workflows.nightly.summary import NightSummary, write_summary
 from optimizer.workflows.optimize import Baseline, IterationResult, Optimizer
 from optimizer.workflows.paired import agent_suites
+from optimizer.workflows.sweep import sweep_abandoned
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,8 @@ class NightlyEngine:
 
     async def _attempt(self, cp: Checkpoint) -> None:
         try:
-            recover_pending(cp, self.repo, self.state, self.say)
+            swept = sweep_abandoned(self.state, self.emit)
+            recover_pending(cp, self.repo, self.state, self.say, swept)
             self.save()
             await self._night()
             cp.status = "finished"
@@ -258,6 +260,7 @@ class NightlyEngine:
             self.c.optimize_config(suite, bucket, self._cp().base_commit, first),
             self.models,
             on_event=self._on_event,
+            command="nightly",
             **hooks,
         )
 

@@ -1,26 +1,28 @@
 """Crash recovery for `nightly --resume`: settle the iteration a killed night was in.
 
 The checkpoint names the iteration in progress and its branch. If the optimize loop had already
-written the iteration's ledger entry, the iteration finished and only its checkpoint was lost:
-it is adopted from the ledger (an accepted branch is kept, not redone). Otherwise the half-made
-branch and its temporary worktree are removed and the iteration runs again. Either way the
+written the iteration's closing ledger record, the iteration finished and only its checkpoint
+was lost: it is adopted from the ledger (an accepted branch is kept, not redone). Otherwise
+(no closing record, or one the sweep wrote as `abandoned`) the half-made branch and its
+temporary worktree are removed and the iteration runs again. Either way the
 spend that was never metered is charged at the step's estimate, so budgets stay conservative.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from optimizer.core.events import IterationAbandoned
 from optimizer.core.ledger import Ledger, LedgerEntry
-from optimizer.git import GitOps
+from optimizer.git_sweep import Sweeper
 from optimizer.workflows.nightly.state import Checkpoint, StepRecord
 from optimizer.workflows.optimize import IterationResult
 
 
 def drop_branch(repo: Path, branch: str) -> bool:
     """Remove one of our half-made candidate branches and any worktree left holding it."""
-    with GitOps(repo) as git:
+    with Sweeper(repo) as git:
         return git.drop_branch(branch)
 
 
@@ -41,14 +43,18 @@ def iteration_from_ledger(entry: LedgerEntry) -> IterationResult:
 
 
 def recover_pending(
-    cp: Checkpoint, repo: Path, state: Path, say: Callable[[str], None]
+    cp: Checkpoint, repo: Path, state: Path, say: Callable[[str], None],
+    swept: Sequence[IterationAbandoned] = (),
 ) -> None:
-    """Settle `cp.pending` (the iteration in progress at the crash); no-op when there is none."""
+    """Settle `cp.pending` (the iteration in progress at the crash); no-op when there is none.
+    `swept` is what the crash sweep just cleaned (it may have removed the branch already)."""
     p = cp.pending
     if p is None:
         return
     ledger_id = f"{p.session}-{p.iteration}"
-    entry = next((e for e in Ledger(state / "ledger.jsonl").entries() if e.id == ledger_id), None)
+    closed = [e for e in Ledger(state / "ledger.jsonl").entries()
+              if e.id == ledger_id and e.outcome != "abandoned"]
+    entry = closed[-1] if closed else None
     cp.spend = cp.spend + p.estimate
     if entry is not None:
         it = iteration_from_ledger(entry)
@@ -65,7 +71,10 @@ def recover_pending(
         say(f"{p.step} had finished before the interruption ({it.outcome}"
             f"{', branch ' + it.branch if it.branch else ''}); recovered it from the ledger")
     else:
-        dropped = bool(p.branch) and drop_branch(repo, p.branch or "")
+        dropped = bool(p.branch) and (
+            drop_branch(repo, p.branch or "")
+            or any(e.branch == p.branch and e.branch_deleted for e in swept)
+        )
         cp.notes.append(
             f"{p.step} was interrupted and runs again"
             + (f"; its unfinished branch {p.branch} was removed" if dropped else "")

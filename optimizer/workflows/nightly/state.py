@@ -19,6 +19,7 @@ from typing import Any, Literal
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from optimizer.core.killpoint import kill_point
 from optimizer.run.cache import atomic_write_text
 from optimizer.run.usage import Spend
 from optimizer.workflows.nightly.budget import TrialRate
@@ -204,6 +205,7 @@ def save_checkpoint(state: Path, cp: Checkpoint) -> Path:
     cp.updated_at = datetime.now(UTC)
     path = checkpoint_path(state, cp.night_id)
     atomic_write_text(path, json.dumps(cp.model_dump(mode="json"), indent=2) + "\n")
+    kill_point("checkpoint")
     return path
 
 

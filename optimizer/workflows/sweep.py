@@ -1,0 +1,118 @@
+"""The crash sweep: settle iterations whose process died before their verdict.
+
+Every optimize, review and nightly run (and `promptloop doctor --fix`) starts with
+`sweep_abandoned`: each open ledger record without a close whose process is gone (same host,
+pid no longer running) gets its candidate worktree removed (`git worktree remove`, the temp
+folder, `git worktree prune`), its `promptloop/...` branch deleted, and a closing record with
+outcome `abandoned` naming what was cleaned. Records of live processes (a run going on in
+another terminal, this process's own) and of other hosts are left alone.
+
+`fix_strays` (doctor --fix only) also cleans what no ledger of this state folder knows about:
+worktrees in candidate folders of dead processes, candidate folders git has forgotten, and
+`promptloop/...` branches that carry no verdict (the iteration never committed) and are not
+held by a live run. Accepted and kept branches carry a verdict trailer and are never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from optimizer.core.events import EventSink, IterationAbandoned, ignore
+from optimizer.core.ledger import Ledger, LedgerOpen
+from optimizer.git import WORKTREE_PREFIX, GitOpsError
+from optimizer.git_sweep import Sweeper, folder_pid
+from optimizer.run.workspaces import pid_alive
+
+
+def ledger_of(state_dir: Path) -> Ledger:
+    return Ledger(state_dir / "ledger.jsonl")
+
+
+def is_dead(record: LedgerOpen) -> bool:
+    """The process that opened `record` is gone (only decidable on the same host)."""
+    if record.host != socket.gethostname():
+        return False
+    return record.pid != os.getpid() and not pid_alive(record.pid)
+
+
+def sweep_abandoned(state_dir: Path, emit: EventSink = ignore) -> list[IterationAbandoned]:
+    """Clean up and close every iteration of a dead process in the ledger of `state_dir`."""
+    ledger = ledger_of(state_dir)
+    if not ledger.path.is_file():
+        return []
+    cleaned: list[IterationAbandoned] = []
+    with ledger.lock:  # two runs starting together must not both close the same record
+        for record in ledger.unclosed():
+            if not is_dead(record):
+                continue
+            event = _clean(record)
+            ledger.append(record.abandoned([event.describe()]))
+            emit(event)
+            cleaned.append(event)
+    return cleaned
+
+
+def _clean(record: LedgerOpen) -> IterationAbandoned:
+    worktree = Path(record.worktree)
+    removed = deleted = False
+    try:
+        with Sweeper(record.repo) as git:
+            removed = git.remove_worktree(worktree)
+            deleted = git.branch_exists(record.branch) and git.drop_branch(record.branch)
+    except GitOpsError:  # the repository is gone: its folders may still be on disk
+        if worktree.parent.name.startswith(WORKTREE_PREFIX) and worktree.parent.exists():
+            shutil.rmtree(worktree.parent, ignore_errors=True)
+            removed = True
+    return IterationAbandoned(
+        id=record.id, pid=record.pid, host=record.host, started_at=record.at,
+        branch=record.branch, branch_deleted=deleted, worktree=record.worktree,
+        worktree_removed=removed,
+    )
+
+
+class StrayCleanup(BaseModel):
+    """What `fix_strays` removed."""
+
+    worktrees: list[str] = Field(default_factory=list)
+    folders: list[str] = Field(default_factory=list)
+    branches: list[str] = Field(default_factory=list)
+
+
+def _live(pid: int | None) -> bool:
+    return pid is not None and (pid == os.getpid() or pid_alive(pid))
+
+
+def fix_strays(repo: Path, state_dir: Path) -> StrayCleanup:
+    """Remove candidate worktrees, folders and unfinished branches no live run holds."""
+    out = StrayCleanup()
+    claimed = {r.branch for r in ledger_of(state_dir).unclosed() if not is_dead(r)}
+    with Sweeper(repo) as git:
+        git.prune()
+        for wt in git.worktrees():
+            if wt.ours and not _live(folder_pid(wt.path.parent)) and wt.branch not in claimed:
+                git.remove_worktree(wt.path)
+                out.worktrees.append(str(wt.path))
+        held = {wt.branch for wt in git.worktrees() if wt.branch}
+        for branch in git.list_branches():
+            if branch in claimed or branch in held or git.verdict_of(branch) is not None:
+                continue
+            if git.drop_branch(branch):
+                out.branches.append(branch)
+    registered = {str(wt) for wt in out.worktrees}
+    for folder in Path(tempfile.gettempdir()).glob(f"{WORKTREE_PREFIX}*"):
+        if str(folder / "worktree") in registered or _live(folder_pid(folder)):
+            continue
+        if folder_pid(folder) is None and (folder / "worktree").exists():
+            continue  # an older run's folder that git may still use: left to `git worktree`
+        shutil.rmtree(folder, ignore_errors=True)
+        out.folders.append(str(folder))
+    return out
+
+
+__all__ = ["StrayCleanup", "fix_strays", "is_dead", "ledger_of", "sweep_abandoned"]

@@ -1,0 +1,153 @@
+"""The crash sweep and `promptloop doctor --fix`: what killed runs left is removed, what live
+runs hold and what was accepted is not."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from optimizer.cli.app import app
+from optimizer.core.events import Event, IterationAbandoned
+from optimizer.core.ledger import Ledger, LedgerOpen
+from optimizer.git_sweep import Sweeper, trailers, verdict_trailers
+from optimizer.workflows import doctor as doctor_mod
+from optimizer.workflows.sweep import sweep_abandoned
+from tests.optimizer.workflows.test_optimize import _git
+
+BRANCH = "promptloop/pkm_agent/skip_trivial/"
+
+
+@pytest.fixture
+def dead_pid() -> int:
+    """The id of a process that has exited."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.fixture
+def live_pid() -> Iterator[int]:
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+def record(repo: Path, pid: int, name: str, worktree: Path, host: str = "") -> LedgerOpen:
+    return LedgerOpen(id=f"s-{name}", command="optimize", pid=pid,
+                      host=host or socket.gethostname(), suite="pkm_agent", agent="pkm_agent",
+                      bucket="skip_trivial", iteration=1, base_commit=_git(repo, "rev-parse",
+                                                                          "HEAD").strip(),
+                      prompt_path="prompts/pkm_agent.md", proposer="scripted:proposer",
+                      repo=str(repo), branch=BRANCH + name, worktree=str(worktree))
+
+
+def left_behind(repo: Path, pid: int, name: str, parent: Path) -> Path:
+    """What a process killed mid-iteration leaves: a candidate worktree on its branch."""
+    worktree = parent / f"promptloop-wt-{pid}-{name}" / "worktree"
+    _git(repo, "worktree", "add", "-q", "-b", BRANCH + name, str(worktree))
+    return worktree
+
+
+def test_sweep_cleans_dead_iterations_only(repo: Path, state: Path, tmp_path: Path,
+                                           dead_pid: int, live_pid: int) -> None:
+    ledger = Ledger(state / "ledger.jsonl")
+    dead_wt = left_behind(repo, dead_pid, "dead", tmp_path)
+    live_wt = left_behind(repo, live_pid, "live", tmp_path)
+    far_wt = left_behind(repo, dead_pid, "far", tmp_path)
+    mine_wt = left_behind(repo, os.getpid(), "mine", tmp_path)
+    for rec in (record(repo, dead_pid, "dead", dead_wt), record(repo, live_pid, "live", live_wt),
+                record(repo, dead_pid, "far", far_wt, host="another-host"),
+                record(repo, os.getpid(), "mine", mine_wt)):
+        ledger.append(rec)
+    events: list[Event] = []
+    [gone] = sweep_abandoned(state, events.append)
+    assert events == [gone] and isinstance(gone, IterationAbandoned)
+    assert (gone.id, gone.pid, gone.branch_deleted, gone.worktree_removed) == (
+        "s-dead", dead_pid, True, True)
+    assert not dead_wt.parent.exists()
+    with Sweeper(repo) as git:
+        assert git.list_branches() == [BRANCH + n for n in ("far", "live", "mine")]
+        assert sorted(w.path.name for w in git.worktrees()) == ["worktree"] * 3
+    [closed] = ledger.entries()
+    assert closed.outcome == "abandoned" and closed.id == "s-dead"
+    assert f"deleted branch {BRANCH}dead" in closed.reasons[0]
+    assert sorted(r.id for r in ledger.unclosed()) == ["s-far", "s-live", "s-mine"]
+    assert sweep_abandoned(state) == []  # settled once
+
+
+def commit_on(repo: Path, branch: str, message: str) -> None:
+    """A commit of the base tree on a new `branch` (the checkout is not touched)."""
+    sha = _git(repo, "commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", message).strip()
+    _git(repo, "branch", branch, sha)
+
+
+def test_verdict_trailers_tell_branches_apart(repo: Path) -> None:
+    message = "promptloop(pkm_agent/skip_trivial): x\n\nVerdict: accept\n\n" + verdict_trailers(
+        "accept", BRANCH + "a", "s-1")
+    assert trailers(message) == {"Promptloop-Verdict": "accept",
+                                 "Promptloop-Branch": BRANCH + "a", "Promptloop-Ledger-Id": "s-1"}
+    commit_on(repo, BRANCH + "a", message)
+    commit_on(repo, BRANCH + "r", "promptloop(x): y\n\n" + verdict_trailers("reject",
+                                                                           BRANCH + "r", "s-2"))
+    _git(repo, "branch", BRANCH + "copy", BRANCH + "a")  # an accepted commit, another branch
+    _git(repo, "branch", BRANCH + "base")  # the iteration never committed
+    commit_on(repo, BRANCH + "old", "promptloop(x): y\n\nHypothesis: h\n\nVerdict: accept\n")
+    with Sweeper(repo) as git:
+        verdicts = {b.removeprefix(BRANCH): git.verdict_of(b) for b in git.list_branches()}
+    assert verdicts == {"a": "accept", "r": "reject", "copy": None, "base": None,
+                        "old": "accept"}
+
+
+def test_doctor_fix_cleans_what_killed_runs_left(
+    repo: Path, state: Path, dead_pid: int, live_pid: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(doctor_mod, "runtime_version", lambda: doctor_mod.XLLAMACPP_PIN)
+    temp = Path(tempfile.gettempdir())
+    Ledger(state / "ledger.jsonl").append(
+        record(repo, dead_pid, "dead", left_behind(repo, dead_pid, "dead", temp)))
+    stray = left_behind(repo, dead_pid, "stray", temp)  # no ledger here knows it
+    running = left_behind(repo, live_pid, "running", temp)
+    commit_on(repo, BRANCH + "acc", "promptloop(x): y\n\n" + verdict_trailers(
+        "accept", BRANCH + "acc", "s-9"))
+    commit_on(repo, BRANCH + "kept", "promptloop(x): y\n\n" + verdict_trailers(
+        "reject", BRANCH + "kept", "s-8"))
+    _git(repo, "branch", BRANCH + "unfinished")
+    monkeypatch.chdir(repo)
+    runner = CliRunner()
+    try:
+        before = json.loads(runner.invoke(app, ["doctor", "--json", "--out", str(state)]).stdout)
+        states = {b["name"].removeprefix(BRANCH): b["state"] for b in before["git"]["branches"]}
+        assert states == {"acc": "accepted", "kept": "kept", "dead": "unfinished",
+                          "running": "unfinished", "stray": "unfinished",
+                          "unfinished": "unfinished"}
+        [dead] = before["git"]["open_iterations"]
+        assert dead["dead"] and dead["pid"] == dead_pid
+        assert any("doctor --fix" in w["fix"] for w in before["warnings"])
+        assert before["cleaned"] is None
+
+        result = runner.invoke(app, ["doctor", "--fix", "--json", "--out", str(state)])
+        data = json.loads(result.stdout)
+        cleaned = data["cleaned"]
+        [abandoned] = cleaned["abandoned"]
+        assert abandoned["id"] == "s-dead" and abandoned["branch_deleted"]
+        assert cleaned["strays"]["worktrees"] == [str(stray.resolve())]
+        assert sorted(cleaned["strays"]["branches"]) == [BRANCH + "stray",
+                                                         BRANCH + "unfinished"]
+        with Sweeper(repo) as git:
+            assert git.list_branches() == [BRANCH + n for n in ("acc", "kept", "running")]
+            assert [w.path for w in git.worktrees()] == [running.resolve()]
+        assert not stray.parent.exists() and running.exists()
+        assert data["git"]["open_iterations"] == []
+        human = runner.invoke(app, ["doctor", "--fix", "--out", str(state)]).output
+        assert "cleaned (--fix)" in human and "nothing to clean" in human
+    finally:
+        _git(repo, "worktree", "remove", "--force", str(running))
