@@ -57,7 +57,11 @@ def request_key(
             for m in messages
         ],
         "tools": [t.model_dump(mode="json") for t in tools],
-        "settings": settings.model_dump(mode="json", exclude={"timeout_s", "max_retries"})
+        # the seed is left out: it is derived from the task id and trial index the salt names,
+        # so recordings made before trials were seeded still replay
+        "settings": settings.model_dump(
+            mode="json", exclude={"timeout_s", "max_retries", "seed"}
+        )
         if settings
         else None,
     }

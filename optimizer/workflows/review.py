@@ -17,7 +17,7 @@ from agents.llm.types import ModelClient
 from optimizer.core.config import ConfigError
 from optimizer.core.events import EventSink, Phase, ignore
 from optimizer.core.names import agent_names
-from optimizer.core.results import RunResult
+from optimizer.core.results import RunResult, seeded_pairing
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import BucketComparison
 from optimizer.gate.policy import POOLED, ReviewVerdict, decide_review
@@ -132,6 +132,7 @@ class Reviewer:
             head_cached_trials=sum(t.cached for r in head_runs for t in r.trials),
             newly_failing=broken,
             fixed=fixed,
+            seeded=seeded_pairing(base_final, head_final),
         )
 
     # --- the review ---------------------------------------------------------------------

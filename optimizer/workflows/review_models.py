@@ -75,6 +75,8 @@ class AgentReview(BaseModel):
     head_cached_trials: int
     newly_failing: list[TrialChange] = Field(default_factory=list)
     fixed: list[TrialChange] = Field(default_factory=list)
+    seeded: bool = False
+    """Every paired trial was sent the same seed on both sides (`results.seeded_pairing`)."""
 
 
 class ReviewResult(BaseModel):

@@ -92,6 +92,8 @@ def test_broad_rule_regresses_and_comment_names_the_bucket(
     comment = Path(data["comment_path"]).read_text()
     assert Path(data["comment_path"]) == state / "review" / data["review_id"] / "comment.md"
     assert "Verdict: regresses" in comment
+    assert "- paired (seeded): trials of the same task and trial index" in comment
+    assert all(a["seeded"] for a in data["agents"])
     assert "| Bucket | n | Base pass | Head pass |" in comment
     for bucket in rows:
         assert f"| `{bucket}` |" in comment
