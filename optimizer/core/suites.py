@@ -15,11 +15,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agents.data import data_dir
 from optimizer.core.names import AgentName, agent_names, did_you_mean
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TASKS_DIR = REPO_ROOT / "tasks"
-FIXTURES_DIR = REPO_ROOT / "fixtures"
+TASKS_DIR = data_dir("tasks")
+FIXTURES_DIR = data_dir("fixtures")
 DEFAULT_CLOCK = "2026-03-14T09:30:00"
 
 
