@@ -15,9 +15,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "optimizer"
 LAYER = {"cli": 3, "workflows": 2, "propose": 1, "gate": 1, "run": 1, "report": 1, "git": 1,
-         "core": 0}
+         "git_read": 1, "core": 0}
 IO_MODULES = {"os", "subprocess", "shutil", "socket", "asyncio", "tempfile", "git",
-              "optimizer.git", "httpx", "anthropic", "openai", "filelock", "urllib"}
+              "optimizer.git", "optimizer.git_read", "httpx", "anthropic", "openai", "filelock",
+              "urllib"}
 
 
 def package_of(path: Path) -> str:

@@ -60,6 +60,8 @@ class Provenance(BaseModel):
     agent_model: str = ""
     judge_model: str | None = None
     mode: str = "live"
+    sources: list[str] = Field(default_factory=list)
+    """Where the prompt and the tasks were read (`prompt: prompts/x.md @ HEAD 1a2b3c4`)."""
 
 
 class RunResult(BaseModel):

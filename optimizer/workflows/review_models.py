@@ -96,6 +96,8 @@ class ReviewResult(BaseModel):
     unchanged: list[str] = Field(default_factory=list)
     """Agents whose prompt is identical at both refs."""
     notes: list[str] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=list)
+    """What was compared and where it was read (`tasks: tasks/x/capability @ HEAD 1a2b3c4`)."""
     diff: str = ""
     tokens: int = 0
     review_dir: str = ""
