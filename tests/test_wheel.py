@@ -96,7 +96,12 @@ def test_installed_wheel_lists_suites_and_runs_an_eval(tmp_path: Path) -> None:
                    f"{api.url}/v1", "--trials", "1", "--out", work / "state", "--json",
                    cwd=work, env=env)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    summary = json.loads(ran.stdout)["summary"]
+    data = json.loads(ran.stdout)
+    summary = data["summary"]
+    assert sorted(data["sources"]) == [
+        "prompt: prompts/card_agent.md @ promptloop's bundled copy (no git repository here)",
+        "tasks: tasks/card_agent/regression @ promptloop's bundled copy (no git repository here)",
+    ]
     assert summary["numTrials"] == summary["countedTrials"] == suites[key]["tasks"]
     assert summary["passedTrials"] > 0
     assert not (work / ".promptloop").exists() and (work / "state").is_dir()

@@ -138,9 +138,10 @@ class RepoSource:
             assert self.ops is not None
             try:
                 return self._serve(Sourced(rel, self._at_ref(), self.ops.read_file(self.sha, rel)))
-            except GitOpsError:
+            except GitOpsError as err:
                 if not bundled:
-                    raise
+                    raise GitOpsError(f"{rel} does not exist at {self._at_ref().describe()}"
+                                      ) from err
                 return self._bundled_file(rel, f"not at {self.ref}")
         if self.root is not None and (self.root / rel).is_file():
             text = (self.root / rel).read_text(encoding="utf-8")
