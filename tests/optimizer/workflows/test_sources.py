@@ -13,6 +13,7 @@ from agents.data import data_dir
 from agents.llm.scripted import ScriptedModel, reply
 from optimizer.core.config import ConfigError
 from optimizer.core.events import Event, Phase, RunWarning
+from optimizer.core.suites import load_suite
 from optimizer.git import GitOpsError
 from optimizer.run.cache import text_hash
 from optimizer.run.models import ModelIds
@@ -156,3 +157,29 @@ def test_optimize_warns_that_an_uncommitted_prompt_edit_is_not_evaluated(
     assert PROMPT in systems and PROMPT + EDIT not in systems
     evaluated, _ = _evaluate(repo, state, "HEAD")
     assert evaluated == text_hash(PROMPT)
+
+
+def test_an_exported_suite_hashes_like_the_working_tree(tmp_path: Path, state: Path) -> None:
+    """Tasks and shared fixtures read at a ref hash exactly as in the working tree, so the
+    trial cache serves a ref's trials that the working tree already ran (and back)."""
+    import shutil
+
+    repo = tmp_path / "copy"
+    shutil.copytree(data_dir("tasks") / "pkm_agent" / "regression",
+                    repo / "tasks" / "pkm_agent" / "regression")
+    shutil.copytree(data_dir("fixtures"), repo / "fixtures")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-qm", "x")
+    with RepoSource(repo, "main", state / "sources") as at, \
+            RepoSource(repo, None, state / "sources") as wt:
+        a, w = (src.suite("pkm_agent", "regression") for src in (at, wt))
+        assert a is not None and a.folder is not None and w is not None and w.folder is not None
+        # the working tree's fixtures are not promptloop's own: it is loaded from a copy too
+        assert w.folder != repo / "tasks/pkm_agent/regression"
+        base, work = load_suite(a.folder), load_suite(w.folder)
+    assert any(t.base_fixture is not None for t in base.tasks)
+    assert all(t.base_fixture is None or t.base_fixture.is_relative_to(a.folder)
+               for t in base.tasks)
+    assert [t.content_hash for t in base.tasks] == [t.content_hash for t in work.tasks]
+    assert base.content_hash == work.content_hash
