@@ -8,11 +8,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from agents.data import data_dir
 from agents.runtime import AgentSession
 from agents.transcript import Transcript
 from agents.workspace import Workspace
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_DIR = data_dir("prompts")
 
 Clock = Callable[[], datetime]
 

@@ -1,6 +1,6 @@
 """The import contract of optimizer/ (checked in CI):
 
-    cli -> view -> workflows -> {propose, gate, run, report, git, git_sweep, lifecycle} -> core
+    cli -> view -> workflows -> {propose, gate, run, report, git*, lifecycle} -> core
 
 A package may import its own modules, any package on a lower layer and (within the middle
 layer) a sibling, but never a higher layer; `gate` imports only `core` and itself and no I/O
@@ -16,11 +16,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "optimizer"
 LAYER = {"cli": 4, "view": 3, "workflows": 2, "propose": 1, "gate": 1, "run": 1, "report": 1,
-         "git": 1, "git_sweep": 1, "lifecycle": 1, "core": 0}
+         "git": 1, "git_sweep": 1, "git_read": 1, "lifecycle": 1, "core": 0}
 LIFECYCLE_IMPORTS = {"lifecycle", "core", "report", "git"}
 IO_MODULES = {"os", "subprocess", "shutil", "socket", "asyncio", "tempfile", "git",
-              "optimizer.git", "optimizer.git_sweep", "httpx", "anthropic", "openai", "filelock",
-              "urllib"}
+              "optimizer.git", "optimizer.git_sweep", "optimizer.git_read", "httpx", "anthropic",
+              "openai", "filelock", "urllib"}
 
 
 def package_of(path: Path) -> str:

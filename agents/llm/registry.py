@@ -25,12 +25,25 @@ class ModelOptions:
 
 Factory = Callable[[str, ModelOptions], ModelClient]
 _PROVIDERS: dict[str, Factory] = {}
+_SEEDED: dict[str, bool] = {"scripted": True}
+"""Per provider: whether it sends `ModelSettings.seed` to the model (scripted models see the
+seed in every recorded request, so a script can draw its randomness from it)."""
 SCRIPTED_MODELS: dict[str, Callable[[], ModelClient]] = {}
 """Named scripted models usable from the CLI as `scripted:<name>` (tests and demos)."""
 
 
-def register_provider(name: str, factory: Factory) -> None:
+def register_provider(name: str, factory: Factory, *, accepts_seed: bool = False) -> None:
+    """Register `name:<model>` ids; `accepts_seed`: the provider sends `ModelSettings.seed`."""
     _PROVIDERS[name] = factory
+    _SEEDED[name] = accepts_seed
+
+
+def accepts_seed(model_id: str) -> bool:
+    """Whether calls to `model_id` carry `ModelSettings.seed` to the model, so two trials sent
+    the same seed share their random draws where the provider honours it (Anthropic has no
+    seed parameter: False)."""
+    provider, _ = parse_model_id(model_id)
+    return _SEEDED.get(provider, False)
 
 
 def parse_model_id(model_id: str) -> tuple[str, str]:

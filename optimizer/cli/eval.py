@@ -53,6 +53,15 @@ ModeOpt = Annotated[
     ),
 ]
 FreshOpt = Annotated[bool, typer.Option("--fresh", help="Ignore cached trial results.")]
+RefOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ref",
+        envvar="PROMPTLOOP_REF",
+        help="Read the prompt and the suite at this git ref (branch, tag, commit); default: "
+        "the working tree. Outside a repository, promptloop's bundled copy is used.",
+    ),
+]
 
 
 def eval_(
@@ -67,6 +76,7 @@ def eval_(
     base_url: BaseUrlOpt = None,
     mode: ModeOpt = "live",
     fresh: FreshOpt = False,
+    ref: RefOpt = None,
     out: StateOpt = None,
     events: EventsOpt = None,
     as_json: JsonOpt = False,
@@ -89,6 +99,7 @@ def eval_(
             kind=kind,
             buckets=tuple(bucket or ()),
             task_ids=tuple(task or ()),
+            ref=ref,
             models=ModelIds(agent=agent_model, judge=judge_model, base_url=base_url),
             options=RunOptions(
                 agent_model=agent_model,
@@ -109,6 +120,7 @@ def eval_(
                 {
                     "run": run.run_name,
                     "report": str(path),
+                    "sources": run.provenance.sources,
                     "summary": summary.model_dump(mode="json", by_alias=True),
                 }
             )

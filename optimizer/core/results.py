@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -29,6 +29,10 @@ class TrialResult(BaseModel):
     outcome: dict[str, Any] = Field(default_factory=dict)
     scores: list[Score] = Field(default_factory=list)
     cached: bool = False
+    seed: int | None = None
+    """The seed sent with the agent's model calls (derived from task id and trial index, so
+    both sides of a pair share it); None when the provider takes no seed or the trial predates
+    seeding."""
 
     @property
     def passed(self) -> bool:
@@ -79,6 +83,8 @@ class Provenance(BaseModel):
     agent_model: str = ""
     judge_model: str | None = None
     mode: str = "live"
+    sources: list[str] = Field(default_factory=list)
+    """Where the prompt and the tasks were read (`prompt: prompts/x.md @ HEAD 1a2b3c4`)."""
 
 
 class RunResult(BaseModel):
@@ -108,3 +114,40 @@ class RunResult(BaseModel):
 
     def trials_of(self, task_id: str) -> list[TrialResult]:
         return sorted((t for t in self.trials if t.task_id == task_id), key=lambda t: t.trial_index)
+
+    @property
+    def seeded(self) -> bool:
+        """Every trial that counts was sent a seed."""
+        counted = [t for t in self.trials if t.counts]
+        return bool(counted) and all(t.seed is not None for t in counted)
+
+
+def seeded_pairing(base: Sequence[RunResult], cand: Sequence[RunResult]) -> bool:
+    """Whether every trial paired across `base` and `cand` (same suite position, task id and
+    trial index, both counted) was sent the same seed on both sides: common random numbers.
+    False when nothing is paired."""
+    paired = 0
+    for b, c in zip(base, cand, strict=True):
+        seeds = {(t.task_id, t.trial_index): t.seed for t in b.trials if t.counts}
+        for t in c.trials:
+            key = (t.task_id, t.trial_index)
+            if not t.counts or key not in seeds:
+                continue
+            if t.seed is None or seeds[key] != t.seed:
+                return False
+            paired += 1
+    return paired > 0
+
+
+def pairing_label(seeded: bool) -> str:
+    return "paired (seeded)" if seeded else "paired (unseeded)"
+
+
+def pairing_text(seeded: bool) -> str:
+    """How base and candidate trials were paired, as the verdict and reports say it."""
+    if seeded:
+        return (f"{pairing_label(True)}: trials of the same task and trial index sent the same "
+                "seed to the model on both sides")
+    return (f"{pairing_label(False)}: trials of the same task and trial index are paired, but "
+            "not every pair was sent one seed (the provider takes none, or cached trials "
+            "predate seeding), so their random draws are independent")

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agents.data import data_dir
 from optimizer.core.names import agent_names, check_agent, did_you_mean
 from optimizer.core.suite_files import (
     SuiteError,
@@ -38,8 +39,8 @@ from optimizer.core.suite_models import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TASKS_DIR = REPO_ROOT / "tasks"
-FIXTURES_DIR = REPO_ROOT / "fixtures"
+TASKS_DIR = data_dir("tasks")
+FIXTURES_DIR = data_dir("fixtures")
 
 
 @dataclass(frozen=True)

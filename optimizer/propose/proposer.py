@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from agents.data import data_dir
 from agents.llm.types import Message, ModelClient, ModelSettings, Usage
 from optimizer.core.ledger import LedgerEntry
 from optimizer.core.results import RunResult
@@ -27,7 +28,7 @@ from optimizer.propose.edits import edit_schema_for, edits_to_diff, parse_edit_p
 from optimizer.propose.package import condensed_trace, extract_input
 from optimizer.propose.patch import PatchError, extract_diff
 
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+PROMPTS_DIR = data_dir("prompts")
 Format = Literal["diff", "edits"]
 _CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _FENCED_RE = re.compile(r"^[ \t]*```.*?^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL)

@@ -230,6 +230,7 @@ def trial_doc(run: RunResult, t: TrialResult) -> tuple[dict[str, Any], dict[str,
         "bucket": t.bucket,
         "cached": t.cached,
         "infraError": t.infra_error,
+        "seed": t.seed,
         "transcript": transcript_extras,
     }
     typed = {str(i): values for i, (_, values) in enumerate(scores) if values}

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+from agents.data import data_dir
 from agents.llm.errors import ModelError
 from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
 
@@ -57,7 +58,11 @@ def request_key(
             for m in messages
         ],
         "tools": [t.model_dump(mode="json") for t in tools],
-        "settings": settings.model_dump(mode="json", exclude={"timeout_s", "max_retries"})
+        # the seed is left out: it is derived from the task id and trial index the salt names,
+        # so recordings made before trials were seeded still replay
+        "settings": settings.model_dump(
+            mode="json", exclude={"timeout_s", "max_retries", "seed"}
+        )
         if settings
         else None,
     }
@@ -147,9 +152,14 @@ def code_fingerprint() -> str:
     """Hash of the code and rubrics that decide a trial's outcome and scores."""
     root = Path(__file__).resolve().parents[2]
     h = hashlib.sha256()
-    for folder, pattern in (("agents", "*.py"), ("graders", "*.py"), ("prompts/judges", "*.md")):
-        for path in sorted((root / folder).rglob(pattern)):
-            h.update(path.relative_to(root).as_posix().encode())
+    folders = (
+        ("agents", root / "agents", "*.py"),
+        ("graders", root / "graders", "*.py"),
+        ("prompts/judges", data_dir("prompts") / "judges", "*.md"),
+    )
+    for name, folder, pattern in folders:
+        for path in sorted(folder.rglob(pattern)):
+            h.update(f"{name}/{path.relative_to(folder).as_posix()}".encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
 

@@ -7,7 +7,8 @@ unreachable) is `errored` and never scored as an agent failure.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+import hashlib
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from pydantic import BaseModel
 
 from agents.base import AgentInput, OutcomeSession, prepare_workspace
 from agents.llm.errors import ModelError
+from agents.llm.registry import accepts_seed
 from agents.llm.types import ModelClient, ModelSettings
 from agents.registry import AgentOptions, get_agent
 from agents.runtime import RuntimeConfig, run_agent
@@ -54,6 +56,14 @@ class RunOptions:
     """Run only these trial indices per task id (confirmatory reruns)."""
     agent_options: AgentOptions = field(default_factory=AgentOptions.from_env)
     """Our opt-in agent checks (default: none, as the original; $PROMPTLOOP_AGENT_OPTIONS)."""
+
+
+def trial_seed(task_id: str, index: int) -> int:
+    """The seed of trial `index` of `task_id`: a stable 31-bit hash, the same for every prompt,
+    so the base and the candidate trial of a pair share their random draws (common random
+    numbers) wherever the provider takes a seed."""
+    digest = hashlib.blake2b(f"{task_id}#{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & 0x7FFFFFFF
 
 
 async def _grade(
@@ -104,8 +114,16 @@ async def run_trial(
     started = datetime.now(UTC)
     transcript = Transcript()
     tmp = new_trial_dir()
+    seed = trial_seed(task.id, index)
+    seeded = replace(
+        options,
+        runtime=replace(
+            options.runtime,
+            settings=options.runtime.settings.model_copy(update={"seed": seed}),
+        ),
+    )
     try:
-        got = await _attempt(suite, task, index, prompt, (agent, judge), options, transcript, tmp)
+        got = await _attempt(suite, task, index, prompt, (agent, judge), seeded, transcript, tmp)
     finally:
         await remove_tree(tmp)
     return TrialResult(
@@ -120,6 +138,7 @@ async def run_trial(
         transcript=transcript,
         outcome=got.outcome,
         scores=got.scores,
+        seed=seed if accepts_seed(options.agent_model) else None,
     )
 
 

@@ -17,12 +17,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
 
+from agents.data import data_dir
 from agents.llm.errors import ModelError
 from agents.llm.providers.local import model_path
 from agents.llm.registry import parse_model_id
 from agents.llm.types import Message, ModelSettings
 from optimizer.core.config import default_judge
-from optimizer.core.suites import REPO_ROOT, TASKS_DIR, SuiteError, load_suite
+from optimizer.core.suites import TASKS_DIR, SuiteError, load_suite
 from optimizer.workflows.doctor_git import Cleanup, GitStatus, check_git, fix_git
 
 XLLAMACPP_PIN = "2026.10.11549"
@@ -212,7 +213,7 @@ def _prompt_file(suite_root: Path, agent: str) -> Path:
     for parent in suite_root.parents:
         if (parent / "prompts").is_dir():
             return parent / "prompts" / f"{agent}.md"
-    return REPO_ROOT / "prompts" / f"{agent}.md"
+    return data_dir("prompts") / f"{agent}.md"
 
 
 def default_tasks_dir(git: GitStatus) -> Path:

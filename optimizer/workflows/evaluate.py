@@ -1,11 +1,18 @@
-"""`promptloop eval` as a Python API: load a suite, build the models, run, save the report."""
+"""`promptloop eval` as a Python API: load a suite, build the models, run, save the report.
+
+The prompt and the suite come from the repository holding the current folder, in its working
+tree or at `--ref` (`workflows/sources.py`), and the output says which; outside a repository,
+or for what the repository lacks, promptloop's bundled copy is used.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from optimizer.core.events import EventSink, RunWarning, ignore
+from optimizer.core.config import ConfigError
+from optimizer.core.events import EventSink, Phase, RunWarning, ignore
+from optimizer.core.names import agent_names, did_you_mean
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite, check_runnable, load_suite, resolve_suite_path
 from optimizer.git import provenance
@@ -13,6 +20,7 @@ from optimizer.report.summary import RunSummary
 from optimizer.run.models import ModelIds, ModelSet
 from optimizer.run.runner import RunOptions, needs_judge
 from optimizer.workflows.paired import run_and_save
+from optimizer.workflows.sources import RepoSource
 
 
 @dataclass(frozen=True)
@@ -23,11 +31,33 @@ class EvalRequest:
     task_ids: tuple[str, ...] = ()
     models: ModelIds = field(default_factory=ModelIds)
     options: RunOptions | None = None
+    ref: str | None = None
+    """Read the prompt and the suite at this git ref; None: the working tree."""
+    repo: Path | None = None
+    """A folder inside the repository to read from (default: the current folder)."""
 
 
-def load_selected(request: EvalRequest) -> Suite:
+def _suite_folder(request: EvalRequest, source: RepoSource) -> Path:
+    """The folder of the requested suite as `source` sees it."""
+    if request.suite in agent_names():
+        found = source.suite(request.suite, request.kind)
+        if found is None or found.folder is None:
+            known = source.kinds(request.suite)
+            raise ConfigError(f"unknown suite kind '{request.suite}/{request.kind}'."
+                              f"{did_you_mean(request.kind, known)} Known: "
+                              f"{', '.join(known) or 'none'}")
+        return found.folder
+    path = resolve_suite_path(request.suite, request.kind).resolve()
+    if source.root is not None and path.is_relative_to(source.root.resolve()):
+        found = source.suite_at(path.relative_to(source.root.resolve()).as_posix())
+        if found is not None and found.folder is not None:
+            return found.folder
+    return path
+
+
+def load_selected(request: EvalRequest, source: RepoSource) -> Suite:
     """The requested suite (or its selected buckets and tasks), checked to be runnable."""
-    suite = load_suite(resolve_suite_path(request.suite, request.kind))
+    suite = load_suite(_suite_folder(request, source))
     check_runnable(suite)
     if request.buckets or request.task_ids:
         suite = suite.select(
@@ -39,16 +69,27 @@ def load_selected(request: EvalRequest) -> Suite:
 async def evaluate(
     request: EvalRequest, state: Path, emit: EventSink | None = None
 ) -> tuple[RunResult, RunSummary, Path]:
-    suite = load_selected(request)
+    """Run the suite; the run's provenance lists where its prompt and tasks were read."""
+    with RepoSource.find(request.ref, state, request.repo) as source:
+        suite = load_selected(request, source)
+        prompt = source.read(f"prompts/{suite.agent_name}.md")
+    sources = [s.line() for s in source.served]
     emit = emit or ignore
+    for line in sources:
+        emit(Phase(message=line))
     for warning in suite.warnings:  # keys the original ignores, values it converts
         emit(RunWarning(message=warning))
+    prov = provenance(source.root)
+    if source.sha is not None:
+        prov = prov.model_copy(update={"git_commit": source.sha, "git_dirty": False})
     base = request.options or RunOptions(agent_model=request.models.agent)
-    options = replace(base, state_dir=state, label=base.label or f"eval {request.suite}")
+    options = replace(base, state_dir=state, label=base.label or f"eval {request.suite}",
+                      prompt_text=prompt.text if base.prompt_text is None else base.prompt_text)
     async with ModelSet(request.models) as models:
         if options.mode != "replay":  # a bad key or model fails here, before any trial
             await models.preflight("agent", *(("judge",) if needs_judge(suite) else ()))
-        saved = await run_and_save(suite, options, models, emit, provenance())
+        saved = await run_and_save(suite, options, models, emit,
+                                   prov.model_copy(update={"sources": sources}))
     return saved.run, saved.summary, saved.path
 
 

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from optimizer.core.buckets import bucket_prefix
-from optimizer.core.results import RunResult
+from optimizer.core.results import RunResult, pairing_label, pairing_text, seeded_pairing
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import BucketComparison, GatePolicy
 from optimizer.gate.pairing import Pair, merge_runs, pair_runs
@@ -37,6 +37,8 @@ class GateRun:
     cand_runs: list[RunResult]
     trials_run: int
     """Trials actually run for the decision (served-from-cache trials excluded)."""
+    seeded: bool = False
+    """Every paired trial was sent the same seed on both sides (`results.seeded_pairing`)."""
 
 
 def bucket_tasks(suites: Sequence[Suite]) -> tuple[dict[str, list[str]], dict[TaskKey, int]]:
@@ -106,7 +108,12 @@ async def run_gate(
                 cand[i] = got if before is None else merge_runs(before, got)
                 spent += sum(not t.cached for t in got.trials)
         step = gate.step(paired(base, cand))
-    verdict = step.model_copy(update={"model_trials": spent})
     ran = [i for i, c in enumerate(cand) if c is not None]
-    return GateRun(verdict, comparisons(base, cand, policy), [base[i] for i in ran],
-                   [c for c in cand if c is not None], spent)
+    base_ran, cand_ran = [base[i] for i in ran], [c for c in cand if c is not None]
+    seeded = seeded_pairing(base_ran, cand_ran)
+    verdict = step.model_copy(update={
+        "model_trials": spent,
+        "reasons": [*step.reasons, pairing_text(seeded)],
+        "test": "; ".join(x for x in (step.test, pairing_label(seeded)) if x),
+    })
+    return GateRun(verdict, comparisons(base, cand, policy), base_ran, cand_ran, spent, seeded)

@@ -55,11 +55,11 @@ from optimizer.workflows.gating import run_gate
 from optimizer.workflows.judges import judge_notes, judge_statuses
 from optimizer.workflows.optimize_models import Baseline, IterationResult
 from optimizer.workflows.pr import commit_message, pr_body, trial_changes
+from optimizer.workflows.sources import MANUAL
 
 if TYPE_CHECKING:
     from optimizer.workflows.optimize import Optimizer
 
-MANUAL = Path(__file__).resolve().parents[2] / "manuals" / "prompt_engineering.md"
 
 
 class Iteration:
@@ -218,7 +218,7 @@ class Iteration:
             failing_md=render_failing_markdown(export),
             counter_md=counter_examples(
                 [target_run if r.run_name == target_run.run_name else r for r in runs], local),
-            manual=MANUAL.read_text(encoding="utf-8"),
+            manual=self.opt.source.read(MANUAL).text,
             rejected=self.opt.ledger.rejected(c.suite, c.bucket),
             max_changed_lines=c.max_changed_lines,
             token_budget=budget,
@@ -366,4 +366,4 @@ def _discard(_value: object) -> None:
     return None
 
 
-__all__ = ["MANUAL", "Iteration"]
+__all__ = ["Iteration"]

@@ -30,7 +30,7 @@ from optimizer.run.models import ModelSet
 from optimizer.run.runner import RunOptions, needs_judge
 from optimizer.run.usage import Role
 from optimizer.workflows.gating import bucket_tasks
-from optimizer.workflows.iteration import MANUAL, Iteration
+from optimizer.workflows.iteration import Iteration
 from optimizer.workflows.optimize_models import (
     Baseline,
     IterationResult,
@@ -38,6 +38,7 @@ from optimizer.workflows.optimize_models import (
     OptimizeResult,
 )
 from optimizer.workflows.paired import agent_suites, run_and_save
+from optimizer.workflows.sources import MANUAL, RepoSource
 from optimizer.workflows.sweep import sweep_abandoned
 
 
@@ -73,10 +74,13 @@ class Optimizer:
         self.session_dir = config.state_dir / "optimize" / self.session
         self.heldout: frozenset[str] = frozenset()
         """Target-bucket tasks the proposer never sees (the gate's held-out check)."""
+        self.source = RepoSource(self.git.root, config.base, config.state_dir / "sources",
+                                 ops=self.git)
+        """Prompt, tasks and manual as the base ref holds them (never the working tree)."""
 
     # --- evaluation ---------------------------------------------------------------------
     def suites(self) -> list[Suite]:
-        return agent_suites(self.c.suite, self.c.kinds, self.c.repo or Path.cwd())
+        return agent_suites(self.c.suite, self.c.kinds, self.source)
 
     async def run(
         self, suite: Suite, prompt: str, label: str, indices: dict[str, list[int]] | None = None
@@ -129,9 +133,15 @@ class Optimizer:
     async def run_baseline(self) -> Baseline:
         """Evaluate the base prompt on every suite kind (cached trials are reused)."""
         c = self.c
-        base_sha = self.git.resolve(c.base)
-        base_prompt = self.git.read_file(base_sha, c.prompt_path)
+        assert self.source.sha is not None
+        base_sha = self.source.sha
+        base_prompt = self.source.read(c.prompt_path, bundled=False).text
         suites = self.suites()
+        for item in self.source.take_new():
+            self.emit(Phase(message=item.line()))
+        warning = self.source.unevaluated_warning(c.prompt_path, "optimize")
+        if warning:
+            self.emit(RunWarning(message=warning))
         self.emit(Phase(message=f"baseline of {c.suite} at {base_sha[:12]}"))
         runs = []
         for s in suites:
@@ -164,7 +174,7 @@ class Optimizer:
             result.warnings.append(flaky.message)
             self.emit(RunWarning(message=flaky.message))
         literals = build_literal_index(
-            baseline.suites, baseline.base_prompt, MANUAL.read_text(encoding="utf-8")
+            baseline.suites, baseline.base_prompt, self.source.read(MANUAL).text
         )
         for n in range(c.first_iteration, c.iterations + 1):
             if self.before_iteration is not None and not self.before_iteration(n):
@@ -200,6 +210,9 @@ class Optimizer:
             baseline_trials=total,
             ledger_path=str(self.ledger.path),
             session_dir=str(self.session_dir),
+            sources=[s.line() for s in self.source.served],
+            warnings=[w for w in [self.source.unevaluated_warning(self.c.prompt_path,
+                                                                  "optimize")] if w],
         )
 
 

@@ -108,5 +108,6 @@ class OptimizeResult(BaseModel):
     accepted_branches: list[str] = Field(default_factory=list)
     ledger_path: str = ""
     session_dir: str = ""
+    sources: list[str] = Field(default_factory=list)
+    """What was evaluated and where it was read (`prompt: prompts/x.md @ HEAD 1a2b3c4`)."""
     warnings: list[str] = Field(default_factory=list)
-    """Things the user should know before trusting the result (e.g. a bucket of flaky tasks)."""

@@ -16,35 +16,34 @@ from optimizer.core.config import ConfigError
 from optimizer.core.events import ConfirmStarted, EventSink
 from optimizer.core.names import did_you_mean
 from optimizer.core.results import Provenance, RunResult
-from optimizer.core.suites import Suite, check_runnable, load_suite, resolve_suite_path
+from optimizer.core.suites import Suite, check_runnable, load_suite
 from optimizer.gate.compare import BucketComparison, GatePolicy, compare_runs
 from optimizer.gate.pairing import merge_runs
 from optimizer.report.store import default_store_dir, save_run
 from optimizer.report.summary import RunSummary, summarize
 from optimizer.run.models import ModelSet
 from optimizer.run.runner import AllTrialsErroredError, RunOptions, needs_judge, run_suite
+from optimizer.workflows.sources import RepoSource
 
 RunFn = Callable[[Suite, str, str, dict[str, list[int]] | None], Awaitable[RunResult]]
 """(suite, prompt text, label, trial indices per task or None) -> the run."""
 
 
-def agent_suites(agent: str, kinds: Sequence[str], repo: Path) -> list[Suite]:
-    """The agent's suites of `kinds`: the repo's tasks/<agent>/<kind>, else the bundled ones.
+def agent_suites(agent: str, kinds: Sequence[str], source: RepoSource) -> list[Suite]:
+    """The agent's suites of `kinds` (tasks/<agent>/<kind>) as `source` sees them: at its git
+    ref or in its working tree, else the bundled ones.
 
     An unknown kind fails with the list of kinds that exist (a typo in `--suites` must never
     silently drop the regression check)."""
     out = []
-    available = sorted({p.parent.name for base in (repo / "tasks" / agent,
-                                                    resolve_suite_path(agent, "x").parent)
-                        for p in base.glob("*/suite.json")})
     for kind in kinds:
-        local = repo / "tasks" / agent / kind
-        path = local if (local / "suite.json").is_file() else resolve_suite_path(agent, kind)
-        if not (path / "suite.json").is_file():
+        found = source.suite(agent, kind)
+        if found is None or found.folder is None:
+            available = source.kinds(agent)
             hint = did_you_mean(kind, available)
             raise ConfigError(f"unknown suite kind '{kind}' for {agent}.{hint} Known: "
                               f"{', '.join(available) or 'none'}")
-        suite = load_suite(path)
+        suite = load_suite(found.folder)
         check_runnable(suite)
         out.append(suite)
     if not out:

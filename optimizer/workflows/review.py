@@ -16,10 +16,10 @@ from pathlib import Path
 
 from agents.llm.types import ModelClient
 from optimizer.core.config import ConfigError
-from optimizer.core.events import EventSink, Phase, ignore
+from optimizer.core.events import EventSink, Phase, RunWarning, ignore
 from optimizer.core.killpoint import kill_point
 from optimizer.core.names import agent_names
-from optimizer.core.results import RunResult
+from optimizer.core.results import RunResult, seeded_pairing
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import BucketComparison
 from optimizer.gate.policy import POOLED, ReviewVerdict, decide_review
@@ -43,6 +43,7 @@ from optimizer.workflows.review_models import (
     combine,
     trial_flips,
 )
+from optimizer.workflows.sources import RepoSource
 from optimizer.workflows.sweep import sweep_abandoned
 
 
@@ -59,6 +60,8 @@ class Reviewer:
         self.review_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
         self.review_dir = config.state_dir / "review" / self.review_id
         self._commits: dict[str, str] = {}
+        self.source = RepoSource(self.repo, config.head, config.state_dir / "sources")
+        """Tasks as the head ref holds them (prompts are read at both refs)."""
 
     # --- evaluation ---------------------------------------------------------------------
     async def _run(
@@ -86,7 +89,9 @@ class Reviewer:
         return decide_review(comps, self.c.policy, pooled)
 
     async def _review_agent(self, agent: str, base_text: str, head_text: str) -> AgentReview:
-        suites = agent_suites(agent, self.c.kinds, self.repo)
+        suites = agent_suites(agent, self.c.kinds, self.source)
+        for item in self.source.take_new():
+            self.emit(Phase(message=item.line()))
         self.emit(Phase(message=f"{agent}: evaluating the base prompt"))
         base_runs = [await self._run(s, base_text, "base") for s in suites]
         kill_point("review")
@@ -136,6 +141,7 @@ class Reviewer:
             head_cached_trials=sum(t.cached for r in head_runs for t in r.trials),
             newly_failing=broken,
             fixed=fixed,
+            seeded=seeded_pairing(base_final, head_final),
         )
 
     # --- the review ---------------------------------------------------------------------
@@ -173,6 +179,26 @@ class Reviewer:
         return changed
 
     async def review(self) -> ReviewResult:
+        try:
+            return await self._review()
+        finally:
+            self.source.close()
+
+    def _announce(self, changed: list[tuple[str, str, str]], result: ReviewResult) -> None:
+        """Say what is compared and where it was read; warn about unevaluated edits."""
+        base, head = (f"{r} {s[:7]}" for r, s in ((self.c.base, result.base_commit),
+                                                  (self.c.head, result.head_commit)))
+        for agent, *_ in changed:
+            path = f"prompts/{agent}.md"
+            result.sources.append(f"prompt: {path} @ {base} vs {head}")
+            warning = self.source.unevaluated_warning(path, "review")
+            if warning:
+                result.notes.append(warning)
+                self.emit(RunWarning(message=warning))
+        for line in result.sources:
+            self.emit(Phase(message=line))
+
+    async def _review(self) -> ReviewResult:
         sweep_abandoned(self.c.state_dir, self.emit)  # what killed optimize runs left behind
         with GitOps(self.repo) as git:
             base_sha, head_sha = git.resolve(self.c.base), git.resolve(self.c.head)
@@ -201,9 +227,11 @@ class Reviewer:
             result.diff = git.diff_files(
                 base_sha, head_sha, [f"prompts/{a}.md" for a, *_ in changed]
             )
+            self._announce(changed, result)
         for agent, base_text, head_text in changed:
             self._commits[base_text], self._commits[head_text] = base_sha, head_sha
             result.agents.append(await self._review_agent(agent, base_text, head_text))
+        result.sources += [s.line() for s in self.source.served]
         result.decision = combine([a.decision for a in result.agents])
         result.tokens = self.models.usage.total_tokens
         regressed = result.regressed_buckets

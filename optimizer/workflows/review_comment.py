@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Protocol
 
+from optimizer.core.results import pairing_text
 from optimizer.gate.compare import BucketComparison, GatePolicy
 from optimizer.gate.policy import ReviewDecision
 from optimizer.propose.package import FailingTrial, fence
@@ -49,6 +50,7 @@ class AgentReviewLike(Protocol):
     base_cached_trials: int
     head_trials: int
     head_cached_trials: int
+    seeded: bool
 
     @property
     def newly_failing(self) -> Sequence[TrialChangeLike]: ...
@@ -153,6 +155,7 @@ def _agent_section(a: AgentReviewLike, confirm_trials: int) -> list[str]:
         f"- trials: base {a.base_trials} ({a.base_cached_trials} reused from the trial cache), "
         f"head {a.head_trials} ({a.head_cached_trials} reused)"
     )
+    out.append(f"- {pairing_text(a.seeded)}")
     return [*out, "", bucket_table(a.comparisons), ""]
 
 

@@ -75,6 +75,8 @@ class AgentReview(BaseModel):
     head_cached_trials: int
     newly_failing: list[TrialChange] = Field(default_factory=list)
     fixed: list[TrialChange] = Field(default_factory=list)
+    seeded: bool = False
+    """Every paired trial was sent the same seed on both sides (`results.seeded_pairing`)."""
 
 
 class ReviewResult(BaseModel):
@@ -94,6 +96,8 @@ class ReviewResult(BaseModel):
     unchanged: list[str] = Field(default_factory=list)
     """Agents whose prompt is identical at both refs."""
     notes: list[str] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=list)
+    """What was compared and where it was read (`tasks: tasks/x/capability @ HEAD 1a2b3c4`)."""
     diff: str = ""
     tokens: int = 0
     review_dir: str = ""

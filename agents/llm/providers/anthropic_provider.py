@@ -140,6 +140,8 @@ class AnthropicProvider(SDKProvider["AsyncAnthropic"]):
     The key comes from ANTHROPIC_API_KEY only, and the SDK client is built on first use, so a
     missing key fails in `preflight()`/`complete()` before any request. Tests inject `client`.
     `settings.temperature` is not sent: this SDK's Messages API has no temperature parameter.
+    `settings.seed` is not sent either: the Messages API has no seed parameter, so trials paired
+    by task and trial index are paired unseeded here (`registry.accepts_seed` says so).
     """
 
     PROVIDER = "anthropic"

@@ -58,7 +58,6 @@ from optimizer.workflows.nightly.state import (
 from optimizer.workflows.nightly.steps import StepBook
 from optimizer.workflows.nightly.summary import NightSummary, write_summary
 from optimizer.workflows.optimize import Baseline, IterationResult, Optimizer
-from optimizer.workflows.paired import agent_suites
 from optimizer.workflows.sweep import sweep_abandoned
 
 
@@ -319,7 +318,7 @@ class NightlyEngine:
         runs = [load_run(default_store_dir(self.state), name) for name in done.runs]
         prompt = opt.git.read_file(cp.base_commit, opt.c.prompt_path)
         return Baseline(
-            cp.base_commit, prompt, agent_suites(opt.c.suite, self.c.kinds, self.repo), runs
+            cp.base_commit, prompt, opt.suites(), runs
         )
 
     async def _bucket_steps(self, rank: BucketRank, baseline: Baseline) -> bool:

@@ -20,6 +20,7 @@ from optimizer.workflows.nightly.config import NightlyConfig, proposer_guess, un
 from optimizer.workflows.nightly.state import Checkpoint
 from optimizer.workflows.optimize_models import Baseline
 from optimizer.workflows.paired import agent_suites
+from optimizer.workflows.sources import RepoSource
 
 
 def observed_rate(runs: list[RunResult], fresh: int, seconds: float) -> TrialRate:
@@ -57,8 +58,10 @@ def per_trial(cp: Checkpoint, c: NightlyConfig, suite: str) -> tuple[Spend, floa
 
 def estimate_baseline(cp: Checkpoint, c: NightlyConfig, repo: Path, suite: str) -> Estimate:
     with GitOps(repo) as git:
-        prompt = git.read_file(cp.base_commit, f"prompts/{suite}.md")
-    n = uncached_trials(agent_suites(suite, c.kinds, repo), prompt, c)
+        source = RepoSource(repo, cp.base_commit, c.state_dir / "sources", ops=git)
+        prompt = source.read(f"prompts/{suite}.md", bundled=False).text
+        suites = agent_suites(suite, c.kinds, source)
+    n = uncached_trials(suites, prompt, c)
     per, secs, basis = per_trial(cp, c, suite)
     m = c.estimate_margin
     return Estimate(per.scaled(n * m), secs * n * m, f"{n} uncached trial(s) x {basis}")

@@ -15,6 +15,7 @@ from optimizer.core.events import (
     BaselineReady,
     IterationFinished,
     IterationStarted,
+    Phase,
     RunStarted,
     TrialFinished,
     VerdictReached,
@@ -46,7 +47,13 @@ def test_events_log_of_an_optimize_run(
     assert all({"event", "at"} <= set(r) for r in raw)
     events = [parse_event(line) for line in lines]
     assert [e.at for e in events] == sorted(e.at for e in events)
+    phases = [e.message for e in events if isinstance(e, Phase)]
+    said = sorted(p.rsplit(" ", 1)[0] for p in phases[:3])
+    assert said == ["prompt: prompts/pkm_agent.md @ HEAD",
+                    "tasks: tasks/pkm_agent/capability @ HEAD",
+                    "tasks: tasks/pkm_agent/regression @ HEAD"]
     assert [e.event for e in events if e.event not in TRIAL_EVENTS] == [
+        "phase", "phase", "phase",  # where the prompt and the two suites were read
         "phase",
         "run_start", "run_end",  # baseline: capability
         "run_start", "run_end",  # baseline: regression

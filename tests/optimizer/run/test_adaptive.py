@@ -113,3 +113,16 @@ def test_the_concurrency_record_survives_the_report_store(tmp_path: Path, state:
     store = default_store_dir(state)
     save_run(result, store)
     assert load_run(store, result.run_name).concurrency == result.concurrency
+
+
+def test_trial_seeds_survive_the_report_store(tmp_path: Path, state: Path) -> None:
+    from optimizer.report.store import default_store_dir, load_run, save_run
+
+    suite = load_suite(sb.suite(tmp_path / "s", sb.card_tasks(2)))
+    result = run(suite, options(state, trials=2), ScriptedModel(policies.card_policy))
+    assert all(t.seed is not None for t in result.trials)  # scripted models take a seed
+    store = default_store_dir(state)
+    save_run(result, store)
+    back = load_run(store, result.run_name)
+    assert {(t.task_id, t.trial_index, t.seed) for t in back.trials} == {
+        (t.task_id, t.trial_index, t.seed) for t in result.trials}

@@ -152,6 +152,9 @@ def test_good_rule_is_accepted_with_branch_and_pr_body(repo: Path, state: Path) 
                                      f"{it.branch}\nPromptloop-Ledger-Id: {entry_id}")
     body = Path(it.pr_body_path or "").read_text()
     assert "```diff" in body and "greet-hi#0" in body and "skip_trivial" in body
+    # scripted models take the per-trial seed: base and candidate trials shared their draws
+    assert "paired (seeded): trials of the same task and trial index" in body
+    assert "paired (seeded)" in message
     rows = {r["bucket"]: r for r in it.verdict_table}
     assert {"skip_trivial", "short_fact", "long_fact", "regression/plain"} <= set(rows)
     # the package the proposer saw is on disk and holds the failing input and the manual

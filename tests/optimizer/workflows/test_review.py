@@ -92,6 +92,10 @@ def test_broad_rule_regresses_and_comment_names_the_bucket(
     comment = Path(data["comment_path"]).read_text()
     assert Path(data["comment_path"]) == state / "review" / data["review_id"] / "comment.md"
     assert "Verdict: regresses" in comment
+    assert "- paired (seeded): trials of the same task and trial index" in comment
+    assert all(a["seeded"] for a in data["agents"])
+    assert any(s.startswith("prompt: prompts/pkm_agent.md @ main ") for s in data["sources"])
+    assert any(s.startswith("tasks: tasks/pkm_agent/capability @ ") for s in data["sources"])
     assert "| Bucket | n | Base pass | Head pass |" in comment
     for bucket in rows:
         assert f"| `{bucket}` |" in comment
@@ -194,6 +198,8 @@ def test_checkout_untouched_and_committed_prompts_reviewed(repo: Path, state: Pa
     result = api(repo, state, "human/greetings", trials=4)  # enough pairs for exact tests
     # the committed refs were reviewed, not the working copy (which would regress)
     assert result.decision == "improves", result.message
+    assert any(n.startswith("your uncommitted edit to prompts/pkm_agent.md is not evaluated: "
+                            "review uses human/greetings ") for n in result.notes), result.notes
     assert checkout_state(repo) == before
     assert _git(repo, "worktree", "list") == worktrees
     assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""

@@ -1,0 +1,305 @@
+"""Where `eval`, `optimize` and `review` read prompts, tasks and manuals: one repository, seen at
+one git ref or in its working tree, and the output says which.
+
+A `RepoSource` is the repository holding the current folder seen at `ref` (None: the working
+tree). At a ref, files come from the object database and a suite is exported from it into the
+state folder once per commit, with the shared fixtures of that commit beside it (the loader
+looks for fixtures in the suite folder first), so the loader reads exactly that commit. What the
+repository lacks, and everything outside a repository, comes from promptloop's bundled copy
+(`agents.data`), and the description says so. Every description is kept in `served`, for the
+command's output and the run's provenance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+from agents.data import DATA_FOLDERS, data_dir
+from optimizer.core.config import ConfigError
+from optimizer.core.suites import FIXTURES_DIR
+from optimizer.git import GitOps, GitOpsError, repo_root
+from optimizer.git_read import export_tree, folder_files, has_file, subfolders, tree_files
+
+MANUAL = "manuals/prompt_engineering.md"
+_EXPORTED = ".promptloop-export"
+"""Marker file of a complete export (a half-written one is never reused)."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a file or folder was read: a commit, the working tree, or the bundled copy."""
+
+    kind: Literal["commit", "worktree", "bundled"]
+    ref: str = ""
+    commit: str = ""
+    note: str = ""
+
+    def describe(self) -> str:
+        if self.kind == "commit":
+            text = f"{self.ref} {self.commit[:7]}"
+            if self.commit.startswith(self.ref):
+                text = self.commit[:7]
+        elif self.kind == "worktree":
+            text = "working tree"
+        else:
+            text = "promptloop's bundled copy"
+        return f"{text} ({self.note})" if self.note else text
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """A file or folder (`path`, relative to the repository top) and where it was read."""
+
+    path: str
+    origin: Origin
+    text: str = ""
+    """The file's text (files only)."""
+    folder: Path | None = None
+    """Where the folder's files are on disk (folders only)."""
+
+    def describe(self) -> str:
+        return f"{self.path} @ {self.origin.describe()}"
+
+    def line(self) -> str:
+        """`prompt: prompts/card_agent.md @ HEAD 1a2b3c4`, for the command's output."""
+        what = {"prompts": "prompt", "manuals": "manual"}.get(self.path.partition("/")[0],
+                                                              "tasks")
+        return f"{what}: {self.describe()}"
+
+
+class RepoSource:
+    """The repository at `root` seen at `ref` (None: its working tree); `root` None: outside a
+    repository, where everything is the bundled copy. `ops` lends an open `GitOps`."""
+
+    def __init__(self, root: Path | None, ref: str | None, cache_dir: Path,
+                 ops: GitOps | None = None) -> None:
+        self.root, self.ref, self.cache_dir = root, ref, cache_dir
+        self._owned = ops is None and root is not None
+        self.ops = ops if ops is not None else (GitOps(root) if root is not None else None)
+        self.sha: str | None = None
+        self.served: list[Sourced] = []
+        self._taken = 0
+        if ref is not None:
+            if self.ops is None:
+                raise ConfigError(f"cannot read git ref {ref!r}: {Path.cwd()} is not inside a "
+                                  "git repository")
+            self.sha = self.ops.resolve(ref)
+
+    @classmethod
+    def find(cls, ref: str | None, state_dir: Path, start: Path | None = None) -> RepoSource:
+        """The repository holding `start` (default: the current folder), at `ref`."""
+        return cls(repo_root(start), ref, state_dir / "sources")
+
+    def close(self) -> None:
+        if self._owned and self.ops is not None:
+            self.ops.close()
+
+    def __enter__(self) -> RepoSource:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def take_new(self) -> list[Sourced]:
+        """What was served since the last call (to announce each source once)."""
+        new, self._taken = self.served[self._taken:], len(self.served)
+        return new
+
+    def _serve(self, item: Sourced) -> Sourced:
+        if all(s.path != item.path for s in self.served):
+            self.served.append(item)
+        return item
+
+    def _at_ref(self) -> Origin:
+        assert self.ref is not None and self.sha is not None
+        return Origin("commit", self.ref, self.sha)
+
+    def head(self) -> str | None:
+        """The sha of HEAD, None outside a repository or before the first commit."""
+        if self.ops is None:
+            return None
+        try:
+            return self.ops.resolve("HEAD")
+        except GitOpsError:
+            return None
+
+    # --- files -----------------------------------------------------------------------------
+    def read(self, rel: str, *, bundled: bool = True) -> Sourced:
+        """The text of file `rel`; from the bundled copy when the repository lacks it (unless
+        `bundled` is False, which raises instead)."""
+        if self.sha is not None:
+            assert self.ops is not None
+            try:
+                return self._serve(Sourced(rel, self._at_ref(), self.ops.read_file(self.sha, rel)))
+            except GitOpsError as err:
+                if not bundled:
+                    raise GitOpsError(f"{rel} does not exist at {self._at_ref().describe()}"
+                                      ) from err
+                return self._bundled_file(rel, f"not at {self.ref}")
+        if self.root is not None and (self.root / rel).is_file():
+            text = (self.root / rel).read_text(encoding="utf-8")
+            origin = Origin("worktree", note=self._file_note(rel, text))
+            return self._serve(Sourced(rel, origin, text))
+        if not bundled:
+            raise ConfigError(f"{rel} does not exist in {self.root or Path.cwd()}")
+        return self._bundled_file(rel, "not in this repository" if self.root else
+                                  "no git repository here")
+
+    def _bundled_file(self, rel: str, note: str) -> Sourced:
+        path = _bundled(rel)
+        if path is None or not path.is_file():
+            raise ConfigError(f"{rel} exists neither in the repository nor in promptloop")
+        return self._serve(Sourced(rel, Origin("bundled", note=note),
+                                   path.read_text(encoding="utf-8")))
+
+    def _file_note(self, rel: str, text: str) -> str:
+        head = self.head()
+        if head is None:
+            return "no commit yet"
+        assert self.ops is not None
+        try:
+            committed = self.ops.read_file(head, rel)
+        except GitOpsError:
+            return "not committed"
+        return f"{'same as' if committed == text else 'differs from'} HEAD {head[:7]}"
+
+    def uncommitted_edit(self, rel: str) -> bool:
+        """The working tree's `rel` differs from HEAD: an edit not committed (yet)."""
+        text = _text(self.root / rel) if self.root is not None else None
+        return text is not None and self._file_note(rel, text).startswith(("differs", "not"))
+
+    def unevaluated_warning(self, rel: str, command: str) -> str | None:
+        """A warning when the working tree's `rel` differs from what this source reads at its
+        ref (which the command evaluates instead); None when they agree or there is no ref."""
+        if self.sha is None or self.root is None or not (self.root / rel).is_file():
+            return None
+        assert self.ops is not None
+        try:
+            at_ref = self.ops.read_file(self.sha, rel)
+        except GitOpsError:
+            at_ref = None
+        if at_ref == _text(self.root / rel):
+            return None
+        uses = f"{command} uses {self._at_ref().describe()}"
+        if self.uncommitted_edit(rel):
+            return f"your uncommitted edit to {rel} is not evaluated: {uses}"
+        return f"{rel} of your checkout (HEAD) is not evaluated: {uses}"
+
+    # --- suites ----------------------------------------------------------------------------
+    def suite(self, agent: str, kind: str) -> Sourced | None:
+        """The suite folder tasks/<agent>/<kind>, None when neither the repository nor the
+        bundled copy has it."""
+        return self.suite_at(f"tasks/{agent}/{kind}")
+
+    def suite_at(self, rel: str) -> Sourced | None:
+        """The suite folder `rel` (relative to the repository top)."""
+        if self.sha is not None:
+            assert self.ops is not None
+            if has_file(self.ops, self.sha, f"{rel}/suite.json"):
+                return self._serve(Sourced(rel, self._at_ref(), folder=self._export(rel)))
+            note = f"not at {self.ref}"
+        elif self.root is not None and (self.root / rel / "suite.json").is_file():
+            folder = self.root / rel if self._own_fixtures() else self._copy_worktree(rel)
+            origin = Origin("worktree", note=self._folder_note(rel))
+            return self._serve(Sourced(rel, origin, folder=folder))
+        else:
+            note = "not in this repository" if self.root else "no git repository here"
+        path = _bundled(rel)
+        if path is None or not (path / "suite.json").is_file():
+            return None
+        return self._serve(Sourced(rel, Origin("bundled", note=note), folder=path))
+
+    def kinds(self, agent: str) -> list[str]:
+        """Suite kinds of `agent` here and in the bundled copy (for error messages)."""
+        rel = f"tasks/{agent}"
+        found = {p.parent.name for p in (data_dir("tasks") / agent).glob("*/suite.json")}
+        if self.sha is not None:
+            assert self.ops is not None
+            found |= {k for k in subfolders(self.ops, self.sha, rel)
+                      if has_file(self.ops, self.sha, f"{rel}/{k}/suite.json")}
+        elif self.root is not None:
+            found |= {p.parent.name for p in (self.root / rel).glob("*/suite.json")}
+        return sorted(found)
+
+    def _folder_note(self, rel: str) -> str:
+        head = self.head()
+        if head is None:
+            return "no commit yet"
+        assert self.root is not None and self.ops is not None
+        committed = tree_files(self.ops, head, rel)
+        if committed is None:
+            return "not committed"
+        same = committed == folder_files(self.root / rel)
+        return f"{'same as' if same else 'differs from'} HEAD {head[:7]}"
+
+    def _own_fixtures(self) -> bool:
+        """The shared fixtures the loader falls back to are this checkout's own (or it has
+        none), so a working-tree suite can be loaded in place."""
+        assert self.root is not None
+        own = self.root / "fixtures"
+        return not own.is_dir() or own.resolve() == FIXTURES_DIR.resolve()
+
+    def _export(self, rel: str) -> Path:
+        """Suite `rel` at the ref, with the commit's shared fixtures beside its tasks."""
+        assert self.ops is not None and self.sha is not None
+        dest = self.cache_dir / self.sha / rel
+        if (dest / _EXPORTED).is_file():
+            return dest
+        tmp = dest.with_name(f"{dest.name}.{os.getpid()}.partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        export_tree(self.ops, self.sha, rel, tmp)
+        for name in subfolders(self.ops, self.sha, "fixtures"):
+            if not (tmp / name).exists():
+                export_tree(self.ops, self.sha, f"fixtures/{name}", tmp / name)
+        return _publish(tmp, dest, f"{rel} at {self.sha}\n")
+
+    def _copy_worktree(self, rel: str) -> Path:
+        """A working-tree suite copied with this checkout's shared fixtures beside its tasks
+        (the loader's fallback fixtures are another checkout's or the bundled ones)."""
+        assert self.root is not None
+        key = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:12]
+        dest = self.cache_dir / f"worktree-{key}" / rel
+        tmp = dest.with_name(f"{dest.name}.{os.getpid()}.partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(self.root / rel, tmp)
+        for fixture in sorted((self.root / "fixtures").iterdir()):
+            if fixture.is_dir() and not (tmp / fixture.name).exists():
+                shutil.copytree(fixture, tmp / fixture.name)
+        shutil.rmtree(dest, ignore_errors=True)
+        return _publish(tmp, dest, f"{rel} of the working tree at {self.root}\n")
+
+
+def _publish(tmp: Path, dest: Path, marker: str) -> Path:
+    """Move a finished export into place (another process may have won the race)."""
+    (tmp / _EXPORTED).write_text(marker, encoding="utf-8")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        tmp.rename(dest)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (dest / _EXPORTED).is_file():
+            raise
+    return dest
+
+
+def _bundled(rel: str) -> Path | None:
+    """`rel` inside promptloop's bundled data folders, None outside them."""
+    top, _, rest = rel.partition("/")
+    for folder in DATA_FOLDERS:
+        if top == folder:
+            return data_dir(folder) / rest
+    return None
+
+
+def _text(path: Path) -> str | None:
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+__all__ = ["MANUAL", "Origin", "RepoSource", "Sourced"]
