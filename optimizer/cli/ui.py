@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.cells import cell_len
 from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
@@ -72,29 +74,111 @@ def _style(tone: str, strong: bool) -> str:
     return f"{_TONE_STYLE[tone]} bold".strip() if strong else _TONE_STYLE[tone]
 
 
-def _rich_table(view: TableView, title: str, details: bool) -> Table:
-    # narrow: no vertical rules and no padding (columns stay one space apart)
-    t = Table(title=title or None, title_justify="left", pad_edge=details,
-              box=box.HEAVY_HEAD if details else box.SIMPLE_HEAD,
-              padding=(0, 1) if details else 0)
-    keep = [i for i, c in enumerate(view.columns) if details or not c.detail]
-    for i in keep:
+@dataclass(frozen=True)
+class Layout:
+    """How much of a table view-model a terminal shows, from the roomiest to the tightest."""
+
+    boxed: bool
+    brief: bool
+    """Abbreviated column titles."""
+    details: bool
+    """Detail columns (supporting evidence) shown."""
+
+
+LAYOUTS = (Layout(True, False, True), Layout(False, False, True), Layout(False, True, True),
+           Layout(False, True, False))
+
+
+def _longest_word(text: str) -> int:
+    return max((cell_len(w) for w in text.split()), default=0)
+
+
+def _rich_table(view: TableView, title: str, layout: Layout, widths: list[int]) -> Table:
+    # unboxed: no vertical rules and no padding (columns stay one space apart)
+    t = _frame_table(layout, title)
+    keep = [i for i, c in enumerate(view.columns) if layout.details or not c.detail]
+    for n, i in enumerate(keep):
         c = view.columns[i]
-        widest = max((len(row[i].text) for row in view.rows), default=0)
-        t.add_column(c.title, overflow="fold", min_width=min(widest, 24),
+        t.add_column(c.brief if layout.brief else c.title, width=widths[n],
                      justify="right" if c.numeric else "left")
     for row in view.rows:
         t.add_row(*[Text(row[i].text, style=_style(row[i].tone, row[i].strong)) for i in keep])
     return t
 
 
-def show_table(view: TableView, title: str = "") -> None:
-    """Lay out a table view-model (see optimizer/report/table.py) with rich; on a terminal
-    too narrow for every column, without the detail columns."""
-    t = _rich_table(view, title, details=True)
-    if Measurement.get(out, out.options.update_width(10_000), t).maximum > out.width:
-        t = _rich_table(view, title, details=False)
-    out.print(t)
+def column_widths(view: TableView, layout: Layout) -> tuple[list[int], list[int]]:
+    """(narrowest, natural) width of each shown column: the narrowest never breaks a word
+    (identifiers such as bucket names are one word), the natural one breaks no line."""
+    keep = [i for i, c in enumerate(view.columns) if layout.details or not c.detail]
+    lows, highs = [], []
+    for i in keep:
+        title = view.columns[i].brief if layout.brief else view.columns[i].title
+        texts = [title, *(row[i].text for row in view.rows)]
+        lows.append(max(_longest_word(t) for t in texts) or 1)
+        highs.append(max(cell_len(t) for t in texts) or 1)
+    return lows, highs
+
+
+def fit_widths(lows: list[int], highs: list[int], room: int) -> list[int] | None:
+    """Column widths within `room`, taking space from the columns that can wrap the most (at
+    word boundaries); None when even the narrowest widths do not fit."""
+    if sum(lows) > room:
+        return None
+    widths = list(highs)
+    while sum(widths) > room:
+        i = max(range(len(widths)), key=lambda k: widths[k] - lows[k])
+        widths[i] -= 1
+    return widths
+
+
+def _frame_table(layout: Layout, title: str = "") -> Table:
+    return Table(title=title or None, title_justify="left", box=box.HEAVY_HEAD if layout.boxed
+                 else box.SIMPLE_HEAD, show_edge=layout.boxed, pad_edge=layout.boxed,
+                 padding=(0, 1) if layout.boxed else 0)
+
+
+def _frame(layout: Layout, columns: int) -> int:
+    """Width a layout adds to the cells: rules, edges and padding."""
+    probe = _frame_table(layout)
+    for _ in range(columns):
+        probe.add_column(width=1)
+    return Measurement.get(out, out.options.update_width(10_000), probe).maximum - columns
+
+
+def table_renderable(view: TableView, title: str, width: int) -> tuple[Table, int]:
+    """The table and the width to print it at: the roomiest layout whose natural widths fit
+    `width`; else the tightest layout with its cells wrapped at word boundaries; else (a very
+    narrow terminal) the tightest at its narrowest widths, wider than the terminal rather than
+    splitting an identifier."""
+    for layout in LAYOUTS:
+        lows, highs = column_widths(view, layout)
+        if sum(highs) + _frame(layout, len(highs)) <= width:
+            return _rich_table(view, title, layout, highs), width
+    tight = LAYOUTS[-1]
+    lows, highs = column_widths(view, tight)
+    frame = _frame(tight, len(lows))
+    widths = fit_widths(lows, highs, width - frame)
+    if widths is None:
+        wide = _rich_table(view, title, tight, lows)
+        wide.width = sum(lows) + frame
+        return wide, wide.width
+    return _rich_table(view, title, tight, widths), width
+
+
+def show_table(view: TableView, title: str = "", *, every_row: bool = True,
+               unit: str = "bucket") -> None:
+    """Lay out a table view-model (see optimizer/report/table.py) to fit the terminal. Unless
+    `every_row`, quiet rows (unchanged buckets) are left out and counted below the table."""
+    shown = view if every_row else view.changed()
+    hidden = len(view.rows) - len(shown.rows)
+    if shown.rows:
+        renderable, width = table_renderable(shown, title, out.width)
+        out.print(renderable, crop=width <= out.width)
+    elif title:
+        out.print(title, markup=False, highlight=False)
+    if hidden:
+        out.print(f"{hidden} unchanged {unit}{'s' if hidden > 1 else ''} not shown "
+                  "(--all lists them)", markup=False, highlight=False)
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
