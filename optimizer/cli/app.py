@@ -15,11 +15,13 @@ import typer
 
 from optimizer.cli import agent, doctor, nightly, optimize, report, review, ui
 from optimizer.cli import eval as eval_cmd
+from optimizer.cli.command import PromptloopCommand, PromptloopGroup
 from optimizer.cli.common import use_toml
 from optimizer.cli.util import EXIT_INTERRUPTED
 
 app = typer.Typer(
     name="promptloop",
+    cls=PromptloopGroup,
     help="Make prompt changes to LLM agents auditable: evaluate suites, propose minimal prompt "
     "patches on git branches, and keep them only when the statistics say they help.",
     no_args_is_help=True,
@@ -46,14 +48,11 @@ def _root(
     use_toml(ctx, config)
 
 
-app.command("agent")(agent.agent)
-app.command("suites")(report.suites)
-app.command("eval")(eval_cmd.eval_)
-app.command("report")(report.report)
-app.command("optimize")(optimize.optimize)
-app.command("nightly")(nightly.nightly)
-app.command("review")(review.review)
-app.command("doctor")(doctor.doctor)
+for _name, _fn in (("agent", agent.agent), ("suites", report.suites), ("eval", eval_cmd.eval_),
+                   ("report", report.report), ("optimize", optimize.optimize),
+                   ("nightly", nightly.nightly), ("review", review.review),
+                   ("doctor", doctor.doctor)):
+    app.command(_name, cls=PromptloopCommand)(_fn)
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ def doctor(
         typer.Option(
             "--tasks",
             envvar="PROMPTLOOP_TASKS",
+            metavar="DIR",
             help="Folder of suites to check (default: the checkout's tasks/, else the bundled).",
             file_okay=False,
         ),

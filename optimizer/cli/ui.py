@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich import box
-from rich.console import Console
 from rich.cells import cell_len
+from rich.console import Console
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
@@ -35,6 +37,7 @@ from optimizer.core.events import (
     Phase,
     ProposalRefused,
     ProposalRequested,
+    RunFinished,
     RunStarted,
     RunWarning,
     StepEstimated,
@@ -52,15 +55,15 @@ err = Console(stderr=True, soft_wrap=True)
 
 
 def error(message: str) -> None:
-    err.print(f"[bold red]Error:[/] {message}", highlight=False, markup=True)
+    err.print(f"[bold red]Error:[/] {escape(message)}", highlight=False, markup=True)
 
 
 def warn(message: str) -> None:
-    err.print(f"[yellow]Warning:[/] {message}", highlight=False)
+    err.print(f"[yellow]Warning:[/] {escape(message)}", highlight=False)
 
 
 def info(message: str) -> None:
-    err.print(message, highlight=False)
+    err.print(message, highlight=False, markup=False)
 
 
 def print_json(data: Any) -> None:
@@ -203,11 +206,19 @@ def show_summary(summary: RunSummary, report_path: str) -> None:
     out.print(f"report: {report_path}", markup=False)
 
 
-class LoopDisplay:
-    """Progress bars (one per suite run) and phase messages, drawn from the engine's events."""
+def _counts(counts: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
 
-    def __init__(self, enabled: bool = True) -> None:
+
+class LoopDisplay:
+    """Phase messages and, per suite run, a progress bar on a terminal or one line when the
+    run starts and one when it ends elsewhere (CI logs: plain lines, in order, no escape
+    codes), drawn from the engine's events."""
+
+    def __init__(self, enabled: bool = True, console: Console | None = None) -> None:
+        self.console = console or err
         self.enabled = enabled
+        self.live = enabled and self.console.is_terminal
         self.progress = Progress(
             SpinnerColumn(),
             TextColumn("[bold]{task.description}"),
@@ -215,11 +226,11 @@ class LoopDisplay:
             MofNCompleteColumn(),
             TextColumn("{task.fields[status]}"),
             TimeElapsedColumn(),
-            console=err,
+            console=self.console,
             transient=False,
-            disable=not enabled,
+            disable=not self.live,
         )
-        self._bars: dict[str, tuple[TaskID, dict[str, int]]] = {}
+        self._runs: dict[str, tuple[str, TaskID, dict[str, int]]] = {}
 
     def __enter__(self) -> LoopDisplay:
         self.progress.__enter__()
@@ -232,30 +243,41 @@ class LoopDisplay:
         if self.enabled:
             self.progress.console.print(text, highlight=False)
 
+    def _run_started(self, event: RunStarted) -> None:
+        label = event.label or event.suite
+        task_id = self.progress.add_task(label, total=event.total, status="")
+        self._runs[event.run] = (label, task_id, {})
+        if not self.live:
+            self.message(f"run started: {escape(label)} ({event.total} trials)")
+
+    def _run_finished(self, event: RunFinished) -> None:
+        run = self._runs.get(event.run)
+        if run is not None and not self.live:
+            label, _, counts = run
+            self.message(f"run finished: {escape(label)}: {_counts(counts) or 'no trials'}")
+
     def _trial_done(self, event: TrialFinished) -> None:
-        bar = self._bars.get(event.run)
-        if bar is None:
+        run = self._runs.get(event.run)
+        if run is None:
             return
-        task_id, counts = bar
+        _, task_id, counts = run
         key = "cached" if event.cached else event.status
         counts[key] = counts.get(key, 0) + 1
-        status = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
-        self.progress.update(task_id, advance=1, status=status)
+        self.progress.update(task_id, advance=1, status=_counts(counts))
 
     def on_event(self, event: Event) -> None:
         step = "[bold cyan]»[/]"
         match event:
             case RunStarted():
-                task_id = self.progress.add_task(
-                    event.label or event.suite, total=event.total, status=""
-                )
-                self._bars[event.run] = (task_id, {})
+                self._run_started(event)
+            case RunFinished():
+                self._run_finished(event)
             case TrialFinished():
                 self._trial_done(event)
             case RunWarning():
-                self.message(f"[yellow]Warning:[/] {event.message}")
+                self.message(f"[yellow]Warning:[/] {escape(event.message)}")
             case Phase():
-                self.message(f"{step} {event.message}")
+                self.message(f"{step} {escape(event.message)}")
             case BaselineReady():
                 self.message(
                     f"{step} baseline: {event.total} trials, {event.cached} reused from cache"
@@ -263,33 +285,37 @@ class LoopDisplay:
             case ProposalRequested():
                 self.message(
                     f"{step} iteration {event.iteration}: asking the proposer "
-                    f"(~{event.tokens} tokens; package {event.package})"
+                    f"(~{event.tokens} tokens; package {escape(event.package)})"
                 )
             case ProposalRefused():
-                self.message("[yellow]  refused before evaluation:[/] " + "; ".join(event.reasons))
+                reasons = escape("; ".join(event.reasons))
+                self.message(f"[yellow]  refused before evaluation:[/] {reasons}")
             case CandidateEvaluating():
-                self.message(f"{step} evaluating the candidate on {event.branch}")
+                self.message(f"{step} evaluating the candidate on {escape(event.branch)}")
             case ConfirmStarted():
                 self.message(
-                    f"[yellow]  suspected regression in {', '.join(event.buckets)}: "
+                    f"[yellow]  suspected regression in {escape(', '.join(event.buckets))}: "
                     f"re-running {event.tasks} task(s) with more trials[/]"
                 )
             case GateStage():
                 self.message(f"[cyan]  gate {event.stage}[/] ({event.trials} trials): "
-                             f"{event.reason}")
+                             f"{escape(event.reason)}")
             case VerdictReached():
-                self.message(f"[bold]  verdict: {event.decision}[/] " + " ".join(event.reasons))
+                reasons = escape(" ".join(event.reasons))
+                self.message(f"[bold]  verdict: {event.decision}[/] {reasons}")
             case StepEstimated():
                 self.message(
-                    f"{step} {event.step}: estimated ~{event.tokens} tokens ({event.basis})"
+                    f"{step} {event.step}: estimated ~{event.tokens} tokens ({escape(event.basis)})"
                 )
             case BudgetStopped():
-                self.message(
-                    f"{step} stopped: budget {event.budget} before {event.step} ({event.detail})"
-                )
+                self.message(f"{step} stopped: budget {event.budget} before {event.step} "
+                             f"({escape(event.detail)})")
 
 
-def show_optimize(result: Any) -> None:
+def show_optimize(result: Any, *, every_row: bool = False,
+                  compare: Mapping[int, str] | None = None) -> None:
+    """The session: each iteration's outcome, gate table (changed buckets unless `every_row`)
+    and the command that shows its comparison (`compare`, by iteration)."""
     out.rule(f"optimize {result.suite} / {result.bucket}")
     out.print(
         f"base commit {result.base_commit[:12]}; baseline {result.baseline_trials} trials "
@@ -297,17 +323,18 @@ def show_optimize(result: Any) -> None:
         markup=False,
     )
     for it in result.iterations:
-        out.print(
-            f"\niteration {it.iteration}: [bold]{it.outcome}[/]  {it.hypothesis}", highlight=False
-        )
+        out.print(f"\niteration {it.iteration}: [bold]{escape(it.outcome)}[/]  "
+                  f"{escape(it.hypothesis)}", highlight=False)
         for r in it.reasons:
             out.print(f"  - {r}", markup=False)
         if it.verdict_table:
-            verdict_rows(it.verdict_table)
+            verdict_rows(it.verdict_table, every_row=every_row)
         if it.branch:
             out.print(f"  branch: {it.branch}", markup=False)
         if it.pr_body_path:
             out.print(f"  PR body: {it.pr_body_path}", markup=False)
+        if compare and it.iteration in compare:
+            out.print(f"  compare: {compare[it.iteration]}", markup=False, highlight=False)
     out.print(f"\n{result.message}", markup=False)
     runs = Path(result.ledger_path).parent / "runs"
     out.print(f"ledger:  {result.ledger_path}\nreports: {runs} (baseline runs: "
@@ -326,11 +353,12 @@ LOCAL_HINT = (
 )
 
 
-def verdict_rows(rows: list[dict[str, Any]]) -> None:
+def verdict_rows(rows: list[dict[str, Any]], *, every_row: bool = True) -> None:
     """The per-bucket gate table (stored rows of an iteration): candidate vs base, paired."""
-    show_table(gate_table(rows), "per-bucket gate")
+    show_table(gate_table(rows), "per-bucket gate", every_row=every_row)
 
 
-def comparison_rows(title: str, comparisons: list[BucketComparison], cand: str = "Cand") -> None:
+def comparison_rows(title: str, comparisons: list[BucketComparison], cand: str = "Cand", *,
+                    every_row: bool = True) -> None:
     """The per-bucket gate table straight from the gate's comparisons."""
-    show_table(comparison_table(comparisons, cand=cand), title)
+    show_table(comparison_table(comparisons, cand=cand), title, every_row=every_row)
