@@ -108,10 +108,14 @@ def report(
     state_dir: StateOpt = None,
     every_bucket: AllOpt = False,
 ) -> None:
-    """Show a saved run as Markdown, JSON, a self-contained HTML page or a terminal table, or
-    compare runs with base runs (--base): the gate's paired per-bucket table.
+    """Show a saved run, or compare runs with base runs (--base).
 
-    optimize and review print the report command of their comparisons."""
+    One run shows as Markdown, JSON, a self-contained HTML page or the terminal table of its
+    buckets. With --base, the runs and the base runs are pooled per suite and paired trial by
+    trial as the gate pairs them: the gate's per-bucket table (only the changed buckets unless
+    --all), as a terminal table, Markdown or JSON; --format html keeps the unpaired page of
+    one run against one base run. optimize and review print this command for their
+    comparisons."""
     from optimizer.git import state_dir as resolve_state
 
     def body() -> None:
