@@ -263,7 +263,8 @@ def gate_table(rows: Sequence[GateRow | Mapping[str, Any]], cand: str = "Cand") 
         Column("p", "p", True), Column("status", "Status"),
     ]
     quiet = frozenset(i for i, r in enumerate(typed) if r.status == "unchanged" and not r.target)
-    return Table(tuple(cols), tuple(_gate_cells(r, with_target, with_dropped) for r in typed), quiet)
+    cells = tuple(_gate_cells(r, with_target, with_dropped) for r in typed)
+    return Table(tuple(cols), cells, quiet)
 
 
 def comparison_table(

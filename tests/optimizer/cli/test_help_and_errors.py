@@ -86,7 +86,7 @@ ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("args", "message"), ERRORS, ids=lambda x: " ".join(x)[:40])
+@pytest.mark.parametrize(("args", "message"), ERRORS, ids=[m[:24] for _, m in ERRORS])
 def test_usage_errors_exit_1_with_one_error_line(args: list[str], message: str) -> None:
     out = runner.invoke(app, args)
     assert out.exit_code == 1, out.output
