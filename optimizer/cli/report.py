@@ -150,7 +150,7 @@ def _single(state: Path, runs: list[str], base: list[str] | None, fmt: ReportFor
         from optimizer.report.store import default_store_dir, load_run
         from optimizer.report.summary import summarize
 
-        ui.show_summary(summarize(load_run(default_store_dir(state), runs[0])), "")
+        ui.show_summary(summarize(load_run(default_store_dir(state), runs[0])))
         return None
     return render_report(state, runs[0], fmt.value, failing=failing, buckets=buckets,
                          base=base[0] if base else None)

@@ -188,7 +188,7 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     show_table(TableView.of(columns, rows), title)
 
 
-def show_summary(summary: RunSummary, report_path: str) -> None:
+def show_summary(summary: RunSummary, report_path: str | None = None) -> None:
     """The closing per-bucket table of an eval run."""
     s, u = summary, summary.usage
     show_table(
@@ -203,7 +203,8 @@ def show_summary(summary: RunSummary, report_path: str) -> None:
         f"est. cost: {fmt.usd(s.cost.total_usd)}",
         markup=False,
     )
-    out.print(f"report: {report_path}", markup=False)
+    if report_path:
+        out.print(f"report: {report_path}", markup=False)
 
 
 def _counts(counts: dict[str, int]) -> str:

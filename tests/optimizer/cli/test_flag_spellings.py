@@ -4,6 +4,7 @@ rename must add a `RENAMED` entry, or this test fails."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -120,3 +121,25 @@ def test_old_environment_variable_of_a_renamed_option_still_counts(
     assert parse("optimize", ["--round-trials", "3"])["round_trials"] == 3
     monkeypatch.setenv("PROMPTLOOP_ROUND_TRIALS", "4")  # the new name wins over the old one
     assert parse("optimize", [])["round_trials"] == 4
+
+
+def test_choices_come_from_promptloop_toml_and_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "promptloop.toml"
+    config.write_text('[optimize]\nproposer-format = "edits"\nconfirm-trials = 4\n'
+                      '[report]\nformat = "json"\n')
+    cmd = GROUP.commands["optimize"]  # type: ignore[attr-defined]
+    table = command_table({"optimize": {"proposer-format": "edits", "confirm-trials": 4}},
+                          "optimize")
+    with cmd.make_context("optimize", REQUIRED["optimize"], default_map=table) as ctx:
+        assert ctx.params["proposer_format"].value == "edits"
+        assert ctx.params["round_trials"] == 4
+    monkeypatch.setenv("PROMPTLOOP_PROPOSER_FORMAT", "diff")
+    assert parse("optimize", [])["proposer_format"].value == "diff"
+    bad = runner.invoke(app, ["--config", str(config), "report", "latest", "--format", "pdf",
+                              "--state-dir", str(tmp_path)])
+    assert bad.exit_code == 1 and "'pdf' is not one of" in bad.stderr
+    missing = runner.invoke(app, ["--config", str(config), "report", "latest",
+                                  "--state-dir", str(tmp_path)])
+    assert missing.exit_code == 1 and "no saved runs" in missing.stderr
