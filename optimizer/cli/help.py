@@ -111,19 +111,31 @@ def panels(params: Sequence[Any]) -> dict[str, list[Any]]:
 
 
 def _panel(title: str, rows: list[tuple[str, Text]], name_width: int, width: int) -> Panel:
+    """Names and help side by side; a name longer than the names column (or every name, on a
+    terminal too narrow for two columns) gets its own line, its help indented below it."""
     stacked = width - name_width - 6 < MIN_HELP_WIDTH
-    grid = Table.grid(padding=(0, 2))
-    if stacked:
-        grid.add_column()
-        for name, text in rows:
-            grid.add_row(Text(name, style="bold cyan"))
-            grid.add_row(Padding(text, (0, 0, 0, 4)))
-    else:
+    lines: list[RenderableType] = []
+    for name, text in rows:
+        label = Text(name, style="bold cyan")
+        if stacked or len(name) > name_width:
+            indent = 4 if stacked else name_width + 2
+            lines += [label, Padding(text, (0, 0, 0, indent))]
+            continue
+        grid = Table.grid(padding=(0, 2))
         grid.add_column(width=name_width, no_wrap=True)
         grid.add_column()
-        for name, text in rows:
-            grid.add_row(Text(name, style="bold cyan"), text)
-    return Panel(grid, title=title, title_align="left", border_style="dim", box=box.ROUNDED)
+        grid.add_row(label, text)
+        lines.append(grid)
+    return Panel(Group(*lines), title=title, title_align="left", border_style="dim",
+                 box=box.ROUNDED)
+
+
+def names_width(rows: Sequence[str], width: int) -> int:
+    """Width of the names column: the longest name up to a third of the terminal (longer
+    names go on a line of their own)."""
+    cap = max(18, min(28, width // 3))
+    fitting = [len(n) for n in rows if len(n) <= cap]
+    return max(fitting, default=cap)
 
 
 def env_table(pairs: Sequence[tuple[str, str]]) -> RenderableType:
@@ -144,7 +156,7 @@ def render(console: Console, cmd: Any, ctx: Any, env: Sequence[tuple[str, str]])
     groups = panels(cmd.get_params(ctx))
     all_rows = {title: [(names(p, ctx), option_help(p, ctx)) for p in params]
                 for title, params in groups.items()}
-    name_width = max(len(n) for rows in all_rows.values() for n, _ in rows)
+    name_width = names_width([n for rows in all_rows.values() for n, _ in rows], console.width)
     for title, rows in all_rows.items():
         parts.append(_panel(title, rows, name_width, console.width))
     if env:
