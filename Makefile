@@ -22,7 +22,7 @@ setup: $(STAMP)
 # 135M SmolLM2 served in-process by llama.cpp): baseline, failure package, proposal, guards,
 # candidate branch, rerun, paired gate, verdict. A few minutes on 2 cores; no API key.
 DEMO_ARGS ?= --suite card_agent --bucket template_event --suites quickstart \
-	--iterations 2 --max-turns 2 --max-runs 2 --confirm-trials 1
+	--iterations 2 --max-turns 2 --max-runs 2 --round-trials 1
 demo: $(STAMP)
 	$(VENV)/bin/promptloop optimize $(DEMO_ARGS)
 

@@ -12,7 +12,7 @@ import typer
 
 from agents.runtime import DEFAULT_MAX_TURNS
 from optimizer.cli import ui
-from optimizer.cli.common import BaseUrlOpt, JsonOpt
+from optimizer.cli.common import RUN, AgentModelOpt, BaseUrlOpt, JsonOpt
 from optimizer.cli.util import guarded
 from optimizer.core.config import DEFAULT_AGENT_MODEL
 from optimizer.core.names import agent_names
@@ -31,25 +31,19 @@ def agent(
         Path | None,
         typer.Option(
             "--workspace",
+            metavar="DIR",
             help="Workspace folder (Facts/, Cards/, PKM/). Default: a fresh temp one.",
             file_okay=False,
         ),
     ] = None,
-    model: Annotated[
-        str,
-        typer.Option(
-            "--model",
-            "--agent-model",
-            envvar="PROMPTLOOP_AGENT_MODEL",
-            help="Agent model id: anthropic:<model>, openai:<model>, local:smollm2.",
-        ),
-    ] = DEFAULT_AGENT_MODEL,
+    agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     base_url: BaseUrlOpt = None,
     published: Annotated[
         str | None,
         typer.Option("--published", help="Publish time 'YYYY-MM-DD HH:MM:SS' (default: now)."),
     ] = None,
-    max_turns: Annotated[int, typer.Option(help="Turns per run.", min=1)] = DEFAULT_MAX_TURNS,
+    max_turns: Annotated[int, typer.Option(help="Turns per run.", min=1,
+                                           rich_help_panel=RUN)] = DEFAULT_MAX_TURNS,
     as_json: JsonOpt = False,
 ) -> None:
     """Run one agent on one input and show the card / PKM diff and the transcript summary."""
@@ -66,7 +60,7 @@ def agent(
             content=content,
             fact_id=fact_id,
             workspace=workspace,
-            model=model,
+            model=agent_model,
             base_url=base_url,
             published_at=published_at,
             max_turns=max_turns,

@@ -16,6 +16,7 @@ import typer
 from optimizer.cli import agent, doctor, nightly, optimize, report, review, ui
 from optimizer.cli import eval as eval_cmd
 from optimizer.cli.calibrate import calibrate
+from optimizer.cli.command import PromptloopCommand, PromptloopGroup
 from optimizer.cli.common import use_toml
 from optimizer.cli.graduate import graduate
 from optimizer.cli.health import health
@@ -25,6 +26,7 @@ from optimizer.cli.view import view
 
 app = typer.Typer(
     name="promptloop",
+    cls=PromptloopGroup,
     help="Make prompt changes to LLM agents auditable: evaluate suites, propose minimal prompt "
     "patches on git branches, and keep them only when the statistics say they help.",
     no_args_is_help=True,
@@ -51,19 +53,12 @@ def _root(
     use_toml(ctx, config)
 
 
-app.command("agent")(agent.agent)
-app.command("suites")(report.suites)
-app.command("eval")(eval_cmd.eval_)
-app.command("report")(report.report)
-app.command("optimize")(optimize.optimize)
-app.command("nightly")(nightly.nightly)
-app.command("review")(review.review)
-app.command("doctor")(doctor.doctor)
-app.command("health")(health)
-app.command("graduate")(graduate)
-app.command("calibrate")(calibrate)
-app.command("runs")(runs)
-app.command("view")(view)
+for _name, _fn in (("agent", agent.agent), ("suites", report.suites), ("eval", eval_cmd.eval_),
+                   ("report", report.report), ("optimize", optimize.optimize),
+                   ("nightly", nightly.nightly), ("review", review.review),
+                   ("doctor", doctor.doctor), ("runs", runs), ("view", view),
+                   ("health", health), ("graduate", graduate), ("calibrate", calibrate)):
+    app.command(_name, cls=PromptloopCommand)(_fn)
 
 
 def main() -> None:

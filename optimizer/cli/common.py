@@ -9,7 +9,7 @@ root `--config` (every command) or from `nightly --config` (an eager option read
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,9 +17,21 @@ from typing import Annotated, Any
 import typer
 
 from optimizer.cli import ui
+from optimizer.cli.command import renamed_keys
 from optimizer.cli.util import EXIT_USER
 from optimizer.core.config import ConfigError, load_toml
-from optimizer.core.events import EventLog, EventSink, fan_out
+from optimizer.core.events import (
+    Event,
+    EventLog,
+    EventSink,
+    IterationStarted,
+    RunStarted,
+    fan_out,
+)
+
+# --- option panels of --help ---------------------------------------------------------------
+
+MODELS, GATE, RUN, OUTPUT, PUBLISH = "Models", "Gate", "Run", "Output", "Publish"
 
 # --- options shared by several commands -------------------------------------------------------
 
@@ -28,6 +40,8 @@ AgentModelOpt = Annotated[
     typer.Option(
         "--agent-model",
         envvar="PROMPTLOOP_AGENT_MODEL",
+        metavar="MODEL",
+        rich_help_panel=MODELS,
         help="Agent model id: anthropic:<model>, openai:<model>, local:smollm2.",
     ),
 ]
@@ -36,6 +50,8 @@ JudgeModelOpt = Annotated[
     typer.Option(
         "--judge-model",
         envvar="PROMPTLOOP_JUDGE_MODEL",
+        metavar="MODEL",
+        rich_help_panel=MODELS,
         help="Judge model for LLM-judge graders (default: a stronger model of the same provider).",
     ),
 ]
@@ -44,6 +60,8 @@ ProposerModelOpt = Annotated[
     typer.Option(
         "--proposer-model",
         envvar="PROMPTLOOP_PROPOSER_MODEL",
+        metavar="MODEL",
+        rich_help_panel=MODELS,
         help="Proposer model (default: the agent model).",
     ),
 ]
@@ -52,13 +70,19 @@ BaseUrlOpt = Annotated[
     typer.Option(
         "--base-url",
         envvar="OPENAI_BASE_URL",
+        metavar="URL",
+        rich_help_panel=MODELS,
         help="Base URL of an OpenAI-compatible server (vLLM, Ollama, llama.cpp, ...).",
     ),
 ]
 TrialsOpt = Annotated[
     int | None,
     typer.Option(
-        "--trials", min=1, envvar="PROMPTLOOP_TRIALS", help="Trials per task (default: task's own)."
+        "--trials",
+        min=1,
+        envvar="PROMPTLOOP_TRIALS",
+        rich_help_panel=RUN,
+        help="Trials per task (default: the task's own).",
     ),
 ]
 ConcurrencyOpt = Annotated[
@@ -67,16 +91,8 @@ ConcurrencyOpt = Annotated[
         "--concurrency",
         min=1,
         envvar="PROMPTLOOP_CONCURRENCY",
+        rich_help_panel=RUN,
         help="Trials at once (default: card 6, PKM 4; 1 for the embedded model).",
-    ),
-]
-ConfirmTrialsOpt = Annotated[
-    int,
-    typer.Option(
-        "--confirm-trials",
-        min=0,
-        envvar="PROMPTLOOP_CONFIRM_TRIALS",
-        help="Extra trials per task to confirm a suspected regression.",
     ),
 ]
 MinImprovementOpt = Annotated[
@@ -84,6 +100,7 @@ MinImprovementOpt = Annotated[
     typer.Option(
         "--min-improvement",
         envvar="PROMPTLOOP_MIN_IMPROVEMENT",
+        rich_help_panel=GATE,
         help="Mean-score gain a bucket needs to count as improved.",
     ),
 ]
@@ -92,6 +109,7 @@ RegressionToleranceOpt = Annotated[
     typer.Option(
         "--regression-tolerance",
         envvar="PROMPTLOOP_REGRESSION_TOLERANCE",
+        rich_help_panel=GATE,
         help="Practical margin: a bucket whose mean score drops this much is confirmed with "
         "more trials and rejects if the drop survives.",
     ),
@@ -99,19 +117,33 @@ RegressionToleranceOpt = Annotated[
 StateOpt = Annotated[
     Path | None,
     typer.Option(
-        "--out",
         "--state-dir",
         envvar="PROMPTLOOP_HOME",
+        metavar="DIR",
+        rich_help_panel=OUTPUT,
         help="State folder for reports, caches and ledgers (default: <repo>/.promptloop).",
     ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+JsonOpt = Annotated[
+    bool,
+    typer.Option("--json", rich_help_panel=OUTPUT, help="Print machine-readable JSON on stdout."),
+]
+AllOpt = Annotated[
+    bool,
+    typer.Option(
+        "--all",
+        rich_help_panel=OUTPUT,
+        help="List every bucket of a comparison (default: the changed ones and a count of the "
+        "others).",
+    ),
+]
 EventsOpt = Annotated[
     Path | None,
     typer.Option(
         "--events",
         envvar="PROMPTLOOP_EVENTS",
         dir_okay=False,
+        rich_help_panel=OUTPUT,
         help="Append every event (phases, trials, proposals, verdicts...) to this file as one "
         "JSON object per line, with its `event` name and `at` timestamp.",
     ),
@@ -121,11 +153,14 @@ EventsOpt = Annotated[
 
 
 def command_table(data: dict[str, Any], command: str) -> dict[str, Any]:
-    """The `[command]` table of a promptloop.toml, with `max-usd` spelt `max_usd`."""
+    """The `[command]` table of a promptloop.toml, with `max-usd` spelt `max_usd` and renamed
+    settings under their new names (`confirm-trials` of [optimize] is `round_trials`)."""
     table = data.get(command, {})
     if not isinstance(table, dict):
         raise ConfigError(f"promptloop.toml: [{command}] must be a table")
-    return {k.replace("-", "_"): v for k, v in table.items()}
+    renamed = renamed_keys(command)
+    keys = {k: k.replace("-", "_") for k in table}
+    return {renamed.get(key, key): table[k] for k, key in keys.items()}
 
 
 def use_toml(ctx: typer.Context, path: Path | None, command: str | None = None) -> None:
@@ -151,12 +186,38 @@ def toml_only(ctx: typer.Context) -> dict[str, Any]:
 # --- events -------------------------------------------------------------------------------------
 
 
+class RunLog:
+    """The suite runs a command started (run name, label, suite), each under the optimize
+    iteration it belongs to (0: before the first), to name them in a comparison command."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[int, RunStarted]] = []
+        self._iteration = 0
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, IterationStarted):
+            self._iteration = event.iteration
+        elif isinstance(event, RunStarted):
+            self.started.append((self._iteration, event))
+
+    def runs(self, *labels: str, iteration: int | None = None,
+             suites: Collection[str] | None = None) -> list[str]:
+        """Names of the runs whose label starts with one of `labels`, optionally of one
+        iteration and of some suites, in the order they started."""
+        return [e.run for it, e in self.started
+                if e.label.startswith(labels) and iteration in (None, it)
+                and (suites is None or e.suite in suites)]
+
+    def suites_of(self, names: Collection[str]) -> set[str]:
+        return {e.suite for _, e in self.started if e.run in names}
+
+
 @contextmanager
-def listening(events: Path | None, *, quiet: bool) -> Iterator[EventSink]:
+def listening(events: Path | None, *, quiet: bool,
+              runs: RunLog | None = None) -> Iterator[EventSink]:
     """The event sink of one command: progress and phases on the terminal (unless `quiet`,
-    e.g. with --json) and, with `--events FILE`, the JSON-lines log."""
+    e.g. with --json), with `--events FILE` the JSON-lines log, and `runs` when given."""
     with ExitStack() as stack:
         display = stack.enter_context(ui.LoopDisplay(enabled=not quiet))
         log = stack.enter_context(EventLog(events)) if events is not None else None
-        yield fan_out(display.on_event, log)
-
+        yield fan_out(display.on_event, log, runs)

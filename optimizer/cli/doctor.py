@@ -23,6 +23,7 @@ def doctor(
         typer.Option(
             "--tasks",
             envvar="PROMPTLOOP_TASKS",
+            metavar="DIR",
             help="Folder of suites to check (default: the checkout's tasks/, else the bundled).",
             file_okay=False,
         ),
@@ -43,7 +44,7 @@ def doctor(
             "unfinished promptloop/* branches, close their ledger records as abandoned.",
         ),
     ] = False,
-    out: StateOpt = None,
+    state_dir: StateOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check what this machine and checkout can run, and say what to do about the rest.
@@ -63,7 +64,7 @@ def doctor(
             base_url=base_url,
             tasks_dir=tasks,
             check_local_server=check_local,
-            state_dir=out,
+            state_dir=state_dir,
             fix=fix,
         )
         if as_json:

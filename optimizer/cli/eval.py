@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from enum import StrEnum
 from typing import Annotated
 
 import typer
 
 from optimizer.cli import ui
 from optimizer.cli.common import (
+    RUN,
     AgentModelOpt,
     BaseUrlOpt,
     ConcurrencyOpt,
@@ -20,48 +22,35 @@ from optimizer.cli.common import (
     listening,
 )
 from optimizer.cli.util import EXIT_INFRA, guarded
-from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError
+from optimizer.core.config import DEFAULT_AGENT_MODEL
 from optimizer.core.names import agent_names
 
-MODES = ("live", "record", "replay")
+
+class Mode(StrEnum):
+    live = "live"
+    record = "record"
+    replay = "replay"
 
 
-SuiteOpt = Annotated[
-    str,
-    typer.Option(
-        "--suite",
-        envvar="PROMPTLOOP_SUITE",
-        help=f"{', '.join(agent_names())}, or the path of a suite folder (with suite.json).",
-    ),
-]
-KindOpt = Annotated[
-    str,
-    typer.Option(
-        "--kind",
-        envvar="PROMPTLOOP_KIND",
-        help="Suite kind for a named suite: capability|regression.",
-    ),
-]
-BucketsOpt = Annotated[
-    list[str] | None, typer.Option("--bucket", help="Only this bucket (repeat).")
-]
-TasksOpt = Annotated[list[str] | None, typer.Option("--task", help="Only this task id (repeat).")]
-ModeOpt = Annotated[
-    str,
-    typer.Option(
-        "--mode", envvar="PROMPTLOOP_MODE", help="live | record | replay (replay needs no model)."
-    ),
-]
-FreshOpt = Annotated[bool, typer.Option("--fresh", help="Ignore cached trial results.")]
-RefOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--ref",
-        envvar="PROMPTLOOP_REF",
-        help="Read the prompt and the suite at this git ref (branch, tag, commit); default: "
-        "the working tree. Outside a repository, promptloop's bundled copy is used.",
-    ),
-]
+SuiteOpt = Annotated[str, typer.Option(
+    "--suite", envvar="PROMPTLOOP_SUITE", metavar="SUITE",
+    help=f"{', '.join(agent_names())}, or the path of a suite folder (with suite.json).")]
+KindOpt = Annotated[str, typer.Option(
+    "--kind", envvar="PROMPTLOOP_KIND", metavar="KIND",
+    help="Suite folder of a named suite: capability, regression, quickstart...")]
+BucketsOpt = Annotated[list[str] | None, typer.Option(
+    "--bucket", metavar="BUCKET", help="Only this bucket (repeat).")]
+TasksOpt = Annotated[list[str] | None, typer.Option(
+    "--task", metavar="TASK", help="Only this task id (repeat).")]
+ModeOpt = Annotated[Mode, typer.Option(
+    "--mode", envvar="PROMPTLOOP_MODE", rich_help_panel=RUN,
+    help="Call the models, also record their replies, or replay recorded replies (no model).")]
+FreshOpt = Annotated[bool, typer.Option(
+    "--fresh", rich_help_panel=RUN, help="Ignore cached trial results.")]
+RefOpt = Annotated[str | None, typer.Option(
+    "--ref", envvar="PROMPTLOOP_REF", metavar="REF",
+    help="Read the prompt and the suite at this git ref (branch, tag, commit); default: the "
+    "working tree. Outside a repository, promptloop's bundled copy is used.")]
 
 
 def eval_(
@@ -74,10 +63,10 @@ def eval_(
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     judge_model: JudgeModelOpt = None,
     base_url: BaseUrlOpt = None,
-    mode: ModeOpt = "live",
+    mode: ModeOpt = Mode.live,
     fresh: FreshOpt = False,
     ref: RefOpt = None,
-    out: StateOpt = None,
+    state_dir: StateOpt = None,
     events: EventsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -85,15 +74,13 @@ def eval_(
 
     Exit 0 when the run completed (whatever the pass rate), 1 for a usage/config error, 2 when
     the infrastructure failed (bad key, provider down, every trial errored)."""
-    from optimizer.git import state_dir
+    from optimizer.git import state_dir as resolve_state
     from optimizer.run.models import ModelIds
     from optimizer.run.runner import AllTrialsErroredError, RunOptions
     from optimizer.workflows.evaluate import EvalRequest, evaluate
 
     def body() -> None:
-        if mode not in MODES:
-            raise ConfigError(f"--mode must be live, record or replay, not '{mode}'")
-        state = state_dir(out)
+        state = resolve_state(state_dir)
         request = EvalRequest(
             suite=suite,
             kind=kind,
@@ -105,7 +92,7 @@ def eval_(
                 agent_model=agent_model,
                 trials=trials,
                 concurrency=concurrency,
-                mode=mode,  # type: ignore[arg-type]
+                mode=mode.value,
                 reuse=not fresh,
             ),
         )

@@ -23,7 +23,6 @@ T = TypeVar("T")
 StateOpt = Annotated[
     Path | None,
     typer.Option(
-        "--out",
         "--state-dir",
         envvar="PROMPTLOOP_HOME",
         help="State folder (runs, health, calibration; default: <repo>/.promptloop).",

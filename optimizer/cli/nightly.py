@@ -11,12 +11,15 @@ from pydantic import ValidationError
 
 from optimizer.cli import ui
 from optimizer.cli.common import (
+    OUTPUT,
+    PUBLISH,
     AgentModelOpt,
     BaseUrlOpt,
     ConcurrencyOpt,
     EventsOpt,
     JudgeModelOpt,
     ProposerModelOpt,
+    StateOpt,
     TrialsOpt,
     listening,
     toml_only,
@@ -33,6 +36,7 @@ EXIT_LOCKED = EXIT_USER
 """Another nightly run holds `<state>/nightly.lock`."""
 
 Opt = typer.Option
+BUDGET = "Budget"
 
 
 def _own_config(ctx: typer.Context, value: Path | None) -> Path | None:
@@ -44,40 +48,41 @@ def _own_config(ctx: typer.Context, value: Path | None) -> Path | None:
 
 
 ConfigOpt = Annotated[Path | None, Opt(
-    "--config", envvar="PROMPTLOOP_CONFIG", is_eager=True, callback=_own_config,
-    help="promptloop.toml whose \\[nightly] table holds the settings (default: "
+    "--config", envvar="PROMPTLOOP_CONFIG", is_eager=True, callback=_own_config, metavar="FILE",
+    help="promptloop.toml whose [nightly] table holds the settings (default: "
          "./promptloop.toml if present). Flags and env vars override it.")]
 ResumeOpt = Annotated[bool, Opt(
     "--resume", envvar="PROMPTLOOP_NIGHTLY_RESUME",
     help="Continue the latest night if it did not finish (killed, interrupted, failed) "
          "with its original settings; else start a new night.")]
 PushOpt = Annotated[bool, Opt(
-    "--push", envvar="PROMPTLOOP_NIGHTLY_PUSH",
+    "--push", envvar="PROMPTLOOP_NIGHTLY_PUSH", rich_help_panel=PUBLISH,
     help="git push origin <branch> for each accepted branch (never forced).")]
 OpenPrOpt = Annotated[bool, Opt(
-    "--open-pr", envvar="PROMPTLOOP_NIGHTLY_OPEN_PR",
+    "--open-pr", envvar="PROMPTLOOP_NIGHTLY_OPEN_PR", rich_help_panel=PUBLISH,
     help="Push and open a PR per accepted branch with gh (if installed and logged in; "
          "otherwise print the commands).")]
 SuitesOpt = Annotated[list[str] | None, Opt(
-    "--suite", envvar="PROMPTLOOP_NIGHTLY_SUITES",
+    "--suite", envvar="PROMPTLOOP_NIGHTLY_SUITES", metavar="AGENT",
     help=f"{' / '.join(agent_names())} (repeat; default all).")]
 BaseOpt = Annotated[str | None, Opt(
-    envvar="PROMPTLOOP_BASE", help="Git ref whose prompts are the baseline (HEAD).")]
+    envvar="PROMPTLOOP_BASE", metavar="REF",
+    help="Git ref whose prompts are the baseline (HEAD).")]
 IterationsOpt = Annotated[int | None, Opt(
     min=1, envvar="PROMPTLOOP_ITERATIONS_PER_BUCKET", help="Proposals per bucket at most (2).")]
 MaxBucketsOpt = Annotated[int | None, Opt(
     min=1, envvar="PROMPTLOOP_MAX_BUCKETS", help="Worst buckets to work on (3).")]
 MaxUsdOpt = Annotated[float | None, Opt(
-    min=0, envvar="PROMPTLOOP_MAX_USD",
-    help="Budget in estimated dollars (prices: built-in table + \\[nightly.prices]).")]
+    min=0, envvar="PROMPTLOOP_MAX_USD", metavar="USD", rich_help_panel=BUDGET,
+    help="Budget in estimated dollars (prices: built-in table + [nightly.prices]).")]
 MaxTokensOpt = Annotated[int | None, Opt(
-    min=0, envvar="PROMPTLOOP_MAX_TOKENS", help="Budget in tokens, all models.")]
+    min=0, envvar="PROMPTLOOP_MAX_TOKENS", rich_help_panel=BUDGET,
+    help="Budget in tokens, all models.")]
 MaxWallOpt = Annotated[float | None, Opt(
-    envvar="PROMPTLOOP_MAX_WALL_MINUTES", help="Budget in wall-clock minutes.")]
-StateDirOpt = Annotated[Path | None, Opt(
-    "--state-dir", "--out", envvar="PROMPTLOOP_HOME",
-    help="State folder (default: <repo>/.promptloop).")]
-NightJsonOpt = Annotated[bool, Opt("--json", help="Print the night's summary as JSON.")]
+    envvar="PROMPTLOOP_MAX_WALL_MINUTES", metavar="MIN", rich_help_panel=BUDGET,
+    help="Budget in wall-clock minutes.")]
+NightJsonOpt = Annotated[bool, Opt(
+    "--json", rich_help_panel=OUTPUT, help="Print the night's summary as JSON.")]
 
 
 def nightly(
@@ -99,16 +104,17 @@ def nightly(
     max_usd: MaxUsdOpt = None,
     max_tokens: MaxTokensOpt = None,
     max_wall_minutes: MaxWallOpt = None,
-    state_dir: StateDirOpt = None,
+    state_dir: StateOpt = None,
     events: EventsOpt = None,
     as_json: NightJsonOpt = False,
 ) -> None:
-    """Run one unattended night: both suites' baselines (cached trials reused), rank the
-    buckets with failing trials (most failing first, then lowest mean score), and run optimize
-    iterations on the worst ones within the budgets. Each step's cost is estimated first and
-    the night stops cleanly when it would not fit. A lock keeps a second run out; a checkpoint
-    after every step lets --resume continue a killed night. Writes
-    <state>/nightly/<night>/summary.{md,json,html}.
+    """Run one unattended night: baselines, then optimize iterations within the budgets.
+
+    Runs both suites' baselines (cached trials reused), ranks the buckets with failing trials
+    (most failing first, then lowest mean score) and runs optimize iterations on the worst
+    ones. Each step's cost is estimated first and the night stops cleanly when it would not
+    fit. A lock keeps a second run out; a checkpoint after every step lets --resume continue a
+    killed night. Writes <state>/nightly/<night>/summary.{md,json,html}.
 
     Exit codes: 0 the night finished (accepted or not, or stopped by a budget);
     1 configuration error, or another nightly run holds the lock;

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -11,109 +13,108 @@ from pydantic import ValidationError
 from agents.runtime import DEFAULT_MAX_TURNS
 from optimizer.cli import ui
 from optimizer.cli.common import (
+    GATE,
+    RUN,
     AgentModelOpt,
+    AllOpt,
     BaseUrlOpt,
     ConcurrencyOpt,
-    ConfirmTrialsOpt,
     EventsOpt,
     JsonOpt,
     JudgeModelOpt,
     MinImprovementOpt,
     ProposerModelOpt,
     RegressionToleranceOpt,
+    RunLog,
     StateOpt,
     TrialsOpt,
     listening,
 )
+from optimizer.cli.report import compare_command
 from optimizer.cli.util import guarded, option_errors
 from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError
 from optimizer.core.names import agent_names
 
 if TYPE_CHECKING:
-    from optimizer.workflows.optimize import OptimizeConfig
+    from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult
 
 Opt = typer.Option
+PROPOSER = "Proposer"
 
 
-SuiteOpt = Annotated[
-    str, Opt("--suite", envvar="PROMPTLOOP_SUITE", help=f"{' or '.join(agent_names())}.")
-]
-BucketOpt = Annotated[
-    str, Opt("--bucket", envvar="PROMPTLOOP_BUCKET", help="The failure bucket to improve.")
-]
-IterationsOpt = Annotated[
-    int, Opt(min=1, envvar="PROMPTLOOP_ITERATIONS", help="Proposals to try at most.")
-]
-BaseOpt = Annotated[
-    str, Opt(envvar="PROMPTLOOP_BASE", help="Git ref whose prompt is the baseline.")
-]
-MaxChangedLinesOpt = Annotated[
-    int, Opt(min=1, envvar="PROMPTLOOP_MAX_CHANGED_LINES", help="Refuse bigger patches.")
-]
-KeepRejectedOpt = Annotated[
-    bool, Opt(envvar="PROMPTLOOP_KEEP_REJECTED", help="Keep branches of rejected proposals.")
-]
-ProposerCmdOpt = Annotated[
-    str | None,
-    Opt(
-        envvar="PROMPTLOOP_PROPOSER_CMD",
-        help="External coding agent run in the candidate worktree (env PROMPTLOOP_PACKAGE, "
-        "PROMPTLOOP_PROMPT_FILE); its git diff is the proposal.",
-    ),
-]
-ProposerFormatOpt = Annotated[
-    str,
-    Opt(
-        envvar="PROMPTLOOP_PROPOSER_FORMAT",
-        help="auto | diff | edits (JSON edits under a schema, for weak models).",
-    ),
-]
-SuitesOpt = Annotated[
-    str,
-    Opt(
-        "--suites",
-        envvar="PROMPTLOOP_SUITES",
-        help="Comma-separated suite folders under tasks/<agent>/ that form the gate.",
-    ),
-]
-MaxTurnsOpt = Annotated[int, Opt(min=1, envvar="PROMPTLOOP_MAX_TURNS", help="Agent turns per run.")]
-MaxRunsOpt = Annotated[int, Opt(min=1, envvar="PROMPTLOOP_MAX_RUNS", help="Agent runs per trial.")]
-MaxTrialsOpt = Annotated[
-    int,
-    Opt(
-        "--max-trials",
-        min=1,
-        envvar="PROMPTLOOP_MAX_TRIALS",
-        help="Trials per task the sequential gate may reach before it stops undecided.",
-    ),
-]
+class ProposerFormat(StrEnum):
+    auto = "auto"
+    diff = "diff"
+    edits = "edits"
+
+
+SuiteOpt = Annotated[str, Opt(
+    "--suite", envvar="PROMPTLOOP_SUITE", metavar="AGENT",
+    help=f"The agent whose prompt to improve: {' or '.join(agent_names())}.")]
+BucketOpt = Annotated[str, Opt(
+    "--bucket", envvar="PROMPTLOOP_BUCKET", metavar="BUCKET",
+    help="The failure bucket to improve (regression/<name> for a regression suite's).")]
+BaseOpt = Annotated[str, Opt(
+    envvar="PROMPTLOOP_BASE", metavar="REF", help="Git ref whose prompt is the baseline.")]
+IterationsOpt = Annotated[int, Opt(
+    min=1, envvar="PROMPTLOOP_ITERATIONS", help="Proposals to try at most.")]
+ProposerCmdOpt = Annotated[str | None, Opt(
+    envvar="PROMPTLOOP_PROPOSER_CMD", metavar="CMD", rich_help_panel=PROPOSER,
+    help="External coding agent run in the candidate worktree (env PROMPTLOOP_PACKAGE, "
+    "PROMPTLOOP_PROMPT_FILE); its git diff is the proposal.")]
+ProposerFormatOpt = Annotated[ProposerFormat, Opt(
+    envvar="PROMPTLOOP_PROPOSER_FORMAT", rich_help_panel=PROPOSER,
+    help="A unified diff, or JSON edits under a schema (for weak models); auto picks edits "
+    "for the embedded model.")]
+MaxChangedLinesOpt = Annotated[int, Opt(
+    min=1, envvar="PROMPTLOOP_MAX_CHANGED_LINES", rich_help_panel=PROPOSER,
+    help="Refuse bigger patches.")]
+KeepRejectedOpt = Annotated[bool, Opt(
+    envvar="PROMPTLOOP_KEEP_REJECTED", rich_help_panel=PROPOSER,
+    help="Keep branches of rejected proposals.")]
+SuitesOpt = Annotated[str, Opt(
+    "--suites", envvar="PROMPTLOOP_SUITES", metavar="KINDS", rich_help_panel=GATE,
+    help="Comma-separated suite folders under tasks/<agent>/ that form the gate.")]
+RoundTrialsOpt = Annotated[int, Opt(
+    "--round-trials", min=1, envvar=["PROMPTLOOP_ROUND_TRIALS", "PROMPTLOOP_CONFIRM_TRIALS"],
+    rich_help_panel=GATE,
+    help="Trials added per task and side in each round of the sequential gate (the target "
+    "while undecided, suspected regressions until confirmed).")]
+MaxTrialsOpt = Annotated[int, Opt(
+    "--max-trials", min=1, envvar="PROMPTLOOP_MAX_TRIALS", rich_help_panel=GATE,
+    help="Trials per task the sequential gate may reach before it stops undecided.")]
+MaxTurnsOpt = Annotated[int, Opt(
+    min=1, envvar="PROMPTLOOP_MAX_TURNS", rich_help_panel=RUN, help="Agent turns per run.")]
+MaxRunsOpt = Annotated[int, Opt(
+    min=1, envvar="PROMPTLOOP_MAX_RUNS", rich_help_panel=RUN, help="Agent runs per trial.")]
 
 
 def optimize(
     suite: SuiteOpt,
     bucket: BucketOpt,
+    base: BaseOpt = "HEAD",
     iterations: IterationsOpt = 3,
-    trials: TrialsOpt = None,
-    proposer_model: ProposerModelOpt = None,
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
+    proposer_model: ProposerModelOpt = None,
     judge_model: JudgeModelOpt = None,
     base_url: BaseUrlOpt = None,
-    base: BaseOpt = "HEAD",
+    proposer_cmd: ProposerCmdOpt = None,
+    proposer_format: ProposerFormatOpt = ProposerFormat.auto,
     max_changed_lines: MaxChangedLinesOpt = 40,
     keep_rejected: KeepRejectedOpt = False,
-    proposer_cmd: ProposerCmdOpt = None,
-    proposer_format: ProposerFormatOpt = "auto",
-    concurrency: ConcurrencyOpt = None,
-    confirm_trials: ConfirmTrialsOpt = 2,
     suites: SuitesOpt = "capability,regression",
-    max_turns: MaxTurnsOpt = DEFAULT_MAX_TURNS,
-    max_runs: MaxRunsOpt = 4,
     min_improvement: MinImprovementOpt = 0.05,
     regression_tolerance: RegressionToleranceOpt = 0.35,
+    round_trials: RoundTrialsOpt = 2,
     max_trials: MaxTrialsOpt = 8,
-    out: StateOpt = None,
+    trials: TrialsOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    max_turns: MaxTurnsOpt = DEFAULT_MAX_TURNS,
+    max_runs: MaxRunsOpt = 4,
+    state_dir: StateOpt = None,
     events: EventsOpt = None,
     as_json: JsonOpt = False,
+    every_bucket: AllOpt = False,
 ) -> None:
     """Propose, check and evaluate minimal prompt patches for one failure bucket.
 
@@ -127,21 +128,36 @@ def optimize(
         from optimizer.workflows.optimize import optimize as run_optimize
 
         config = _config(flags)
-        with listening(events, quiet=as_json) as emit:
+        runs = RunLog()
+        with listening(events, quiet=as_json, runs=runs) as emit:
             result = asyncio.run(run_optimize(config, on_event=emit))
         if as_json:
             ui.print_json(result.model_dump(mode="json"))
         else:
-            ui.show_optimize(result)
+            compare = compare_commands(result, runs, state_dir)
+            ui.show_optimize(result, every_row=every_bucket, compare=compare)
             if config.agent_model.startswith("local:"):
                 ui.info(ui.LOCAL_HINT)
 
     guarded(body)
 
 
+def compare_commands(result: OptimizeResult, runs: RunLog, state: Path | None) -> dict[int, str]:
+    """Per iteration that evaluated a candidate: the `promptloop report` command comparing its
+    candidate runs with the baseline (and the gate's extra base trials), trials paired."""
+    out: dict[int, str] = {}
+    for it in result.iterations:
+        cand = runs.runs("candidate", iteration=it.iteration)
+        if cand:
+            base = [*result.baseline_runs, *runs.runs("gate base", iteration=it.iteration)]
+            out[it.iteration] = compare_command(cand, base, state)
+    return out
+
+
 def _config(flags: dict[str, Any]) -> OptimizeConfig:
     from optimizer.gate.compare import GatePolicy
-    from optimizer.git import repo_root, state_dir
+    from optimizer.git import repo_root
+    from optimizer.git import state_dir as resolve_state
     from optimizer.workflows.optimize import OptimizeConfig
 
     root = repo_root()
@@ -153,14 +169,16 @@ def _config(flags: dict[str, Any]) -> OptimizeConfig:
             fields
             | {
                 "kinds": tuple(k.strip() for k in flags["suites"].split(",") if k.strip()),
+                "proposer_format": flags["proposer_format"].value,
+                "confirm_trials": flags["round_trials"],
                 "policy": GatePolicy(
                     min_improvement=flags["min_improvement"],
                     regression_tolerance=flags["regression_tolerance"],
                     max_trials=flags["max_trials"],
-                    round_trials=max(1, flags["confirm_trials"]),
+                    round_trials=flags["round_trials"],
                 ),
                 "repo": root,
-                "state_dir": state_dir(flags["out"]),
+                "state_dir": resolve_state(flags["state_dir"]),
             }
         )
     except ValidationError as err:

@@ -1,17 +1,25 @@
-"""`promptloop suites` and `promptloop report`: what there is to run, and what a run found."""
+"""`promptloop suites` and `promptloop report`: what there is to run, what a run found, and
+how runs compare."""
 
 from __future__ import annotations
 
+import shlex
 import sys
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from optimizer.cli import ui
-from optimizer.cli.common import JsonOpt, StateOpt
+from optimizer.cli.common import OUTPUT, AllOpt, JsonOpt, StateOpt
 from optimizer.cli.util import guarded
 from optimizer.core.config import ConfigError
+from optimizer.report.fmt import json_text as fmt_json
+
+if TYPE_CHECKING:
+    from optimizer.core.results import RunResult
+    from optimizer.gate.compare import BucketComparison
 
 
 def suites(
@@ -63,38 +71,62 @@ def suites(
     guarded(body)
 
 
+class ReportFormat(StrEnum):
+    md = "md"
+    json = "json"
+    html = "html"
+    table = "table"
+
+
+RunsArg = Annotated[list[str], typer.Argument(
+    metavar="RUN",
+    help="Run name, 'latest', or a report JSON path. With --base, several runs (e.g. the "
+    "stages of a candidate) are pooled per suite.")]
+BaseOpt = Annotated[list[str] | None, typer.Option(
+    "--base", metavar="RUN",
+    help="Compare with this base run (repeat to pool several): trials are paired like the "
+    "gate pairs them. With --format html, one base run and the unpaired page.")]
+FormatOpt = Annotated[ReportFormat | None, typer.Option(
+    "--format", help="Markdown, JSON, a self-contained HTML page, or the terminal table "
+    "(default: md, or table with --base).")]
+FailingOpt = Annotated[bool, typer.Option(
+    "--failing",
+    help="Export failing trials (what the proposer reads) instead of the full summary.")]
+FailingBucketOpt = Annotated[list[str] | None, typer.Option(
+    "--bucket", metavar="BUCKET", help="Bucket(s) for --failing.")]
+OutputOpt = Annotated[Path | None, typer.Option(
+    "--output", "-o", metavar="FILE", rich_help_panel=OUTPUT, help="Write to this file.")]
+
+
 def report(
-    run: Annotated[str, typer.Argument(help="Run name, 'latest', or a report JSON path.")],
-    failing: Annotated[
-        bool,
-        typer.Option(
-            "--failing",
-            help="Export failing trials (what the proposer reads) instead of the full summary.",
-        ),
-    ] = False,
-    bucket: Annotated[
-        list[str] | None, typer.Option("--bucket", help="Bucket(s) for --failing.")
-    ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="md | json | html")] = "md",
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to this file.")
-    ] = None,
-    base: Annotated[
-        str | None,
-        typer.Option("--base", help="With --format html: a base run to compare against."),
-    ] = None,
-    out: StateOpt = None,
+    runs: RunsArg,
+    base: BaseOpt = None,
+    fmt: FormatOpt = None,
+    failing: FailingOpt = False,
+    bucket: FailingBucketOpt = None,
+    output: OutputOpt = None,
+    state_dir: StateOpt = None,
+    every_bucket: AllOpt = False,
 ) -> None:
-    """Show a saved run as Markdown, JSON or a self-contained HTML page."""
-    from optimizer.git import state_dir
-    from optimizer.workflows.present import render_report
+    """Show a saved run, or compare runs with base runs (--base).
+
+    One run shows as Markdown, JSON, a self-contained HTML page or the terminal table of its
+    buckets. With --base, the runs and the base runs are pooled per suite and paired trial by
+    trial as the gate pairs them: the gate's per-bucket table (only the changed buckets unless
+    --all), as a terminal table, Markdown or JSON; --format html keeps the unpaired page of
+    one run against one base run. optimize and review print this command for their
+    comparisons."""
+    from optimizer.git import state_dir as resolve_state
 
     def body() -> None:
-        if fmt not in ("md", "json", "html"):
-            raise ConfigError(f"--format must be md, json or html, not '{fmt}'")
-        text = render_report(
-            state_dir(out), run, fmt, failing=failing, buckets=bucket or [], base=base
-        )
+        state = resolve_state(state_dir)
+        chosen = fmt or (ReportFormat.table if base else ReportFormat.md)
+        if base and chosen is not ReportFormat.html:
+            text = _compare(state, runs, base, chosen, every_bucket)
+        else:
+            text = _single(state, runs, base, chosen, failing, bucket or [])
+        if text is None:
+            return
         if output:
             output.write_text(text, encoding="utf-8")
             ui.info(f"wrote {output}")
@@ -102,3 +134,86 @@ def report(
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
     guarded(body)
+
+
+def _single(state: Path, runs: list[str], base: list[str] | None, fmt: ReportFormat,
+            failing: bool, buckets: list[str]) -> str | None:
+    """One run (against one base run for the HTML page); None when printed as a table."""
+    from optimizer.workflows.present import render_report
+
+    if len(runs) > 1:
+        raise ConfigError(f"{len(runs)} runs given: several runs are compared with --base")
+    if base and len(base) > 1:
+        raise ConfigError("--format html compares with one base run; the paired table "
+                          "(--format table or md) pools several")
+    if fmt is ReportFormat.table:
+        from optimizer.report.store import default_store_dir, load_run
+        from optimizer.report.summary import summarize
+
+        ui.show_summary(summarize(load_run(default_store_dir(state), runs[0])))
+        return None
+    return render_report(state, runs[0], fmt.value, failing=failing, buckets=buckets,
+                         base=base[0] if base else None)
+
+
+def _compare(state: Path, runs: list[str], base: list[str], fmt: ReportFormat,
+             every_bucket: bool) -> str | None:
+    """The paired comparison of `runs` with `base`, pooled per suite; None when printed as a
+    table."""
+    from optimizer.report.markdown import table_lines
+    from optimizer.report.table import comparison_table, gate_rows
+
+    suites, comparisons = paired_comparison(state, runs, base)
+    if fmt is ReportFormat.json:
+        return fmt_json({"runs": runs, "base": base, "suites": suites,
+                         "buckets": [r.model_dump() for r in gate_rows(comparisons)]})
+    view = comparison_table(comparisons)
+    title = f"{', '.join(suites)}: runs vs base, trials paired"
+    if fmt is ReportFormat.table:
+        ui.show_table(view, title, every_row=every_bucket)
+        return None
+    shown = view if every_bucket else view.changed()
+    hidden = len(view.rows) - len(shown.rows)
+    lines = [f"**{title}**", "", *table_lines(shown)]
+    if hidden:
+        lines += ["", f"{hidden} unchanged bucket(s) not shown (--all lists them)."]
+    return "\n".join(lines)
+
+
+def paired_comparison(state: Path, runs: list[str], base: list[str]
+                      ) -> tuple[list[str], list[BucketComparison]]:
+    """(suites, per-bucket comparisons) of the runs against the base runs: each side's runs
+    pooled per suite (new trial indices add up, as the gate's rounds do), then paired."""
+    from optimizer.gate.compare import GatePolicy
+    from optimizer.report.store import default_store_dir, load_run
+    from optimizer.workflows.paired import compare_suite_runs
+
+    store = default_store_dir(state)
+    cand = _pool([load_run(store, name) for name in runs])
+    before = _pool([load_run(store, name) for name in base])
+    suites = [s for s in cand if s in before]
+    if not suites:
+        raise ConfigError(f"the runs ({', '.join(sorted(cand))}) and the base runs "
+                          f"({', '.join(sorted(before))}) share no suite")
+    return suites, compare_suite_runs([before[s] for s in suites], [cand[s] for s in suites],
+                                      GatePolicy())
+
+
+def _pool(runs: list[RunResult]) -> dict[str, RunResult]:
+    from optimizer.gate.pairing import merge_runs
+
+    pooled: dict[str, RunResult] = {}
+    for run in runs:
+        have = pooled.get(run.suite_name)
+        pooled[run.suite_name] = run if have is None else merge_runs(have, run)
+    return pooled
+
+
+def compare_command(runs: list[str], base: list[str], state: Path | None) -> str:
+    """The `promptloop report` command line that shows a comparison."""
+    args = ["promptloop", "report", *runs]
+    for name in base:
+        args += ["--base", name]
+    if state is not None:
+        args += ["--state-dir", str(state)]
+    return shlex.join(args)

@@ -11,19 +11,23 @@ from pydantic import ValidationError
 
 from optimizer.cli import ui
 from optimizer.cli.common import (
+    GATE,
+    PUBLISH,
     AgentModelOpt,
+    AllOpt,
     BaseUrlOpt,
     ConcurrencyOpt,
-    ConfirmTrialsOpt,
     EventsOpt,
     JsonOpt,
     JudgeModelOpt,
     MinImprovementOpt,
     RegressionToleranceOpt,
+    RunLog,
     StateOpt,
     TrialsOpt,
     listening,
 )
+from optimizer.cli.report import compare_command
 from optimizer.cli.util import EXIT_INFRA, guarded, option_errors
 from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError
 from optimizer.core.names import agent_names
@@ -37,78 +41,54 @@ EXIT_REGRESSION = 3
 """With --fail-on-regression: the review completed and some bucket regresses."""
 
 
-BaseRefOpt = Annotated[
-    str,
-    typer.Option(
-        "--base", envvar="PROMPTLOOP_REVIEW_BASE", help="Git ref of the base (e.g. origin/main)."
-    ),
-]
-HeadRefOpt = Annotated[
-    str,
-    typer.Option(
-        "--head", envvar="PROMPTLOOP_REVIEW_HEAD", help="Git ref of the change (the PR head)."
-    ),
-]
-AgentOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--suite",
-        envvar="PROMPTLOOP_SUITE",
-        help=f"{' or '.join(agent_names())} (default: every agent whose prompt changed).",
-    ),
-]
-FailOnRegressionOpt = Annotated[
-    bool,
-    typer.Option(
-        envvar="PROMPTLOOP_FAIL_ON_REGRESSION",
-        help=f"Exit {EXIT_REGRESSION} when a bucket regresses (for CI checks).",
-    ),
-]
-OutputOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--output",
-        "-o",
-        envvar="PROMPTLOOP_REVIEW_OUTPUT",
-        help="Also write the comment Markdown here.",
-    ),
-]
-PostOpt = Annotated[
-    bool,
-    typer.Option(
-        "--post", envvar="PROMPTLOOP_REVIEW_POST", help="Comment on the PR with the gh CLI."
-    ),
-]
-PrOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--pr",
-        min=1,
-        envvar="PROMPTLOOP_PR",
-        help="PR number for --post (default: the open PR of the head branch).",
-    ),
-]
+Opt = typer.Option
+
+BaseRefOpt = Annotated[str, Opt(
+    "--base", envvar="PROMPTLOOP_REVIEW_BASE", metavar="REF",
+    help="Git ref of the base (e.g. origin/main).")]
+HeadRefOpt = Annotated[str, Opt(
+    "--head", envvar="PROMPTLOOP_REVIEW_HEAD", metavar="REF",
+    help="Git ref of the change (the PR head).")]
+AgentOpt = Annotated[str | None, Opt(
+    "--suite", envvar="PROMPTLOOP_SUITE", metavar="AGENT",
+    help=f"{' or '.join(agent_names())} (default: every agent whose prompt changed).")]
+ConfirmTrialsOpt = Annotated[int, Opt(
+    "--confirm-trials", min=0, envvar="PROMPTLOOP_CONFIRM_TRIALS", rich_help_panel=GATE,
+    help="Extra trials per task to confirm a suspected regression (0: no confirmation).")]
+FailOnRegressionOpt = Annotated[bool, Opt(
+    envvar="PROMPTLOOP_FAIL_ON_REGRESSION", rich_help_panel=GATE,
+    help=f"Exit {EXIT_REGRESSION} when a bucket regresses (for CI checks).")]
+OutputOpt = Annotated[Path | None, Opt(
+    "--output", "-o", envvar="PROMPTLOOP_REVIEW_OUTPUT", metavar="FILE",
+    rich_help_panel=PUBLISH, help="Also write the comment Markdown here.")]
+PostOpt = Annotated[bool, Opt(
+    "--post", envvar="PROMPTLOOP_REVIEW_POST", rich_help_panel=PUBLISH,
+    help="Comment on the PR with the gh CLI.")]
+PrOpt = Annotated[int | None, Opt(
+    "--pr", min=1, envvar="PROMPTLOOP_PR", rich_help_panel=PUBLISH,
+    help="PR number for --post (default: the open PR of the head branch).")]
 
 
 def review(
     base: BaseRefOpt,
     head: HeadRefOpt = "HEAD",
     suite: AgentOpt = None,
-    trials: TrialsOpt = None,
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     judge_model: JudgeModelOpt = None,
     base_url: BaseUrlOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    confirm_trials: ConfirmTrialsOpt = 2,
     min_improvement: MinImprovementOpt = 0.05,
     regression_tolerance: RegressionToleranceOpt = 0.35,
+    confirm_trials: ConfirmTrialsOpt = 2,
     fail_on_regression: FailOnRegressionOpt = False,
+    trials: TrialsOpt = None,
+    concurrency: ConcurrencyOpt = None,
     output: OutputOpt = None,
     post: PostOpt = False,
     pr: PrOpt = None,
-    out: StateOpt = None,
+    state_dir: StateOpt = None,
     events: EventsOpt = None,
     as_json: JsonOpt = False,
+    every_bucket: AllOpt = False,
 ) -> None:
     """Review a prompt change (any PR, human-written too): evaluate both refs and gate it.
 
@@ -130,7 +110,8 @@ def review(
         from optimizer.workflows.review import review as run_review
 
         config = _config(flags)
-        with listening(events, quiet=as_json) as emit:
+        runs = RunLog()
+        with listening(events, quiet=as_json, runs=runs) as emit:
             result = asyncio.run(run_review(config, on_event=emit))
         data: dict[str, Any] = result.model_dump(mode="json")
         code = _publish(result, data, config.repo or Path.cwd(), flags)
@@ -140,7 +121,7 @@ def review(
         if as_json:
             ui.print_json(data)
         else:
-            _show(data)
+            _show(data, every_bucket, compare_commands(data, runs, state_dir))
         return code
 
     code = guarded(body)
@@ -150,7 +131,8 @@ def review(
 
 def _config(flags: dict[str, Any]) -> ReviewConfig:
     from optimizer.gate.compare import GatePolicy
-    from optimizer.git import repo_root, state_dir
+    from optimizer.git import repo_root
+    from optimizer.git import state_dir as resolve_state
     from optimizer.workflows.review import ReviewConfig
 
     root = repo_root()
@@ -166,7 +148,7 @@ def _config(flags: dict[str, Any]) -> ReviewConfig:
                     regression_tolerance=flags["regression_tolerance"],
                 ),
                 "repo": root,
-                "state_dir": state_dir(flags["out"]),
+                "state_dir": resolve_state(flags["state_dir"]),
             }
         )
     except ValidationError as err:
@@ -201,7 +183,18 @@ def _post(path: Path, root: Path, head: str, pr: int | None) -> PostResult:
     return post_comment(path, repo=root, head_ref=head, pr=pr)
 
 
-def _show(data: dict[str, Any]) -> None:
+def compare_commands(data: dict[str, Any], runs: RunLog, state: Path | None) -> dict[str, str]:
+    """Per reviewed agent: the `promptloop report` command comparing its head runs with its
+    base runs (confirmation trials included), trials paired."""
+    out: dict[str, str] = {}
+    for a in data.get("agents", []):
+        head = [*a["head_runs"], *runs.runs("confirm head", suites=runs.suites_of(a["head_runs"]))]
+        base = [*a["base_runs"], *runs.runs("confirm base", suites=runs.suites_of(a["base_runs"]))]
+        out[a["agent"]] = compare_command(head, base, state)
+    return out
+
+
+def _show(data: dict[str, Any], every_bucket: bool, compare: dict[str, str]) -> None:
     if data["status"] == "nothing_to_review":
         ui.out.print(data["message"], markup=False)
         for note in data["notes"]:
@@ -217,6 +210,7 @@ def _show(data: dict[str, Any]) -> None:
             f"{a['head_cached_trials']} cached)",
             [BucketComparison.model_validate(c) for c in a["comparisons"]],
             cand="Head",
+            every_row=every_bucket,
         )
         for reason in a["reasons"]:
             ui.out.print(f"  - {reason}", markup=False)
@@ -228,6 +222,8 @@ def _show(data: dict[str, Any]) -> None:
             )
         if a["fixed"]:
             ui.out.print(f"  fixed: {len(a['fixed'])} trial(s)", markup=False)
+        if a["agent"] in compare:
+            ui.out.print(f"  compare: {compare[a['agent']]}", markup=False, highlight=False)
     ui.out.print(f"\n{data['message']}", markup=False)
     ui.out.print(f"comment: {data['comment_path']}", markup=False)
     if data.get("output"):

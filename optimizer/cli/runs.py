@@ -84,7 +84,7 @@ def runs(
     ] = False,
     state_dir: Annotated[
         Path | None,
-        typer.Option("--state-dir", "--out", envvar="PROMPTLOOP_HOME",
+        typer.Option("--state-dir", envvar="PROMPTLOOP_HOME",
                      help="State folder (default: <repo>/.promptloop)."),
     ] = None,
 ) -> None:

@@ -7,7 +7,6 @@ from typing import TypeVar
 
 import typer
 from pydantic import ValidationError
-from rich.markup import escape
 
 from agents.llm.errors import ModelError
 from optimizer.cli import ui
@@ -27,10 +26,10 @@ def guarded(fn: Callable[[], T]) -> T:
     try:
         return fn()
     except (ConfigError, SuiteError, ReportError, GitOpsError, ValueError) as err:
-        ui.error(escape(str(err)))  # a name from a user's file may look like rich markup
+        ui.error(str(err))  # ui.error escapes: a name from a user's file may look like markup
         raise typer.Exit(EXIT_USER) from None
     except (ModelError, AllTrialsErroredError) as err:
-        ui.error(escape(f"{type(err).__name__}: {err}"))
+        ui.error(f"{type(err).__name__}: {err}")
         raise typer.Exit(EXIT_INFRA) from None
     except KeyboardInterrupt:
         ui.error("interrupted")

@@ -27,7 +27,7 @@ def view(
     ] = "127.0.0.1",
     state_dir: Annotated[
         Path | None,
-        typer.Option("--state-dir", "--out", envvar="PROMPTLOOP_HOME",
+        typer.Option("--state-dir", envvar="PROMPTLOOP_HOME",
                      help="State folder to serve (default: <repo>/.promptloop)."),
     ] = None,
     open_browser: Annotated[

@@ -28,6 +28,12 @@ class Column:
     numeric: bool = False
     detail: bool = False
     """Supporting evidence an output short of room (a narrow terminal) may leave out."""
+    short: str = ""
+    """Abbreviated title for an output short of room ("" when `title` is short already)."""
+
+    @property
+    def brief(self) -> str:
+        return self.short or self.title
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,9 @@ class Cell:
 class Table:
     columns: tuple[Column, ...]
     rows: tuple[tuple[Cell, ...], ...]
+    quiet: frozenset[int] = frozenset()
+    """Indices of rows that show no change (an unchanged bucket of a comparison): an output may
+    list only the other rows and count these."""
 
     @classmethod
     def of(cls, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Table:
@@ -59,6 +68,11 @@ class Table:
     @property
     def titles(self) -> list[str]:
         return [c.title for c in self.columns]
+
+    def changed(self) -> Table:
+        """The table without its quiet rows (`len(self.quiet)` says how many were left out)."""
+        rows = tuple(r for i, r in enumerate(self.rows) if i not in self.quiet)
+        return Table(self.columns, rows)
 
 
 def _count(n: int, *, alert: bool = False) -> Cell:
@@ -96,21 +110,35 @@ def bucket_table(summary: RunSummary, base: RunSummary | None = None) -> Table:
     """One row per bucket of the run (and of `base`): counts, pass rates, mean score, errors;
     with `base`, its trial pass rate and mean score and the change of each."""
     cols = [Column("bucket", "Bucket"), Column("tasks", "Tasks", True),
-            Column("trials", "Trials", True), Column("trial_pass", "Trial pass", True),
-            Column("task_pass", "Task pass", True), Column("mean", "Mean score", True),
-            Column("errored", "Errored", True)]
+            Column("trials", "Trials", True),
+            Column("trial_pass", "Trial pass", True, short="Trial%"),
+            Column("task_pass", "Task pass", True, short="Task%"),
+            Column("mean", "Mean score", True, short="Score"),
+            Column("errored", "Errored", True, short="Err")]
     if base is not None:
-        cols += [Column("base_pass", "Base pass", True), Column("pass_delta", "Δ pass", True),
-                 Column("base_mean", "Base score", True), Column("mean_delta", "Δ score", True)]
+        cols += [Column("base_pass", "Base pass", True, short="Base%"),
+                 Column("pass_delta", "Δ pass", True, short="Δ%"),
+                 Column("base_mean", "Base score", True, detail=True, short="Base"),
+                 Column("mean_delta", "Δ score", True, short="Δ")]
     mine = {b.bucket: b for b in summary.buckets}
     theirs = {b.bucket: b for b in base.buckets} if base is not None else {}
-    rows = []
-    for name in sorted(mine.keys() | theirs.keys()):
+    rows, quiet = [], set()
+    for i, name in enumerate(sorted(mine.keys() | theirs.keys())):
         cells = [Cell(name, name, code=True), *_run_cells(mine.get(name))]
         if base is not None:
             cells += _vs_cells(mine.get(name), theirs.get(name))
+            if _same(mine.get(name), theirs.get(name)):
+                quiet.add(i)
         rows.append(tuple(cells))
-    return Table(tuple(cols), tuple(rows))
+    return Table(tuple(cols), tuple(rows), frozenset(quiet))
+
+
+def _same(b: BucketSummary | None, o: BucketSummary | None) -> bool:
+    """A bucket in both runs whose pass rate and mean score did not move."""
+    if b is None or o is None:
+        return False
+    return (fmt.trend(o.trial_pass_rate, b.trial_pass_rate) == "same"
+            and fmt.trend(o.mean_score, b.mean_score) == "same")
 
 
 def grader_table(summary: RunSummary) -> Table:
@@ -184,13 +212,15 @@ def verdict_table(
     return [r.model_dump() for r in gate_rows(comparisons, target)]
 
 
-def _gate_cells(r: GateRow, with_target: bool) -> tuple[Cell, ...]:
+def _gate_cells(r: GateRow, with_target: bool, with_dropped: bool) -> tuple[Cell, ...]:
     tone: Tone = "down" if r.status == "regressed" else "up" if r.status == "improved" else ""
     cells = [Cell(r.bucket, r.bucket, code=True)]
     if with_target:
         cells.append(Cell("yes" if r.target else "", r.target))
+    cells.append(_count(r.n))
+    if with_dropped:
+        cells.append(_count(r.dropped, alert=True))
     cells += [
-        Cell(f"{r.n}" + (f" (+{r.dropped} dropped)" if r.dropped else ""), r.n),
         Cell(fmt.pct(r.base_pass_rate, 0), r.base_pass_rate),
         Cell(fmt.pct(r.cand_pass_rate, 0), r.cand_pass_rate),
         Cell(fmt.num(r.base_mean), r.base_mean),
@@ -207,23 +237,34 @@ def _gate_cells(r: GateRow, with_target: bool) -> tuple[Cell, ...]:
 def gate_table(rows: Sequence[GateRow | Mapping[str, Any]], cand: str = "Cand") -> Table:
     """The gate's per-bucket table, candidate (`cand`, e.g. "Head" for a review) vs base on
     paired trials. Rows may be stored ledger dicts. A Target column appears when a row is
-    the target; the CI column names its level when every row shares one."""
+    the target, a Dropped one (pairs left out, e.g. errored trials) when a row dropped
+    some; the CI column names its level when every row shares one. The interval is
+    display-only (the gate decides on exact tests), so it is detail; unchanged buckets other
+    than the target are quiet rows."""
     typed = [r if isinstance(r, GateRow) else GateRow.model_validate(r) for r in rows]
     with_target = any(r.target for r in typed)
+    with_dropped = any(r.dropped for r in typed)
     levels = {r.confidence for r in typed if r.confidence is not None}
     ci = f"{round(levels.pop() * 100)}% CI" if len(levels) == 1 else "CI"
     cols = [Column("bucket", "Bucket")]
     if with_target:
-        cols.append(Column("target", "Target"))
+        cols.append(Column("target", "Target", short="Tgt"))
+    cols.append(Column("n", "n", True))
+    if with_dropped:
+        cols.append(Column("dropped", "Dropped", True, detail=True, short="Drop"))
     cols += [
-        Column("n", "n", True), Column("base_pass", "Base pass", True),
-        Column("cand_pass", f"{cand} pass", True),
-        Column("base_mean", "Base mean", True, detail=True),
-        Column("cand_mean", f"{cand} mean", True, detail=True), Column("delta", "Delta", True),
-        Column("ci", ci, True), Column("fixed_broken", "Fixed/Broken", True),
-        Column("p", "p", True, detail=True), Column("status", "Status"),
+        Column("base_pass", "Base pass", True, short="Base"),
+        Column("cand_pass", f"{cand} pass", True, short=cand),
+        Column("base_mean", "Base mean", True, detail=True, short="B.mean"),
+        Column("cand_mean", f"{cand} mean", True, detail=True, short=f"{cand[0]}.mean"),
+        Column("delta", "Delta", True, short="Δ"),
+        Column("ci", ci, True, detail=True, short="CI"),
+        Column("fixed_broken", "Fixed/Broken", True, short="F/B"),
+        Column("p", "p", True), Column("status", "Status"),
     ]
-    return Table(tuple(cols), tuple(_gate_cells(r, with_target) for r in typed))
+    quiet = frozenset(i for i, r in enumerate(typed) if r.status == "unchanged" and not r.target)
+    cells = tuple(_gate_cells(r, with_target, with_dropped) for r in typed)
+    return Table(tuple(cols), cells, quiet)
 
 
 def comparison_table(

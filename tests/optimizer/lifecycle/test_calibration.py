@@ -162,19 +162,19 @@ def test_calibrate_command(state: Path, tmp_path: Path) -> None:
     labels = write_labels(tmp_path / "l.jsonl", [label(t, v) for t, v in JUDGE.items()])
     runner = CliRunner()
     ok = runner.invoke(app, ["calibrate", "--grader", GRADER, "--labels", str(labels),
-                             "--out", str(state), "--json"])
+                             "--state-dir", str(state), "--json"])
     assert ok.exit_code == 0, ok.output
     data = json.loads(ok.stdout)
     assert data["overall"]["krippendorff_alpha_interval"] == pytest.approx(1.0)
     assert data["status"]["state"] == "insufficient"
     text = runner.invoke(app, ["calibrate", "--grader", GRADER, "--labels", str(labels),
-                               "--out", str(state)])
+                               "--state-dir", str(state)])
     assert text.exit_code == 0 and "Alpha" in text.stdout and "overall" in text.stdout
     bad = write_labels(tmp_path / "bad.jsonl", ["{oops"])
     res = runner.invoke(app, ["calibrate", "--grader", GRADER, "--labels", str(bad),
-                              "--out", str(state)])
+                              "--state-dir", str(state)])
     assert res.exit_code == 1 and "line 1: field '(line)'" in res.stderr
     res = runner.invoke(app, ["calibrate", "--grader", "insight", "--labels", str(labels),
-                              "--out", str(state)])
+                              "--state-dir", str(state)])
     assert res.exit_code == 1 and "unknown judge grader 'insight'" in res.stderr
     assert "--labels" in runner.invoke(app, ["calibrate", "--help"]).stdout

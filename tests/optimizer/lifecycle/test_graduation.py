@@ -173,25 +173,25 @@ def test_graduate_and_health_commands(repo: Path, state: Path,
     monkeypatch.chdir(repo)
     app = app_with(("graduate", graduate_command), ("health", health_command))
     runner = CliRunner()
-    res = runner.invoke(app, ["health", "--suite", "card_agent_capability", "--out", str(state)])
+    res = runner.invoke(app, ["health", "--suite", "card_agent_capability", "--state-dir", str(state)])
     assert res.exit_code == 0, res.output
     assert "event" in res.stdout and "Stragglers: stuck-a" in res.stdout
     assert (state / "health" / "card_agent_capability.json").is_file()
     res = runner.invoke(app, ["health", "--suite", "card_agent_capability", "--json",
-                              "--out", str(state)])
+                              "--state-dir", str(state)])
     assert json.loads(res.stdout)["summary"]["graduation_ready"] == ["event", "link"]
-    res = runner.invoke(app, ["health", "--suite", "card_agnt", "--out", str(state)])
+    res = runner.invoke(app, ["health", "--suite", "card_agnt", "--state-dir", str(state)])
     assert res.exit_code == 1 and "Did you mean 'card_agent'" in res.stderr
-    res = runner.invoke(app, ["health", "--suite", "pkm_agent", "--out", str(state)])
+    res = runner.invoke(app, ["health", "--suite", "pkm_agent", "--state-dir", str(state)])
     assert res.exit_code == 1 and "no saved runs of pkm_agent_capability" in res.stderr
     res = runner.invoke(app, ["graduate", "--suite", "card_agent", "--bucket", "stuck",
-                              "--out", str(state)])
+                              "--state-dir", str(state)])
     assert res.exit_code == 1 and "not ready to graduate" in res.stderr
     res = runner.invoke(app, ["graduate", "--suite", "card_agent", "--bucket", "event",
-                              "--out", str(state)])
+                              "--state-dir", str(state)])
     assert res.exit_code == 0, res.output
     assert "Branch promptloop/graduate/card_agent-event/" in res.stdout
     (state / "runs" / "index.jsonl").write_text("not json\n")
-    res = runner.invoke(app, ["health", "--suite", "card_agent_capability", "--out", str(state)])
+    res = runner.invoke(app, ["health", "--suite", "card_agent_capability", "--state-dir", str(state)])
     assert res.exit_code == 2 and "index.jsonl" in res.stderr
     assert "--bucket" in runner.invoke(app, ["graduate", "--help"]).stdout

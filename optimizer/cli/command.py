@@ -1,0 +1,183 @@
+"""The click classes behind every `promptloop` command: help that fits 80 columns, old flag
+spellings, and usage errors that exit 1 with one `Error:` line.
+
+- Help: docstrings are re-flowed (one paragraph per blank line), options sit in panels
+  (`rich_help_panel`), and environment variables are listed once in an epilogue instead of in
+  every option's help.
+- Renamed flags (issue 10: a change of CLI flags keeps the old spelling working or fails with
+  the new one named): `RENAMED` maps an old spelling to the new one; the command line is
+  respelled before click parses it, so old spellings work without showing in `--help`, and
+  old keys of a promptloop.toml table are read under their new names.
+- Exit codes: a usage error (unknown option, bad or missing value, bad choice) exits 1, like
+  every user error; exit 2 stays for infrastructure failures (see cli/util.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import typer
+from rich.console import Console
+from typer._click import core as click_core  # typer vendors click; no public name for these
+from typer._click import exceptions as click_exc
+from typer.core import TyperCommand, TyperGroup, TyperOption
+
+from optimizer.cli import help as help_text
+from optimizer.cli import ui
+from optimizer.cli.util import EXIT_INTERRUPTED, EXIT_OK, EXIT_USER
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """A flag spelling that changed. `works`: the old spelling is a hidden alias of the new
+    one; otherwise it fails with a message naming the new spelling."""
+
+    commands: tuple[str, ...]
+    old: str
+    new: str
+    works: bool = True
+
+    @property
+    def old_key(self) -> str:
+        """The old spelling as a promptloop.toml key / parameter name."""
+        return self.old.removeprefix("--").replace("-", "_")
+
+    @property
+    def new_key(self) -> str:
+        return self.new.removeprefix("--").replace("-", "_")
+
+
+RENAMED: tuple[Renamed, ...] = (
+    # the state folder had two names; one shows, the other still works
+    Renamed(("eval", "optimize", "review", "report", "nightly", "doctor", "runs", "view",
+             "health", "graduate", "calibrate"), "--out", "--state-dir"),
+    # optimize's confirmation trials became the sequential gate's trials per round
+    Renamed(("optimize",), "--confirm-trials", "--round-trials"),
+    # `agent` spells its model like every other command
+    Renamed(("agent",), "--model", "--agent-model"),
+)
+
+
+def renamed_for(command: str) -> dict[str, Renamed]:
+    return {r.old: r for r in RENAMED if command in r.commands}
+
+
+def renamed_keys(command: str) -> dict[str, str]:
+    """Old promptloop.toml keys of a command's table -> their new names."""
+    return {r.old_key: r.new_key for r in RENAMED if command in r.commands and r.works}
+
+
+def respell(command: str, args: Sequence[str], takes_value: set[str]) -> list[str]:
+    """`args` with old flag spellings replaced by the new ones (`--old VALUE` and `--old=VALUE`);
+    values of options (`takes_value`) and everything after `--` are left alone. A spelling
+    that no longer works raises a usage error naming the new one."""
+    renamed = renamed_for(command)
+    out: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            out += [arg, *rest]
+            break
+        name, eq, value = arg.partition("=")
+        entry = renamed.get(name)
+        if entry is not None:
+            if not entry.works:
+                raise click_exc.UsageError(f"{entry.old} was renamed to {entry.new}")
+            name = entry.new
+        out.append(name + eq + value)
+        if name in takes_value and not eq:
+            following = next(rest, None)
+            if following is not None:
+                out.append(following)
+    return out
+
+
+def unwrap(text: str) -> str:
+    """A docstring's paragraphs, each on one line (the terminal wraps them to its width)."""
+    paragraphs = [" ".join(line.strip() for line in p.splitlines() if line.strip())
+                  for p in text.strip().split("\n\n")]
+    return "\n\n".join(p for p in paragraphs if p)
+
+
+def env_vars(params: Sequence[Any]) -> list[tuple[str, str]]:
+    """(environment variable, option) of a command's visible options."""
+    pairs: list[tuple[str, str]] = []
+    for p in params:
+        if getattr(p, "hidden", False) or not p.opts:
+            continue
+        names = [p.envvar] if isinstance(p.envvar, str) else list(p.envvar or [])
+        pairs += [(name, p.opts[0]) for name in names]
+    return pairs
+
+
+class PromptloopCommand(TyperCommand):
+    """A command whose help fits the terminal and whose old flag spellings still parse."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = unwrap(self.help or "")
+        for p in self.params:
+            if isinstance(p, TyperOption):
+                p.show_envvar = False  # listed once, after the options
+        self.env = env_vars(self.params)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        help_text.render(Console(), self, ctx, self.env)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        takes_value = {o for p in self.params if isinstance(p, TyperOption) and not p.is_flag
+                       for o in p.opts}
+        try:
+            args = respell(self.name or "", args, takes_value)
+        except click_exc.UsageError as err:
+            err.ctx, err.cmd = ctx, self
+            raise
+        return super().parse_args(ctx, args)
+
+
+def _usage_message(err: Any) -> str:
+    """Click's message, saying so when the bad value came from an environment variable."""
+    message = err.format_message()
+    param, ctx = getattr(err, "param", None), err.ctx
+    if param is not None and ctx is not None and param.name:
+        source = ctx.get_parameter_source(param.name)
+        if source == click_core.ParameterSource.ENVIRONMENT and param.envvar:
+            names = [param.envvar] if isinstance(param.envvar, str) else param.envvar
+            message += f" (from {' or '.join(names)})"
+    return message
+
+
+def usage_error(err: Any) -> int:
+    """One `Error:` line and a pointer to --help; the usage exit code."""
+    ui.error(_usage_message(err))
+    if err.ctx is not None:
+        ui.info(f"Try '{err.ctx.command_path} --help' for help.")
+    return EXIT_USER
+
+
+class PromptloopGroup(TyperGroup):
+    """The `promptloop` group: click's own error handling replaced by the exit codes of the
+    README (a usage error is a user error, exit 1)."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             windows_expand_args: bool = True, **extra: Any) -> Any:
+        run = super().main
+        if not standalone_mode:
+            return run(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        try:
+            code = run(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except click_exc.NoArgsIsHelpError:
+            code = EXIT_OK  # the help was printed
+        except click_exc.UsageError as err:
+            code = usage_error(err)
+        except click_exc.ClickException as err:
+            ui.error(err.format_message())
+            code = EXIT_USER
+        except typer.Abort:
+            ui.error("aborted")
+            code = EXIT_INTERRUPTED
+        sys.exit(code if isinstance(code, int) else EXIT_OK)

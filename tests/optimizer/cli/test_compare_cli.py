@@ -1,0 +1,102 @@
+"""After optimize and review: the comparison command they print, and `report --base`, which
+pools the runs per suite and pairs them as the gate did."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agents.llm.registry import SCRIPTED_MODELS
+from agents.llm.scripted import ScriptedModel, reply
+from optimizer.cli.app import app
+from tests.optimizer.workflows.test_optimize import GOOD
+from tests.optimizer.workflows.test_review import GOOD_LINE, human_branch
+
+runner = CliRunner()
+
+
+def compare_line(stdout: str) -> list[str]:
+    """The printed `promptloop report ...` command as arguments of the app."""
+    [line] = [x for x in stdout.splitlines() if x.startswith("  compare: ")]
+    args = shlex.split(line.removeprefix("  compare: "))
+    assert args[:2] == ["promptloop", "report"] and "--base" in args
+    return args[1:]
+
+
+def test_optimize_prints_the_command_that_shows_its_gate_table(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(SCRIPTED_MODELS, "proposer", lambda: ScriptedModel([reply(GOOD)]))
+    monkeypatch.chdir(repo)
+    out = runner.invoke(app, [
+        "optimize", "--suite", "pkm_agent", "--bucket", "skip_trivial", "--iterations", "1",
+        "--agent-model", "scripted:pkm", "--proposer-model", "scripted:proposer",
+        "--proposer-format", "diff", "--state-dir", str(state)], env={"COLUMNS": "80"})
+    assert out.exit_code == 0, out.output
+    assert "3 unchanged buckets not shown (--all lists them)" in out.stdout
+    args = compare_line(out.stdout)
+    assert args[-2:] == ["--state-dir", str(state)]
+
+    data = json.loads(runner.invoke(app, [*args, "--format", "json"]).stdout)
+    statuses = {b["bucket"]: b["status"] for b in data["buckets"]}
+    assert statuses == {"long_fact": "unchanged", "short_fact": "unchanged",
+                        "skip_trivial": "improved", "regression/plain": "unchanged"}
+    skip = next(b for b in data["buckets"] if b["bucket"] == "skip_trivial")
+    assert (skip["n"], skip["fixed"], skip["broken"]) == (8, 8, 0)  # every round, pooled
+
+    table = runner.invoke(app, args, env={"COLUMNS": "80"})
+    assert table.exit_code == 0, table.output
+    assert "skip_trivial" in table.stdout and "improved" in table.stdout
+    assert "3 unchanged buckets not shown" in table.stdout
+    every = runner.invoke(app, [*args, "--all"], env={"COLUMNS": "80"}).stdout
+    assert "long_fact" in every and "regression/plain" in every
+    markdown = runner.invoke(app, [*args, "--format", "md"]).stdout
+    assert "| `skip_trivial` |" in markdown and "`long_fact`" not in markdown
+
+
+def test_review_prints_the_command_of_each_agent(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    human_branch(repo, "human/skip", GOOD_LINE)
+    monkeypatch.chdir(repo)
+    out = runner.invoke(app, ["review", "--base", "main", "--head", "human/skip",
+                              "--agent-model", "scripted:pkm", "--state-dir", str(state)],
+                        env={"COLUMNS": "80"})
+    assert out.exit_code == 0, out.output
+    args = compare_line(out.stdout)
+    data = json.loads(runner.invoke(app, [*args, "--format", "json"]).stdout)
+    assert {r.split("-review-")[0] for r in data["runs"]} == {"pkm_agent_capability",
+                                                               "pkm_agent_regression"}
+    assert all(r.endswith("-head") or "-confirm-head" in r for r in data["runs"])
+    assert all(r.endswith("-base") or "-confirm-base" in r for r in data["base"])
+    moved = {b["bucket"]: b["status"] for b in data["buckets"] if b["status"] != "unchanged"}
+    assert "skip_trivial" in moved
+
+
+def test_report_base_refuses_what_it_cannot_compare(state: Path) -> None:
+    first = runner.invoke(app, ["eval", "--suite", "card_agent", "--kind", "regression",
+                                "--agent-model", "scripted:card", "--state-dir", str(state),
+                                "--json"])
+    other = runner.invoke(app, ["eval", "--suite", "card_agent", "--kind", "quickstart",
+                                "--agent-model", "scripted:card", "--state-dir", str(state),
+                                "--json"])
+    a, b = json.loads(first.stdout)["run"], json.loads(other.stdout)["run"]
+    cases = [
+        ([a, "--base", b], "share no suite"),
+        ([a, b], "several runs are compared with --base"),
+        ([a, "--base", a, "--base", a, "--format", "html"], "one base run"),
+        ([a, "--base", a, "--base", a], "trial indices"),  # the same trials pooled twice
+    ]
+    for args, message in cases:
+        out = runner.invoke(app, ["report", *args, "--state-dir", str(state)])
+        assert out.exit_code == 1 and message in out.stderr, (args, out.output)
+    same = runner.invoke(app, ["report", a, "--base", a, "--state-dir", str(state)])
+    assert same.exit_code == 0 and "unchanged buckets not shown" in same.stdout
+    alone = runner.invoke(app, ["report", a, "--format", "table", "--state-dir", str(state)],
+                          env={"COLUMNS": "80"})
+    assert alone.exit_code == 0 and "plain_transaction" in alone.stdout
+    assert "trial pass" in alone.stdout and "report:" not in alone.stdout

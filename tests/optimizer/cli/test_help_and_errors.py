@@ -1,0 +1,109 @@
+"""`--help` read at 80 and 120 columns, and usage errors: exit 1, one `Error:` line, a hint."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from optimizer.cli.app import app
+from optimizer.cli.command import env_vars
+
+runner = CliRunner()
+GROUP = typer.main.get_command(app)
+COMMANDS = ("optimize", "review", "nightly", "eval")
+
+
+def help_text(command: str, width: int) -> str:
+    out = runner.invoke(app, [command, "--help"], env={"COLUMNS": str(width)})
+    assert out.exit_code == 0, out.output
+    return out.stdout
+
+
+def visible_options(command: str) -> list[str]:
+    params = GROUP.commands[command].params  # type: ignore[attr-defined]
+    return [o for p in params if not getattr(p, "hidden", False)
+            for o in p.opts if o.startswith("--")]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_fits_and_shows_every_option_name_whole(command: str, width: int) -> None:
+    text = help_text(command, width)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert "…" not in text  # nothing cut with an ellipsis
+    words = {w for line in lines for w in re.findall(r"--[a-z][a-z\[\]-]*", line)}
+    for option in visible_options(command):
+        negative = "--[no-]" + option[2:]
+        assert option in words or negative in words, f"{option} not whole in {command} --help"
+    # the option names and their help share a line: the names column is never squeezed
+    name_lines = [line for line in lines if re.match(r"^ *│ --", line)]
+    assert len(name_lines) >= len(visible_options(command)) - 1
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_environment_variables_are_listed_once_after_the_options(command: str) -> None:
+    text = help_text(command, 80)
+    options, _, epilogue = text.partition("Environment variables")
+    assert epilogue, "no list of environment variables"
+    pairs = env_vars(GROUP.commands[command].params)  # type: ignore[attr-defined]
+    assert pairs
+    for env, option in pairs:
+        assert env not in options, f"{env} shown among the options of {command}"
+        assert re.search(rf"{env} +{re.escape(option)}\b", epilogue)
+    assert "[env var:" not in text
+
+
+def test_optimize_help_groups_options_in_panels_and_shows_choices() -> None:
+    text = help_text("optimize", 80)
+    panels = re.findall(r"╭─ (\w+) ─", text)
+    assert panels == ["Options", "Models", "Proposer", "Gate", "Run", "Output"]
+    gate = text[text.index("╭─ Gate"):text.index("╭─ Run")]
+    for option in ("--round-trials", "--max-trials", "--regression-tolerance",
+                   "--min-improvement", "--suites"):
+        assert option in gate
+    assert "--proposer-format [auto|diff|edits]" in text
+    assert "--[no-]keep-rejected" in text and "--state-dir DIR" in text
+    # docstring paragraphs are re-flowed, not broken where the source lines end
+    assert "failing trials for the proposer" in " ".join(text.split())
+
+
+ERRORS = [
+    (["optimize", "--suite", "pkm_agent", "--bucket", "b", "--trials", "0"],
+     "Invalid value for '--trials'"),
+    (["optimize", "--suite", "pkm_agent", "--bucket", "b", "--tirals", "3"],
+     "No such option: --tirals"),
+    (["optimize", "--bucket", "b"], "Missing option '--suite'"),
+    (["optimize", "--suite", "pkm_agent", "--bucket", "b", "--proposer-format", "patch"],
+     "'patch' is not one of 'auto', 'diff', 'edits'"),
+    (["report", "latest", "--format", "pdf"], "'pdf' is not one of"),
+    (["eval", "--suite", "card_agent", "--mode", "rewind"], "'rewind' is not one of"),
+    (["nightly", "--max-usd", "-1"], "Invalid value for '--max-usd'"),
+    (["evaluate"], "No such command 'evaluate'"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), ERRORS, ids=[m[:24] for _, m in ERRORS])
+def test_usage_errors_exit_1_with_one_error_line(args: list[str], message: str) -> None:
+    out = runner.invoke(app, args)
+    assert out.exit_code == 1, out.output
+    errors = [line for line in out.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and message in errors[0], out.stderr
+    assert "--help' for help." in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 2  # no usage block, no boxed panel
+    assert out.stdout == ""
+
+
+def test_a_bad_value_from_the_environment_names_the_variable() -> None:
+    out = runner.invoke(app, ["eval", "--suite", "card_agent"], env={"PROMPTLOOP_TRIALS": "0"})
+    assert out.exit_code == 1
+    assert "(from PROMPTLOOP_TRIALS)" in out.stderr
+
+
+def test_bare_command_prints_help_and_exits_0() -> None:
+    out = runner.invoke(app, [])
+    assert out.exit_code == 0
+    assert "Commands" in out.stdout and "optimize" in out.stdout
