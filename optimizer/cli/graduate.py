@@ -9,6 +9,7 @@ import typer
 
 from optimizer.cli import ui
 from optimizer.cli.lifecycle_common import JsonOpt, StateOpt, run_command
+from optimizer.cli.util import require_repo
 
 
 def graduate(
@@ -44,15 +45,12 @@ def graduate(
 
     Exit codes: 0 branch created (or --dry-run plan shown), 1 unknown suite or bucket, not
     ready, conflicting files or ids, 2 unreadable state folder."""
-    from optimizer.core.config import ConfigError
-    from optimizer.git import repo_root, state_dir
+    from optimizer.git import state_dir
     from optimizer.lifecycle.graduate_git import GraduateRequest
     from optimizer.lifecycle.graduate_git import graduate as run_graduate
 
     def body() -> None:
-        root = repo_root()
-        if root is None:
-            raise ConfigError("graduate needs a git repository (run it inside your prompt repo)")
+        root = require_repo("graduate")
         record = run_graduate(GraduateRequest(
             repo=root, state_dir=state_dir(out), agent=suite, bucket=bucket, copy=copy,
             force=force, base=base, window=window, agent_model=model, dry_run=dry_run))

@@ -25,7 +25,7 @@ from optimizer.cli.common import (
     toml_only,
     use_toml,
 )
-from optimizer.cli.util import EXIT_USER, guarded
+from optimizer.cli.util import EXIT_USER, guarded, require_repo
 from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError
 from optimizer.core.names import agent_names
 
@@ -155,13 +155,10 @@ def nightly(
 
 
 def _config(settings: dict[str, Any], state_dir: Path | None) -> NightlyConfig:
-    from optimizer.git import repo_root
     from optimizer.git import state_dir as resolve_state
     from optimizer.workflows.nightly.config import NightlyConfig
 
-    root = repo_root()
-    if root is None:
-        raise ConfigError("nightly needs a git repository (run it inside your prompt repo)")
+    root = require_repo("nightly")
     data = {k: v for k, v in settings.items() if v is not None}
     data |= {"state_dir": resolve_state(state_dir), "repo": root}
     try:

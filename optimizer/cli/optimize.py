@@ -31,7 +31,7 @@ from optimizer.cli.common import (
     listening,
 )
 from optimizer.cli.report import compare_command
-from optimizer.cli.util import guarded, option_errors
+from optimizer.cli.util import guarded, option_errors, require_repo
 from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError
 from optimizer.core.names import agent_names
 
@@ -156,13 +156,10 @@ def compare_commands(result: OptimizeResult, runs: RunLog, state: Path | None) -
 
 def _config(flags: dict[str, Any]) -> OptimizeConfig:
     from optimizer.gate.compare import GatePolicy
-    from optimizer.git import repo_root
     from optimizer.git import state_dir as resolve_state
     from optimizer.workflows.optimize import OptimizeConfig
 
-    root = repo_root()
-    if root is None:
-        raise ConfigError("optimize needs a git repository (run it inside your prompt repo)")
+    root = require_repo("optimize")
     fields = {k: v for k, v in flags.items() if k in OptimizeConfig.model_fields}
     try:
         return OptimizeConfig.model_validate(

@@ -28,7 +28,7 @@ from optimizer.cli.common import (
     listening,
 )
 from optimizer.cli.report import compare_command
-from optimizer.cli.util import EXIT_INFRA, guarded, option_errors
+from optimizer.cli.util import EXIT_INFRA, guarded, option_errors, require_repo
 from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError
 from optimizer.core.names import agent_names
 from optimizer.gate.compare import BucketComparison
@@ -131,13 +131,10 @@ def review(
 
 def _config(flags: dict[str, Any]) -> ReviewConfig:
     from optimizer.gate.compare import GatePolicy
-    from optimizer.git import repo_root
     from optimizer.git import state_dir as resolve_state
     from optimizer.workflows.review import ReviewConfig
 
-    root = repo_root()
-    if root is None:
-        raise ConfigError("review needs a git repository (run it inside your prompt repo)")
+    root = require_repo("review")
     fields = {k: v for k, v in flags.items() if k in ReviewConfig.model_fields}
     try:
         return ReviewConfig.model_validate(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import typer
@@ -42,3 +43,13 @@ def option_errors(err: ValidationError) -> str:
         f"--{'.'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}"
         for e in err.errors()
     )
+
+
+def require_repo(command: str) -> Path:
+    """The git repository holding the current folder; a user error naming `command` outside one."""
+    from optimizer.git import repo_root
+
+    root = repo_root()
+    if root is None:
+        raise ConfigError(f"{command} needs a git repository (run it inside your prompt repo)")
+    return root

@@ -36,11 +36,10 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class LedgerEntry(BaseModel):
-    """The closing record of an iteration (records without `kind` are closing records)."""
+class _Record(BaseModel):
+    """What every ledger record says about its iteration."""
 
     version: int = LEDGER_VERSION
-    kind: Literal["close"] = "close"
     id: str
     at: datetime = Field(default_factory=_now)
     suite: str
@@ -50,6 +49,12 @@ class LedgerEntry(BaseModel):
     base_commit: str
     prompt_path: str
     proposer: str
+
+
+class LedgerEntry(_Record):
+    """The closing record of an iteration (records without `kind` are closing records)."""
+
+    kind: Literal["close"] = "close"
     hypothesis: str = ""
     diff: str = ""
     diff_hash: str = ""
@@ -65,24 +70,14 @@ class LedgerEntry(BaseModel):
     pr_body_path: str | None = None
 
 
-class LedgerOpen(BaseModel):
+class LedgerOpen(_Record):
     """An iteration began: who runs it and what it is about to create."""
 
-    version: int = LEDGER_VERSION
     kind: Literal["open"] = "open"
-    id: str
-    at: datetime = Field(default_factory=_now)
     command: str
     """optimize | nightly (the command whose process runs the iteration)."""
     pid: int
     host: str
-    suite: str
-    agent: str
-    bucket: str
-    iteration: int
-    base_commit: str
-    prompt_path: str
-    proposer: str
     repo: str
     """The repository the branch and worktree belong to."""
     branch: str

@@ -25,6 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from graders.registry import UnknownGraderError, get_grader, known_graders
+from optimizer.core.files import atomic_write_text
 from optimizer.core.results import RunResult
 from optimizer.lifecycle.agreement import (
     cohen_kappa,
@@ -34,7 +35,7 @@ from optimizer.lifecycle.agreement import (
     to_level,
 )
 from optimizer.lifecycle.errors import LifecycleError, UnknownNameError
-from optimizer.lifecycle.files import atomic_write, safe_stem
+from optimizer.lifecycle.files import safe_stem
 from optimizer.lifecycle.labels import LabelledItem, join_labels, read_labels
 from optimizer.report.store import RunNotFoundError, default_store_dir, list_runs, load_run
 
@@ -171,9 +172,9 @@ def save_calibration(state_dir: Path, report: CalibrationReport) -> Path:
     """Save as the grader's current calibration, and a dated copy under history/."""
     text = report.model_dump_json(indent=2) + "\n"
     stamp = report.created_at.strftime("%Y%m%dT%H%M%S")
-    atomic_write(state_dir / CALIBRATION_DIR / "history"
+    atomic_write_text(state_dir / CALIBRATION_DIR / "history"
                  / f"{safe_stem(report.grader)}-{stamp}.json", text)
-    return atomic_write(calibration_path(state_dir, report.grader), text)
+    return atomic_write_text(calibration_path(state_dir, report.grader), text)
 
 
 def _read(path: Path) -> CalibrationReport:

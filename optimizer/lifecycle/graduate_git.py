@@ -18,11 +18,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from optimizer.core.files import atomic_write_text
 from optimizer.core.names import agent_names
 from optimizer.core.suites import SuiteError, load_suite
 from optimizer.git import GitOps, GitOpsError
 from optimizer.lifecycle.errors import GraduationRefused, LifecycleError, UnknownNameError
-from optimizer.lifecycle.files import atomic_write, safe_stem
+from optimizer.lifecycle.files import safe_stem
 from optimizer.lifecycle.graduation import (
     GraduationPlan,
     GraduationProposal,
@@ -235,9 +236,9 @@ def pr_body(record: GraduationRecord) -> str:
 def save_record(state_dir: Path, record: GraduationRecord) -> GraduationRecord:
     folder = state_dir / GRADUATIONS_DIR / safe_stem((record.branch or "dry-run")
                                                       .removeprefix("promptloop/"))
-    pr = atomic_write(folder / "PR.md", pr_body(record))
+    pr = atomic_write_text(folder / "PR.md", pr_body(record))
     record = record.model_copy(update={"pr_body_path": str(pr)})
-    atomic_write(folder / "graduation.json", record.model_dump_json(indent=2) + "\n")
+    atomic_write_text(folder / "graduation.json", record.model_dump_json(indent=2) + "\n")
     return record
 
 

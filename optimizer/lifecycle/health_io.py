@@ -10,9 +10,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from optimizer.core.files import atomic_write_text
 from optimizer.lifecycle.calibration import load_calibrations
 from optimizer.lifecycle.errors import LifecycleError
-from optimizer.lifecycle.files import atomic_write, safe_stem
+from optimizer.lifecycle.files import safe_stem
 from optimizer.lifecycle.flaky import (
     AmbiguityPolicy,
     AmbiguousTask,
@@ -67,7 +68,7 @@ def build_health(state_dir: Path, suite_name: str, *, repo: Path | None = None,
 
 def save_health(state_dir: Path, health: SuiteHealth) -> Path:
     path = health_path(state_dir, health.suite_name)
-    atomic_write(path, health.model_dump_json(indent=2) + "\n")
+    atomic_write_text(path, health.model_dump_json(indent=2) + "\n")
     return path
 
 

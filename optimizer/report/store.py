@@ -25,12 +25,12 @@ from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
+from optimizer.core.files import atomic_write_text
 from optimizer.core.pricing import PriceOverrides
 from optimizer.core.results import RunResult, TaskInfo
 from optimizer.report.readback import ShapeError, run_from_docs, tasks_from_trace
 from optimizer.report.shapes import index_docs, report_docs, trace_docs
 from optimizer.report.summary import RunSummary, summarize
-from optimizer.run.cache import atomic_write_text
 
 LEGACY_FORMAT = "promptloop-report"
 """The `format` of reports written before the original's layout (read, never written)."""

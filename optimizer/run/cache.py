@@ -11,8 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -20,6 +18,7 @@ from typing import Literal
 from agents.data import data_dir
 from agents.llm.errors import ModelError
 from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
+from optimizer.core.files import atomic_write_text
 
 Mode = Literal["live", "record", "replay"]
 HARNESS_VERSION = "1"
@@ -27,19 +26,6 @@ HARNESS_VERSION = "1"
 
 class ReplayMissError(ModelError):
     """Replay mode found no recording for a request (the suite or prompt changed)."""
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def request_key(

@@ -24,10 +24,11 @@ from optimizer.core.events import (
     TrialStarted,
     ignore,
 )
+from optimizer.core.files import atomic_write_text
 from optimizer.core.results import Provenance, RunResult, TaskInfo, TrialResult
 from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.adaptive import AdaptiveLimit, overloaded, provider_key
-from optimizer.run.cache import atomic_write_text, text_hash, trial_cache_key
+from optimizer.run.cache import text_hash, trial_cache_key
 from optimizer.run.trial import RunOptions, run_trial
 from optimizer.run.trial_input import trial_variant
 from optimizer.run.workspaces import sweep_stale_trials

@@ -19,8 +19,8 @@ from typing import Any, Literal
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from optimizer.core.files import atomic_write_text
 from optimizer.core.killpoint import kill_point
-from optimizer.run.cache import atomic_write_text
 from optimizer.run.usage import Spend
 from optimizer.workflows.nightly.budget import TrialRate
 from optimizer.workflows.optimize import IterationResult

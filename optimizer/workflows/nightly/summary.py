@@ -15,13 +15,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from optimizer.core.files import atomic_write_text
 from optimizer.core.pricing import ModelPrice, estimate_cost
 from optimizer.lifecycle.graduation import GraduationProposal
 from optimizer.report import fmt
 from optimizer.report.html.kit import render
 from optimizer.report.markdown import table_lines
 from optimizer.report.table import Cell, Column, Table
-from optimizer.run.cache import atomic_write_text
 from optimizer.run.usage import usage_tokens
 from optimizer.workflows.nightly.lifecycle import NightLifecycle
 from optimizer.workflows.nightly.publish import accepted_steps, manual_commands
