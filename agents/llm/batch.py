@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.llm.batch_backends import Backend, Outcome, backend_for
-from agents.llm.errors import ModelError, ProviderError
+from agents.llm.errors import BatchTimeoutError, ModelError, ProviderError
 from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings
 
 FORMAT = "promptloop.batch/1"
@@ -35,10 +35,6 @@ POLL_GROWTH = 1.5
 TIMEOUT_S = 6 * 3600.0
 """How long one run waits for a batch (providers allow 24 h; a rerun resumes the same batch)."""
 DIRECT_CONCURRENCY = 4
-
-
-class BatchTimeoutError(ModelError):
-    """The batch did not end in time; a rerun with the same requests resumes it."""
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ def _answer(prompt: str) -> str | None:
 def _reply(value: float) -> str:
     dims = ("groundedness", "non_redundancy", "expression_quality", "coherence", "voice",
             "formatting", "structure")
-    return json.dumps({d: value for d in dims} | {"rationale": f"scored {value}"})
+    return json.dumps(dict.fromkeys(dims, value) | {"rationale": f"scored {value}"})
 
 
 _answer.poison = False  # type: ignore[attr-defined]
@@ -120,3 +120,30 @@ def test_without_batch_the_judge_is_called_directly(server: BatchServer, tmp_pat
     _eval(tmp_path, "anthropic:claude-fake", server)
     assert not server.creates and server.direct > 1
     assert not (tmp_path / "batches").exists()
+
+
+def test_a_rerun_resumes_the_batch_a_stopped_run_submitted(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the first run stops waiting while the batch is still in progress (as a killed run would)
+    server.polls_before_end = 1_000
+    monkeypatch.setattr(batch_module, "TIMEOUT_S", 0.02)
+    args = ["eval", "--state-dir", str(tmp_path), "--json", "--suite", "pkm_agent",
+            "--agent-model", "scripted:pkm", "--judge-model", "anthropic:claude-fake",
+            "--trials", "1", "--batch"]
+    for task in TASKS:
+        args += ["--task", task]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 2, first.output  # every trial's judge: errored, not a 0 score
+    [state] = list((tmp_path / "batches").glob("*.json"))
+    saved = json.loads(state.read_text())
+    assert saved["state"] == "submitted" and len(server.creates) == 1
+
+    server.polls_before_end = 0
+    monkeypatch.setattr(batch_module, "TIMEOUT_S", 60.0)
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert len(server.creates) == 1  # the same batch was polled, nothing new submitted
+    assert json.loads(state.read_text())["state"] == "ended"
+    summary = json.loads(again.stdout)["summary"]
+    assert summary["erroredTrials"] == 0 and summary["numTrials"] == 3
