@@ -34,3 +34,7 @@ class ProviderError(ModelError):
 
 class ScriptExhaustedError(ModelError):
     """A scripted test model was asked for more responses than it was given."""
+
+
+class BatchTimeoutError(ModelError):
+    """A provider batch did not end in time; a rerun with the same requests resumes it."""

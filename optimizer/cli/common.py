@@ -85,6 +85,16 @@ TrialsOpt = Annotated[
         help="Trials per task (default: the task's own).",
     ),
 ]
+BatchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--batch",
+        envvar="PROMPTLOOP_BATCH",
+        rich_help_panel=RUN,
+        help="Send the judge calls of each run as one provider batch (Anthropic Message "
+        "Batches, OpenAI Batch API) at half the price; slower. Other providers: direct calls.",
+    ),
+]
 ConcurrencyOpt = Annotated[
     int | None,
     typer.Option(

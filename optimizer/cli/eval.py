@@ -13,6 +13,7 @@ from optimizer.cli.common import (
     RUN,
     AgentModelOpt,
     BaseUrlOpt,
+    BatchOpt,
     ConcurrencyOpt,
     EventsOpt,
     JsonOpt,
@@ -65,6 +66,7 @@ def eval_(
     base_url: BaseUrlOpt = None,
     mode: ModeOpt = Mode.live,
     fresh: FreshOpt = False,
+    batch: BatchOpt = False,
     ref: RefOpt = None,
     state_dir: StateOpt = None,
     events: EventsOpt = None,
@@ -94,6 +96,7 @@ def eval_(
                 concurrency=concurrency,
                 mode=mode.value,
                 reuse=not fresh,
+                batch=batch,
             ),
         )
         try:

@@ -15,6 +15,7 @@ from optimizer.cli.common import (
     PUBLISH,
     AgentModelOpt,
     BaseUrlOpt,
+    BatchOpt,
     ConcurrencyOpt,
     EventsOpt,
     JudgeModelOpt,
@@ -101,6 +102,7 @@ def nightly(
     max_buckets: MaxBucketsOpt = None,
     trials: TrialsOpt = None,
     concurrency: ConcurrencyOpt = None,
+    batch: BatchOpt = False,
     max_usd: MaxUsdOpt = None,
     max_tokens: MaxTokensOpt = None,
     max_wall_minutes: MaxWallOpt = None,
@@ -125,7 +127,7 @@ def nightly(
         "suites": suites or None, "agent_model": agent_model, "judge_model": judge_model,
         "proposer_model": proposer_model, "base_url": base_url, "base": base,
         "iterations_per_bucket": iterations_per_bucket, "max_buckets": max_buckets,
-        "trials": trials, "concurrency": concurrency, "max_usd": max_usd,
+        "trials": trials, "concurrency": concurrency, "batch": batch, "max_usd": max_usd,
         "max_tokens": max_tokens, "max_wall_minutes": max_wall_minutes,
     }
 

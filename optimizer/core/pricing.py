@@ -76,6 +76,10 @@ PRICES: dict[str, dict[str, ModelPrice]] = {
     },
 }
 
+BATCH_PRICE_FACTOR = 0.5
+"""Batch price / standard price: the Anthropic Message Batches API and the OpenAI Batch API
+both bill batched requests at 50% of the list prices above (input, output and cache)."""
+
 PriceOverrides = Mapping[str, ModelPrice | Mapping[str, Any]]
 
 
@@ -131,3 +135,12 @@ def estimate_cost(
             note=f"no price known for {model_id}; add it to the price overrides for an estimate",
         )
     return CostEstimate(model=model_id, usd=price.cost(usage))
+
+
+def batch_saving(
+    model_id: str, usage: Usage, overrides: PriceOverrides | None = None
+) -> float | None:
+    """Dollars saved when `usage` of `model_id` goes through a batch API instead of direct
+    calls (None when the price is unknown; 0 for free providers)."""
+    cost = estimate_cost(model_id, usage, overrides).usd
+    return None if cost is None else cost * (1 - BATCH_PRICE_FACTOR)

@@ -28,8 +28,9 @@ from optimizer.core.files import atomic_write_text
 from optimizer.core.results import Provenance, RunResult, TaskInfo, TrialResult
 from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.adaptive import AdaptiveLimit, overloaded, provider_key
+from optimizer.run.batching import JudgeBatch
 from optimizer.run.cache import text_hash, trial_cache_key
-from optimizer.run.trial import RunOptions, run_trial
+from optimizer.run.trial import RunOptions, judge_salt, regrade, run_trial
 from optimizer.run.trial_input import trial_variant
 from optimizer.run.workspaces import sweep_stale_trials
 
@@ -117,7 +118,7 @@ async def run_suite(
     started = datetime.now(UTC)
     emit(RunStarted(run=run_name, label=options.label, suite=suite.name, total=len(plan)))
     trial = _TrialRunner(suite, options, prompt, agent, judge, run_name, emit)
-    trials = await asyncio.gather(*(trial(t, i) for t, i in plan))
+    trials = await trial.finish(await asyncio.gather(*(trial(t, i) for t, i in plan)))
     run = RunResult(
         run_name=run_name,
         suite_name=suite.name,
@@ -170,6 +171,9 @@ class _TrialRunner:
         self.limit = AdaptiveLimit(default_concurrency(suite.agent_name, options),
                                    provider=provider_key(options.agent_model))
         self.live = False
+        self.batch = _judge_batch(suite, options, judge)
+        self.held: dict[int, tuple[LoadedTask, Path]] = {}
+        """Batch mode: trials (by id) whose judge replies are still to come."""
         rt = options.runtime
         self.variant = f"turns={rt.max_turns},runs={rt.max_runs},first={rt.require_tool_first_turn}"
 
@@ -205,23 +209,61 @@ class _TrialRunner:
                     self.agent,  # type: ignore[arg-type]  # None only in replay: never called
                     self.judge,
                     self.options,
+                    self.batch,
                 )
                 result.transcript.event("timing", f"{time.perf_counter() - t0:.3f}s")
             finally:
                 await self.limit.release(slot, overloaded=result is not None and overloaded(result))
+            if self.batch is not None and self.batch.waiting(judge_salt(self.suite, task, index)):
+                self.held[id(result)] = (task, path)
+                return result
             if result.status in ("passed", "failed"):
                 atomic_write_text(path, result.model_dump_json())
+        self._finished(task, result)
+        return result
+
+    def _finished(self, task: LoadedTask, result: TrialResult) -> None:
         self.emit(
             TrialFinished(
                 run=self.run_name,
                 task=task.id,
-                trial=index,
+                trial=result.trial_index,
                 bucket=task.bucket,
                 status=result.status,
                 cached=result.cached,
             )
         )
-        return result
+
+    async def finish(self, trials: list[TrialResult]) -> list[TrialResult]:
+        """Batch mode: send the held-back trials' judge requests as one batch, then grade
+        those trials with the replies (run/batching.py); other trials are returned as they
+        are."""
+        if self.batch is None or not self.held:
+            return trials
+        await self.batch.resolve()
+        note = self.batch.report
+        if note.direct:
+            self.emit(RunWarning(message=f"--batch: {note.note}; the judge was called directly"))
+        out = []
+        for result in trials:
+            if id(result) in self.held:
+                task, path = self.held[id(result)]
+                result = await regrade(self.suite, task, result, self.batch, self.options)
+                if result.status in ("passed", "failed"):
+                    atomic_write_text(path, result.model_dump_json())
+                self._finished(task, result)
+            out.append(result)
+        return out
+
+
+def _judge_batch(suite: Suite, options: RunOptions, judge: ModelClient | None
+                 ) -> JudgeBatch | None:
+    """The run's judge batch when `options.batch` applies (a judge that is called for real)."""
+    if not options.batch or judge is None or options.mode == "replay" or not needs_judge(suite):
+        return None
+    from agents.llm.batch import BatchJudge
+
+    return JudgeBatch(judge, BatchJudge(judge, options.state_dir / "batches"))
 
 
 __all__ = [

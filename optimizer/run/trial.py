@@ -26,6 +26,7 @@ from graders.base import GradeContext, Score
 from graders.registry import run_grader, trial_passed
 from optimizer.core.results import TrialResult
 from optimizer.core.suites import LoadedTask, Suite
+from optimizer.run.batching import JudgeBatch
 from optimizer.run.cache import Mode, RecordReplayClient
 from optimizer.run.trial_input import agent_input_for
 from optimizer.run.workspaces import build_workspace, new_trial_dir, remove_tree
@@ -56,6 +57,8 @@ class RunOptions:
     """Run only these trial indices per task id (confirmatory reruns)."""
     agent_options: AgentOptions = field(default_factory=AgentOptions.from_env)
     """Our opt-in agent checks (default: none, as the original; $PROMPTLOOP_AGENT_OPTIONS)."""
+    batch: bool = False
+    """Send the judge calls of the run as one provider batch (run/batching.py)."""
 
 
 def trial_seed(task_id: str, index: int) -> int:
@@ -110,7 +113,10 @@ async def run_trial(
     agent: ModelClient,
     judge: ModelClient | None,
     options: RunOptions,
+    batch: JudgeBatch | None = None,
 ) -> TrialResult:
+    """Run one trial. With `batch`, its judge requests are only noted (phase 1 of batch
+    mode: `regrade` finishes the trial once the batch has answered)."""
     started = datetime.now(UTC)
     transcript = Transcript()
     tmp = new_trial_dir()
@@ -123,7 +129,8 @@ async def run_trial(
         ),
     )
     try:
-        got = await _attempt(suite, task, index, prompt, (agent, judge), seeded, transcript, tmp)
+        clients = _recorded(suite, task, index, (agent, judge), seeded, batch)
+        got = await _attempt(suite, task, index, prompt, clients, seeded, transcript, tmp)
     finally:
         await remove_tree(tmp)
     return TrialResult(
@@ -148,18 +155,50 @@ def _recorded(
     index: int,
     clients: tuple[ModelClient, ModelClient | None],
     options: RunOptions,
+    batch: JudgeBatch | None = None,
 ) -> tuple[ModelClient, ModelClient | None]:
-    """The agent and judge behind record/replay, salted per trial."""
+    """The agent and judge behind record/replay, salted per trial (in batch mode the judge
+    only notes its requests)."""
     agent, judge = clients
     salt = f"{suite.name}/{task.id}#{index}"
     calls = options.state_dir / "recordings"
     agent_c = RecordReplayClient(agent, calls, options.mode, salt, options.agent_model)
-    judge_c = (
+    judge_c: ModelClient | None = (
         RecordReplayClient(judge, calls, options.mode, salt + "/judge", options.judge_model or "")
         if judge is not None or options.mode == "replay"
         else None
     )
+    if batch is not None:
+        judge_c = batch.for_trial(judge_salt(suite, task, index))
     return agent_c, judge_c
+
+
+def judge_salt(suite: Suite, task: LoadedTask, index: int) -> str:
+    """What keys the judge requests of one trial apart from the same request elsewhere."""
+    return f"{suite.name}/{task.id}#{index}/judge"
+
+
+async def regrade(
+    suite: Suite, task: LoadedTask, result: TrialResult, batch: JudgeBatch, options: RunOptions
+) -> TrialResult:
+    """Phase 2 of batch mode: grade a held-back trial again with the batch's judge replies
+    and decide its status as `_attempt` does (a timed-out trial stays timedOut)."""
+    salt = judge_salt(suite, task, result.trial_index)
+    judge_c = RecordReplayClient(batch.resolved(salt), options.state_dir / "recordings",
+                                 options.mode, salt, options.judge_model or "")
+    got = _Attempt(status=result.status, reason=result.failure_reason, outcome=result.outcome)
+    try:
+        got.scores = await _grade(task, result.outcome, result.transcript, judge_c,
+                                  options.judge_settings)
+        if result.status != "timedOut":
+            _decide(got, suite.config.task_pass_threshold)
+    except Exception as err:  # a harness bug must not kill the whole run
+        got.status, got.infra = "errored", f"harness error {type(err).__name__}: {err}"
+        got.reason = got.infra
+    return result.model_copy(update={
+        "status": got.status, "failure_reason": got.reason, "infra_error": got.infra,
+        "scores": got.scores, "ended_at": datetime.now(UTC),
+    })
 
 
 async def _attempt(
@@ -172,7 +211,7 @@ async def _attempt(
     transcript: Transcript,
     tmp: Path,
 ) -> _Attempt:
-    agent_c, judge_c = _recorded(suite, task, index, clients, options)
+    agent_c, judge_c = clients
     agent_input = agent_input_for(suite, task)
     got = _Attempt()
     session: OutcomeSession | None = None

@@ -89,6 +89,7 @@ class Optimizer:
             agent_model=self.c.agent_model,
             trials=self.c.trials,
             concurrency=self.c.concurrency,
+            batch=self.c.batch,
             state_dir=self.c.state_dir,
             prompt_text=prompt,
             trial_indices=indices,

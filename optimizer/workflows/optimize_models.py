@@ -44,6 +44,8 @@ class OptimizeConfig(BaseModel):
     token_budget: int | None = None
     confirm_trials: int = Field(2, ge=0)
     concurrency: int | None = None
+    batch: bool = False
+    """Send each run's judge calls as one provider batch (run/batching.py)."""
     kinds: tuple[str, ...] = ("capability", "regression")
     """Suite folders under tasks/<agent>/ that make up the gate (the target bucket's suite and
     every suite whose buckets must not regress)."""

@@ -173,6 +173,19 @@ class AnthropicProvider(SDKProvider["AsyncAnthropic"]):
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
         sdk = self._sdk()
+        kwargs = self.request_params(messages, tools, settings)
+        if settings is not None:
+            kwargs["timeout"] = settings.timeout_s
+        message, retries = await self._send(sdk, kwargs)
+        return from_anthropic(message, retries=retries, fallback_model=self.model)
+
+    def request_params(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec] | tuple[ToolSpec, ...] = (),
+        settings: ModelSettings | None = None,
+    ) -> dict[str, Any]:
+        """The Messages API parameters of one call (also one request of a message batch)."""
         system, turns = to_anthropic(messages)
         kwargs: dict[str, Any] = {
             "model": self.model,
@@ -187,13 +200,10 @@ class AnthropicProvider(SDKProvider["AsyncAnthropic"]):
             kwargs["tools"] = tools_to_anthropic(tools)
             if settings is not None and settings.tool_choice == "required":
                 kwargs["tool_choice"] = {"type": "any"}
-        if settings is not None:
-            kwargs["timeout"] = settings.timeout_s
-            if settings.response_format:
-                _, schema, _ = json_schema_format(settings.response_format)
-                kwargs["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
-        message, retries = await self._send(sdk, kwargs)
-        return from_anthropic(message, retries=retries, fallback_model=self.model)
+        if settings is not None and settings.response_format:
+            _, schema, _ = json_schema_format(settings.response_format)
+            kwargs["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
+        return kwargs
 
     async def _send(self, sdk: AsyncAnthropic, kwargs: dict[str, Any]) -> tuple[Any, int]:
         import anthropic

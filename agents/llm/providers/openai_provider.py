@@ -187,6 +187,19 @@ class OpenAIProvider(SDKProvider["AsyncOpenAI"]):
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
         sdk = self._sdk()
+        kwargs = self.request_params(messages, tools, settings)
+        if settings is not None:
+            kwargs["timeout"] = settings.timeout_s
+        completion, retries = await self._send(sdk, kwargs)
+        return from_openai(completion, retries=retries, fallback_model=self.model)
+
+    def request_params(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec] | tuple[ToolSpec, ...] = (),
+        settings: ModelSettings | None = None,
+    ) -> dict[str, Any]:
+        """The Chat Completions body of one call (also one line of a batch input file)."""
         chosen = settings or ModelSettings()
         # OpenAI's newer models only take max_completion_tokens; every compatible server
         # understands the older max_tokens.
@@ -210,10 +223,7 @@ class OpenAIProvider(SDKProvider["AsyncOpenAI"]):
                 "type": "json_schema",
                 "json_schema": {"name": name, "schema": schema, "strict": strict},
             }
-        if settings is not None:
-            kwargs["timeout"] = settings.timeout_s
-        completion, retries = await self._send(sdk, kwargs)
-        return from_openai(completion, retries=retries, fallback_model=self.model)
+        return kwargs
 
     async def _send(self, sdk: AsyncOpenAI, kwargs: dict[str, Any]) -> tuple[Any, int]:
         import openai

@@ -27,7 +27,8 @@ from optimizer.workflows.optimize import Baseline, OptimizeConfig
 
 _SHARED_WITH_OPTIMIZE = {
     "trials", "agent_model", "judge_model", "proposer_model", "base_url", "max_changed_lines",
-    "proposer_format", "confirm_trials", "concurrency", "kinds", "policy", "repo", "state_dir",
+    "proposer_format", "confirm_trials", "concurrency", "batch", "kinds", "policy", "repo",
+    "state_dir",
 }
 
 
@@ -47,6 +48,8 @@ class NightlyConfig(BaseModel):
     max_buckets: int = Field(3, ge=1)
     trials: int | None = Field(None, ge=1)
     concurrency: int | None = Field(None, ge=1)
+    batch: bool = False
+    """Judge calls of every run as one provider batch at the batch price (docs/batch.md)."""
     confirm_trials: int = Field(2, ge=0)
     max_changed_lines: int = Field(40, ge=1)
     proposer_format: Literal["auto", "diff", "edits"] = "auto"

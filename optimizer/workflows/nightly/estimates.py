@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agents.llm.types import Usage
+from optimizer.core.pricing import batch_saving
 from optimizer.core.results import RunResult
 from optimizer.git import GitOps
 from optimizer.report.summary import summarize
@@ -64,7 +65,18 @@ def estimate_baseline(cp: Checkpoint, c: NightlyConfig, repo: Path, suite: str) 
     n = uncached_trials(suites, prompt, c)
     per, secs, basis = per_trial(cp, c, suite)
     m = c.estimate_margin
-    return Estimate(per.scaled(n * m), secs * n * m, f"{n} uncached trial(s) x {basis}")
+    spend = per.scaled(n * m)
+    return Estimate(spend, secs * n * m, f"{n} uncached trial(s) x {basis}" + _saving(c, spend))
+
+
+def _saving(c: NightlyConfig, spend: Spend) -> str:
+    """With `batch`, what sending the judge calls as batches saves (the estimate itself stays
+    at the standard price, so the budget check errs on the safe side)."""
+    if not c.batch or "judge" not in spend.usage:
+        return ""
+    usd = batch_saving(c.judge_id, spend.usage["judge"], c.prices)
+    return "; batch: judge calls at 50% save " + ("an unknown amount (no price)" if usd is None
+                                                  else f"~${usd:.4f}")
 
 
 def estimate_iteration(
@@ -73,9 +85,9 @@ def estimate_iteration(
     m = c.estimate_margin
     last = next((s for s in reversed(cp.steps) if s.evaluated and s.suite == suite), None)
     if last is not None:
-        return Estimate(
-            last.spend.scaled(m), last.seconds * m, f"last evaluated iteration {last.id} x {m:g}"
-        )
+        spend = last.spend.scaled(m)
+        return Estimate(spend, last.seconds * m,
+                        f"last evaluated iteration {last.id} x {m:g}" + _saving(c, spend))
     per, secs, basis = per_trial(cp, c, suite)
     n = sum(len(r.trials) for r in baseline.runs)
     n += 2 * c.confirm_trials * sum(len(s.tasks) for s in baseline.suites)
@@ -86,7 +98,8 @@ def estimate_iteration(
     proposer = seen or proposer_guess(c.proposer_id)
     spend = (per.scaled(n) + Spend(usage={"proposer": proposer})).scaled(m)
     return Estimate(
-        spend, secs * n * m, f"proposal + {n} trial(s) incl. confirmations x {basis} x {m:g}"
+        spend, secs * n * m,
+        f"proposal + {n} trial(s) incl. confirmations x {basis} x {m:g}" + _saving(c, spend),
     )
 
 
