@@ -173,7 +173,8 @@ def test_graduate_and_health_commands(repo: Path, state: Path,
     monkeypatch.chdir(repo)
     app = app_with(("graduate", graduate_command), ("health", health_command))
     runner = CliRunner()
-    res = runner.invoke(app, ["health", "--suite", "card_agent_capability", "--state-dir", str(state)])
+    res = runner.invoke(app, ["health", "--suite", "card_agent_capability",
+                              "--state-dir", str(state)])
     assert res.exit_code == 0, res.output
     assert "event" in res.stdout and "Stragglers: stuck-a" in res.stdout
     assert (state / "health" / "card_agent_capability.json").is_file()
@@ -192,6 +193,7 @@ def test_graduate_and_health_commands(repo: Path, state: Path,
     assert res.exit_code == 0, res.output
     assert "Branch promptloop/graduate/card_agent-event/" in res.stdout
     (state / "runs" / "index.jsonl").write_text("not json\n")
-    res = runner.invoke(app, ["health", "--suite", "card_agent_capability", "--state-dir", str(state)])
+    res = runner.invoke(app, ["health", "--suite", "card_agent_capability",
+                              "--state-dir", str(state)])
     assert res.exit_code == 2 and "index.jsonl" in res.stderr
     assert "--bucket" in runner.invoke(app, ["graduate", "--help"]).stdout
