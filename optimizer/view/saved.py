@@ -169,6 +169,9 @@ def graduations(state: StateFolder) -> list[Graduation]:
             continue
         try:
             folder = state.confine(p)
+        except NotFoundError:
+            continue  # a link out of the state folder
+        try:
             record = _parse(state, folder / "graduation.json", GraduationRecord)
         except (UnreadableError, NotFoundError) as err:
             out.append(Graduation(p.name, None, None, str(err)))
