@@ -24,6 +24,11 @@ import tests.conftest  # noqa: E402,F401  (registers the scripted models by name
 from optimizer.view.server import running  # noqa: E402
 from tests.optimizer.view.browser import chromium_path  # noqa: E402
 from tests.optimizer.view.builders import build_state  # noqa: E402
+from tests.optimizer.view.lifecycle_builders import (  # noqa: E402
+    JUDGE,
+    JUDGED_NEWEST,
+    JUDGED_SUITE,
+)
 
 
 def pages(state: Path, base: str, cand: str) -> dict[str, str]:
@@ -41,6 +46,10 @@ def pages(state: Path, base: str, cand: str) -> dict[str, str]:
         "ledger": "/ledger",
         "session": f"/session/{quote(session, safe='')}",
         "nightly": f"/nightly/{quote(night, safe='')}",
+        "health": f"/health/{quote(JUDGED_SUITE, safe='')}",
+        "graduations": "/graduations",
+        "calibration": f"/calibration/{quote(JUDGE, safe='')}",
+        "label": "/label?" + urlencode({"grader": JUDGE, "run": JUDGED_NEWEST}),
     }
 
 
@@ -64,7 +73,7 @@ def main() -> None:
                 page.goto(server.url.rstrip("/") + path)
                 page.wait_for_load_state("load")
                 out = args.out / f"view-{name}.png"
-                page.screenshot(path=str(out), full_page=name not in ("run", "session"))
+                page.screenshot(path=str(out), full_page=name not in ("run", "session", "label"))
                 print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
             browser.close()
     finally:

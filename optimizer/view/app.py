@@ -17,8 +17,9 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from optimizer.report.html.page import report_context
 from optimizer.report.html.trials import PromptPool
 from optimizer.report.store import ReportError
-from optimizer.view import nightly, sessions
+from optimizer.view import judges, nightly, saved, sessions
 from optimizer.view.compare import compare_page, side_by_side
+from optimizer.view.health import health_page, health_rows
 from optimizer.view.render import render, static_file
 from optimizer.view.runs import RunFilter, runs_page, same_suite
 from optimizer.view.state import BadRequestError, NotFoundError, StateFolder
@@ -73,7 +74,10 @@ class ViewApp:
             ("ledger", 0): self.ledger, ("sessions", 0): self.sessions,
             ("session", 1): self.session, ("nightly", 0): self.nights,
             ("nightly", 1): self.night, ("static", 1): self.static,
-            ("favicon.ico", 0): self.favicon,
+            ("favicon.ico", 0): self.favicon, ("trial", 0): self.trial,
+            ("health", 0): self.healths, ("health", 1): self.health,
+            ("graduations", 0): self.graduations, ("calibration", 0): self.calibrations,
+            ("calibration", 1): self.calibration, ("label", 0): self.label,
         }
 
     def handle(self, target: str) -> Response:
@@ -116,7 +120,9 @@ class ViewApp:
         entry = self.state.entry(name)
         run, summary = self.state.run(name), self.state.summary(name)
         context = report_context(run, summary)
-        return self.page("view_run.html.j2", active="/", entry=entry,
+        statuses = judges.run_judges(self.state, [run])
+        context["graders"] = judges.with_calibration(context["graders"], statuses)
+        return self.page("view_run.html.j2", active="/", entry=entry, judges=statuses,
                          others=same_suite(self.state.runs(), entry), **context)
 
     def _pair(self, q: Query) -> tuple[str, str]:
@@ -127,9 +133,10 @@ class ViewApp:
 
     def compare(self, _: list[str], q: Query) -> Response:
         base, cand = self._pair(q)
-        page = compare_page(self.state.run(base), self.state.run(cand),
-                            self.state.summary(base), self.state.summary(cand))
+        runs = self.state.run(base), self.state.run(cand)
+        page = compare_page(*runs, self.state.summary(base), self.state.summary(cand))
         return self.page("view_compare.html.j2", active="/", p=page,
+                         judges=judges.run_judges(self.state, runs),
                          title=f"{page.cand.suite_name}: {base} vs {cand}")
 
     def compare_trial(self, _: list[str], q: Query) -> Response:
@@ -163,6 +170,62 @@ class ViewApp:
         page = trend_page(suite, readable, summaries, total, len(runs) - len(readable))
         return self.page("view_trend.html.j2", active="/", p=page, limit=limit,
                          title=f"{suite}: trend per bucket")
+
+    def trial(self, _: list[str], q: Query) -> Response:
+        """One trial of one run (what health evidence and labels link to)."""
+        name, task, index = q.get("run", ""), q.get("task", ""), q.get("index", "")
+        if not name or not task or not index.isdigit():
+            raise BadRequestError("name the trial: ?run=<run>&task=<task id>&index=<index>")
+        run = self.state.run(name)
+        found = next((t for t in run.trials
+                      if t.task_id == task and t.trial_index == int(index)), None)
+        if found is None:
+            raise NotFoundError(f"run {name!r} has no trial {index} of task {task!r}")
+        return self.page("view_one_trial.html.j2", active="/", run=run, t=found,
+                         prompts=PromptPool([found]), title=f"{task} #{index} · {name}",
+                         others=same_suite(self.state.runs(), self.state.entry(name)))
+
+    # --- suite lifecycle ------------------------------------------------------------------
+    def healths(self, _: list[str], q: Query) -> Response:
+        rows = health_rows(self.state.runs(), saved.saved_health(self.state))
+        return self.page("view_healths.html.j2", active="/health", rows=rows,
+                         title="promptloop suite health")
+
+    def health(self, args: list[str], _: Query) -> Response:
+        suite = args[0]
+        page = health_page(suite, saved.health_of(self.state, suite), self.state.runs())
+        return self.page("view_health.html.j2", active="/health", p=page,
+                         title=f"{suite}: suite health")
+
+    def graduations(self, _: list[str], q: Query) -> Response:
+        return self.page("view_graduations.html.j2", active="/graduations",
+                         rows=saved.graduations(self.state), title="promptloop graduations")
+
+    def calibrations(self, _: list[str], q: Query) -> Response:
+        rows = judges.calibration_rows(self.state, saved.calibrations(self.state))
+        return self.page("view_calibrations.html.j2", active="/calibration", rows=rows,
+                         title="promptloop judge calibration")
+
+    def calibration(self, args: list[str], _: Query) -> Response:
+        grader = args[0]
+        known = set(judges.registered_judges()) | set(saved.calibrations(self.state))
+        if grader not in known:
+            raise NotFoundError(f"no judge grader {grader!r} (judges: {', '.join(sorted(known))})")
+        page = judges.calibration_page(self.state, grader, saved.calibration_of(self.state, grader))
+        return self.page("view_calibration.html.j2", active="/calibration", p=page,
+                         title=f"{grader}: judge calibration")
+
+    def label(self, _: list[str], q: Query) -> Response:
+        grader, name = q.get("grader", ""), q.get("run", "")
+        graders = sorted(set(judges.registered_judges()) | set(saved.calibrations(self.state)))
+        if not grader or not name:
+            return self.page("view_label.html.j2", active="/calibration", p=None,
+                             graders=graders, grader=grader, run_name=name,
+                             runs=list(reversed(self.state.runs())), title="Label trials")
+        page = judges.label_page(self.state, grader, self.state.run(name))
+        return self.page("view_label.html.j2", active="/calibration", p=page, graders=graders,
+                         grader=grader, run_name=name, runs=list(reversed(self.state.runs())),
+                         title=f"Label {grader} on {name}")
 
     # --- ledger and sessions --------------------------------------------------------------
     def ledger(self, _: list[str], q: Query) -> Response:

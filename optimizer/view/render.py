@@ -19,6 +19,7 @@ import jinja2
 from markupsafe import Markup
 
 from optimizer.report.html.kit import environment as report_environment
+from optimizer.view.saved import STATE_LABELS
 
 _PACKAGE = "optimizer.view"
 STATIC = {
@@ -26,7 +27,8 @@ STATIC = {
     "view.js": (_PACKAGE, "view.js"),
 }
 """The only files under /static/: name -> (package, file in its static/ folder)."""
-NAV = (("/", "Runs"), ("/ledger", "Ledger"), ("/sessions", "Optimize sessions"),
+NAV = (("/", "Runs"), ("/health", "Health"), ("/graduations", "Graduations"),
+       ("/calibration", "Judges"), ("/ledger", "Ledger"), ("/sessions", "Optimize sessions"),
        ("/nightly", "Nightly"))
 
 
@@ -63,7 +65,7 @@ def environment() -> jinja2.Environment:
     ]))
     # the overlay shares the report's dicts: copy them before adding the viewer's helpers
     env.globals = {**base.globals, "view_asset": view_asset, "href": href, "seg": seg,
-                   "nav_links": NAV}
+                   "nav_links": NAV, "cal_labels": STATE_LABELS}
     env.filters = {**base.filters, "seg": seg}
     return env
 

@@ -6,7 +6,8 @@ tests (no network, no real model): it writes baseline and candidate runs of both
 trials and a recoverable prompt diff), optimize sessions with their packages and PR bodies,
 the ledger and the night's summary. Two hand-made runs (the report tests' helpers) add
 markup where a model or a task author could put it: in a transcript, a task id, a bucket
-name and a run name.
+name, a judge dimension and a run name. The lifecycle's files (health, a calibration, a
+graduation) are added by lifecycle_builders.py.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from optimizer.run.runner import RunOptions
 from optimizer.workflows.nightly.engine import run_nightly
 from optimizer.workflows.nightly.summary import NightSummary
 from optimizer.workflows.paired import run_and_save
-from tests.optimizer.report.test_report import mk_run, rich_trial, tr
+from tests.optimizer.lifecycle.helpers import judge_score
+from tests.optimizer.report.test_report import mk_run, rich_trial, sc, tr
+from tests.optimizer.view.lifecycle_builders import add_lifecycle
 from tests.optimizer.workflows.nightly_support import clients, make_repo, night_config
 from tests.optimizer.workflows.test_optimize import _git
 
@@ -64,7 +67,9 @@ def evil_runs() -> list[RunResult]:
     runs = []
     for name, status in ((EVIL_BASE, "failed"), (EVIL_CAND, "passed")):
         trials = [
-            tr(SCRIPT_TASK, 0, status, bucket=SCRIPT_BUCKET, transcript=_evil_transcript()),
+            tr(SCRIPT_TASK, 0, status, bucket=SCRIPT_BUCKET, transcript=_evil_transcript(),
+               scores=[sc("g", 1.0 if status == "passed" else 0.0),
+                       judge_score({SCRIPT_BUCKET: 0.5, "groundedness": 0.8})]),
             rich_trial("sleep_note", 0, "passed", bucket="route_health"),
         ]
         run = mk_run(trials, name=name, model="scripted:pkm")
@@ -101,6 +106,7 @@ def build_state(root: Path, *, trials: int = 2) -> ViewState:
     asyncio.run(_accepted_full_run(view, trials))
     for run in evil_runs():
         save_run(run, store)
+    add_lifecycle(state, (EVIL_SUITE,))
     return view
 
 

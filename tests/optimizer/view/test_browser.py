@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote, urlencode
 
 import pytest
 
+from optimizer.lifecycle.labels import join_labels, read_labels
+from optimizer.report.store import default_store_dir, load_run
 from optimizer.view.server import ViewServer
 from tests.optimizer.view.browser import chromium_path
 from tests.optimizer.view.builders import (
@@ -21,6 +24,7 @@ from tests.optimizer.view.builders import (
     SCRIPT_TASK,
     ViewState,
 )
+from tests.optimizer.view.lifecycle_builders import JUDGE, JUDGED_NEWEST, JUDGED_SUITE
 
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="needs the playwright package (pip install -e '.[dev]')")
@@ -180,3 +184,59 @@ def test_sessions_ledger_and_nightly_pages(
     expect(page.locator("#ledger-table tbody tr")).to_have_count(1)
     page.locator("#ledger-table tbody a").click()
     expect(page.locator("#iter-2 h2 .badge")).to_have_text("refused")
+
+
+def test_labeling_page_builds_a_labels_file_calibrate_reads(
+    tab: Watched, server: ViewServer, view_state: ViewState, tmp_path: Path,
+) -> None:
+    page = tab.page
+    page.goto(server.url)
+    page.get_by_role("link", name="Judges", exact=True).click()
+    page.locator("#calibration-table tr", has_text=JUDGE).first.get_by_role(
+        "link", name="label trials").click()
+    page.locator("select[name=run]").select_option(JUDGED_NEWEST)
+    page.get_by_role("button", name="Show trials").click()
+    expect(page.locator("section.label-trial")).to_have_count(3)
+    expect(page.locator("#labels-output")).to_have_value("")
+    first, second = (f"{JUDGED_NEWEST}/insight-a#0", f"{JUDGED_NEWEST}/insight-b#1")
+    page.get_by_label(f"{first} groundedness", exact=True).select_option("0.75")
+    page.get_by_label(f"{first} non_redundancy", exact=True).select_option("unknown")
+    page.get_by_label(f"{second} expression_quality", exact=True).select_option("0.25")
+    page.get_by_label(f"{second} note", exact=True).fill("vague \"due date\"")
+    page.locator("#labeler").fill("ana")
+    expect(page.locator("#label-count")).to_have_text("2 trial(s) labelled")
+    expect(page.locator("#labels-download")).to_have_attribute("aria-disabled", "false")
+    text = page.locator("#labels-output").input_value()
+    path = tmp_path / "labels.jsonl"
+    path.write_text(text, encoding="utf-8")
+    parsed = read_labels(path, JUDGE)
+    assert [(lab.trial_id, lab.scores, lab.labeler) for lab in parsed.labels] == [
+        (first, {"groundedness": 0.75, "non_redundancy": None}, "ana"),
+        (second, {"expression_quality": 0.25}, "ana"),
+    ]
+    assert parsed.warnings == []
+    store = default_store_dir(view_state.root)
+    items = join_labels(parsed, JUDGE, 0.6, lambda n: load_run(store, n))
+    assert [i.human_value for i in items] == [0.75, 0.25]
+    with page.expect_download() as got:
+        page.locator("#labels-download").click()
+    download = got.value
+    assert download.suggested_filename == f"labels-{JUDGE}.jsonl"
+    assert Path(download.path()).read_text(encoding="utf-8") == text
+
+
+def test_health_page_links_evidence_to_transcripts(tab: Watched, server: ViewServer) -> None:
+    page = tab.page
+    page.goto(server.url)
+    page.get_by_role("link", name="Health", exact=True).click()
+    page.locator("#health-table").get_by_role("link", name=JUDGED_SUITE, exact=True).click()
+    expect(page.locator("#bucket-table tr[data-bucket=plain]")).to_contain_text(
+        "promptloop graduate --suite pkm_agent --bucket plain")
+    evidence = page.locator(".ambiguous[data-task=insight-b] table a").first
+    name = evidence.inner_text()
+    evidence.click()
+    expect(page.locator("h1")).to_contain_text("insight-b")
+    expect(page.locator(".prov")).to_contain_text(name.split("/")[0])
+    page.goto(server.url + "health/" + quote(EVIL_SUITE, safe=""))
+    assert not page.title().startswith("pwned")
+    expect(page.locator("#bucket-table")).to_contain_text(SCRIPT_BUCKET)

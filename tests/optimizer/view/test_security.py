@@ -63,6 +63,15 @@ def jail(tmp_path: Path) -> Iterator[tuple[ViewServer, Path, Path]]:
     (outside / "night" / "summary.json").write_text('{"night_id": "' + SECRET + '"}')
     (state / "nightly").mkdir()
     (state / "nightly" / NIGHT_OUT).symlink_to(outside / "night")
+    # lifecycle files planted as links out of the state folder
+    for folder, name in (("health", "demo.json"), ("calibration", "pkm_insight_quality.json")):
+        (state / folder).mkdir()
+        (state / folder / name).symlink_to(outside / "secret.txt")
+    (outside / "grad").mkdir()
+    (outside / "grad" / "graduation.json").write_text('{"agent": "' + SECRET + '"}')
+    (outside / "grad" / "PR.md").write_text(SECRET)
+    (state / "graduations").mkdir()
+    (state / "graduations" / "graduate-demo-x").symlink_to(outside / "grad")
     with running(state) as server:
         yield server, state, outside
 
@@ -93,6 +102,16 @@ def _traversals(outside: Path) -> list[str]:
         "/nightly/%2e%2e",
         "/nightly/..%2f..%2foutside%2fnight",
         "http://127.0.0.1/static/../../../../etc/passwd",
+        "/health/..%2f..%2foutside%2fsecret.txt",
+        "/health/" + quote(str(outside / "secret.txt"), safe=""),
+        "/health/%2e%2e",
+        "/health/secret",
+        "/calibration/..%2f..%2foutside%2fsecret",
+        "/calibration/" + quote(str(outside / "secret.txt"), safe=""),
+        "/trial?" + urlencode({"run": "leak", "task": "secret-task", "index": 0}),
+        "/trial?" + urlencode({"run": "../../outside/runs/reports/leak", "task": "secret-task",
+                               "index": 0}),
+        "/label?" + urlencode({"grader": "pkm_insight_quality", "run": "leak"}),
     ]
 
 
@@ -106,7 +125,9 @@ def test_no_request_reads_a_file_outside_the_state_folder(
         assert SECRET not in reply.text and "root:x:0:0" not in reply.text, target
     # the pages that list or read around the planted links answer without the secret
     for target in ("/", "/ledger", "/sessions", f"/session/{SESSION_IN}", "/nightly",
-                   "/trend?suite=demo", "/run/good"):
+                   "/trend?suite=demo", "/run/good", "/health", "/graduations",
+                   "/calibration", "/calibration/pkm_insight_quality",
+                   "/label?grader=pkm_insight_quality&run=good"):
         reply = get(server, target)
         assert reply.status == 200, target
         assert SECRET not in reply.text, target
@@ -115,6 +136,10 @@ def test_no_request_reads_a_file_outside_the_state_folder(
     assert SESSION_OUT not in get(server, "/sessions").text
     trend = get(server, "/trend?suite=demo").text
     assert "1 run(s) of this suite could not be read" in trend
+    # the linked health file reads as missing: the page says how to save one
+    assert "promptloop health --suite demo" in get(server, "/health/demo").text
+    assert "never calibrated" in get(server, "/calibration/pkm_insight_quality").text
+    assert "graduate-demo-x" not in get(server, "/graduations").text
 
 
 def test_a_state_folder_that_is_itself_a_symlink_is_served(
@@ -193,6 +218,14 @@ def test_strings_from_runs_are_escaped_on_every_page(
         "trend": "/trend?" + urlencode({"suite": EVIL_SUITE}),
         "missing run": "/run/" + quote(SCRIPT_TASK, safe=""),
         "missing suite": "/trend?" + urlencode({"suite": SCRIPT_BUCKET}),
+        "health list": "/health",
+        "health": "/health/" + quote(EVIL_SUITE, safe=""),
+        "missing health": "/health/" + quote(SCRIPT_TASK, safe=""),
+        "one trial": "/trial?" + urlencode({"run": EVIL_CAND, "task": SCRIPT_TASK, "index": 0}),
+        "label": "/label?" + urlencode({"grader": "pkm_insight_quality", "run": EVIL_CAND}),
+        "label grader": "/label?" + urlencode({"grader": SCRIPT_TASK, "run": EVIL_CAND}),
+        "calibration": "/calibration/pkm_insight_quality",
+        "missing grader": "/calibration/" + quote(SCRIPT_TASK, safe=""),
     }
     for where, target in pages.items():
         reply = get(server, target)
@@ -204,6 +237,13 @@ def test_strings_from_runs_are_escaped_on_every_page(
     compare = get(server, pages["compare"]).text
     assert "&lt;img src=x onerror=&#34;document.title=&#39;pwned-bucket&#39;&#34;&gt;" in compare
     assert "evil&lt;svg onload=alert(1)&gt;-base" in get(server, "/").text
+    health = get(server, pages["health"]).text
+    bucket = "&lt;img src=x onerror=&#34;document.title=&#39;pwned-bucket&#39;&#34;&gt;"
+    assert f'<td class="mono">{bucket}</td>' in health  # the bucket row of the health table
+    assert "&lt;script&gt;document.title=&#39;pwned-task&#39;&lt;/script&gt;" in health
+    label = get(server, pages["label"]).text
+    assert f'<td class="mono">{bucket}</td>' in label  # a judge dimension named with markup
+    assert r"\u003cscript\u003e" in label  # the task id inside the embedded JSON
 
 
 def test_ledger_strings_are_escaped(jail: tuple[ViewServer, Path, Path]) -> None:
