@@ -114,10 +114,10 @@ class JudgeBatch:
             self.results = await self.batcher.run(requests)
 
     def meter(self, response: ModelResponse) -> None:
-        """Count a batched reply's tokens under the judge role, like a direct reply's (a
-        direct fallback call was counted when it was made)."""
+        """Count a batched reply's tokens under the judge role, marked as batched so they are
+        priced at the batch rate (a direct fallback call was counted when it was made)."""
         if isinstance(self.judge, MeteredClient) and not self.report.direct:
-            self.judge.meter.add(self.judge.role, response.usage)
+            self.judge.meter.add(self.judge.role, response.usage, batched=True)
 
 
 __all__ = ["CollectingJudge", "JudgeBatch", "ResolvedJudge"]

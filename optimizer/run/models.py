@@ -19,7 +19,7 @@ from agents.llm.registry import ModelOptions, create_client, parse_model_id
 from agents.llm.types import ModelClient, Usage
 from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError, default_judge
 from optimizer.core.pricing import ModelPrice
-from optimizer.run.usage import ROLES, Meter, MeteredClient, Role, Spend
+from optimizer.run.usage import ROLES, Meter, MeteredClient, Role, Spend, batch_role_of
 
 
 def make_client(
@@ -169,9 +169,8 @@ class ModelSet:
 
     def usd(self, prices: Mapping[str, ModelPrice] | None = None) -> float | None:
         """Estimated dollars so far (None once a model's price is unknown)."""
-        models: dict[str, str] = {
-            role: self._key(role)[0] for role in ROLES if role in self.meter.spend.usage
-        }
+        used = {batch_role_of(key)[0] for key in self.meter.spend.usage}
+        models: dict[str, str] = {role: self._key(role)[0] for role in ROLES if role in used}
         return self.meter.spend.usd(models, prices)
 
     # --- lifetime ---------------------------------------------------------------------------

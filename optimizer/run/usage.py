@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec, Usage
-from optimizer.core.pricing import ModelPrice, estimate_cost
+from optimizer.core.pricing import BATCH_PRICE_FACTOR, ModelPrice, estimate_cost
 
 Role = Literal["agent", "judge", "proposer"]
 ROLES: tuple[Role, ...] = ("agent", "judge", "proposer")
@@ -81,24 +81,36 @@ class Spend(BaseModel):
     ) -> float | None:
         """Estimated dollars with the model of each role; None if some price is unknown."""
         total = 0.0
-        for role, u in self.usage.items():
+        for key, u in self.usage.items():
             if not usage_tokens(u):
                 continue
+            role, batched = batch_role_of(key)
             cost = estimate_cost(models.get(role, ""), u, prices).usd
             if cost is None:
                 return None
-            total += cost
+            total += cost * (BATCH_PRICE_FACTOR if batched else 1.0)
         return total
 
 
+BATCHED = ":batch"
+"""Suffix of a role's usage key when its requests went through a batch API (billed at
+BATCH_PRICE_FACTOR of the list price): `judge:batch`."""
+
+
+def batch_role_of(key: str) -> tuple[str, bool]:
+    """(role, batched) of a usage key: `judge:batch` -> (`judge`, True)."""
+    return (key.removesuffix(BATCHED), True) if key.endswith(BATCHED) else (key, False)
+
+
 class Meter:
-    """Sums the usage of every model response per role."""
+    """Sums the usage of every model response per role (batched requests apart)."""
 
     def __init__(self) -> None:
         self.spend = Spend()
 
-    def add(self, role: Role, usage: Usage) -> None:
-        self.spend = self.spend + Spend(usage={role: usage})
+    def add(self, role: Role, usage: Usage, *, batched: bool = False) -> None:
+        key = role + BATCHED if batched else role
+        self.spend = self.spend + Spend(usage={key: usage})
 
 
 class MeteredClient:
@@ -133,6 +145,7 @@ __all__ = [
     "MeteredClient",
     "Role",
     "Spend",
+    "batch_role_of",
     "scale_usage",
     "usage_tokens",
 ]

@@ -15,7 +15,7 @@ from optimizer.core.pricing import batch_saving
 from optimizer.core.results import RunResult
 from optimizer.git import GitOps
 from optimizer.report.summary import summarize
-from optimizer.run.usage import Spend
+from optimizer.run.usage import Spend, batch_role_of
 from optimizer.workflows.nightly.budget import Estimate, TrialRate, assumed_trial
 from optimizer.workflows.nightly.config import NightlyConfig, proposer_guess, uncached_trials
 from optimizer.workflows.nightly.state import Checkpoint
@@ -72,9 +72,10 @@ def estimate_baseline(cp: Checkpoint, c: NightlyConfig, repo: Path, suite: str) 
 def _saving(c: NightlyConfig, spend: Spend) -> str:
     """With `batch`, what sending the judge calls as batches saves (the estimate itself stays
     at the standard price, so the budget check errs on the safe side)."""
-    if not c.batch or "judge" not in spend.usage:
+    judge = [u for key, u in spend.usage.items() if batch_role_of(key)[0] == "judge"]
+    if not c.batch or not judge:
         return ""
-    usd = batch_saving(c.judge_id, spend.usage["judge"], c.prices)
+    usd = batch_saving(c.judge_id, sum(judge, Usage()), c.prices)
     return "; batch: judge calls at 50% save " + ("an unknown amount (no price)" if usd is None
                                                   else f"~${usd:.4f}")
 

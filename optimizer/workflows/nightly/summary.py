@@ -16,13 +16,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.core.files import atomic_write_text
-from optimizer.core.pricing import ModelPrice, estimate_cost
+from optimizer.core.pricing import ModelPrice
 from optimizer.lifecycle.graduation import GraduationProposal
 from optimizer.report import fmt
 from optimizer.report.html.kit import render
 from optimizer.report.markdown import table_lines
 from optimizer.report.table import Cell, Column, Table
-from optimizer.run.usage import usage_tokens
+from optimizer.run.usage import Spend, batch_role_of, usage_tokens
 from optimizer.workflows.nightly.lifecycle import NightLifecycle
 from optimizer.workflows.nightly.publish import accepted_steps, manual_commands
 from optimizer.workflows.nightly.state import BucketRank, Checkpoint, PublishRecord
@@ -141,10 +141,10 @@ def build_summary(
         if s.kind == "iteration" and s.result is not None and s.outcome != "accepted"
     ]
     roles = []
-    for role, u in sorted(cp.spend.usage.items()):
-        model = models.get(role, "")
-        roles.append(RoleSpend(role=role, model=model, tokens=usage_tokens(u),
-                               usd=estimate_cost(model, u, prices).usd))
+    for key, u in sorted(cp.spend.usage.items()):
+        model = models.get(batch_role_of(key)[0], "")
+        roles.append(RoleSpend(role=key, model=model, tokens=usage_tokens(u),
+                               usd=Spend(usage={key: u}).usd({key.split(":")[0]: model}, prices)))
     cfg = cp.config
     budget = BudgetReport(
         max_usd=cfg.get("max_usd"), max_tokens=cfg.get("max_tokens"),
