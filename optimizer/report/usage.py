@@ -12,7 +12,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from agents.llm.types import Usage
-from optimizer.core.pricing import CostEstimate, PriceOverrides, estimate_cost
+from optimizer.core.pricing import (
+    BATCH_PRICE_FACTOR,
+    CostEstimate,
+    PriceOverrides,
+    estimate_cost,
+)
 from optimizer.core.results import RunResult, TrialResult
 
 
@@ -106,8 +111,15 @@ def run_cost(run: RunResult, prices: PriceOverrides | None) -> CostSummary:
     judge_tokens = judge_usage_of(run.trials)[1]
     if judge_tokens.total_tokens or judge_tokens.cache_read_tokens:
         judge = estimate_cost(prov.judge_model or "", judge_tokens, prices)
+        fresh_judge = estimate_cost(prov.judge_model or "", judge_usage_of(fresh)[1], prices).usd
+        if prov.judge_batched:  # a provider batch bills at a fraction of the list price
+            judge = judge.model_copy(update={
+                "usd": None if judge.usd is None else judge.usd * BATCH_PRICE_FACTOR})
+            fresh_judge = None if fresh_judge is None else fresh_judge * BATCH_PRICE_FACTOR
+            notes.append(f"judge calls went through a provider batch: priced at "
+                         f"{BATCH_PRICE_FACTOR:.0%} of the list price")
         totals.append(judge.usd)
-        spent.append(estimate_cost(prov.judge_model or "", judge_usage_of(fresh)[1], prices).usd)
+        spent.append(fresh_judge)
         if judge.note:
             notes.append(judge.note)
     elif prov.judge_model:

@@ -140,6 +140,8 @@ async def run_suite(
                 "agent_model": options.agent_model,
                 "judge_model": options.judge_model,
                 "mode": options.mode,
+                "judge_batched": (trial.batch is not None
+                                  and trial.batch.report.batch_id is not None),
             }
         ),
         trials=list(trials),

@@ -92,6 +92,13 @@ def test_one_batch_for_the_run_and_results_on_the_right_trials(
     [state] = list((tmp_path / "batches").glob("*.json"))
     saved = json.loads(state.read_text())
     assert saved["format"] == "promptloop.batch/1" and saved["state"] == "ended"
+    # the run says its judge calls were batched, and its cost says at which price
+    from optimizer.report.store import default_store_dir, load_run
+
+    run = load_run(default_store_dir(tmp_path), data["run"])
+    assert run.provenance.judge_batched
+    md = runner.invoke(app, ["report", data["run"], "--state-dir", str(tmp_path)]).stdout
+    assert "judge calls went through a provider batch: priced at 50% of the list price" in md
 
     # a rerun pays nothing: the trials come from the trial cache, no new batch
     again = _eval(tmp_path, judge, server, "--batch")
