@@ -112,7 +112,7 @@ def test_one_batch_per_round_and_results_match_a_direct_run(
 def test_an_errored_request_errors_only_its_trial(
     server: BatchServer, agent: Agent, tmp_path: Path
 ) -> None:
-    agent.poison = "Ferreira"
+    agent.poison = "r00 null model"  # that input only (fixture names mention Ferreira)
     report = _eval(tmp_path, server, "--batch")
     status = {k: v[0] for k, v in _trials(report).items()}
     assert len(status) == 6
