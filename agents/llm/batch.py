@@ -26,7 +26,7 @@ from typing import Any
 
 from agents.llm.batch_backends import Backend, Outcome, backend_for
 from agents.llm.errors import BatchTimeoutError, ModelError, ProviderError
-from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings
+from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
 
 FORMAT = "promptloop.batch/1"
 POLL_START_S = 5.0
@@ -42,6 +42,8 @@ class BatchRequest:
     key: str
     messages: list[Message]
     settings: ModelSettings | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    """Tool specs sent with the request (agent turns; judge requests have none)."""
 
 
 @dataclass
@@ -124,7 +126,8 @@ class BatchJudge:
             ids = {f"r{n}": key for n, key in enumerate(unique)}
             try:
                 batch_id = await self.backend.submit(
-                    {cid: (unique[k].messages, unique[k].settings) for cid, k in ids.items()}
+                    {cid: (unique[k].messages, unique[k].tools, unique[k].settings)
+                     for cid, k in ids.items()}
                 )
             except ProviderError as err:
                 if err.status in (404, 405):
@@ -215,7 +218,8 @@ class BatchJudge:
         async def one(r: BatchRequest) -> ModelResponse | ModelError:
             async with gate:
                 try:
-                    return await self.client.complete(r.messages, settings=r.settings)
+                    return await self.client.complete(r.messages, tools=list(r.tools),
+                                                      settings=r.settings)
                 except ModelError as err:
                     return err
 

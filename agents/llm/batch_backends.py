@@ -20,10 +20,12 @@ from agents.llm.errors import ModelError
 from agents.llm.providers.anthropic_provider import AnthropicProvider, from_anthropic
 from agents.llm.providers.common import map_sdk_error
 from agents.llm.providers.openai_provider import OpenAIProvider, from_openai
-from agents.llm.types import Message, ModelResponse, ModelSettings
+from agents.llm.types import Message, ModelResponse, ModelSettings, ToolSpec
 
 T = TypeVar("T")
 Outcome = ModelResponse | str
+Requests = Mapping[str, tuple[list[Message], tuple[ToolSpec, ...], ModelSettings | None]]
+"""custom_id -> (messages, tool specs, settings) of one batch."""
 """A request's result: the reply, or why it failed (that request only)."""
 
 
@@ -42,8 +44,7 @@ class Backend(Protocol):
     provider: str
     model: str
 
-    async def submit(self, requests: Mapping[str, tuple[list[Message], ModelSettings | None]]
-                     ) -> str: ...
+    async def submit(self, requests: Requests) -> str: ...
 
     async def poll(self, batch_id: str) -> Poll: ...
 
@@ -73,12 +74,11 @@ class AnthropicBatches:
         self.client = client
         self.model = client.model
 
-    async def submit(self, requests: Mapping[str, tuple[list[Message], ModelSettings | None]]
-                     ) -> str:
+    async def submit(self, requests: Requests) -> str:
         sdk = self.client._sdk()
         items: list[Any] = [
-            {"custom_id": cid, "params": self.client.request_params(messages, (), settings)}
-            for cid, (messages, settings) in requests.items()
+            {"custom_id": cid, "params": self.client.request_params(messages, tools, settings)}
+            for cid, (messages, tools, settings) in requests.items()
         ]
         batch = await _guard(lambda: sdk.messages.batches.create(requests=items),
                              self.client, self._LABEL)
@@ -124,18 +124,17 @@ class OpenAIBatches:
         self.client = client
         self.model = client.model
 
-    async def submit(self, requests: Mapping[str, tuple[list[Message], ModelSettings | None]]
-                     ) -> str:
+    async def submit(self, requests: Requests) -> str:
         sdk = self.client._sdk()
         lines = [
             json.dumps({"custom_id": cid, "method": "POST", "url": self.ENDPOINT,
-                        "body": self.client.request_params(messages, (), settings)},
+                        "body": self.client.request_params(messages, tools, settings)},
                        ensure_ascii=False)
-            for cid, (messages, settings) in requests.items()
+            for cid, (messages, tools, settings) in requests.items()
         ]
         data = ("\n".join(lines) + "\n").encode("utf-8")
         upload = await _guard(
-            lambda: sdk.files.create(file=("judge-batch.jsonl", data), purpose="batch"),
+            lambda: sdk.files.create(file=("promptloop-batch.jsonl", data), purpose="batch"),
             self.client, self._LABEL)
         batch = await _guard(
             lambda: sdk.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
@@ -198,4 +197,5 @@ def backend_for(client: Any) -> Backend | None:
     return None
 
 
-__all__ = ["AnthropicBatches", "Backend", "OpenAIBatches", "Outcome", "Poll", "backend_for"]
+__all__ = ["AnthropicBatches", "Backend", "OpenAIBatches", "Outcome", "Poll", "Requests",
+           "backend_for"]

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from agents.base import load_prompt
-from agents.llm.types import ModelClient
+from agents.llm.batch_backends import backend_for
+from agents.llm.rounds import RoundBatchingClient
+from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
 from graders.registry import get_grader
 from optimizer.core.events import (
     EventSink,
@@ -29,9 +32,10 @@ from optimizer.core.results import Provenance, RunResult, TaskInfo, TrialResult
 from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.adaptive import AdaptiveLimit, overloaded, provider_key
 from optimizer.run.batching import JudgeBatch
-from optimizer.run.cache import text_hash, trial_cache_key
+from optimizer.run.cache import request_key, text_hash, trial_cache_key
 from optimizer.run.trial import RunOptions, judge_salt, regrade, run_trial
 from optimizer.run.trial_input import trial_variant
+from optimizer.run.usage import MeteredClient
 from optimizer.run.workspaces import sweep_stale_trials
 
 DEFAULT_CONCURRENCY = 4
@@ -117,7 +121,8 @@ async def run_suite(
     run_name = options.run_name or make_run_name(suite.name)
     started = datetime.now(UTC)
     emit(RunStarted(run=run_name, label=options.label, suite=suite.name, total=len(plan)))
-    trial = _TrialRunner(suite, options, prompt, agent, judge, run_name, emit)
+    agent = _agent_rounds(options, agent, len(plan))
+    trial = _TrialRunner(suite, options, prompt, agent, judge, run_name, emit, len(plan))
     trials = await trial.finish(await asyncio.gather(*(trial(t, i) for t, i in plan)))
     run = RunResult(
         run_name=run_name,
@@ -164,14 +169,18 @@ class _TrialRunner:
         judge: ModelClient | None,
         run_name: str,
         emit: EventSink,
+        planned: int = 1,
     ) -> None:
         self.suite, self.options, self.prompt = suite, options, prompt
         self.agent, self.judge = agent, judge
         self.run_name, self.emit = run_name, emit
         self.prompt_hash = text_hash(prompt)
         self.cache_dir = options.state_dir / "cache" / "trials"
-        self.limit = AdaptiveLimit(default_concurrency(suite.agent_name, options),
-                                   provider=provider_key(options.agent_model))
+        # batch mode: every trial at once, so a round holds every live trial (its requests
+        # wait in the provider's queue, not on our connections)
+        concurrency = (max(1, planned) if isinstance(agent, RoundBatchingClient)
+                       else default_concurrency(suite.agent_name, options))
+        self.limit = AdaptiveLimit(concurrency, provider=provider_key(options.agent_model))
         self.live = False
         self.batch = _judge_batch(suite, options, judge)
         self.held: dict[int, tuple[LoadedTask, Path]] = {}
@@ -256,6 +265,28 @@ class _TrialRunner:
                 self._finished(task, result)
             out.append(result)
         return out
+
+
+def _agent_rounds(options: RunOptions, agent: ModelClient | None, planned: int
+                  ) -> ModelClient | None:
+    """The agent behind a RoundBatchingClient when `options.batch` applies (a live or record
+    run of an Anthropic or OpenAI model), else `agent` itself."""
+    if (not options.batch or agent is None or options.mode == "replay" or planned < 1
+            or backend_for(agent) is None):
+        return agent
+
+    def key(messages: Sequence[Message], tools: Sequence[ToolSpec],
+            settings: ModelSettings | None, salt: str) -> str:
+        return request_key(options.agent_model, messages, tools, settings, salt + "/round")
+
+    on_batched = None
+    if isinstance(agent, MeteredClient):
+        metered = agent
+
+        def on_batched(response: ModelResponse) -> None:
+            metered.meter.add(metered.role, response.usage, batched=True)
+
+    return RoundBatchingClient(agent, options.state_dir / "batches", key, on_batched=on_batched)
 
 
 def _judge_batch(suite: Suite, options: RunOptions, judge: ModelClient | None

@@ -7,6 +7,7 @@ unreachable) is `errored` and never scored as an agent failure.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 from agents.base import AgentInput, OutcomeSession, prepare_workspace
 from agents.llm.errors import ModelError
 from agents.llm.registry import accepts_seed
+from agents.llm.rounds import RoundBatchingClient
 from agents.llm.types import ModelClient, ModelSettings
 from agents.registry import AgentOptions, get_agent
 from agents.runtime import RuntimeConfig, run_agent
@@ -58,7 +60,8 @@ class RunOptions:
     agent_options: AgentOptions = field(default_factory=AgentOptions.from_env)
     """Our opt-in agent checks (default: none, as the original; $PROMPTLOOP_AGENT_OPTIONS)."""
     batch: bool = False
-    """Send the judge calls of the run as one provider batch (run/batching.py)."""
+    """Send the judge calls of the run as one provider batch (run/batching.py), and the
+    agent turns as one batch per round (agents/llm/rounds.py) on Anthropic/OpenAI models."""
 
 
 def trial_seed(task_id: str, index: int) -> int:
@@ -216,14 +219,18 @@ async def _attempt(
     got = _Attempt()
     session: OutcomeSession | None = None
     timeout = options.timeout_s or task.spec.timeout_seconds
+    rounds = rounds_of(agent_c)
     try:
-        # File work (fixture copy, snapshots) runs in a worker thread so the event loop
-        # keeps serving the other trials' model calls meanwhile.
-        session = await asyncio.to_thread(
-            _open_session, suite, task, tmp, agent_input, prompt, options.agent_options
-        )
-        async with asyncio.timeout(timeout):
-            await run_agent(agent_c, session, options.runtime, transcript)
+        with (rounds.trial(f"{suite.name}/{task.id}#{index}") if rounds is not None
+              else contextlib.nullcontext()):
+            # File work (fixture copy, snapshots) runs in a worker thread so the event loop
+            # keeps serving the other trials' model calls meanwhile.
+            session = await asyncio.to_thread(
+                _open_session, suite, task, tmp, agent_input, prompt, options.agent_options
+            )
+            # batch rounds wait in the provider's queue (minutes to hours): no trial timeout
+            async with asyncio.timeout(None if rounds is not None else timeout):
+                await run_agent(agent_c, session, options.runtime, transcript)
         got.outcome = plain_outcome(await asyncio.to_thread(session.outcome, transcript))
         got.scores = await _grade(task, got.outcome, transcript, judge_c, options.judge_settings)
         _decide(got, suite.config.task_pass_threshold)
@@ -244,6 +251,17 @@ async def _attempt(
         got.reason = got.infra
         transcript.event("exception", got.infra)
     return got
+
+
+def rounds_of(client: object) -> RoundBatchingClient | None:
+    """The RoundBatchingClient behind `client`'s wrappers (`.inner`), if any."""
+    for _ in range(10):
+        if isinstance(client, RoundBatchingClient):
+            return client
+        client = getattr(client, "inner", None)
+        if client is None:
+            return None
+    return None
 
 
 def _decide(got: _Attempt, threshold: float) -> None:

@@ -2,7 +2,9 @@
 Files + Batch APIs for the real SDK clients, plus the direct calls a preflight makes.
 
 A batch stays in progress for `polls_before_end` retrieves, then ends. Each request's reply
-comes from `answer(prompt)`: a reply text, or None for an errored request.
+comes from `answer(prompt)`: a reply text, or None for an errored request. With `agent`,
+OpenAI requests that carry tools (agent turns, batched or direct) are answered by
+`agent(body)` instead.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 from tests.llm.fake_api import anthropic_message, openai_completion
 
 Answer = Callable[[str], str | None]
+Agent = Callable[[dict[str, Any]], dict[str, Any] | None]
+"""An OpenAI Chat Completions body with tools -> the completion body, or None (errored)."""
 _TIME = "2026-01-01T00:00:00Z"
 
 
@@ -34,8 +38,12 @@ def _prompt(params: dict[str, Any]) -> str:
 class BatchServer:
     """`with BatchServer(answer) as server:`; `server.url` is `http://127.0.0.1:<port>`."""
 
-    def __init__(self, answer: Answer, polls_before_end: int = 2) -> None:
+    def __init__(self, answer: Answer, polls_before_end: int = 2,
+                 agent: Agent | None = None) -> None:
         self.answer = answer
+        self.agent = agent
+        self.agent_direct = 0
+        """Direct (not batched) agent calls answered by `agent`."""
         self.polls_before_end = polls_before_end
         self.creates: list[dict[str, Any]] = []
         """Every batch create call (Anthropic body, or OpenAI body + the uploaded lines)."""
@@ -100,6 +108,17 @@ class BatchServer:
         if ended:
             out, err = [], []
             for line in batch["lines"]:
+                if self.agent is not None and line["body"].get("tools"):
+                    reply = self.agent(line["body"])
+                    if reply is None:
+                        err.append({"id": "r", "custom_id": line["custom_id"], "error": None,
+                                    "response": {"status_code": 500, "request_id": "q", "body": {
+                                        "error": {"message": "agent fell over"}}}})
+                    else:
+                        out.append({"id": "r", "custom_id": line["custom_id"], "error": None,
+                                    "response": {"status_code": 200, "request_id": "q",
+                                                 "body": reply}})
+                    continue
                 text = self.answer(_prompt(line["body"]))
                 if text is None:
                     err.append({"id": "r", "custom_id": line["custom_id"], "error": None,
@@ -143,6 +162,13 @@ class BatchServer:
             self.direct += 1
             return 200, json.dumps(anthropic_message({"type": "text", "text": "ok"}))
         if method == "POST" and path == "/v1/chat/completions":
+            body = json.loads(raw)
+            if self.agent is not None and body.get("tools"):
+                self.agent_direct += 1
+                reply = self.agent(body)
+                if reply is None:
+                    return 500, json.dumps({"error": {"message": "agent fell over"}})
+                return 200, json.dumps(reply)
             self.direct += 1
             return 200, json.dumps(openai_completion("ok"))
         if method == "POST" and path == "/v1/messages/batches":
