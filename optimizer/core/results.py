@@ -85,6 +85,8 @@ class Provenance(BaseModel):
     mode: str = "live"
     sources: list[str] = Field(default_factory=list)
     """Where the prompt and the tasks were read (`prompt: prompts/x.md @ HEAD 1a2b3c4`)."""
+    agent_batched: bool = False
+    """The agent's turns went through provider batches, round by round (`--batch`)."""
     judge_batched: bool = False
     """The judge calls of this run's fresh trials went through a provider batch (`--batch`),
     billed at BATCH_PRICE_FACTOR of the list price."""

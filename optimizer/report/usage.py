@@ -100,21 +100,29 @@ def _sum_usd(parts: Sequence[float | None]) -> float | None:
     return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
 
 
+def _batched(cost: CostEstimate) -> CostEstimate:
+    return cost.model_copy(
+        update={"usd": None if cost.usd is None else cost.usd * BATCH_PRICE_FACTOR})
+
+
 def run_cost(run: RunResult, prices: PriceOverrides | None) -> CostSummary:
     prov = run.provenance
     fresh = [t for t in run.trials if not t.cached]
     agent_all = estimate_cost(prov.agent_model, usage_of(run.trials)[1], prices)
     agent_new = estimate_cost(prov.agent_model, usage_of(fresh)[1], prices)
-    totals, spent = [agent_all.usd], [agent_new.usd]
     notes = [agent_all.note] if agent_all.note else []
+    if prov.agent_batched:  # a provider batch bills at a fraction of the list price
+        agent_all, agent_new = _batched(agent_all), _batched(agent_new)
+        notes.append(f"agent turns went through provider batches: priced at "
+                     f"{BATCH_PRICE_FACTOR:.0%} of the list price")
+    totals, spent = [agent_all.usd], [agent_new.usd]
     judge: CostEstimate | None = None
     judge_tokens = judge_usage_of(run.trials)[1]
     if judge_tokens.total_tokens or judge_tokens.cache_read_tokens:
         judge = estimate_cost(prov.judge_model or "", judge_tokens, prices)
         fresh_judge = estimate_cost(prov.judge_model or "", judge_usage_of(fresh)[1], prices).usd
         if prov.judge_batched:  # a provider batch bills at a fraction of the list price
-            judge = judge.model_copy(update={
-                "usd": None if judge.usd is None else judge.usd * BATCH_PRICE_FACTOR})
+            judge = _batched(judge)
             fresh_judge = None if fresh_judge is None else fresh_judge * BATCH_PRICE_FACTOR
             notes.append(f"judge calls went through a provider batch: priced at "
                          f"{BATCH_PRICE_FACTOR:.0%} of the list price")

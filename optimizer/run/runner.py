@@ -147,6 +147,8 @@ async def run_suite(
                 "mode": options.mode,
                 "judge_batched": (trial.batch is not None
                                   and trial.batch.report.batch_id is not None),
+                "agent_batched": (isinstance(agent, RoundBatchingClient)
+                                  and any(r.batch_id for r in agent.reports)),
             }
         ),
         trials=list(trials),

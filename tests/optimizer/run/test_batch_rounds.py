@@ -102,6 +102,15 @@ def test_one_batch_per_round_and_results_match_a_direct_run(
     assert len(saved) == len(server.creates)
     assert all(json.loads(p.read_text())["state"] == "ended" for p in saved)
 
+    # the run says its agent turns were batched; its report prices them at the batch rate
+    from optimizer.report.store import default_store_dir, list_runs, load_run
+
+    [entry] = list_runs(default_store_dir(tmp_path / "batch"))
+    assert load_run(default_store_dir(tmp_path / "batch"), entry.run_name).provenance.agent_batched
+    md = runner.invoke(app, ["report", entry.run_name, "--state-dir",
+                             str(tmp_path / "batch")]).stdout
+    assert "agent turns went through provider batches: priced at 50% of the list price" in md
+
     direct = _eval(tmp_path / "direct", server)
     assert len(_agent_batches(server)) == 2 and server.agent_direct == 12
     got, want = _trials(batched), _trials(direct)
