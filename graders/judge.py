@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -248,18 +248,28 @@ def _consulted(ctx: GradeContext, each: int = 1500, total: int = 8000) -> str:
 )
 async def pkm_insight_quality(ctx: GradeContext, config: NoConfig) -> Score:
     """Judge the card insight from the fact, the insight and the target paths (original)."""
-    name = "pkm_insight_quality"
+    return await _judge_insight(
+        ctx, "pkm_insight_quality", "insight_quality",
+        lambda _call: {"target_paths": _target_paths(ctx)})
+
+
+async def _judge_insight(
+    ctx: GradeContext, name: str, rubric: str,
+    extra: Callable[[ToolCallRecord], dict[str, str]],
+) -> Score:
+    """Ask the judge about the card insight the agent saved, with the rubric's own variables
+    (`extra(call)` adds them from the insight tool call); a null score when none was saved."""
     found = _insight_or_score(ctx, name)
     if isinstance(found, Score):
         return found
     insight = str(found.arguments.get("insight_text"))
     prompt = render(
-        load_rubric("insight_quality"),
+        load_rubric(rubric),
         {
             "fact_id": ctx.fact_id,
             "input": ctx.input_content or "(empty input)",
             "insight": insight,
-            "target_paths": _target_paths(ctx),
+            **extra(found),
         },
     )
     reply, model_id, usage = await ask_judge(ctx, prompt)
@@ -275,25 +285,14 @@ async def pkm_insight_quality(ctx: GradeContext, config: NoConfig) -> Score:
 )
 async def pkm_insight_quality_plus(ctx: GradeContext, config: NoConfig) -> Score:
     """Judge the card insight also against the files the agent wrote and what it read."""
-    name = "pkm_insight_quality_plus"
-    found = _insight_or_score(ctx, name)
-    if isinstance(found, Score):
-        return found
-    insight = str(found.arguments.get("insight_text"))
-    related = found.arguments.get("related_fact_ids") or []
-    prompt = render(
-        load_rubric("insight_quality_plus"),
-        {
-            "fact_id": ctx.fact_id,
-            "input": ctx.input_content or "(empty input)",
-            "insight": insight,
-            "related_facts": ", ".join(map(str, related)) or "(none)",
+    return await _judge_insight(
+        ctx, "pkm_insight_quality_plus", "insight_quality_plus",
+        lambda call: {
+            "related_facts": ", ".join(map(str, call.arguments.get("related_fact_ids") or []))
+            or "(none)",
             "written_files": _written_files(ctx),
             "consulted": _consulted(ctx),
-        },
-    )
-    reply, model_id, usage = await ask_judge(ctx, prompt)
-    return judged_score(name, INSIGHT_DIMS, reply, model_id, {"insight": insight, "usage": usage})
+        })
 
 
 @register(

@@ -29,6 +29,7 @@ from optimizer.cli.common import (
 from optimizer.cli.util import EXIT_USER, guarded, require_repo
 from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError
 from optimizer.core.names import agent_names
+from optimizer.report import fmt
 
 if TYPE_CHECKING:
     from optimizer.workflows.nightly.config import NightlyConfig
@@ -183,13 +184,13 @@ def _show(result: Any) -> None:
     ui.out.print(f"status: {s.status}" + (f" ({s.stop_reason})" if s.stop_reason else ""),
                  markup=False)
     b = s.budget
-    usd = "n/a" if b.used_usd is None else f"${b.used_usd:.4f}"
-    ui.out.print(f"spent: {b.used_tokens} tokens, est. {usd}, {b.used_wall_minutes:.1f} min "
+    ui.out.print(f"spent: {fmt.tokens(b.used_tokens)} tokens, est. {fmt.usd(b.used_usd)}, "
+                 f"{b.used_wall_minutes:.1f} min "
                  f"(limits: tokens {b.max_tokens}, usd {b.max_usd}, minutes "
                  f"{b.max_wall_minutes})", markup=False)
     if s.ranking:
         ui.table("buckets with failing trials", ["suite", "bucket", "failing", "mean score"],
-                 [[r.suite, r.bucket, r.failing, f"{r.mean_score or 0:.2f}"] for r in s.ranking])
+                 [[r.suite, r.bucket, r.failing, fmt.num(r.mean_score, 2)] for r in s.ranking])
     for a in s.accepted:
         ui.out.print(f"accepted: {a.branch} - {a.hypothesis}", markup=False)
         ui.out.print(f"  PR body: {a.pr_body_path}", markup=False)

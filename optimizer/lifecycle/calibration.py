@@ -37,6 +37,7 @@ from optimizer.lifecycle.agreement import (
 from optimizer.lifecycle.errors import LifecycleError, UnknownNameError
 from optimizer.lifecycle.files import safe_stem
 from optimizer.lifecycle.labels import LabelledItem, join_labels, read_labels
+from optimizer.report import fmt
 from optimizer.report.store import RunNotFoundError, default_store_dir, list_runs, load_run
 
 CALIBRATION_FORMAT = "promptloop.calibration/1"
@@ -233,13 +234,13 @@ def status_of(report: CalibrationReport | None, grader: str, *, is_judge: bool =
         state, msg = "insufficient", f"only {o.n} labelled trials (needs {min_items})"
     elif alpha is None or alpha < min_alpha:
         state = "below_threshold"
-        msg = f"agreement alpha {_f(alpha)} is below {min_alpha:.3f}"
+        msg = f"agreement alpha {fmt.num(alpha)} is below {min_alpha:.3f}"
     elif judge_model is not None and report.judge_models and \
             judge_model not in report.judge_models:
         state = "other_judge_model"
         msg = f"calibrated for {', '.join(report.judge_models)}, not {judge_model}"
     else:
-        state, msg = "calibrated", f"alpha {_f(alpha)} over {o.n} labelled trials"
+        state, msg = "calibrated", f"alpha {fmt.num(alpha)} over {o.n} labelled trials"
     rated = [d for d in (report.dimensions if report else [])
              if d.krippendorff_alpha_interval is not None]
     weakest = min(rated, key=lambda d: d.krippendorff_alpha_interval or 0.0) if rated else None
@@ -250,10 +251,6 @@ def status_of(report: CalibrationReport | None, grader: str, *, is_judge: bool =
         calibrated_at=report.created_at if report else None,
         judge_models=report.judge_models if report else [],
         weakest_dimension=weakest.name if weakest else None, message=f"{grader}: {msg}")
-
-
-def _f(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.3f}"
 
 
 def calibration_status(state_dir: Path, grader: str, *, judge_model: str | None = None,

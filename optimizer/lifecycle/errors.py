@@ -11,6 +11,10 @@ class LifecycleError(Exception):
     """A user error: an unknown name, a refused graduation, a bad labels file."""
 
 
+class NoLineageError(LifecycleError):
+    """No stored run belongs to the suite's lineage yet (a first night has none)."""
+
+
 class UnknownNameError(LifecycleError):
     """An unknown suite, bucket, grader or run; the message lists the known ones."""
 

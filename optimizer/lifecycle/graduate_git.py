@@ -22,7 +22,12 @@ from optimizer.core.files import atomic_write_text
 from optimizer.core.names import agent_names
 from optimizer.core.suites import SuiteError, load_suite
 from optimizer.git import GitOps, GitOpsError
-from optimizer.lifecycle.errors import GraduationRefused, LifecycleError, UnknownNameError
+from optimizer.lifecycle.errors import (
+    GraduationRefused,
+    LifecycleError,
+    NoLineageError,
+    UnknownNameError,
+)
 from optimizer.lifecycle.files import safe_stem
 from optimizer.lifecycle.graduation import (
     GraduationPlan,
@@ -254,6 +259,6 @@ def graduation_proposals(state_dir: Path, agent: str, *, repo: Path, ref: str = 
             return []
     try:
         health = build_health(state_dir, name, repo=repo, ref=ref, window=window)
-    except LifecycleError:
+    except (NoLineageError, UnknownNameError):  # no run of this suite stored yet
         return []
     return propose_graduations(health)

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from optimizer.core.files import atomic_write_text
 from optimizer.lifecycle.calibration import load_calibrations
-from optimizer.lifecycle.errors import LifecycleError
+from optimizer.lifecycle.errors import LifecycleError, NoLineageError
 from optimizer.lifecycle.files import safe_stem
 from optimizer.lifecycle.flaky import (
     AmbiguityPolicy,
@@ -53,7 +53,7 @@ def build_health(state_dir: Path, suite_name: str, *, repo: Path | None = None,
                            agent_model=agent_model, window=window, any_prompt=any_prompt)
     if not lineage.runs:
         excluded = ", ".join(f"{n} {why}" for why, n in lineage.excluded.items()) or "none"
-        raise LifecycleError(f"no run of {suite_name} belongs to its lineage ({lineage.definition}"
+        raise NoLineageError(f"no run of {suite_name} belongs to its lineage ({lineage.definition}"
                              f"); runs left out: {excluded}. Pass --any-prompt to drop the "
                              "prompt condition, or --model to pick another agent model")
     runs = list(lineage.runs)

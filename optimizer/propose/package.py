@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents.transcript import ToolCallRecord, Transcript
 from optimizer.core.results import RunResult, TrialResult
-from optimizer.report.fmt import num, short
+from optimizer.report.fmt import num, short, truncate
 from optimizer.report.markdown import FAILED_STATUSES
 from optimizer.report.summary import bucket_of, task_order
 
@@ -85,12 +85,6 @@ class FailingExport(_Model):
     infra: list[InfraTrial]
 
 
-def _truncate(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n[... {len(text) - limit} more chars truncated ...]"
-
-
 def extract_input(transcript: Transcript) -> str | None:
     """The raw user text from the first user message (after "Raw Input Content:")."""
     users = [m for m in transcript.messages[:2] if m.role == "user"]
@@ -131,7 +125,7 @@ def _diff_view(raw: Any, snippet_chars: int, max_files: int) -> DiffView | None:
     snippets = data.get("snippets") or {}
     paths = [p for p in (*view.created, *view.modified, *view.deleted) if p in snippets]
     for p in paths[:max_files]:
-        view.snippets[p] = _truncate(str(snippets[p]), snippet_chars)
+        view.snippets[p] = truncate(str(snippets[p]), snippet_chars)
     view.snippets_omitted = max(len(paths) - max_files, 0)
     return view
 
@@ -167,11 +161,11 @@ def _failing_trial(run: RunResult, t: TrialResult, inputs: Mapping[str, str],
         failure_reason=t.failure_reason,
         task_passed_trials=sum(x.passed for x in siblings),
         task_counted_trials=len(siblings),
-        input_content=_truncate(content, 2000),
+        input_content=truncate(content, 2000),
         scores=_scores(t),
         outcome={k: short(v, 200) for k, v in sorted(t.outcome.items())
                  if k not in _BULKY_OUTCOME_KEYS},
-        saved_card=_truncate(card, snippet_chars) if isinstance(card, str) and card else None,
+        saved_card=truncate(card, snippet_chars) if isinstance(card, str) and card else None,
         diff=_diff_view(t.outcome.get("workspace_diff"), snippet_chars, max_files),
         trace=condensed_trace(t.transcript, max_trace),
         events=[f"{e.kind}: {short(e.detail, 160)}" for e in t.transcript.events

@@ -14,7 +14,6 @@ original harness wrote (no extras: buckets from its trace, our fields at their d
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping
 from datetime import datetime
@@ -26,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
 from optimizer.core.files import atomic_write_text
+from optimizer.core.names import did_you_mean
 from optimizer.core.pricing import PriceOverrides
 from optimizer.core.results import RunResult, TaskInfo
 from optimizer.report.readback import ShapeError, run_from_docs, tasks_from_trace
@@ -300,9 +300,7 @@ def _not_found_message(store_dir: Path, run_name: str) -> str:
             if not p.name.endswith(EXTRAS_SUFFIX)
         )
     msg = f"no run named '{run_name}' in {store_dir}"
-    close = difflib.get_close_matches(run_name, names, n=1)
-    if close:
-        msg += f"; did you mean '{close[0]}'?"
+    msg += did_you_mean(run_name, names)
     if names:
         msg += " Recent runs: " + ", ".join(reversed(names[-5:]))
     else:

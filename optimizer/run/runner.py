@@ -189,6 +189,8 @@ class _TrialRunner:
         """Batch mode: trials (by id) whose judge replies are still to come."""
         rt = options.runtime
         self.variant = f"turns={rt.max_turns},runs={rt.max_runs},first={rt.require_tool_first_turn}"
+        if options.batch:  # no trial timeout while a turn waits in a provider's batch queue:
+            self.variant += ",batch"  # such trials never serve a run that has one
 
     def _cache_path(self, task: LoadedTask, index: int) -> Path:
         o = self.options

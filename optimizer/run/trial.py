@@ -265,14 +265,21 @@ def rounds_of(client: object) -> RoundBatchingClient | None:
 
 
 def _decide(got: _Attempt, threshold: float) -> None:
-    """passed / failed from the grades, or errored when the judge could not be reached."""
+    """passed / failed from the grades, or errored when the judge could not be reached or a
+    grader raised."""
     judge_errors = [
         s for s in got.scores if s.metadata.get("error_module") == ModelError.__module__
     ]
+    broken = [s for s in got.scores if s.metadata.get("error_type")]
     if judge_errors:
         # the judge could not be reached: infrastructure, not a 0 score for the agent
         got.status = "errored"
         got.infra = got.reason = f"judge failed: {judge_errors[0].rationale}"
+    elif broken:
+        # a grader that raised decides nothing: the original counts the trial as passed on its
+        # other scores; we report it errored (a harness or task-spec fault, never a pass)
+        got.status = "errored"
+        got.infra = got.reason = f"grader {broken[0].grader} failed: {broken[0].rationale}"
     elif trial_passed(got.scores, threshold):
         got.status = "passed"
     else:

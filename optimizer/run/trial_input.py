@@ -12,7 +12,8 @@ Kept apart from runner.py so the trial code only calls these few functions.
 
 from __future__ import annotations
 
-from datetime import date, datetime
+import functools
+from datetime import date, datetime, time
 from pathlib import Path
 
 from agents.base import AgentInput
@@ -51,8 +52,15 @@ def task_published_at(suite: Suite, task: LoadedTask) -> datetime:
     except (FactIdError, ValueError):
         return _with_zone(clock, clock)
     path = fixture_fact_file(task, fact)
-    at = entry_time(path.read_text(encoding="utf-8"), fact.ts) if path is not None else None
+    at = _entry_time_in(path, path.stat().st_mtime_ns, fact.ts) if path is not None else None
     return _with_zone(datetime.combine(day, at or clock.time()), clock)
+
+
+@functools.lru_cache(maxsize=1024)
+def _entry_time_in(path: Path, _mtime_ns: int, ts: str) -> time | None:
+    """The fact header's time in a fixture file, read once per file version (every trial of
+    a task asks twice: for its cache key and for its input)."""
+    return entry_time(path.read_text(encoding="utf-8"), ts)
 
 
 def agent_input_for(suite: Suite, task: LoadedTask) -> AgentInput:

@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from optimizer.report import fmt
+from optimizer.view.saved import UnreadableError
 from optimizer.view.state import NotFoundError, StateFolder
 from optimizer.workflows.nightly.config import NightlyConfig
 from optimizer.workflows.nightly.state import Checkpoint
@@ -119,7 +120,9 @@ def night_page(state: StateFolder, night_id: str) -> NightPage:
     try:
         summary = NightSummary.model_validate_json(state.read_text(folder / "summary.json"))
         return NightPage(summary, cp, False)
-    except (NotFoundError, ValidationError, ValueError):
+    except (ValidationError, ValueError) as err:  # a broken summary is shown as broken
+        raise UnreadableError(f"night {night_id}: summary.json is unreadable: {err}") from None
+    except NotFoundError:
         if cp is None:
             raise NotFoundError(f"night {night_id} has neither a summary nor a checkpoint"
                                 ) from None

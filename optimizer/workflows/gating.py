@@ -10,7 +10,7 @@ benchmark; tests/optimizer/workflows/test_gating.py checks that both pay for the
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from optimizer.core.buckets import bucket_prefix
@@ -20,10 +20,8 @@ from optimizer.gate.compare import BucketComparison, GatePolicy
 from optimizer.gate.pairing import Pair, merge_runs, pair_runs
 from optimizer.gate.policy import Verdict
 from optimizer.gate.sequential import SequentialGate, TaskKey, TrialRequest
-from optimizer.workflows.paired import compare_suite_runs
+from optimizer.workflows.paired import RunFn, compare_suite_runs
 
-RunFn = Callable[[Suite, str, str, dict[str, list[int]] | None], Awaitable[RunResult]]
-"""(suite, prompt text, label, trial indices per task or None) -> the run."""
 StageFn = Callable[[TrialRequest], None]
 
 

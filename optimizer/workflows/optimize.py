@@ -20,7 +20,7 @@ from optimizer.core.config import ConfigError
 from optimizer.core.events import BaselineReady, EventSink, Phase, RunWarning, ignore
 from optimizer.core.killpoint import kill_point
 from optimizer.core.ledger import Ledger
-from optimizer.core.results import RunResult
+from optimizer.core.results import Provenance, RunResult
 from optimizer.core.suites import Suite
 from optimizer.gate.sequential import heldout_tasks
 from optimizer.git import GitOps, provenance
@@ -73,6 +73,7 @@ class Optimizer:
         self.session = session or f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
         self.session_dir = config.state_dir / "optimize" / self.session
         self.heldout: frozenset[str] = frozenset()
+        self._provenance: Provenance | None = None
         """Target-bucket tasks the proposer never sees (the gate's held-out check)."""
         self.source = RepoSource(self.git.root, config.base, config.state_dir / "sources",
                                  ops=self.git)
@@ -96,7 +97,9 @@ class Optimizer:
             runtime=RuntimeConfig(max_turns=self.c.max_turns, max_runs=self.c.max_runs),
             label=f"{label} {suite.name}",
         )
-        saved = await run_and_save(suite, options, self.models, self.emit, provenance(self.c.repo))
+        if self._provenance is None:  # one git look per session, not one per gate stage
+            self._provenance = provenance(self.c.repo)
+        saved = await run_and_save(suite, options, self.models, self.emit, self._provenance)
         return saved.run
 
     # --- the loop -----------------------------------------------------------------------

@@ -19,12 +19,11 @@ from optimizer.core.config import ConfigError
 from optimizer.core.events import EventSink, Phase, RunWarning, ignore
 from optimizer.core.killpoint import kill_point
 from optimizer.core.names import agent_names
-from optimizer.core.results import RunResult, seeded_pairing
+from optimizer.core.results import Provenance, RunResult, seeded_pairing
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import BucketComparison
 from optimizer.gate.policy import POOLED, ReviewVerdict, decide_review
 from optimizer.git import GitOps, GitOpsError
-from optimizer.git import provenance as git_provenance
 from optimizer.run.models import ModelSet
 from optimizer.run.runner import RunOptions
 from optimizer.workflows.gating import paired
@@ -77,9 +76,8 @@ class Reviewer:
             run_name=f"{suite.name}-review-{self.review_id}-{label.replace(' ', '-')}",
             label=f"{label} {suite.name}",
         )
-        prov = git_provenance(self.repo).model_copy(
-            update={"git_commit": self._commits.get(prompt), "git_dirty": False}
-        )
+        # the prompt is read at a ref: its commit is the provenance (the checkout is not used)
+        prov = Provenance(git_commit=self._commits.get(prompt), git_dirty=False)
         saved = await run_and_save(suite, options, self.models, self.emit, prov)
         return saved.run
 

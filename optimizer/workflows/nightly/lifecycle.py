@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from optimizer.lifecycle.errors import LifecycleError
+from optimizer.lifecycle.errors import NoLineageError
 from optimizer.lifecycle.graduate_git import graduation_proposals
 from optimizer.lifecycle.graduation import GraduationProposal
 from optimizer.lifecycle.health_io import health_markdown, refresh_health
@@ -46,7 +46,7 @@ def night_lifecycle(state: Path, repo: Path, agents: Iterable[str]) -> NightLife
     for name in suite_names(state, agents):
         try:
             health, path = refresh_health(state, name, repo=repo)
-        except LifecycleError:
+        except NoLineageError:  # none of its runs belongs to the prompt's lineage yet
             continue
         sections.append(health_markdown(health, heading_level=3))
         out.health_files.append(str(path))

@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from optimizer.core.events import IterationAbandoned
-from optimizer.core.ledger import Ledger, LedgerEntry
+from optimizer.core.ledger import LedgerEntry
 from optimizer.git_sweep import Sweeper
 from optimizer.workflows.nightly.state import Checkpoint, StepRecord
 from optimizer.workflows.optimize import IterationResult
+from optimizer.workflows.sweep import ledger_of
 
 
 def drop_branch(repo: Path, branch: str) -> bool:
@@ -52,7 +53,7 @@ def recover_pending(
     if p is None:
         return
     ledger_id = f"{p.session}-{p.iteration}"
-    closed = [e for e in Ledger(state / "ledger.jsonl").entries()
+    closed = [e for e in ledger_of(state).entries()
               if e.id == ledger_id and e.outcome != "abandoned"]
     entry = closed[-1] if closed else None
     cp.spend = cp.spend + p.estimate

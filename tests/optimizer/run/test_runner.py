@@ -380,3 +380,25 @@ def test_stale_trial_workspaces_of_dead_processes_are_swept(
         (folder / "PKM").mkdir(parents=True)
     assert workspaces.sweep_stale_trials.__wrapped__() == 1
     assert not stale.exists() and live.exists() and other.exists()
+
+
+def test_a_grader_that_raises_errors_the_trial_instead_of_passing_it(
+    tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The original scores a raising grader null and passes the trial on its other scores; a
+    broken grader must not turn into a pass here: the trial is errored and says which grader."""
+    import dataclasses
+
+    from graders import registry
+
+    spec = registry.get_grader("card_template_choice")
+
+    async def broken(ctx: object, config: object) -> object:
+        raise KeyError("no_such_field")
+
+    monkeypatch.setitem(registry._REGISTRY, spec.name, dataclasses.replace(spec, grade=broken))
+    suite = load_suite(sb.suite(tmp_path / "s", sb.card_tasks(2, trials=1)))
+    result = run(suite, options(state), ScriptedModel(policies.card_policy))
+    assert {t.status for t in result.trials} == {"errored"}
+    assert all("grader card_template_choice failed: grader raised KeyError" in (t.infra_error or "")
+               for t in result.trials)
