@@ -35,9 +35,10 @@ class GatePolicy(BaseModel):
     """Minimum mean score gain of the target bucket (the practical effect size)."""
     regression_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     """Family-wise level of the regression tests (Holm over the buckets + the pooled rest)."""
-    regression_tolerance: float = Field(default=0.35, ge=0.0, le=1.0)
-    """Practical margin: a bucket whose mean score drops by at least this much is a suspect,
-    confirmed with more trials; if the drop survives confirmation, the patch is rejected."""
+    regression_tolerance: float = Field(default=0.2, ge=0.0, le=1.0)
+    """The drop in a task's mean score (graded and judge-scored tasks) that harm detection
+    must rule out before a task says "no harm"; review also calls a bucket whose mean score
+    fell by this much regressed once its tasks confirm it."""
     suspect_p: float = Field(default=0.1, gt=0.0, le=1.0)
     """Review only: uncorrected one-sided p-value below which a falling bucket is a suspect
     worth confirming too."""
@@ -47,28 +48,30 @@ class GatePolicy(BaseModel):
     max_trials: int = Field(default=8, ge=1)
     """Trials per task the sequential gate may reach (baseline and candidate alike)."""
     round_trials: int = Field(default=2, ge=1)
-    """Trials added per task and side in each round on the target or on a suspect bucket."""
+    """Trials added per task and side in each round on the target or on held-out tasks."""
     sweep_trials: int = Field(default=1, ge=1)
-    """Candidate trials per task in the first pass over every other bucket (capped at the
-    cached baseline's trials, so the first pass pays for candidate trials only)."""
-    sweep_share: float = Field(default=1 / 3, gt=0.0, le=1.0)
-    """Share of the other buckets' tasks given one more trial in each later round of the
-    sweep while the pooled regression evidence is undecided (least-sampled buckets first)."""
-    harm_drop: float = Field(default=0.2, gt=0.0, le=1.0)
-    """The drop of the pooled mean score of all other buckets the gate is built to catch:
-    the sweep ends without a regression once Wald's likelihood ratio favours "no drop" over
-    "a drop of this size" by 1/harm_beta."""
-    harm_beta: float = Field(default=0.005, gt=0.0, lt=1.0)
-    """Wald's bound on missing a pooled drop of `harm_drop` (the futility bound's strength)."""
-    harm_bet: float = Field(default=0.5, gt=0.0, lt=1.0)
-    """Stake of the anytime-valid sign-flip betting test on the pooled differences."""
-    bucket_bet: float = Field(default=0.75, gt=0.0, lt=1.0)
-    """Stake of the anytime-valid sign-flip betting test of each bucket (larger: a single
-    bucket has few pairs, and the drops worth catching there are large)."""
+    """Trials per task added in each round of harm detection (on top of the trials each task
+    needs on its clean path, which the first round asks for at once)."""
+    harm_break_alpha: float = Field(default=0.02, gt=0.0, lt=1.0)
+    """Level of each task's exact break test (candidate vs its own baseline record)."""
+    harm_pass_drop: float = Field(default=0.5, gt=0.0, le=1.0)
+    """The drop in a pass/fail task's pass rate each task must rule out to say "no harm"."""
+    harm_task_beta: float = Field(default=0.125, gt=0.0, lt=1.0)
+    """Wald's bound per task: a broken task says "no harm" with probability about this."""
+    history_min: int = Field(default=10, ge=0)
+    """A suspect task with fewer recorded baseline trials gets fresh baseline trials too."""
+    bucket_bet: float = Field(default=0.9, gt=0.0, lt=1.0)
+    """Largest stake of the adaptive (aGRAPA) betting tests on each bucket's and the pooled
+    paired differences."""
     spending: Spending = "pocock"
+    """Lan-DeMets spending function of the target's looks (pocock: the Pocock-type function
+    alpha*ln(1+(e-1)t), tested at union-bound increments)."""
     heldout_share: float = Field(default=1 / 3, ge=0.0, lt=1.0)
-    """Share of the target bucket's tasks never shown to the proposer (buckets of >= 4 tasks)."""
-    heldout_min_tasks: int = Field(default=4, ge=2)
+    """Share of the target bucket's tasks never shown to the proposer (at least one task once
+    the bucket has `heldout_min_tasks`)."""
+    heldout_min_tasks: int = Field(default=3, ge=2)
+    heldout_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    """One-sided level of the held-out improvement test (its own alpha, spent over looks)."""
     confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
     """Level of the displayed bootstrap interval (display only)."""
     n_boot: int = Field(default=2000, ge=1)

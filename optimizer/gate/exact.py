@@ -9,22 +9,34 @@
   (never with binary outcomes, never below a few hundred pairs).
 - `mcnemar_pvalue`: the exact McNemar (binomial) test on pass flips; with pass/fail scores it
   equals the sign-flip test.
+- `mcnemar_pvalue`: display only (the verdicts never decide on it): the two-sided exact
+  McNemar test shown beside each bucket.
+- `two_sample_pvalue`: the one-sided two-sample permutation test of one task's candidate
+  scores against its own baseline record (history + baseline trials). With pass/fail scores it
+  is Fisher's exact test (hypergeometric); with graded scores it enumerates every split when
+  there are at most `max_splits` of them, else draws seeded random splits.
 - `holm`: Holm's step-down correction, with optional weights (weighted Bonferroni-Holm).
-- `spent_alpha`: the Lan-DeMets alpha-spending functions for sequential looks.
+- `spent_alpha`: Lan-DeMets alpha-spending functions (a Pocock-type function, an O'Brien-
+  Fleming-type one and a linear one). `look_alpha` tests each look at the alpha spent since
+  the previous look (union-bound increments): valid at any correlation between looks, but
+  conservative; these are not Pocock's or O'Brien-Fleming's exact group-sequential boundaries.
 - `betting_log_wealth`: the sign-flip test in its anytime-valid form. Under the null each
   paired difference is symmetric about zero given everything seen before it, so a bettor who
-  stakes a fixed share of their wealth on the sign of each new difference holds a
+  stakes a predictable share of their wealth on the sign of each new difference holds a
   nonnegative martingale; by Ville's inequality the wealth ever reaches 1/alpha with
   probability at most alpha, however often it is looked at and however the next trials are
   chosen. 1 / (the largest wealth seen) is therefore a valid p-value under optional stopping.
+  The stake is adaptive (aGRAPA, Waudby-Smith & Ramdas 2023): before each difference it is the
+  growth-rate-optimal stake for the differences seen so far, clipped to [0, `max_bet`], so a
+  consistent drop is bet on ever harder and noise is bet on little.
 - `sprt_log_ratio`: Wald's log-likelihood ratio of "the mean difference is -drop" against "it
   is 0" (normal model, observed variance); the gate uses it only to stop sampling once the
   data favour "no drop" (a futility bound: it never rejects a patch, so it cannot raise the
   false rejection rate; the miss rate it allows is measured by bench/gate_calibration.py).
 
-One identical difference, or any number of identical differences, gets exactly the p-value of
-the sign-flip test (2^-k for k equal non-zero differences, one-sided): the zero spread of such
-a sample is never read as certainty, as a bootstrap interval of zero width would be.
+Any number k of identical non-zero differences gets exactly the p-value of the sign-flip test,
+2^-k one-sided: six equal drops give 1/64, never 0: the zero spread of such a sample is never
+read as certainty, as a bootstrap interval of zero width would be.
 """
 
 from __future__ import annotations
@@ -176,19 +188,30 @@ def look_alpha(t_now: float, t_before: float, alpha: float, kind: Spending = "po
     return max(0.0, spent_alpha(t_now, alpha, kind) - spent_alpha(t_before, alpha, kind))
 
 
-def betting_log_wealth(diffs: Sequence[float], bet: float, alternative: OneSided = "less"
+def betting_log_wealth(diffs: Sequence[float], max_bet: float, alternative: OneSided = "less"
                        ) -> float:
-    """Log of prod(1 + bet * s * d) over the paired differences d (clipped to [-1, 1]), with
-    s = -1 when betting that the candidate scores lower (`less`) and +1 for `greater`.
+    """Log-wealth of the aGRAPA sign-flip bettor over the paired differences d (clipped to
+    [-1, 1]) in the order given: prod(1 + b_i * s * d_i), s = -1 when betting that the
+    candidate scores lower (`less`) and +1 for `greater`.
 
-    A fixed stake `bet` in [0, 1) keeps every factor positive; with equal stakes the wealth
-    does not depend on the order of the differences, only on which ones have been seen."""
-    if not 0.0 <= bet < 1.0:
-        raise ValueError("bet must be in [0, 1)")
+    b_i depends only on d_1..d_{i-1}: the approximate growth-rate-optimal stake
+    mean / (mean^2 + variance) of the signed differences so far (shrunk toward a prior drop of
+    0.5 over one pseudo-observation), clipped to [0, max_bet]; max_bet < 1 keeps every factor
+    positive."""
+    if not 0.0 <= max_bet < 1.0:
+        raise ValueError("max_bet must be in [0, 1)")
     s = -1.0 if alternative == "less" else 1.0
-    return math.fsum(math.log1p(s * bet * min(1.0, max(-1.0, d))) for d in diffs)
-
-
+    total, n, sum_x, sum_x2 = 0.0, 1, 0.5, 0.25
+    for raw in diffs:
+        x = s * min(1.0, max(-1.0, raw))
+        mean = sum_x / n
+        var = max(sum_x2 / n - mean * mean, 0.0)
+        bet = min(max_bet, max(0.0, mean / (mean * mean + var + 1e-12)))
+        total += math.log1p(bet * x)
+        n += 1
+        sum_x += x
+        sum_x2 += x * x
+    return total
 def anytime_pvalue(max_log_wealth: float) -> float:
     """The p-value of a betting test: 1 / (largest wealth reached at any look), capped at 1."""
     return 1.0 if max_log_wealth <= 0.0 else math.exp(-max_log_wealth)
@@ -206,3 +229,44 @@ def sprt_log_ratio(diffs: Sequence[float], drop: float) -> float:
     if var <= 1e-15:
         return math.copysign(math.inf, num) if num else 0.0
     return num / var
+
+
+def _hypergeom_lower(base_pass: int, base_n: int, cand_pass: int, cand_n: int) -> float:
+    """P(X <= cand_pass), X the candidate's share of all passes when the labels are shuffled."""
+    total, passes = base_n + cand_n, base_pass + cand_pass
+    denom = math.comb(total, cand_n)
+    return min(1.0, sum(math.comb(passes, k) * math.comb(total - passes, cand_n - k)
+                        for k in range(0, cand_pass + 1)) / denom)
+
+
+def two_sample_pvalue(base: Sequence[float], cand: Sequence[float], *,
+                      max_splits: int = 5_000, n_resamples: int = 2_000, seed: int = 0) -> float:
+    """One-sided p-value that `cand` scores lower than `base` (two-sample permutation test on
+    the candidate's mean; exact Fisher test for pass/fail scores). Empty sides give 1."""
+    if not base or not cand:
+        return 1.0
+    if all(x in (0.0, 1.0) for x in (*base, *cand)):
+        return _hypergeom_lower(int(sum(base)), len(base), int(sum(cand)), len(cand))
+    pooled = [round(x * _SCALE) for x in (*base, *cand)]
+    observed = sum(round(x * _SCALE) for x in cand)
+    k = len(cand)
+    if math.comb(len(pooled), k) <= max_splits:
+        from itertools import combinations
+        hits = total = 0
+        for idx in combinations(range(len(pooled)), k):
+            total += 1
+            hits += sum(pooled[i] for i in idx) <= observed
+        return hits / total
+    rng = random.Random(seed)
+    hits = sum(sum(rng.sample(pooled, k)) <= observed for _ in range(n_resamples))
+    return (hits + 1) / (n_resamples + 1)
+
+
+def wilson_upper(successes: float, n: int, z: float = 1.2816) -> float:
+    """Upper end of the Wilson score interval of a rate (one-sided 90% at the default z)."""
+    if n <= 0:
+        return 1.0
+    p = successes / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return min(1.0, (centre + spread) / (1 + z * z / n))

@@ -1,16 +1,16 @@
-"""Regression evidence of the sequential gate on the buckets other than the target. Pure.
+"""Harm to the buckets other than the target: one statement per bucket. Pure, no I/O.
 
-Two kinds of evidence, both computed on every paired difference collected so far:
+Each bucket ends with exactly one of three statements:
 
-- the pooled differences of all other buckets: a regression spread thinly over the suite,
-  which no single bucket of three tasks can show;
-- the differences of each bucket: a regression concentrated in one place.
+- "regressed": one of its tasks is broken (`tasks.judge_task`), or its paired differences,
+  or those of all other buckets pooled, are rejected by the weighted Holm family of adaptive
+  (aGRAPA) sign-flip betting tests at `regression_alpha`;
+- "no harm": every one of its tasks ruled out its drop on evidence (`tasks.judge_task`: the
+  task could not lose that much, or Wald's ratio favours no change by 1/`harm_task_beta`);
+- "harm not ruled out": anything else, with the trials that would decide it.
 
-Both are tested with the anytime-valid sign-flip betting test (`exact.betting_log_wealth`).
-The gate looks after every round and picks the next trials from what it saw; the betting test
-stays valid under exactly that, so its p-values (1 / the largest wealth seen at any look) can
-go into one weighted Holm family at the end, whatever the sampling path was. Wald's SPRT ratio
-on the pooled differences decides only when to stop sampling for lack of harm.
+A test that found nothing is never read as "no harm": a task that was not run, or whose
+trials do not yet favour no change, keeps its bucket at "harm not ruled out".
 """
 
 from __future__ import annotations
@@ -18,67 +18,48 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from optimizer.gate.compare import GatePolicy
-from optimizer.gate.exact import anytime_pvalue, betting_log_wealth, holm, sprt_log_ratio
+from optimizer.gate.exact import anytime_pvalue, betting_log_wealth, holm
 from optimizer.gate.pairing import Pair
 from optimizer.gate.policy import POOLED
+from optimizer.gate.tasks import TaskFinding
+
+HarmState = Literal["no harm", "harm not ruled out", "regressed"]
 
 
 @dataclass(frozen=True)
-class PooledLook:
-    """The pooled differences of all other buckets at one look."""
-
-    n: int
-    mean: float
-    p: float
-    """Anytime-valid p-value of the pooled betting test (harm), over every look so far."""
-    log_ratio: float
-    """Wald's log-likelihood ratio of a drop of `drop` against no drop (negative: no drop)."""
-    drop: float
-
-    def describe(self, policy: GatePolicy) -> str:
-        return (f"delta {self.mean:+.3f} over {self.n} pairs, "
-                f"harm test p={self.p:.3g} (anytime-valid sign-flip betting test), Wald "
-                f"log-ratio {_fmt(self.log_ratio)} for a drop of {self.drop:g} against none "
-                f"(no-drop bound {math.log(policy.harm_beta):.2f})")
-
-
-def _fmt(x: float) -> str:
-    return f"{x:+.2f}" if math.isfinite(x) else ("+inf" if x > 0 else "-inf")
+class BucketHarm:
+    bucket: str
+    state: HarmState
+    statement: str
+    findings: tuple[TaskFinding, ...] = ()
 
 
 @dataclass
 class HarmEvidence:
-    """The largest betting wealth seen at any look, pooled and per bucket."""
+    """The largest betting wealth seen at any look, per bucket and pooled."""
 
     policy: GatePolicy
     pooled_max: float = 0.0
     bucket_max: dict[str, float] = field(default_factory=dict)
 
-    def look(self, pairs: Mapping[str, Sequence[Pair]]) -> PooledLook:
-        """Update the evidence with every pair of the other buckets collected so far."""
-        p = self.policy
-        pooled = [x.diff for ps in pairs.values() for x in ps]
-        self.pooled_max = max(self.pooled_max, betting_log_wealth(pooled, p.harm_bet))
-        for bucket, ps in pairs.items():
-            wealth = betting_log_wealth([x.diff for x in ps], p.bucket_bet)
-            self.bucket_max[bucket] = max(self.bucket_max.get(bucket, 0.0), wealth)
-        mean = math.fsum(pooled) / len(pooled) if pooled else 0.0
-        return PooledLook(n=len(pooled), mean=mean, p=self.p_pooled(),
-                          log_ratio=sprt_log_ratio(pooled, p.harm_drop), drop=p.harm_drop)
-
-    def p_pooled(self) -> float:
-        return anytime_pvalue(self.pooled_max)
+    def look(self, pairs: Mapping[str, Sequence[Pair]]) -> None:
+        bet = self.policy.bucket_bet
+        ordered = {b: sorted(ps, key=lambda x: (x.task_id, x.trial_index))
+                   for b, ps in pairs.items()}
+        pooled = [x.diff for b in sorted(ordered) for x in ordered[b]]
+        self.pooled_max = max(self.pooled_max, betting_log_wealth(pooled, bet))
+        for b, ps in ordered.items():
+            wealth = betting_log_wealth([x.diff for x in ps], bet)
+            self.bucket_max[b] = max(self.bucket_max.get(b, 0.0), wealth)
 
     def p_bucket(self, bucket: str) -> float:
         return anytime_pvalue(self.bucket_max.get(bucket, 0.0))
 
-    def pooled_harm(self) -> bool:
-        """The pooled test alone is below its share of the regression alpha: weighted Holm
-        rejects it whatever the buckets' p-values are."""
-        p = self.policy
-        return self.p_pooled() <= p.regression_alpha * p.pooled_weight + 1e-15
+    def p_pooled(self) -> float:
+        return anytime_pvalue(self.pooled_max)
 
     def family(self, buckets: Sequence[str]) -> list[str]:
         """Weighted Holm at `regression_alpha` over each bucket's and the pooled anytime
@@ -92,15 +73,41 @@ class HarmEvidence:
         return [n for n, r in zip(names, rejected, strict=True) if r]
 
 
-def stands(pairs: Sequence[Pair], since: int, margin: float) -> bool:
-    """A drop past `margin` survives confirmation: the mean difference of the trials added
-    after the bucket became a suspect (trial index >= `since`; all of them when none could
-    be added) is still at or below -margin."""
-    fresh = [x.diff for x in pairs if x.trial_index >= since] or [x.diff for x in pairs]
-    return bool(fresh) and math.fsum(fresh) / len(fresh) <= -margin + 1e-12
+def _delta(findings: Sequence[TaskFinding]) -> tuple[float | None, int]:
+    """Mean over run tasks of (candidate mean - baseline mean), and the candidate trials."""
+    deltas = [f.cand_mean - f.ref_mean for f in findings
+              if f.cand_mean is not None and f.ref_mean is not None]
+    n = sum(f.n_cand for f in findings)
+    return (math.fsum(deltas) / len(deltas) if deltas else None), n
 
 
-def cleared(pairs: Sequence[Pair], since: int) -> bool:
-    """A suspect is cleared once its fresh trials, taken together, did not fall."""
-    fresh = [x.diff for x in pairs if x.trial_index >= since]
-    return bool(fresh) and math.fsum(fresh) >= 0.0
+def bucket_statement(bucket: str, findings: Sequence[TaskFinding], family_p: float | None,
+                     policy: GatePolicy) -> BucketHarm:
+    """The bucket's statement from its tasks' findings and its family test (p when rejected)."""
+    delta, n = _delta(findings)
+    moved = "not run" if delta is None else f"delta {delta:+.3f} over {n} candidate trial(s)"
+    broken = [f for f in findings if f.state == "break"]
+    if broken:
+        return BucketHarm(bucket, "regressed", f"bucket {bucket!r} regressed: "
+                          + "; ".join(f.describe() for f in broken), tuple(findings))
+    if family_p is not None:
+        return BucketHarm(bucket, "regressed", f"bucket {bucket!r} regressed: adaptive betting "
+                          f"sign-flip test p={family_p:.3g}, rejected by weighted Holm at "
+                          f"alpha={policy.regression_alpha:g} ({moved})", tuple(findings))
+    open_ = [f for f in findings if f.state == "undecided"]
+    if open_:
+        need = sum(f.need for f in open_)
+        names = ", ".join(f.key[1] for f in open_)
+        return BucketHarm(bucket, "harm not ruled out",
+                          f"bucket {bucket!r}: harm not ruled out (would need {need} more "
+                          f"trial(s) of tasks {names}); {moved}", tuple(findings))
+    return BucketHarm(bucket, "no harm", f"bucket {bucket!r}: no harm: within -"
+                      f"{policy.harm_pass_drop:g} (pass rate) / -{policy.regression_tolerance:g} "
+                      f"(mean score) of the baseline on every task, {moved}", tuple(findings))
+
+
+def summary(statements: Sequence[BucketHarm]) -> str:
+    counts: dict[str, int] = {}
+    for s in statements:
+        counts[s.state] = counts.get(s.state, 0) + 1
+    return ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))

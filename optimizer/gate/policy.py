@@ -69,6 +69,16 @@ def regression_family(
     return out
 
 
+class BucketVerdict(BaseModel):
+    """One non-target bucket's harm statement (`optimizer.gate.harm`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bucket: str
+    state: Literal["no harm", "harm not ruled out", "regressed"]
+    statement: str
+
+
 class Verdict(BaseModel):
     """The gate's decision with its evidence; `reasons` are for humans (ledger, PR body)."""
 
@@ -91,6 +101,8 @@ class Verdict(BaseModel):
     visible: BucketComparison | None = None
     heldout: BucketComparison | None = None
     heldout_tasks: list[str] = Field(default_factory=list)
+    buckets: list[BucketVerdict] = Field(default_factory=list)
+    """Every non-target bucket's statement: no harm, harm not ruled out, or regressed."""
 
 
 ReviewDecision = Literal["regresses", "improves", "neutral"]

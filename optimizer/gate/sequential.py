@@ -2,27 +2,24 @@
 
 One optimize iteration walks these stages, asking the caller to run trials between steps:
 
-1. screen: the candidate runs the target bucket's tasks at the default trials (paired with the
-   cached baseline). No pair improved -> reject without running anything else.
-2. target: the one-sided sign-flip test on the target bucket's paired differences, at looks
-   after each round; look j is tested at the alpha spent since look j-1 (Lan-DeMets spending,
-   union bound), so peeking never inflates false accepts beyond `alpha`. Efficacy needs
-   p <= the look's alpha AND mean gain >= `min_improvement`. Futility (mean gain <= 0) or
-   `max_trials` per task stops with reject/inconclusive. Rounds add trials to the target's tasks
-   only, on both sides (new trial indices, so pairs stay aligned).
-3. rest (the sweep): the candidate runs every other task at `sweep_trials` trial(s), paired
-   with the cached baseline. After each look the pooled differences of all other buckets are
-   tested for harm with the anytime-valid sign-flip betting test (a rejection at the pooled
-   test's share of the regression alpha rejects the patch), and sampling stops for lack of
-   harm once Wald's likelihood ratio favours "no drop" over "a pooled drop of `harm_drop`" by
-   1/`harm_beta`. Undecided -> one more trial for the least-sampled share (`sweep_share`) of
-   the other buckets' tasks (baseline too, past its cached trials), up to `max_trials`.
-4. confirm: every bucket's anytime-valid betting test and the pooled one form a weighted Holm
-   family at `regression_alpha`; a rejection rejects the patch. A bucket whose mean dropped by
-   `regression_tolerance` or more is a suspect: rounds of fresh trials on its tasks only, until
-   its fresh trials stop falling or `max_trials`; a drop still past the margin on the fresh
-   trials rejects.
-5. held-out: the target's held-out tasks (never shown to the proposer) must not get worse.
+1. screen: the candidate runs every target task at the default trials (paired with the cached
+   baseline). No pair improved -> reject without running anything else.
+2. target: the one-sided paired sign-flip permutation test (exact) on the VISIBLE target tasks
+   (held-out tasks never count here), at looks after each round; look j is tested at the alpha
+   spent since look j-1 by the Lan-DeMets Pocock-type spending function (union-bound
+   increments), so peeking never inflates false accepts beyond `alpha`. Efficacy needs p <= the
+   look's alpha AND mean gain >= `min_improvement`. Futility (mean gain <= 0) rejects;
+   `max_trials` per task ends reject/inconclusive. Rounds add paired trials to visible tasks.
+3. held-out: held-out target tasks that failed on the baseline must improve: their own
+   one-sided paired sign-flip test at `heldout_alpha`, spent over their own looks; no gain
+   rejects ("the held-out tasks did not improve"). Held-out tasks that passed go to 4.
+4. harm: every other task (and each passing held-out task) is judged against its own
+   baseline record (`gate.tasks`): break, no harm, or undecided. The first round asks each
+   task for the trials its clean path needs; later rounds only the undecided ones, adding
+   fresh baseline trials to a suspect whose record is thin. Each bucket ends "no harm",
+   "harm not ruled out" or "regressed" (`gate.harm`). A break or a rejected bucket/pooled
+   betting test rejects; every bucket "no harm" accepts; "harm not ruled out" at
+   `max_trials` ends inconclusive, naming the trials that would decide it.
 """
 
 from __future__ import annotations
@@ -35,27 +32,28 @@ from typing import Literal
 
 from optimizer.gate.compare import BucketComparison, GatePolicy, compare_bucket, describe
 from optimizer.gate.exact import look_alpha
-from optimizer.gate.harm import POOLED, HarmEvidence, PooledLook, cleared, stands
+from optimizer.gate.harm import BucketHarm, HarmEvidence, bucket_statement, summary
 from optimizer.gate.pairing import Pair
-from optimizer.gate.policy import Decision, Verdict
+from optimizer.gate.policy import POOLED, BucketVerdict, Decision, Verdict
+from optimizer.gate.tasks import TaskFinding, TaskKey, TaskRecord, first_trials, judge_task
 
 Side = Literal["base", "cand"]
-Stage = Literal["screen", "target", "rest", "confirm", "done"]
-TaskKey = tuple[str, str]
-"""(bucket, task id): task ids may repeat across suites, bucket names never do."""
-Pairs = Mapping[str, Sequence[Pair]]
+Stage = Literal["screen", "target", "heldout", "harm", "done"]
+Observations = Mapping[TaskKey, TaskRecord]
+__all__ = ["Observations", "SequentialGate", "TaskKey", "TrialRequest", "heldout_tasks",
+           "method_text"]
 
 
 @dataclass(frozen=True)
 class TrialRequest:
-    """Run these trials, then call `step` again with every pair collected so far."""
+    """Run these trials, then call `step` again with every observation collected so far."""
 
     indices: dict[TaskKey, list[int]]
     """Trial indices the candidate runs."""
     stage: Stage
     reason: str
     base: dict[TaskKey, list[int]] = field(default_factory=dict)
-    """Trial indices the baseline runs: those of `indices` past its cached trials."""
+    """Trial indices the baseline runs (past its cached trials)."""
 
     @property
     def sides(self) -> tuple[Side, ...]:
@@ -63,7 +61,8 @@ class TrialRequest:
 
 
 def heldout_tasks(task_ids: Sequence[str], policy: GatePolicy, salt: str = "") -> frozenset[str]:
-    """The fixed, seeded share of a target bucket's tasks the proposer never sees."""
+    """The fixed, seeded share of a target bucket's tasks the proposer never sees (at least
+    one task once the bucket has `heldout_min_tasks`)."""
     if len(task_ids) < policy.heldout_min_tasks or policy.heldout_share <= 0:
         return frozenset()
     k = max(1, math.floor(len(task_ids) * policy.heldout_share))
@@ -74,25 +73,27 @@ def heldout_tasks(task_ids: Sequence[str], policy: GatePolicy, salt: str = "") -
     return frozenset(sorted(task_ids, key=rank)[:k])
 
 
-def method_text(policy: GatePolicy, tested: int) -> str:
-    """The statistics of a gate verdict, named as in a methods section (the regression part
-    only when the gate got that far: `tested` hypotheses)."""
+def method_text(policy: GatePolicy, harm: bool = True) -> str:
+    """The statistics of a gate verdict, named as in a methods section."""
     p = policy
-    target = (f"tests: target improvement by a one-sided paired sign-flip permutation test "
-              f"(exact) at alpha={p.alpha:g} spent over sequential looks ({p.spending})")
-    if not tested:
+    target = (f"tests: target improvement on the visible tasks by a one-sided paired sign-flip "
+              f"permutation test (exact) at alpha={p.alpha:g}, spent over looks by the "
+              f"Lan-DeMets {p.spending}-type function at union-bound increments; held-out "
+              f"tasks that failed on the baseline by the same test at their own "
+              f"alpha={p.heldout_alpha:g}")
+    if not harm:
         return target
-    return (f"{target}; regression family of {tested} hypotheses (each other bucket + all of them "
-            f"pooled) by anytime-valid sign-flip betting tests with weighted Holm at "
-            f"alpha={p.regression_alpha:g} (pooled weight {p.pooled_weight:g}); the sweep "
-            f"over the other buckets stops for lack of harm when Wald's ratio favours no "
-            f"drop over a pooled drop of {p.harm_drop:g} by 1/{p.harm_beta:g}; a bucket drop "
-            f"past {p.regression_tolerance:g} must survive confirmation on fresh trials")
+    return (f"{target}; harm per task: one-sided Fisher exact / two-sample permutation test "
+            f"against the task's own baseline record at {p.harm_break_alpha:g} (break), "
+            f"Wald's ratio >= {1 / p.harm_task_beta:g} against a drop of {p.harm_pass_drop:g} "
+            f"in pass rate or {p.regression_tolerance:g} in mean score (no harm); per bucket "
+            f"and pooled: adaptive (aGRAPA) sign-flip betting tests, anytime-valid, weighted "
+            f"Holm at alpha={p.regression_alpha:g}; McNemar p-values are shown, never decide")
 
 
 @dataclass
 class SequentialGate:
-    """State of one iteration's gate. `first()` then `step(pairs)` until a Verdict comes back."""
+    """State of one iteration's gate. `first()` then `step(obs)` until a Verdict comes back."""
 
     policy: GatePolicy
     target: str
@@ -104,15 +105,14 @@ class SequentialGate:
     stage: Stage = "screen"
     looks: int = 0
     _t_before: float = 0.0
+    _h_before: float = 0.0
     _cand_n: dict[TaskKey, int] = field(default_factory=dict)
     _base_n: dict[TaskKey, int] = field(default_factory=dict)
+    _obs: Observations = field(default_factory=dict)
     _target_comp: BucketComparison | None = None
-    _pairs: Pairs = field(default_factory=dict)
+    _heldout_comp: BucketComparison | None = None
     _harm: HarmEvidence | None = None
-    _pooled: PooledLook | None = None
-    _suspects: dict[str, int] = field(default_factory=dict)
-    """Suspect bucket -> trials per task when it became one (later trials are fresh)."""
-    _cleared: set[str] = field(default_factory=set)
+    _statements: list[BucketHarm] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.target not in self.bucket_tasks:
@@ -122,238 +122,223 @@ class SequentialGate:
             self._base_n[key] = self.default_trials[key]
         self._harm = HarmEvidence(self.policy)
 
-    @property
-    def others(self) -> list[str]:
-        return [b for b in self.bucket_tasks if b != self.target]
-
-    # --- requests -------------------------------------------------------------------------
+    # --- the task sets ---------------------------------------------------------------------
     def _keys(self, buckets: Sequence[str]) -> list[TaskKey]:
         return [(b, t) for b in buckets for t in self.bucket_tasks[b]]
 
-    def _request(self, keys: Sequence[TaskKey], trials: int, stage: Stage, reason: str
-                 ) -> TrialRequest | None:
-        """The next `trials` indices of each task (capped at `max_trials`); the baseline runs
-        those past its cached trials. None when every task is at the cap (`max_trials`, or
-        the cached trials when there are more)."""
+    @property
+    def visible(self) -> list[TaskKey]:
+        return [k for k in self._keys([self.target]) if k[1] not in self.heldout]
+
+    def _failing_heldout(self) -> list[TaskKey]:
+        """Held-out tasks with a failed baseline trial: they must improve."""
+        out = []
+        for k in self._keys([self.target]):
+            rec = self._obs.get(k)
+            if k[1] in self.heldout and rec is not None and any(
+                    not ok for _, ok in rec.base.values()):
+                out.append(k)
+        return out
+
+    def harm_keys(self) -> list[TaskKey]:
+        """Every other bucket's tasks, and the held-out tasks that passed on the baseline."""
+        failing = set(self._failing_heldout())
+        held = [k for k in self._keys([self.target]) if k[1] in self.heldout and k not in failing]
+        return [*self._keys([b for b in self.bucket_tasks if b != self.target]), *held]
+
+    def _pairs(self, keys: Sequence[TaskKey]) -> list[Pair]:
+        return [p for k in keys if k in self._obs for p in self._obs[k].pairs()]
+
+    def trials_per_task(self, keys: Sequence[TaskKey]) -> int:
+        return min((self._cand_n[k] for k in keys), default=0)
+
+    # --- requests ---------------------------------------------------------------------------
+    def _request(self, wanted: Mapping[TaskKey, int], stage: Stage, reason: str,
+                 paired: Sequence[TaskKey] | None = None) -> TrialRequest | None:
+        """`wanted[k]` more candidate trials per task (capped at `max_trials`, or the cached
+        trials when there are more); the baseline runs the same new indices past its cached
+        trials for the tasks in `paired` (all of them when None)."""
         cand: dict[TaskKey, list[int]] = {}
         base: dict[TaskKey, list[int]] = {}
-        for k in keys:
+        pair_set = set(wanted) if paired is None else set(paired)
+        for k, n in wanted.items():
             start = self._cand_n[k]
-            cap = max(self.policy.max_trials, self.default_trials[k])
-            stop = min(start + trials, cap)
+            stop = min(start + n, max(self.policy.max_trials, self.default_trials[k]))
             if stop <= start:
                 continue
             cand[k] = list(range(start, stop))
-            extra = [i for i in cand[k] if i >= self._base_n[k]]
-            if extra:
-                base[k] = extra
-                self._base_n[k] = stop
             self._cand_n[k] = stop
+            if k in pair_set:
+                extra = [i for i in cand[k] if i >= self._base_n[k]]
+                if extra:
+                    base[k] = extra
+                    self._base_n[k] = max(self._base_n[k], stop)
         return TrialRequest(cand, stage, reason, base) if cand else None
 
     def first(self) -> TrialRequest:
         keys = self._keys([self.target])
         n = max((self.default_trials[k] for k in keys), default=1)
-        req = self._request(keys, n, "screen",
+        req = self._request(dict.fromkeys(keys, n), "screen",
                             f"candidate on the target bucket {self.target!r} first")
         assert req is not None
         return req
 
-    def _room(self, bucket: str) -> bool:
-        return any(self._cand_n[k] < max(self.policy.max_trials, self.default_trials[k])
-                   for k in self._keys([bucket]))
-
-    def trials_per_task(self, bucket: str) -> int:
-        return min((self._cand_n[k] for k in self._keys([bucket])), default=0)
-
-    # --- the steps ------------------------------------------------------------------------
-    def step(self, pairs: Pairs) -> TrialRequest | Verdict:
-        """Advance with every pair collected so far (bucket -> pairs)."""
-        self._pairs = pairs
+    # --- the steps --------------------------------------------------------------------------
+    def step(self, obs: Observations) -> TrialRequest | Verdict:
+        """Advance with every observation collected so far."""
+        self._obs = obs
         if self.stage == "screen":
-            target = list(pairs.get(self.target, ()))
-            if not any(p.diff > 0 for p in target):
+            if not any(p.diff > 0 for p in self._pairs(self._keys([self.target]))):
                 return self._verdict("reject", "screen",
                                      f"target bucket {self.target!r}: no trial improved in the "
                                      "first round, so the rest of the suite was not run")
             self.stage = "target"
         if self.stage == "target":
-            return self._target_look(pairs)
-        if self.stage == "rest":
-            return self._sweep_look(pairs)
-        return self._confirm_look(pairs)
+            return self._target_look()
+        if self.stage == "heldout":
+            return self._heldout_look()
+        return self._harm_look()
 
-    def _target_look(self, pairs: Pairs) -> TrialRequest | Verdict:
+    def _target_look(self) -> TrialRequest | Verdict:
         p = self.policy
-        comp = compare_bucket(self.target, pairs.get(self.target, ()), p, interval=False)
+        keys = self.visible
+        comp = compare_bucket(self.target, self._pairs(keys), p, interval=False)
         self._target_comp = comp
         self.looks += 1
-        n = self.trials_per_task(self.target)
+        n = self.trials_per_task(keys)
         t = min(1.0, n / p.max_trials)
         a = look_alpha(t, self._t_before, p.alpha, p.spending)
         self._t_before = t
         delta = comp.delta if comp.delta is not None else 0.0
         significant = comp.p_improve <= a or not p.require_significant_improvement
         if delta >= p.min_improvement and significant:
-            return self._start_sweep(f"target improved at look {self.looks} "
-                                     f"(p={comp.p_improve:.3g} <= {a:.3g})")
+            self.stage = "heldout"
+            return self._heldout_look(f"target improved at look {self.looks} "
+                                      f"(p={comp.p_improve:.3g} <= {a:.3g})")
         if delta <= 0:
-            return self._verdict("reject", "futility",
-                                 f"target bucket {self.target!r} did not improve: "
-                                 f"{describe(comp)}")
+            return self._verdict("reject", "futility", f"target bucket {self.target!r} did "
+                                 f"not improve on its visible tasks: {describe(comp)}")
         if n >= p.max_trials:
             decision: Decision = "reject" if delta < p.min_improvement else "inconclusive"
             return self._verdict(decision, "max trials",
                                  f"target bucket {self.target!r} undecided at {n} trials per "
                                  f"task (p={comp.p_improve:.3g} > look alpha {a:.3g}, needs "
                                  f"gain >= {p.min_improvement:g}): {describe(comp)}")
-        req = self._request(self._keys([self.target]), p.round_trials, "target",
+        req = self._request(dict.fromkeys(keys, p.round_trials), "target",
                             f"target promising but undecided at look {self.looks} "
                             f"(p={comp.p_improve:.3g} > {a:.3g}); adding trials")
         assert req is not None  # n < max_trials
         return req
 
-    def _start_sweep(self, why: str) -> TrialRequest | Verdict:
-        self.stage = "rest"
-        keys = self._keys(self.others)
-        n = min([self.policy.sweep_trials, *(self.default_trials[k] for k in keys)])
-        req = self._request(keys, n, "rest",
-                            f"{why}; every other bucket at {n} trial(s) per task first")
-        if req is None:  # the target is the only bucket
-            return self._heldout_check()
-        return req
-
-    def _sweep_look(self, pairs: Pairs) -> TrialRequest | Verdict:
-        """Pooled harm (reject), no drop favoured (go on to the buckets), else sweep on."""
-        assert self._harm is not None
-        look = self._harm.look({b: pairs.get(b, ()) for b in self.others})
-        self._pooled = look
-        if self._harm.pooled_harm():
-            return self._reject_regression([POOLED], "during the sweep")
-        if look.log_ratio <= math.log(self.policy.harm_beta):
-            self.stage = "confirm"
-            return self._confirm_look(pairs)
-        req = self._sweep_round(look)
+    def _heldout_look(self, why: str = "") -> TrialRequest | Verdict:
+        p = self.policy
+        keys = self._failing_heldout()
+        if not keys:
+            return self._start_harm(why or "no held-out task failed on the baseline")
+        comp = compare_bucket(f"{self.target} (held-out)", self._pairs(keys), p, interval=False)
+        self._heldout_comp = comp
+        n = self.trials_per_task(keys)
+        t = min(1.0, n / p.max_trials)
+        a = look_alpha(t, self._h_before, p.heldout_alpha, p.spending)
+        self._h_before = t
+        delta = comp.delta if comp.delta is not None else 0.0
+        if delta > 0 and comp.p_improve <= a:
+            return self._start_harm(f"{why}; held-out tasks improved too (p={comp.p_improve:.3g}"
+                                    f" <= {a:.3g})")
+        if delta <= 0:
+            return self._verdict("reject", "held-out",
+                                 f"the held-out task(s) of {self.target!r} did not improve "
+                                 f"(overfit to the tasks the proposer saw): {describe(comp)}")
+        req = self._request(dict.fromkeys(keys, p.round_trials), "heldout",
+                            f"held-out tasks promising but undecided (p={comp.p_improve:.3g} > "
+                            f"{a:.3g}); adding trials")
         if req is not None:
             return req
-        self.stage = "confirm"  # every other task at max_trials: the buckets decide
-        return self._confirm_look(pairs, undecided=True)
+        return self._verdict("inconclusive", "held-out",
+                             f"the held-out task(s) of {self.target!r} did not improve "
+                             f"significantly at {n} trials per task: {describe(comp)}")
 
-    def _sweep_round(self, look: PooledLook) -> TrialRequest | None:
-        """One more trial for the least-sampled buckets, `sweep_share` of the tasks."""
-        p = self.policy
-        open_ = [b for b in self.others if self._room(b)]
-        open_.sort(key=self.trials_per_task)  # stable: suite order within equal counts
-        want = math.ceil(p.sweep_share * len(self._keys(self.others)))
-        chosen: list[str] = []
-        for b in open_:
-            if len(self._keys(chosen)) >= want:
-                break
-            chosen.append(b)
-        return self._request(self._keys(chosen), 1, "rest",
-                             f"harm to the other buckets undecided ({look.describe(p)}); "
-                             "one more trial "
-                             f"on {len(chosen)} bucket(s)")
+    def _start_harm(self, why: str) -> TrialRequest | Verdict:
+        self.stage = "harm"
+        wanted = {k: first_trials(self._obs.get(k, TaskRecord(k)), self.policy)
+                  for k in self.harm_keys()}
+        req = self._request(wanted, "harm", f"{why}; harm detection on "
+                            f"{sum(1 for n in wanted.values() if n)} other task(s), each at "
+                            "the trials its clean path needs", paired=[])
+        return req if req is not None else self._harm_look()
 
-    def _confirm_look(self, pairs: Pairs, undecided: bool = False) -> TrialRequest | Verdict:
-        """The per-bucket family, suspects past the margin and their confirmation rounds."""
+    def _findings(self) -> dict[str, list[TaskFinding]]:
+        out: dict[str, list[TaskFinding]] = {}
+        for k in self.harm_keys():
+            rec = self._obs.get(k, TaskRecord(k))
+            out.setdefault(k[0], []).append(judge_task(rec, self.policy))
+        return out
+
+    def _harm_look(self) -> TrialRequest | Verdict:
         assert self._harm is not None
         p = self.policy
-        self._pooled = self._harm.look({b: pairs.get(b, ()) for b in self.others})
-        significant = self._harm.family(self.others)
-        if significant:
-            return self._reject_regression(significant, "after the sweep")
-        for b in self.others:
-            diffs = [x.diff for x in pairs.get(b, ())]
-            if (b not in self._suspects and diffs
-                    and math.fsum(diffs) / len(diffs) <= -p.regression_tolerance + 1e-12):
-                self._suspects[b] = self.trials_per_task(b)
-        for b, since in self._suspects.items():
-            if cleared(pairs.get(b, ()), since):
-                self._cleared.add(b)
-        open_ = [b for b in self._suspects if b not in self._cleared]
-        req = self._request(self._keys(open_), p.round_trials, "confirm",
-                            "confirming suspected regressions on fresh trials: "
-                            + ", ".join(open_)) if open_ else None
+        by_bucket = self._findings()
+        self._harm.look({b: self._pairs([f.key for f in fs]) for b, fs in by_bucket.items()})
+        rejected = set(self._harm.family(sorted(by_bucket)))
+        self._statements = [
+            bucket_statement(b, fs, self._harm.p_bucket(b) if b in rejected else None, p)
+            for b, fs in by_bucket.items()]
+        bad = [s for s in self._statements if s.state == "regressed"]
+        if bad or POOLED in rejected:
+            why = [s.statement for s in bad]
+            if POOLED in rejected:
+                why.append(f"all other buckets together regressed (adaptive betting sign-flip "
+                           f"test p={self._harm.p_pooled():.3g}, weighted Holm)")
+            return self._verdict("reject", "regression", *why)
+        open_ = [f for fs in by_bucket.values() for f in fs if f.state == "undecided"]
+        if not open_:
+            return self._accept()
+        thin = [f.key for f in open_ if f.suspect and f.n_ref < p.history_min]
+        more = {f.key: max(p.sweep_trials, f.need) for f in open_}
+        req = self._request(more, "harm", f"harm not yet ruled out on {len(open_)} task(s): "
+                            + ", ".join(f.key[1] for f in open_[:8])
+                            + ("" if len(open_) <= 8 else ", ..."), paired=thin)
         if req is not None:
             return req
-        stood = [b for b in open_
-                 if stands(pairs.get(b, ()), self._suspects[b], p.regression_tolerance)]
-        if stood:
-            return self._verdict("reject", "regression", *(
-                f"bucket {b!r} dropped past the margin {p.regression_tolerance:g} and the drop "
-                "survived confirmation: "
-                f"{describe(compare_bucket(b, pairs.get(b, ()), p, interval=False))}"
-                for b in stood))
-        if undecided:
-            assert self._pooled is not None
-            return self._verdict("inconclusive", "max trials",
-                                 "harm to the other buckets neither shown nor ruled out at "
-                                 f"{p.max_trials} trials per task: all other buckets "
-                                 f"together: {self._pooled.describe(p)}")
-        return self._heldout_check()
+        return self._verdict("inconclusive", "max trials", *(
+            s.statement for s in self._statements if s.state == "harm not ruled out"))
 
-    def _reject_regression(self, significant: Sequence[str], where: str) -> Verdict:
-        p = self.policy
-        assert self._harm is not None
-        why = []
-        for b in significant:
-            if b == POOLED:
-                assert self._pooled is not None
-                why.append(f"all other buckets together regressed {where} (p <= alpha "
-                           f"{p.regression_alpha:g} x weight {p.pooled_weight:g} of the pooled "
-                           f"test): {self._pooled.describe(p)}")
-            else:
-                comp = compare_bucket(b, self._pairs.get(b, ()), p, interval=False)
-                why.append(f"bucket {b!r} regressed {where} (betting test p="
-                           f"{self._harm.p_bucket(b):.3g}, weighted Holm over "
-                           f"{len(self.bucket_tasks)} tests at alpha={p.regression_alpha:g}): "
-                           f"{describe(comp)}")
-        if POOLED in significant:
-            falling = [f"{b!r} ({c.delta:+.3f})" for b in self.others
-                       for c in [compare_bucket(b, self._pairs.get(b, ()), p, interval=False)]
-                       if c.delta is not None and c.delta < 0]
-            if falling:
-                why.append("buckets that fell: " + ", ".join(falling))
-        return self._verdict("reject", "regression", *why)
-
-    def _heldout_check(self) -> Verdict:
-        target = self._pairs.get(self.target, ())
-        hidden = [x for x in target if x.task_id in self.heldout]
-        if hidden:
-            comp = compare_bucket(f"{self.target} (held-out)", hidden, self.policy,
-                                  interval=False)
-            if comp.delta is not None and comp.delta < 0:
-                return self._verdict("reject", "held-out",
-                                     f"held-out tasks of {self.target!r} got worse (overfit to "
-                                     f"the tasks the proposer saw): {describe(comp)}")
+    def _accept(self) -> Verdict:
         assert self._target_comp is not None
-        rest = (f"; all other buckets together: {self._pooled.describe(self.policy)}; no "
-                "bucket regressed"
-                if self._pooled is not None else "")
+        held = ("" if self._heldout_comp is None
+                else f"; held-out: {describe(self._heldout_comp)}")
         return self._verdict("accept", "efficacy",
-                             f"target bucket {self.target!r} improved: "
-                             f"{describe(self._target_comp)}{rest}")
+                             f"target bucket {self.target!r} improved on its visible tasks: "
+                             f"{describe(self._target_comp)}{held}",
+                             f"no bucket regressed: every other bucket showed no harm "
+                             f"({len(self._statements)} bucket(s))")
 
     def _verdict(self, decision: Decision, stopped: str, *reasons: str) -> Verdict:
         self.stage = "done"
-        target = list(self._pairs.get(self.target, ()))
         p = self.policy
-        visible = [x for x in target if x.task_id not in self.heldout]
-        hidden = [x for x in target if x.task_id in self.heldout]
-        tested = len(self.bucket_tasks) if self._pooled is not None else 0
-        method = method_text(p, tested)
+        keys = self._keys([self.target])
+        target = self._pairs(keys)
+        visible = self._pairs(self.visible)
+        hidden = self._pairs([k for k in keys if k[1] in self.heldout])
+        method = method_text(p, harm=bool(self._statements))
+        statements = [s.statement for s in self._statements
+                      if s.statement not in reasons and s.state != "no harm"]
+        if self._statements:
+            statements.append("other buckets: " + summary(self._statements))
         return Verdict(
             decision=decision,
             target_bucket=self.target,
-            reasons=[*reasons, method],
+            reasons=[*reasons, *statements, method],
             test=method,
-            suspected_regressions=list(self._suspects),
+            suspected_regressions=sorted({s.bucket for s in self._statements
+                                          if s.state != "no harm"}),
             target=compare_bucket(self.target, target, p) if target else None,
             stopped=stopped,
             looks=self.looks,
-            trials_per_task=self.trials_per_task(self.target),
+            trials_per_task=self.trials_per_task(self.visible),
             visible=compare_bucket(f"{self.target} (visible)", visible, p) if hidden else None,
             heldout=compare_bucket(f"{self.target} (held-out)", hidden, p) if hidden else None,
             heldout_tasks=sorted(self.heldout),
+            buckets=[BucketVerdict(bucket=s.bucket, state=s.state, statement=s.statement)
+                     for s in self._statements],
         )

@@ -1,25 +1,33 @@
 """Drive the sequential gate with real suite runs: the I/O half of `optimizer.gate.sequential`.
 
 The gate says which trials to run (the candidate's trial indices per task, and the baseline's
-past its cached trials); this module runs them through the caller's `run` function (the
-runner, so the trial cache serves anything already paid for), pools them into the baseline and
-candidate runs, pairs them per qualified bucket, and steps the gate until it returns a
-verdict. `optimizer.gate.simulate.drive` answers the same requests in the calibration
-benchmark; tests/optimizer/workflows/test_gating.py checks that both pay for the same trials.
+past its cached trials); this module runs them through the caller's `run` function, pools them
+into the baseline and candidate runs, turns them with the lineage history into one record per
+task, and steps the gate until it returns a verdict. It is the only driver: `optimize` and
+`review` pass the runner (the trial cache serves anything already paid for), and the
+calibration benchmark (bench/gate_calibration.py) passes the simulated world of
+`optimizer.gate.world`: only the trial runner differs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from optimizer.core.buckets import bucket_prefix
-from optimizer.core.results import RunResult, pairing_label, pairing_text, seeded_pairing
+from optimizer.core.results import (
+    RunResult,
+    TrialResult,
+    pairing_label,
+    pairing_text,
+    seeded_pairing,
+)
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import BucketComparison, GatePolicy
 from optimizer.gate.pairing import Pair, merge_runs, pair_runs
 from optimizer.gate.policy import Verdict
 from optimizer.gate.sequential import SequentialGate, TaskKey, TrialRequest
+from optimizer.gate.tasks import TaskRecord
 from optimizer.workflows.paired import RunFn, compare_suite_runs
 
 StageFn = Callable[[TrialRequest], None]
@@ -51,6 +59,50 @@ def bucket_tasks(suites: Sequence[Suite]) -> tuple[dict[str, list[str]], dict[Ta
     return tasks, where
 
 
+def _trial_key(t: TrialResult) -> tuple[str, int, str]:
+    return (t.task_id, t.trial_index, t.started_at.isoformat())
+
+
+def history_records(history: Sequence[RunResult], base_runs: Sequence[RunResult]
+                    ) -> dict[TaskKey, list[tuple[float, bool]]]:
+    """(qualified bucket, task) -> (score, passed) of every counted trial of the lineage
+    history that is not one of the baseline's own trials (each trial once)."""
+    seen = {_trial_key(t) for r in base_runs for t in r.trials}
+    out: dict[TaskKey, list[tuple[float, bool]]] = {}
+    for run in history:
+        prefix = bucket_prefix(run.suite_kind)
+        for t in run.trials:
+            key = _trial_key(t)
+            if key in seen or not t.counts:
+                continue
+            seen.add(key)
+            bucket = prefix + run.task_buckets.get(t.task_id, t.bucket)
+            out.setdefault((bucket, t.task_id), []).append((t.score, t.passed))
+    return out
+
+
+def observations(base: Sequence[RunResult], cand: Sequence[RunResult | None],
+                 history: Mapping[TaskKey, list[tuple[float, bool]]]) -> dict[TaskKey, TaskRecord]:
+    """One record per task: history, baseline and candidate trials (counted ones only)."""
+    out: dict[TaskKey, TaskRecord] = {}
+    for runs, side in ((base, "base"), (cand, "cand")):
+        for r in runs:
+            if r is None:
+                continue
+            prefix = bucket_prefix(r.suite_kind)
+            for t in r.trials:
+                if not t.counts:
+                    continue
+                key = (prefix + r.task_buckets.get(t.task_id, t.bucket), t.task_id)
+                rec = out.get(key)
+                if rec is None:
+                    rec = out[key] = TaskRecord(key, list(history.get(key, ())))
+                getattr(rec, side)[t.trial_index] = (t.score, t.passed)
+    for key, past in history.items():
+        out.setdefault(key, TaskRecord(key, list(past)))
+    return out
+
+
 def paired(base: Sequence[RunResult], cand: Sequence[RunResult | None]) -> dict[str, list[Pair]]:
     out: dict[str, list[Pair]] = {}
     for b, c in zip(base, cand, strict=True):
@@ -79,9 +131,13 @@ async def run_gate(
     *,
     heldout: frozenset[str] = frozenset(),
     on_stage: StageFn | None = None,
+    history: Sequence[RunResult] = (),
 ) -> GateRun:
-    """Evaluate the candidate prompt `prompts[1]` against the base `prompts[0]` sequentially."""
+    """Evaluate the candidate prompt `prompts[1]` against the base `prompts[0]` sequentially.
+
+    `history`: earlier runs of the base prompt's lineage (each task's measured flakiness)."""
     tasks, where = bucket_tasks(suites)
+    past = history_records(history, base_runs)
     defaults = {key: base_runs[i].trials_per_task.get(key[1], 1) for key, i in where.items()}
     gate = SequentialGate(policy, target, tasks, defaults, heldout)
     base = list(base_runs)
@@ -105,7 +161,7 @@ async def run_gate(
                 before = cand[i]
                 cand[i] = got if before is None else merge_runs(before, got)
                 spent += sum(not t.cached for t in got.trials)
-        step = gate.step(paired(base, cand))
+        step = gate.step(observations(base, cand, past))
     ran = [i for i, c in enumerate(cand) if c is not None]
     base_ran, cand_ran = [base[i] for i in ran], [c for c in cand if c is not None]
     seeded = seeded_pairing(base_ran, cand_ran)

@@ -1,0 +1,170 @@
+"""Per-task harm detection: did the candidate break this one task? Pure, no I/O.
+
+Every task outside the target has a baseline record: the trials of earlier runs of the same
+prompt lineage (its measured flakiness) plus this session's baseline trials. The candidate's
+trials on the task are judged against that record, never against a pooled bucket:
+
+- **break**: the one-sided two-sample permutation test of the candidate's scores against the
+  record (`exact.two_sample_pvalue`; Fisher's exact test for pass/fail scores) is at or below
+  `harm_break_alpha`. A task that passed all of 10 or more recorded trials and fails twice on
+  the candidate is a break (p = 1/66 at 10, 1/91 at 12).
+- **no harm**: the evidence rules the drop out. Either the task cannot lose the drop at all
+  (the upper end of its baseline pass rate, or mean score, is below the drop), or Wald's
+  likelihood ratio of "no change" against "a drop of `harm_pass_drop` in pass rate" (pass/fail
+  scores) or "a drop of `harm_score_drop` in mean score" (graded scores, normal model with the
+  record's spread, each trial's contribution clipped) reaches 1/`harm_task_beta`. A broken
+  task therefore reaches "no harm" with probability at most about `harm_task_beta`; a task
+  that stays silent, or that was never run, never does.
+- **undecided**: neither; `need` says how many more clean candidate trials would decide it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from optimizer.gate.compare import GatePolicy
+from optimizer.gate.exact import two_sample_pvalue, wilson_upper
+from optimizer.gate.pairing import Pair
+
+TaskKey = tuple[str, str]
+"""(bucket, task id): task ids may repeat across suites, bucket names never do."""
+TaskState = Literal["no harm", "break", "undecided"]
+Obs = tuple[float, bool]
+"""(score, passed) of one counted trial."""
+
+_CLIP = 2.0
+"""Largest log-likelihood contribution of one graded trial (a judge's outlier is one trial)."""
+
+
+@dataclass
+class TaskRecord:
+    """Everything observed on one task: history, this session's baseline, the candidate."""
+
+    key: TaskKey
+    history: list[Obs] = field(default_factory=list)
+    base: dict[int, Obs] = field(default_factory=dict)
+    cand: dict[int, Obs] = field(default_factory=dict)
+
+    @property
+    def reference(self) -> list[float]:
+        return [s for s, _ in self.history] + [s for s, _ in self.base.values()]
+
+    @property
+    def candidate(self) -> list[float]:
+        return [self.cand[i][0] for i in sorted(self.cand)]
+
+    @property
+    def graded(self) -> bool:
+        return any(s not in (0.0, 1.0) for s in (*self.reference, *self.candidate))
+
+    def pairs(self) -> list[Pair]:
+        out = []
+        for i in sorted(self.base.keys() & self.cand.keys()):
+            (bs, bp), (cs, cp) = self.base[i], self.cand[i]
+            out.append(Pair(self.key[1], i, bs, cs, bp, cp))
+        return out
+
+
+@dataclass(frozen=True)
+class TaskFinding:
+    key: TaskKey
+    state: TaskState
+    why: str
+    p_break: float
+    log_ratio: float
+    need: int
+    """More clean candidate trials that would rule the drop out (0 once decided)."""
+    ref_mean: float | None
+    cand_mean: float | None
+    n_ref: int
+    n_cand: int
+    cand_failed: list[int] = field(default_factory=list)
+    """Candidate trial indices that failed."""
+
+    @property
+    def suspect(self) -> bool:
+        return (self.cand_mean is not None and self.ref_mean is not None
+                and self.cand_mean < self.ref_mean - 1e-9)
+
+    def describe(self) -> str:
+        task = f"task {self.key[1]!r}"
+        if self.ref_mean is None:
+            return f"{task}: no baseline record"
+        cand = "not run" if self.cand_mean is None else f"{self.cand_mean:.2f} over {self.n_cand}"
+        failed = (f", failed trial(s) #{', #'.join(map(str, self.cand_failed))}"
+                  if self.cand_failed else "")
+        return (f"{task}: baseline {self.ref_mean:.2f} over {self.n_ref} recorded trial(s), "
+                f"candidate {cand}{failed}; {self.why}")
+
+
+def _drop_ratio(rec: TaskRecord, policy: GatePolicy) -> tuple[float, float, float, str] | None:
+    """(log-ratio so far, gain of one clean trial, bound, what is ruled out), or None when the
+    task cannot lose the drop at all."""
+    ref, cand = rec.reference, rec.candidate
+    n = len(ref)
+    bound = math.log(1.0 / policy.harm_task_beta)
+    if not rec.graded:
+        passes = sum(ref)
+        h = policy.harm_pass_drop
+        if wilson_upper(passes, n) < h:
+            return None
+        p0 = (passes + 0.5) / (n + 1)
+        p1 = max(p0 - h, 0.01)
+        win, loss = math.log(p0 / p1), math.log((1 - p0) / (1 - p1))
+        ratio = math.fsum(win if x >= 0.5 else loss for x in cand)
+        return ratio, win, bound, f"a drop of {h:g} in pass rate"
+    h = policy.regression_tolerance
+    mean = math.fsum(ref) / n
+    sd = max(0.08, math.sqrt(math.fsum((x - mean) ** 2 for x in ref) / max(1, n - 1)))
+    if mean + 1.2816 * sd / math.sqrt(n) < h:
+        return None
+    per = h / (sd * sd)
+    ratio = math.fsum(max(-_CLIP, min(_CLIP, per * (x - mean + h / 2))) for x in cand)
+    return ratio, min(_CLIP, per * h / 2), bound, f"a drop of {h:g} in mean score"
+
+
+def judge_task(rec: TaskRecord, policy: GatePolicy) -> TaskFinding:
+    """Break, no harm or undecided, with the evidence in words."""
+    ref, cand = rec.reference, rec.candidate
+    failed = [i for i in sorted(rec.cand) if not rec.cand[i][1]]
+    ref_mean = math.fsum(ref) / len(ref) if ref else None
+    cand_mean = math.fsum(cand) / len(cand) if cand else None
+
+    def finding(state: TaskState, why: str, p: float = 1.0, ratio: float = 0.0,
+                need: int = 0) -> TaskFinding:
+        return TaskFinding(rec.key, state, why, p, ratio, need, ref_mean, cand_mean, len(ref),
+                           len(cand), failed)
+
+    if not ref:
+        return finding("undecided", "no baseline trial counted (all errored)", need=1)
+    assert ref_mean is not None
+    p = two_sample_pvalue(ref, cand, seed=policy.seed) if cand else 1.0
+    if cand_mean is not None and cand_mean < ref_mean - 1e-9 and p <= policy.harm_break_alpha:
+        test = "Fisher's exact test" if not rec.graded else "two-sample permutation test"
+        return finding("break", f"broken: one-sided {test} p={p:.3g} <= "
+                       f"{policy.harm_break_alpha:g}", p)
+    ratio = _drop_ratio(rec, policy)
+    if ratio is None:
+        what = "pass rate" if not rec.graded else "mean score"
+        return finding("no harm", f"no harm: its baseline {what} is below the drop the gate "
+                       "rules out, so it cannot lose that much", p)
+    llr, gain, bound, what = ratio
+    if llr >= bound - 1e-12:
+        return finding("no harm", f"no harm: Wald's ratio favours no change over {what} by "
+                       f"{math.exp(llr):.3g} >= {1 / policy.harm_task_beta:g}", p, llr)
+    need = max(1, math.ceil((bound - llr) / gain - 1e-9))
+    return finding("undecided", f"{what} not ruled out yet (Wald ratio {math.exp(llr):.3g}, "
+                   f"needs {1 / policy.harm_task_beta:g})", p, llr, need)
+
+
+def first_trials(rec: TaskRecord, policy: GatePolicy) -> int:
+    """Candidate trials a task needs on the clean path (0 when it cannot lose the drop)."""
+    f = judge_task(rec, policy)
+    return 0 if f.state == "no harm" else min(f.need, policy.max_trials)
+
+
+def fmt_trials(findings: Sequence[TaskFinding]) -> str:
+    return "; ".join(f.describe() for f in findings)
