@@ -1,26 +1,20 @@
-"""Calibration world v2 (issue 18, deliver 7): a simulated agent behind the real gate driver.
+"""Calibration world v2 (issue 18, deliver 7): a seeded simulated agent behind the real gate.
 
-Pure and seeded (no I/O; every draw from `random.Random`). A world holds an agent's suites
-shaped like ours (card: 49 capability tasks in 21 buckets, PKM: 44 in 18, each plus 8
-regression tasks in 4 buckets of 2), each task's true pass probability under the base prompt,
-the cached baseline (2 trials per task), 10 earlier history runs (1 trial per task), and the
-candidate prompts registered with `add_candidate`. `World.run` has the RunFn signature of
-`optimizer.workflows.paired`, so `optimizer.workflows.gating.run_gate` drives it unchanged.
-
-Per task: 45% pass (p ~ U(0.98, 1)), 25% fail (p ~ U(0, 0.02)), 30% flaky (p ~ Beta(2, 2)).
-Buckets are made judge-scored at random until a third of all tasks are. A trial's latent is
-z = sqrt(0.3) S + sqrt(0.7) e (S one shock per run and bucket, e per trial), q = inv_Phi(p)
-clipped to [-3, 3]; code-graded: pass iff z < q (score 1 or 0); judge-scored: score =
-clip(0.6 + 0.1 (q - z), 0, 1), pass iff score >= 0.6. With probability `noise` an outcome is
-flipped (a judge score reflected around 0.6); 3% of trials error. Trials run through `run`
-use p + d (d = +-0.02 per world); the cached baseline and the history use p. The target is the
-capability bucket of the target size with the most failing baseline trials, then the lowest
-mean score, then the name (as nightly's `rank_buckets`); without one, the world is redrawn
-from the next sub-seed. `SCENARIOS` lists the candidate effects (see `add_candidate`).
+Pure (no I/O; every draw from `random.Random`). A world holds an agent's suites shaped like
+ours (card: 49 capability tasks in 21 buckets, PKM: 44 in 18, each plus 4 regression buckets
+of 2), each task's pass probability p (45% pass ~U(0.98, 1), 25% fail ~U(0, 0.02), 30% flaky
+~Beta(2, 2)), judge-scored buckets (a third of the tasks), the cached baseline (2 trials per
+task), 10 history runs, and the candidates of `add_candidate`. A trial's latent is
+z = sqrt(0.3) S + sqrt(0.7) e (S per run and bucket); with q = inv_Phi(p) in [-3, 3], a code
+task passes iff z < q, a judge score is clip(0.6 + 0.1 (q - z)) passing at 0.6. Outcomes flip
+with probability `noise`, 3% of trials error, and `run` uses p +- 0.02 (drift). The target is
+chosen from the baseline as nightly's `rank_buckets` would. `World.run` is a RunFn
+(`optimizer.workflows.paired`), so `optimizer.workflows.gating.run_gate` drives it unchanged.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Callable, Iterable, Sequence
@@ -29,9 +23,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from statistics import NormalDist
 
+from agents.transcript import Transcript
 from graders.base import Score
 from optimizer.core.buckets import bucket_prefix
-from optimizer.core.results import RunResult, TrialResult
+from optimizer.core.results import Provenance, RunResult, TrialResult
 from optimizer.core.suite_models import SuiteConfig, TaskSpec
 from optimizer.core.suites import LoadedTask, Suite
 
@@ -48,6 +43,7 @@ FIXED_P = 0.98
 HISTORY_RUNS = 10
 BASE_TRIALS = 2
 MAX_REDRAWS = 1000
+BASE_PROMPT = "world base prompt"
 _Q_MAX = 3.0
 _P_LO, _P_HI = NormalDist().cdf(-_Q_MAX), NormalDist().cdf(_Q_MAX)
 _INV = NormalDist().inv_cdf
@@ -135,10 +131,17 @@ def _trial(rng: random.Random, shock: float, plan: tuple[float, bool, float], no
     return ("passed", 1.0) if passed else ("failed", 0.0)
 
 
-_SCORES = {(j, s): Score.model_construct(grader="world_judge" if j else "world_code", value=s,
-                                         passed=s >= THR, assertions=[], rationale="",
-                                         metadata={})
-           for j in (True, False) for s in (0.0, 1.0)}
+def _score(judge: bool, value: float) -> Score:
+    return Score.model_construct(grader="world_judge" if judge else "world_code", value=value,
+                                 passed=value >= THR, assertions=[], rationale="", metadata={})
+
+
+_SCORES = {(j, v): _score(j, v) for j in (True, False) for v in (0.0, 1.0)}
+_TRIAL = TrialResult.model_construct(
+    task_id="", bucket="", trial_index=0, status="passed", started_at=_T0, ended_at=_T0,
+    failure_reason=None, infra_error=None, transcript=Transcript(), outcome={}, scores=[],
+    cached=False, seed=None)
+"""Every trial is a shallow copy of this (model_construct with defaults is slow)."""
 
 
 def _trial_result(task: LoadedTask, index: int, status: str, score: float, judge: bool,
@@ -148,12 +151,11 @@ def _trial_result(task: LoadedTask, index: int, status: str, score: float, judge
     elif not judge or score in (0.0, 1.0):
         scores = [_SCORES[(judge, score)]]
     else:
-        scores = [Score.model_construct(grader="world_judge", value=score, passed=score >= THR,
-                                        assertions=[], rationale="", metadata={})]
-    return TrialResult.model_construct(
-        task_id=task.id, bucket=task.bucket, trial_index=index, status=status, started_at=at,
-        ended_at=at, infra_error=_INFRA if status == "errored" else None, scores=scores,
-        cached=cached)
+        scores = [_score(True, score)]
+    return _TRIAL.model_copy(update={
+        "task_id": task.id, "bucket": task.bucket, "trial_index": index, "status": status,
+        "started_at": at, "ended_at": at, "scores": scores, "cached": cached, "outcome": {},
+        "infra_error": _INFRA if status == "errored" else None})
 
 
 def draw_run(rng: random.Random, suite: Suite, plan: Plan, indices: dict[str, list[int]],
@@ -178,23 +180,27 @@ def draw_run(rng: random.Random, suite: Suite, plan: Plan, indices: dict[str, li
         run_name=name, suite_name=suite.name, suite_kind=suite.config.kind,
         agent_name=suite.agent_name, suite_root=str(suite.root), task_ids=list(counts),
         task_buckets={t.id: t.bucket for t in suite.tasks if t.id in counts},
-        trials_per_task=counts, started_at=at, ended_at=at, trials=trials)
+        trials_per_task=counts, started_at=at, ended_at=at, trials=trials, version=1,
+        task_info={}, task_pass_threshold=1.0, require_reference_solution=False,
+        provenance=Provenance(), concurrency=None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _task(agent: str, kind: str, bucket: str, k: int, grader: str) -> LoadedTask:
+    tid = f"{bucket}-t{k}"
+    spec = TaskSpec.model_validate({
+        "id": tid, "description": f"synthetic task {k} of bucket {bucket}",
+        "metadata": {"failure_bucket": bucket}, "input": {"fact_id": _FACT},
+        "graders": [{"name": grader}], "trials_per_run": BASE_TRIALS})
+    return LoadedTask(spec, _ROOT / agent / kind / tid, None, None, tid)
 
 
 def _suite(agent: str, kind: str, buckets: list[tuple[str, int]], judged: set[str]) -> Suite:
     config = SuiteConfig.model_validate(
         {"name": f"world-{agent}-{kind}", "agent_name": f"{agent}_agent", "kind": kind})
-    tasks = []
-    for bucket, size in buckets:
-        grader = "world_judge" if bucket in judged else "world_code"
-        for k in range(1, size + 1):
-            tid = f"{bucket}-t{k}"
-            spec = TaskSpec.model_validate({
-                "id": tid, "description": f"synthetic task {k} of bucket {bucket}",
-                "metadata": {"failure_bucket": bucket}, "input": {"fact_id": _FACT},
-                "graders": [{"name": grader}], "trials_per_run": BASE_TRIALS})
-            tasks.append(LoadedTask(spec, _ROOT / agent / kind / tid, None, None, tid))
-    return Suite(_ROOT / agent / kind, config, tuple(tasks), f"world-{agent}-{kind}")
+    tasks = tuple(_task(agent, kind, b, k, "world_judge" if b in judged else "world_code")
+                  for b, size in buckets for k in range(1, size + 1))
+    return Suite(_ROOT / agent / kind, config, tasks, f"world-{agent}-{kind}")
 
 
 def _draw_kind(rng: random.Random) -> tuple[str, float]:
@@ -274,7 +280,7 @@ class World:
     """Built for flaky-target: the target's failing tasks are flaky at p=0.5."""
     _plans: dict[str, Plan] = field(default_factory=dict, repr=False)
     _seen: set[tuple[str, str, int]] = field(default_factory=set, repr=False)
-    _rng: random.Random = field(default_factory=random.Random, repr=False)
+    _rng: random.Random = field(init=False, repr=False)
     _serial: int = 0
 
     def __post_init__(self) -> None:
@@ -296,11 +302,10 @@ class World:
             raise InfeasibleScenario("flaky-target needs a world built with that scenario")
         rng = random.Random(f"{self.seed}:{prompt}:{scenario}")
         effects = {key: Effect(t.p) for key, t in self.truth.items()}
-        _apply(scenario, self, effects, rng)
+        fixed = _apply(scenario, self, effects, rng)
         for key, e in effects.items():
-            base = self.truth[key].p
-            e.broken = e.p < base or e.shift < 0
-            e.fixed = e.p > base
+            e.fixed = key in fixed
+            e.broken = not e.fixed and (e.p < self.truth[key].p or e.shift < 0)
             self.truth[key].effects[prompt] = e
         self.scenarios[prompt] = scenario
         self._plans[prompt] = _plan(self.truth, lambda t: _clip(t.effects[prompt].p + self.drift),
@@ -349,10 +354,11 @@ def _break_some(world: World, effects: dict[tuple[str, str], Effect], rng: rando
 
 
 def _apply(scenario: str, world: World, effects: dict[tuple[str, str], Effect],
-           rng: random.Random) -> None:
+           rng: random.Random) -> set[tuple[str, str]]:
+    """Set the candidate's effects of `scenario`; returns the target tasks it fixes."""
     failing = [(world.target, tid) for tid, t in world.tasks_of(world.target) if t.failing]
     if scenario == "null":
-        return
+        return set()
     if scenario == "good-partial":
         failing = rng.sample(failing, round(2 / 3 * len(failing)))
     elif scenario == "overfit":
@@ -374,9 +380,8 @@ def _apply(scenario: str, world: World, effects: dict[tuple[str, str], Effect],
         bucket = rng.choice(judged)
         for tid, _ in world.tasks_of(bucket):
             effects[(bucket, tid)].shift = -0.25
+    return set(failing)
 
-
-BASE_PROMPT = "world base prompt"
 
 
 def _cached(suites: list[Suite], truth: dict[tuple[str, str], TaskTruth], noise: float,
