@@ -73,8 +73,7 @@ class Effect:
 @dataclass
 class TaskTruth:
     suite_kind: str
-    kind: str
-    """"pass", "fail" or "flaky"."""
+    kind: str  # "pass", "fail" or "flaky"
     judge: bool
     p: float
     """Base pass probability (the cached baseline and the history; `run` adds the drift)."""
@@ -385,17 +384,14 @@ def _apply(scenario: str, world: World, effects: dict[tuple[str, str], Effect],
 
 
 def _cached(suites: list[Suite], truth: dict[tuple[str, str], TaskTruth], noise: float,
-            seed: str) -> list[RunResult]:
-    """The cached baseline: one run per suite, BASE_TRIALS trials per task, at p."""
-    rng, plan = random.Random(f"{seed}:baseline"), _plan(truth, lambda t: t.p)
-    return [draw_run(rng, s, plan, _all_indices(s, BASE_TRIALS), noise,
-                     f"{s.name}-world-baseline", _T0, cached=True) for s in suites]
-
-
-def _history(suites: list[Suite], truth: dict[tuple[str, str], TaskTruth], noise: float,
-             seed: str) -> list[RunResult]:
-    """HISTORY_RUNS earlier runs per suite (suite by suite, oldest first), 1 trial per task."""
-    rng, plan = random.Random(f"{seed}:history"), _plan(truth, lambda t: t.p)
+            seed: str, history: bool = False) -> list[RunResult]:
+    """The cached baseline (one run per suite, BASE_TRIALS trials per task) or the history
+    (HISTORY_RUNS earlier runs per suite, suite by suite, oldest first, 1 trial each), at p."""
+    rng, plan = random.Random(f"{seed}:{'history' if history else 'baseline'}"), _plan(
+        truth, lambda t: t.p)
+    if not history:
+        return [draw_run(rng, s, plan, _all_indices(s, BASE_TRIALS), noise,
+                         f"{s.name}-world-baseline", _T0, cached=True) for s in suites]
     return [draw_run(rng, s, plan, _all_indices(s, 1), noise, f"{s.name}-world-history-{k + 1:02d}",
                      _T0 - timedelta(days=HISTORY_RUNS - k)) for s in suites
             for k in range(HISTORY_RUNS)]
@@ -423,8 +419,9 @@ def _attempt(agent: str, target_size: int, noise: float, seed: str,
     heldout = frozenset(heldout_of([t.id for t in suites[0].tasks if t.bucket == target]))
     for (b, tid), t in truth.items():
         t.target, t.heldout = b == target, tid in heldout
-    world = World(suites, target, baseline, _history(suites, truth, noise, seed), BASE_PROMPT,
-                  heldout, truth, noise, drift, seed, flaky_base=flaky)
+    history = _cached(suites, truth, noise, seed, history=True)
+    world = World(suites, target, baseline, history, BASE_PROMPT, heldout, truth, noise, drift,
+                  seed, flaky_base=flaky)
     if scenario is not None:
         try:
             world.add_candidate("candidate", scenario)

@@ -133,7 +133,7 @@ def test_target_chosen_as_nightly_would(agent: str, size: int) -> None:
         ranks, _ = rank_buckets({agent: Baseline("sha", w.base_prompt, w.suites, w.baseline)},
                                 limit=100)
         sizes = {b: len(ts) for b, ts in w.suites[0].buckets.items()}
-        assert [r.bucket for r in ranks if sizes.get(r.bucket) == size][0] == w.target
+        assert next(r.bucket for r in ranks if sizes.get(r.bucket) == size) == w.target
 
 
 def effects(w: W.World, prompt: str = "candidate") -> dict[tuple[str, str], W.Effect]:
