@@ -35,7 +35,7 @@ class GatePolicy(BaseModel):
     """Minimum mean score gain of the target bucket (the practical effect size)."""
     regression_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     """Family-wise level of the regression tests (Holm over the buckets + the pooled rest)."""
-    regression_tolerance: float = Field(default=0.2, ge=0.0, le=1.0)
+    regression_tolerance: float = Field(default=0.25, ge=0.0, le=1.0)
     """The drop in a task's mean score (graded and judge-scored tasks) that harm detection
     must rule out before a task says "no harm"; review also calls a bucket whose mean score
     fell by this much regressed once its tasks confirm it."""
@@ -52,12 +52,18 @@ class GatePolicy(BaseModel):
     sweep_trials: int = Field(default=1, ge=1)
     """Trials per task added in each round of harm detection (on top of the trials each task
     needs on its clean path, which the first round asks for at once)."""
+    harm_max_trials: int = Field(default=16, ge=1)
+    """Candidate trials per task harm detection may reach (it rarely needs them: only tasks
+    whose trials stay undecided get there)."""
     harm_break_alpha: float = Field(default=0.02, gt=0.0, lt=1.0)
     """Level of each task's exact break test (candidate vs its own baseline record)."""
     harm_pass_drop: float = Field(default=0.5, gt=0.0, le=1.0)
     """The drop in a pass/fail task's pass rate each task must rule out to say "no harm"."""
     harm_task_beta: float = Field(default=0.125, gt=0.0, lt=1.0)
     """Wald's bound per task: a broken task says "no harm" with probability about this."""
+    flaky_trials: int = Field(default=2, ge=1)
+    """Candidate trials a flaky task (under 75% of its recorded trials passed) needs before
+    its results can be called consistent with its own measured flakiness."""
     history_min: int = Field(default=10, ge=0)
     """A suspect task with fewer recorded baseline trials gets fresh baseline trials too."""
     bucket_bet: float = Field(default=0.9, gt=0.0, lt=1.0)

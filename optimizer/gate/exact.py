@@ -15,6 +15,8 @@
   scores against its own baseline record (history + baseline trials). With pass/fail scores it
   is Fisher's exact test (hypergeometric); with graded scores it enumerates every split when
   there are at most `max_splits` of them, else draws seeded random splits.
+- `stratified_greater_pvalue`: the exact stratified Fisher test that the candidate passes more
+  often than each task's own record (held-out tasks' generalisation).
 - `holm`: Holm's step-down correction, with optional weights (weighted Bonferroni-Holm).
 - `spent_alpha`: Lan-DeMets alpha-spending functions (a Pocock-type function, an O'Brien-
   Fleming-type one and a linear one). `look_alpha` tests each look at the alpha spent since
@@ -270,3 +272,29 @@ def wilson_upper(successes: float, n: int, z: float = 1.2816) -> float:
     centre = p + z * z / (2 * n)
     spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     return min(1.0, (centre + spread) / (1 + z * z / n))
+
+
+def _hypergeom_pmf(passes: int, total: int, draws: int) -> list[float]:
+    denom = math.comb(total, draws)
+    return [math.comb(passes, k) * math.comb(total - passes, draws - k) / denom
+            for k in range(draws + 1)]
+
+
+def stratified_greater_pvalue(strata: Sequence[tuple[int, int, int, int]]) -> float:
+    """One-sided p-value that the candidate passes more often than each task's own record:
+    strata of (record passes, record trials, candidate passes, candidate trials), labels
+    permuted within each task only (an exact stratified Fisher test: the null distribution of
+    the candidate's total passes is the convolution of the tasks' hypergeometric laws)."""
+    dist = [1.0]
+    observed = 0
+    for ref_pass, ref_n, cand_pass, cand_n in strata:
+        if cand_n == 0:
+            continue
+        observed += cand_pass
+        pmf = _hypergeom_pmf(ref_pass + cand_pass, ref_n + cand_n, cand_n)
+        nxt = [0.0] * (len(dist) + len(pmf) - 1)
+        for i, a in enumerate(dist):
+            for j, b in enumerate(pmf):
+                nxt[i + j] += a * b
+        dist = nxt
+    return min(1.0, math.fsum(dist[observed:]))

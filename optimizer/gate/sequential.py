@@ -27,15 +27,22 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from optimizer.gate.compare import BucketComparison, GatePolicy, compare_bucket, describe
-from optimizer.gate.exact import look_alpha
+from optimizer.gate.compare import BucketComparison, GatePolicy, compare_bucket
+from optimizer.gate.exact import look_alpha, stratified_greater_pvalue
 from optimizer.gate.harm import BucketHarm, HarmEvidence, bucket_statement, summary
 from optimizer.gate.pairing import Pair
 from optimizer.gate.policy import POOLED, BucketVerdict, Decision, Verdict
-from optimizer.gate.tasks import TaskFinding, TaskKey, TaskRecord, first_trials, judge_task
+from optimizer.gate.tasks import (
+    TaskFinding,
+    TaskKey,
+    TaskRecord,
+    first_trials,
+    judge_task,
+    steady,
+)
 
 Side = Literal["base", "cand"]
 Stage = Literal["screen", "target", "heldout", "harm", "done"]
@@ -111,8 +118,12 @@ class SequentialGate:
     _obs: Observations = field(default_factory=dict)
     _target_comp: BucketComparison | None = None
     _heldout_comp: BucketComparison | None = None
+    _heldout_text: str = ""
+    _target_text: str = ""
     _harm: HarmEvidence | None = None
     _statements: list[BucketHarm] = field(default_factory=list)
+    _alias: dict[TaskKey, TaskKey] = field(default_factory=dict)
+    """Held-out tasks' names in statements -> their real keys."""
 
     def __post_init__(self) -> None:
         if self.target not in self.bucket_tasks:
@@ -131,12 +142,12 @@ class SequentialGate:
         return [k for k in self._keys([self.target]) if k[1] not in self.heldout]
 
     def _failing_heldout(self) -> list[TaskKey]:
-        """Held-out tasks with a failed baseline trial: they must improve."""
+        """Held-out tasks that fail on the baseline (not steady on their own record): they
+        must improve."""
         out = []
         for k in self._keys([self.target]):
             rec = self._obs.get(k)
-            if k[1] in self.heldout and rec is not None and any(
-                    not ok for _, ok in rec.base.values()):
+            if k[1] in self.heldout and rec is not None and rec.reference and not steady(rec):
                 out.append(k)
         return out
 
@@ -163,7 +174,8 @@ class SequentialGate:
         pair_set = set(wanted) if paired is None else set(paired)
         for k, n in wanted.items():
             start = self._cand_n[k]
-            stop = min(start + n, max(self.policy.max_trials, self.default_trials[k]))
+            cap = self.policy.harm_max_trials if stage == "harm" else self.policy.max_trials
+            stop = min(start + n, max(cap, self.default_trials[k]))
             if stop <= start:
                 continue
             cand[k] = list(range(start, stop))
@@ -199,64 +211,104 @@ class SequentialGate:
             return self._heldout_look()
         return self._harm_look()
 
+    def _strata(self, keys: Sequence[TaskKey]) -> tuple[list[tuple[int, int, int, int]], float]:
+        """Each task's (record passes, record trials, candidate passes, candidate trials), and
+        the mean over tasks of (candidate mean score - record mean score)."""
+        strata, gains = [], []
+        for k in keys:
+            rec = self._obs.get(k)
+            if rec is None:
+                continue
+            ref = [ok for _, ok in (*rec.history, *rec.base.values())]
+            cand = [ok for _, ok in rec.cand.values()]
+            strata.append((sum(ref), len(ref), sum(cand), len(cand)))
+            if rec.reference and rec.candidate:
+                gains.append(math.fsum(rec.candidate) / len(rec.candidate)
+                             - math.fsum(rec.reference) / len(rec.reference))
+        return strata, (math.fsum(gains) / len(gains) if gains else 0.0)
+
+    def _thin(self, keys: Sequence[TaskKey]) -> list[TaskKey]:
+        """Tasks whose record is too thin to test against: fresh baseline trials too."""
+        return [k for k in keys if k not in self._obs
+                or len(self._obs[k].reference) < self.policy.history_min]
+
     def _target_look(self) -> TrialRequest | Verdict:
+        """Efficacy on the visible tasks: the exact stratified Fisher test of the candidate's
+        passes against each task's own record, at the look's spent alpha, and a mean gain of
+        at least `min_improvement`."""
         p = self.policy
         keys = self.visible
-        comp = compare_bucket(self.target, self._pairs(keys), p, interval=False)
-        self._target_comp = comp
+        self._target_comp = compare_bucket(self.target, self._pairs(keys), p, interval=False)
+        strata, gain = self._strata(keys)
+        p_value = stratified_greater_pvalue(strata)
         self.looks += 1
         n = self.trials_per_task(keys)
         t = min(1.0, n / p.max_trials)
         a = look_alpha(t, self._t_before, p.alpha, p.spending)
         self._t_before = t
-        delta = comp.delta if comp.delta is not None else 0.0
-        significant = comp.p_improve <= a or not p.require_significant_improvement
-        if delta >= p.min_improvement and significant:
+        moved = self._moved(strata, gain, p_value)
+        self._target_text = moved
+        significant = p_value <= a or not p.require_significant_improvement
+        if gain >= p.min_improvement and significant:
             self.stage = "heldout"
-            return self._heldout_look(f"target improved at look {self.looks} "
-                                      f"(p={comp.p_improve:.3g} <= {a:.3g})")
-        if delta <= 0:
+            return self._heldout_look(f"target improved at look {self.looks} ({moved} <= "
+                                      f"{a:.3g})")
+        if gain <= 0:
             return self._verdict("reject", "futility", f"target bucket {self.target!r} did "
-                                 f"not improve on its visible tasks: {describe(comp)}")
+                                 f"not improve on its visible tasks: {moved}")
         if n >= p.max_trials:
-            decision: Decision = "reject" if delta < p.min_improvement else "inconclusive"
+            decision: Decision = "reject" if gain < p.min_improvement else "inconclusive"
             return self._verdict(decision, "max trials",
                                  f"target bucket {self.target!r} undecided at {n} trials per "
-                                 f"task (p={comp.p_improve:.3g} > look alpha {a:.3g}, needs "
-                                 f"gain >= {p.min_improvement:g}): {describe(comp)}")
+                                 f"task ({moved} > look alpha {a:.3g}, needs gain >= "
+                                 f"{p.min_improvement:g})")
         req = self._request(dict.fromkeys(keys, p.round_trials), "target",
                             f"target promising but undecided at look {self.looks} "
-                            f"(p={comp.p_improve:.3g} > {a:.3g}); adding trials")
+                            f"({moved} > {a:.3g}); adding trials", paired=self._thin(keys))
         assert req is not None  # n < max_trials
         return req
 
+    @staticmethod
+    def _moved(strata: Sequence[tuple[int, int, int, int]], gain: float, p_value: float) -> str:
+        ref_n, cand_n = sum(s[1] for s in strata), sum(s[3] for s in strata)
+        ref = sum(s[0] for s in strata) / max(1, ref_n)
+        cand = sum(s[2] for s in strata) / max(1, cand_n)
+        return (f"pass rate {ref:.0%} over {ref_n} recorded trial(s) -> {cand:.0%} over "
+                f"{cand_n} candidate trial(s), mean score gain {gain:+.3f}, stratified Fisher "
+                f"p={p_value:.3g}")
+
     def _heldout_look(self, why: str = "") -> TrialRequest | Verdict:
+        """Held-out tasks that failed on the baseline must pass more often than their own
+        record: the exact stratified Fisher test at `heldout_alpha`, spent over looks."""
         p = self.policy
         keys = self._failing_heldout()
         if not keys:
             return self._start_harm(why or "no held-out task failed on the baseline")
         comp = compare_bucket(f"{self.target} (held-out)", self._pairs(keys), p, interval=False)
         self._heldout_comp = comp
+        strata, gain = self._strata(keys)
+        p_value = stratified_greater_pvalue(strata)
         n = self.trials_per_task(keys)
         t = min(1.0, n / p.max_trials)
         a = look_alpha(t, self._h_before, p.heldout_alpha, p.spending)
         self._h_before = t
-        delta = comp.delta if comp.delta is not None else 0.0
-        if delta > 0 and comp.p_improve <= a:
-            return self._start_harm(f"{why}; held-out tasks improved too (p={comp.p_improve:.3g}"
-                                    f" <= {a:.3g})")
-        if delta <= 0:
+        moved = (f"{len(keys)} held-out task(s) that failed on the baseline: "
+                 + self._moved(strata, gain, p_value))
+        self._heldout_text = moved
+        if gain > 0 and p_value <= a:
+            return self._start_harm(f"{why}; held-out tasks improved too ({moved} <= {a:.3g})")
+        if gain <= 0:
             return self._verdict("reject", "held-out",
                                  f"the held-out task(s) of {self.target!r} did not improve "
-                                 f"(overfit to the tasks the proposer saw): {describe(comp)}")
+                                 f"(overfit to the tasks the proposer saw): {moved}")
         req = self._request(dict.fromkeys(keys, p.round_trials), "heldout",
-                            f"held-out tasks promising but undecided (p={comp.p_improve:.3g} > "
-                            f"{a:.3g}); adding trials")
+                            f"held-out tasks promising but undecided ({moved} > {a:.3g}); "
+                            "adding trials", paired=self._thin(keys))
         if req is not None:
             return req
         return self._verdict("inconclusive", "held-out",
                              f"the held-out task(s) of {self.target!r} did not improve "
-                             f"significantly at {n} trials per task: {describe(comp)}")
+                             f"significantly at {n} trials per task: {moved}")
 
     def _start_harm(self, why: str) -> TrialRequest | Verdict:
         self.stage = "harm"
@@ -268,17 +320,29 @@ class SequentialGate:
         return req if req is not None else self._harm_look()
 
     def _findings(self) -> dict[str, list[TaskFinding]]:
+        """Each harm task's finding by bucket; held-out tasks under "<target> (held-out)" and
+        never by name (reasons reach the proposer through the ledger)."""
         out: dict[str, list[TaskFinding]] = {}
+        hidden = 0
         for k in self.harm_keys():
-            rec = self._obs.get(k, TaskRecord(k))
-            out.setdefault(k[0], []).append(judge_task(rec, self.policy))
+            found = judge_task(self._obs.get(k, TaskRecord(k)), self.policy)
+            if k[0] == self.target:
+                hidden += 1
+                alias = (f"{self.target} (held-out)", f"held-out #{hidden}")
+                self._alias[alias] = k
+                found = replace(found, key=alias)
+            out.setdefault(found.key[0], []).append(found)
         return out
+
+    def _real(self, key: TaskKey) -> TaskKey:
+        return self._alias.get(key, key)
 
     def _harm_look(self) -> TrialRequest | Verdict:
         assert self._harm is not None
         p = self.policy
         by_bucket = self._findings()
-        self._harm.look({b: self._pairs([f.key for f in fs]) for b, fs in by_bucket.items()})
+        real = self._real
+        self._harm.look({b: self._pairs([real(f.key) for f in fs]) for b, fs in by_bucket.items()})
         rejected = set(self._harm.family(sorted(by_bucket)))
         self._statements = [
             bucket_statement(b, fs, self._harm.p_bucket(b) if b in rejected else None, p)
@@ -293,8 +357,8 @@ class SequentialGate:
         open_ = [f for fs in by_bucket.values() for f in fs if f.state == "undecided"]
         if not open_:
             return self._accept()
-        thin = [f.key for f in open_ if f.suspect and f.n_ref < p.history_min]
-        more = {f.key: max(p.sweep_trials, f.need) for f in open_}
+        thin = [real(f.key) for f in open_ if f.suspect and f.n_ref < p.history_min]
+        more = {real(f.key): max(p.sweep_trials, f.need) for f in open_}
         req = self._request(more, "harm", f"harm not yet ruled out on {len(open_)} task(s): "
                             + ", ".join(f.key[1] for f in open_[:8])
                             + ("" if len(open_) <= 8 else ", ..."), paired=thin)
@@ -305,11 +369,10 @@ class SequentialGate:
 
     def _accept(self) -> Verdict:
         assert self._target_comp is not None
-        held = ("" if self._heldout_comp is None
-                else f"; held-out: {describe(self._heldout_comp)}")
+        held = f"; held-out: {self._heldout_text}" if self._heldout_text else ""
         return self._verdict("accept", "efficacy",
                              f"target bucket {self.target!r} improved on its visible tasks: "
-                             f"{describe(self._target_comp)}{held}",
+                             f"{self._target_text}{held}",
                              f"no bucket regressed: every other bucket showed no harm "
                              f"({len(self._statements)} bucket(s))")
 

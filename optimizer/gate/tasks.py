@@ -101,8 +101,8 @@ class TaskFinding:
 
 
 def _drop_ratio(rec: TaskRecord, policy: GatePolicy) -> tuple[float, float, float, str] | None:
-    """(log-ratio so far, gain of one clean trial, bound, what is ruled out), or None when the
-    task cannot lose the drop at all."""
+    """Wald's evidence of a steady task: (log-ratio so far, gain of one clean trial, bound,
+    what is ruled out), or None when the task cannot lose the drop at all."""
     ref, cand = rec.reference, rec.candidate
     n = len(ref)
     bound = math.log(1.0 / policy.harm_task_beta)
@@ -126,6 +126,75 @@ def _drop_ratio(rec: TaskRecord, policy: GatePolicy) -> tuple[float, float, floa
     return ratio, min(_CLIP, per * h / 2), bound, f"a drop of {h:g} in mean score"
 
 
+def _consistent(rec: TaskRecord, policy: GatePolicy) -> tuple[bool, str]:
+    """A flaky task's evidence: after at least `flaky_trials` candidate trials, its
+    candidate mean is within half the drop margin of its own recorded mean (and its break
+    test, run before, found nothing): its failures are what its flakiness predicts."""
+    ref, cand = rec.reference, rec.candidate
+    margin = (policy.regression_tolerance if rec.graded else policy.harm_pass_drop) / 2
+    drop = math.fsum(ref) / len(ref) - (math.fsum(cand) / len(cand) if cand else 0.0)
+    if len(cand) < policy.flaky_trials:
+        return False, (f"flaky task (under {STEADY:.0%} of its recorded trials passed): needs "
+                       f"{policy.flaky_trials} candidate trial(s)")
+    if drop >= margin:
+        return False, (f"flaky task: candidate {drop:.2f} below its record, more than "
+                       f"{margin:g} (half the drop margin)")
+    return True, (f"no harm: a flaky task whose {len(cand)} candidate trial(s) are within "
+                  f"{margin:g} of its own record (drop {drop:+.2f}), consistent with its "
+                  "measured flakiness")
+
+
+STEADY = 0.75
+"""A task is steady when at least this share of its recorded trials passed (or its recorded
+mean score is at least this): a break there is visible, and Wald's test rules it out."""
+
+
+def steady(rec: TaskRecord) -> bool:
+    ref = rec.reference
+    if not ref:
+        return False
+    if rec.graded:
+        return math.fsum(ref) / len(ref) >= STEADY or all(
+            ok for _, ok in (*rec.history, *rec.base.values()))
+    return math.fsum(ref) / len(ref) >= STEADY
+
+
+def reliable(rec: TaskRecord) -> bool:
+    """At least 90% of the task's recorded trials passed."""
+    passed = [ok for _, ok in (*rec.history, *rec.base.values())]
+    return bool(passed) and sum(passed) >= 0.9 * len(passed)
+
+
+def break_alpha(rec: TaskRecord, policy: GatePolicy) -> float:
+    """The level of a task's break test: `harm_break_alpha` for a reliable task, a tenth of
+    it for a flaky one, whose failures need more evidence before they mean anything."""
+    return policy.harm_break_alpha if reliable(rec) else policy.harm_break_alpha / 10
+
+
+def _break(rec: TaskRecord, policy: GatePolicy) -> tuple[float, str] | None:
+    """(p, why) when the candidate broke the task: its pass flags by Fisher's exact test; for
+    graded scores also its mean score by the two-sample permutation test, when the drop is at
+    least `regression_tolerance` (a judge's run-to-run swing is not a break)."""
+    if not rec.cand:
+        return None
+    alpha = break_alpha(rec, policy)
+    ref_ok = [float(ok) for _, ok in (*rec.history, *rec.base.values())]
+    cand_ok = [float(rec.cand[i][1]) for i in sorted(rec.cand)]
+    if sum(cand_ok) / len(cand_ok) < sum(ref_ok) / max(1, len(ref_ok)):
+        p = two_sample_pvalue(ref_ok, cand_ok)
+        if p <= alpha:
+            return p, f"broken: one-sided Fisher exact test on passes p={p:.3g} <= {alpha:g}"
+    if rec.graded:
+        ref, cand = rec.reference, rec.candidate
+        drop = math.fsum(ref) / len(ref) - math.fsum(cand) / len(cand)
+        if drop >= policy.regression_tolerance - 1e-12:
+            p = two_sample_pvalue(ref, cand, seed=policy.seed)
+            if p <= alpha:
+                return p, (f"broken: mean score down {drop:.2f}, one-sided two-sample "
+                           f"permutation test p={p:.3g} <= {alpha:g}")
+    return None
+
+
 def judge_task(rec: TaskRecord, policy: GatePolicy) -> TaskFinding:
     """Break, no harm or undecided, with the evidence in words."""
     ref, cand = rec.reference, rec.candidate
@@ -141,16 +210,21 @@ def judge_task(rec: TaskRecord, policy: GatePolicy) -> TaskFinding:
     if not ref:
         return finding("undecided", "no baseline trial counted (all errored)", need=1)
     assert ref_mean is not None
-    p = two_sample_pvalue(ref, cand, seed=policy.seed) if cand else 1.0
-    if cand_mean is not None and cand_mean < ref_mean - 1e-9 and p <= policy.harm_break_alpha:
-        test = "Fisher's exact test" if not rec.graded else "two-sample permutation test"
-        return finding("break", f"broken: one-sided {test} p={p:.3g} <= "
-                       f"{policy.harm_break_alpha:g}", p)
+    broken = _break(rec, policy)
+    if broken is not None:
+        return finding("break", broken[1], broken[0])
+    p = 1.0
     ratio = _drop_ratio(rec, policy)
     if ratio is None:
         what = "pass rate" if not rec.graded else "mean score"
         return finding("no harm", f"no harm: its baseline {what} is below the drop the gate "
                        "rules out, so it cannot lose that much", p)
+    if not steady(rec):
+        ok, why = _consistent(rec, policy)
+        if ok:
+            return finding("no harm", why, p)
+        need = max(1, policy.flaky_trials - len(cand))
+        return finding("undecided", why, p, need=need)
     llr, gain, bound, what = ratio
     if llr >= bound - 1e-12:
         return finding("no harm", f"no harm: Wald's ratio favours no change over {what} by "
@@ -163,7 +237,7 @@ def judge_task(rec: TaskRecord, policy: GatePolicy) -> TaskFinding:
 def first_trials(rec: TaskRecord, policy: GatePolicy) -> int:
     """Candidate trials a task needs on the clean path (0 when it cannot lose the drop)."""
     f = judge_task(rec, policy)
-    return 0 if f.state == "no harm" else min(f.need, policy.max_trials)
+    return 0 if f.state == "no harm" else min(f.need, policy.harm_max_trials)
 
 
 def fmt_trials(findings: Sequence[TaskFinding]) -> str:

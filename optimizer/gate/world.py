@@ -94,7 +94,8 @@ def capability_layout(agent: str, target_size: int) -> list[int]:
     if target_size not in TARGET_SIZES:
         raise ValueError(f"target size must be one of {TARGET_SIZES}, got {target_size}")
     if target_size == 10:
-        return [10] + [2] * (18 if agent == "card" else 17) + ([3] if agent == "card" else [])
+        # card: 49 tasks in 21 buckets (10 + 19 x 2 + 1); pkm: 44 in 18 (10 + 17 x 2)
+        return [10] + [2] * (19 if agent == "card" else 17) + ([1] if agent == "card" else [])
     return [2] * 14 + [3] * 7 if agent == "card" else [2] * 10 + [3] * 8
 
 

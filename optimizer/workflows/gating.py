@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from optimizer.core.buckets import bucket_prefix
 from optimizer.core.results import (
@@ -28,6 +29,8 @@ from optimizer.gate.pairing import Pair, merge_runs, pair_runs
 from optimizer.gate.policy import Verdict
 from optimizer.gate.sequential import SequentialGate, TaskKey, TrialRequest
 from optimizer.gate.tasks import TaskRecord
+from optimizer.lifecycle.lineage import prompt_hash
+from optimizer.report.store import ReportError, list_runs, load_run
 from optimizer.workflows.paired import RunFn, compare_suite_runs
 
 StageFn = Callable[[TrialRequest], None]
@@ -57,6 +60,35 @@ def bucket_tasks(suites: Sequence[Suite]) -> tuple[dict[str, list[str]], dict[Ta
             tasks.setdefault(prefix + t.bucket, []).append(t.id)
             where[(prefix + t.bucket, t.id)] = i
     return tasks, where
+
+
+def lineage_history(store_dir: Path, base_runs: Sequence[RunResult], window: int = 10
+                    ) -> list[RunResult]:
+    """Earlier live runs of each baseline's suite with the same agent model and the same
+    prompt (its lineage), newest `window` per suite: each task's measured flakiness. Runs that
+    cannot be read are skipped; the baseline's own trials are left out by `history_records`."""
+    try:
+        entries = list_runs(store_dir)
+    except (OSError, ValueError, ReportError):
+        return []
+    out: list[RunResult] = []
+    own = {r.run_name for r in base_runs}
+    for base in base_runs:
+        wanted = prompt_hash(base)
+        if wanted is None:
+            continue
+        same = sorted((e for e in entries if e.suite_name == base.suite_name
+                       and e.prompt_hash == wanted and e.run_name not in own
+                       and e.agent_model == base.provenance.agent_model),
+                      key=lambda e: e.started_at, reverse=True)[:window]
+        for entry in same:
+            try:
+                run = load_run(store_dir, entry.run_name)
+            except (OSError, ValueError, ReportError):
+                continue
+            if run.provenance.mode != "replay":
+                out.append(run)
+    return out
 
 
 def _trial_key(t: TrialResult) -> tuple[str, int, str]:

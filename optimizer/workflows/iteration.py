@@ -294,7 +294,8 @@ class Iteration:
 
         gated = await run_gate(self.base.suites, self.base.runs,
                                (self.base.base_prompt, new_prompt), self.c.bucket,
-                               self.c.policy, opt.run, heldout=opt.heldout, on_stage=stage)
+                               self.c.policy, opt.run, heldout=opt.heldout, on_stage=stage,
+                               history=opt.history)
         return gated.verdict, gated.comparisons, gated.base_runs, gated.cand_runs
 
     # --- records --------------------------------------------------------------------------

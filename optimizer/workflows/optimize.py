@@ -26,10 +26,11 @@ from optimizer.gate.sequential import heldout_tasks
 from optimizer.git import GitOps, provenance
 from optimizer.lifecycle.flaky import bucket_flakiness
 from optimizer.propose.literals import build_literal_index
+from optimizer.report.store import default_store_dir
 from optimizer.run.models import ModelSet
 from optimizer.run.runner import RunOptions, needs_judge
 from optimizer.run.usage import Role
-from optimizer.workflows.gating import bucket_tasks
+from optimizer.workflows.gating import bucket_tasks, lineage_history
 from optimizer.workflows.iteration import Iteration
 from optimizer.workflows.optimize_models import (
     Baseline,
@@ -73,6 +74,8 @@ class Optimizer:
         self.session = session or f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
         self.session_dir = config.state_dir / "optimize" / self.session
         self.heldout: frozenset[str] = frozenset()
+        self.history: list[RunResult] = []
+        """Earlier runs of the base prompt's lineage: each task's measured flakiness."""
         self._provenance: Provenance | None = None
         """Target-bucket tasks the proposer never sees (the gate's held-out check)."""
         self.source = RepoSource(self.git.root, config.base, config.state_dir / "sources",
@@ -120,8 +123,15 @@ class Optimizer:
         target = BucketId.parse(self.c.bucket)
         for r in runs:
             if r.suite_kind == target.kind and any(t.bucket == target.name for t in r.trials):
-                visible = [t for t in r.trials if t.task_id not in self.heldout]
-                return r.model_copy(update={"trials": visible}), target.name
+                hidden = self.heldout
+                return r.model_copy(update={
+                    "trials": [t for t in r.trials if t.task_id not in hidden],
+                    "task_ids": [t for t in r.task_ids if t not in hidden],
+                    "task_buckets": {k: v for k, v in r.task_buckets.items() if k not in hidden},
+                    "task_info": {k: v for k, v in r.task_info.items() if k not in hidden},
+                    "trials_per_task": {k: v for k, v in r.trials_per_task.items()
+                                        if k not in hidden},
+                }), target.name
         raise ConfigError(f"no run holds bucket {self.c.bucket!r}")
 
     async def preflight(self, suites: list[Suite]) -> None:
@@ -164,6 +174,7 @@ class Optimizer:
         else:
             self._check_bucket(baseline.suites)
         result = self._result(baseline)
+        self.history = lineage_history(default_store_dir(c.state_dir), baseline.runs)
         target_run, local = self.target_runs(baseline.runs)
         failing = [t for t in target_run.trials
                    if t.bucket == local and t.status in ("failed", "timedOut")]
