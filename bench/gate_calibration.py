@@ -50,7 +50,7 @@ def one(agent: str, size: int, noise: float, scenario: str, seed: int,
         policy: GatePolicy) -> tuple[str, int, int, bool]:
     """(decision, model calls, naive calls, target has held-out tasks) of one iteration."""
     world = build_world(agent, size, noise, seed,
-                        lambda ids: heldout_tasks(ids, policy, salt=str(seed)), scenario)
+                        lambda ids, rates: heldout_tasks(ids, policy, str(seed), rates), scenario)
     gated = asyncio.run(run_gate(world.suites, world.baseline, (world.base_prompt, "candidate"),
                                  world.target, policy, world.run, heldout=world.heldout,
                                  history=world.history))

@@ -52,7 +52,7 @@ class GatePolicy(BaseModel):
     sweep_trials: int = Field(default=1, ge=1)
     """Trials per task added in each round of harm detection (on top of the trials each task
     needs on its clean path, which the first round asks for at once)."""
-    harm_max_trials: int = Field(default=16, ge=1)
+    harm_max_trials: int = Field(default=32, ge=1)
     """Candidate trials per task harm detection may reach (it rarely needs them: only tasks
     whose trials stay undecided get there)."""
     harm_break_alpha: float = Field(default=0.02, gt=0.0, lt=1.0)
@@ -61,6 +61,8 @@ class GatePolicy(BaseModel):
     """The drop in a pass/fail task's pass rate each task must rule out to say "no harm"."""
     harm_task_beta: float = Field(default=0.125, gt=0.0, lt=1.0)
     """Wald's bound per task: a broken task says "no harm" with probability about this."""
+    harm_steady_beta: float = Field(default=1 / 6, gt=0.0, lt=1.0)
+    """Wald's bound for a task that passes 75-90% of its recorded trials."""
     flaky_trials: int = Field(default=2, ge=1)
     """Candidate trials a flaky task (under 75% of its recorded trials passed) needs before
     its results can be called consistent with its own measured flakiness."""
@@ -69,7 +71,7 @@ class GatePolicy(BaseModel):
     bucket_bet: float = Field(default=0.9, gt=0.0, lt=1.0)
     """Largest stake of the adaptive (aGRAPA) betting tests on each bucket's and the pooled
     paired differences."""
-    spending: Spending = "pocock"
+    spending: Spending = "obrien-fleming"
     """Lan-DeMets spending function of the target's looks (pocock: the Pocock-type function
     alpha*ln(1+(e-1)t), tested at union-bound increments)."""
     heldout_share: float = Field(default=1 / 3, ge=0.0, lt=1.0)
@@ -77,6 +79,9 @@ class GatePolicy(BaseModel):
     the bucket has `heldout_min_tasks`)."""
     heldout_min_tasks: int = Field(default=3, ge=2)
     heldout_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    heldout_spending: Spending = "obrien-fleming"
+    """Spending function of the held-out test's looks (most of its alpha at the last look:
+    a held-out task is a handful of trials, and its early looks rarely decide)."""
     """One-sided level of the held-out improvement test (its own alpha, spent over looks)."""
     confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
     """Level of the displayed bootstrap interval (display only)."""

@@ -40,8 +40,8 @@ from optimizer.gate.tasks import (
     TaskKey,
     TaskRecord,
     first_trials,
+    graded_shift,
     judge_task,
-    steady,
 )
 
 Side = Literal["base", "cand"]
@@ -67,9 +67,12 @@ class TrialRequest:
         return ("base", "cand") if self.base else ("cand",)
 
 
-def heldout_tasks(task_ids: Sequence[str], policy: GatePolicy, salt: str = "") -> frozenset[str]:
+def heldout_tasks(task_ids: Sequence[str], policy: GatePolicy, salt: str = "",
+                  rates: Mapping[str, float] | None = None) -> frozenset[str]:
     """The fixed, seeded share of a target bucket's tasks the proposer never sees (at least
-    one task once the bucket has `heldout_min_tasks`)."""
+    one task once the bucket has `heldout_min_tasks`). With `rates` (task id -> pass rate on
+    its record: history and baseline) they are drawn among the tasks that fail more often
+    than they pass first: a held-out task that already passes tests no generalisation."""
     if len(task_ids) < policy.heldout_min_tasks or policy.heldout_share <= 0:
         return frozenset()
     k = max(1, math.floor(len(task_ids) * policy.heldout_share))
@@ -77,7 +80,18 @@ def heldout_tasks(task_ids: Sequence[str], policy: GatePolicy, salt: str = "") -
     def rank(t: str) -> str:
         return hashlib.sha256(f"{policy.seed}:{salt}:{t}".encode()).hexdigest()
 
-    return frozenset(sorted(task_ids, key=rank)[:k])
+    failing = sorted((t for t in task_ids if rates is not None and rates.get(t, 1.0) < FAILING),
+                     key=rank)
+    # a share of the failing tasks (never all of them: the proposer must see failures),
+    # then the others
+    k_fail = min(k, max(1, math.floor(len(failing) * policy.heldout_share))) \
+        if len(failing) >= 2 else 0
+    rest = sorted((t for t in task_ids if t not in failing[:k_fail]), key=rank)
+    return frozenset(failing[:k_fail] + rest[:k - k_fail])
+
+
+FAILING = 0.5
+"""A task fails on the baseline when under half of its recorded trials passed."""
 
 
 def method_text(policy: GatePolicy, harm: bool = True) -> str:
@@ -92,8 +106,10 @@ def method_text(policy: GatePolicy, harm: bool = True) -> str:
         return target
     return (f"{target}; harm per task: one-sided Fisher exact / two-sample permutation test "
             f"against the task's own baseline record at {p.harm_break_alpha:g} (break), "
-            f"Wald's ratio >= {1 / p.harm_task_beta:g} against a drop of {p.harm_pass_drop:g} "
-            f"in pass rate or {p.regression_tolerance:g} in mean score (no harm); per bucket "
+            f"Wald's ratio >= {1 / p.harm_task_beta:g} "
+            f"(tasks passing 75-90%: {1 / p.harm_steady_beta:g}) against a drop of "
+            f"{p.harm_pass_drop:g} in pass rate or {p.regression_tolerance:g} in mean score, "
+            "graded scores net of the suite-wide median drift (no harm); per bucket "
             f"and pooled: adaptive (aGRAPA) sign-flip betting tests, anytime-valid, weighted "
             f"Holm at alpha={p.regression_alpha:g}; McNemar p-values are shown, never decide")
 
@@ -122,6 +138,8 @@ class SequentialGate:
     _target_text: str = ""
     _harm: HarmEvidence | None = None
     _statements: list[BucketHarm] = field(default_factory=list)
+    _shift: float = 0.0
+    """Suite-wide drift of graded scores at the last harm look (`tasks.graded_shift`)."""
     _alias: dict[TaskKey, TaskKey] = field(default_factory=dict)
     """Held-out tasks' names in statements -> their real keys."""
 
@@ -142,13 +160,15 @@ class SequentialGate:
         return [k for k in self._keys([self.target]) if k[1] not in self.heldout]
 
     def _failing_heldout(self) -> list[TaskKey]:
-        """Held-out tasks that fail on the baseline (not steady on their own record): they
-        must improve."""
+        """Held-out tasks that fail on the baseline (under half of their recorded trials
+        passed): they must improve. The others must only not get worse (harm detection)."""
         out = []
         for k in self._keys([self.target]):
             rec = self._obs.get(k)
-            if k[1] in self.heldout and rec is not None and rec.reference and not steady(rec):
-                out.append(k)
+            if k[1] in self.heldout and rec is not None and rec.reference:
+                passed = [ok for _, ok in (*rec.history, *rec.base.values())]
+                if sum(passed) < FAILING * len(passed):
+                    out.append(k)
         return out
 
     def harm_keys(self) -> list[TaskKey]:
@@ -253,7 +273,7 @@ class SequentialGate:
             self.stage = "heldout"
             return self._heldout_look(f"target improved at look {self.looks} ({moved} <= "
                                       f"{a:.3g})")
-        if gain <= 0:
+        if gain <= 0 and (self.looks > 1 or gain < -p.min_improvement):
             return self._verdict("reject", "futility", f"target bucket {self.target!r} did "
                                  f"not improve on its visible tasks: {moved}")
         if n >= p.max_trials:
@@ -290,14 +310,14 @@ class SequentialGate:
         p_value = stratified_greater_pvalue(strata)
         n = self.trials_per_task(keys)
         t = min(1.0, n / p.max_trials)
-        a = look_alpha(t, self._h_before, p.heldout_alpha, p.spending)
+        a = look_alpha(t, self._h_before, p.heldout_alpha, p.heldout_spending)
         self._h_before = t
         moved = (f"{len(keys)} held-out task(s) that failed on the baseline: "
                  + self._moved(strata, gain, p_value))
         self._heldout_text = moved
-        if gain > 0 and p_value <= a:
+        if gain > 0 and p_value <= a:  # held-out improved
             return self._start_harm(f"{why}; held-out tasks improved too ({moved} <= {a:.3g})")
-        if gain <= 0:
+        if gain <= 0 and n > p.round_trials:
             return self._verdict("reject", "held-out",
                                  f"the held-out task(s) of {self.target!r} did not improve "
                                  f"(overfit to the tasks the proposer saw): {moved}")
@@ -312,7 +332,8 @@ class SequentialGate:
 
     def _start_harm(self, why: str) -> TrialRequest | Verdict:
         self.stage = "harm"
-        wanted = {k: first_trials(self._obs.get(k, TaskRecord(k)), self.policy)
+        wanted = {k: min(self.policy.round_trials,
+                         first_trials(self._obs.get(k, TaskRecord(k)), self.policy))
                   for k in self.harm_keys()}
         req = self._request(wanted, "harm", f"{why}; harm detection on "
                             f"{sum(1 for n in wanted.values() if n)} other task(s), each at "
@@ -324,8 +345,10 @@ class SequentialGate:
         never by name (reasons reach the proposer through the ledger)."""
         out: dict[str, list[TaskFinding]] = {}
         hidden = 0
-        for k in self.harm_keys():
-            found = judge_task(self._obs.get(k, TaskRecord(k)), self.policy)
+        records = [self._obs.get(k, TaskRecord(k)) for k in self.harm_keys()]
+        self._shift = graded_shift(records)
+        for k, rec in zip(self.harm_keys(), records, strict=True):
+            found = judge_task(replace(rec, shift=self._shift), self.policy)
             if k[0] == self.target:
                 hidden += 1
                 alias = (f"{self.target} (held-out)", f"held-out #{hidden}")
@@ -357,8 +380,10 @@ class SequentialGate:
         open_ = [f for fs in by_bucket.values() for f in fs if f.state == "undecided"]
         if not open_:
             return self._accept()
-        thin = [real(f.key) for f in open_ if f.suspect and f.n_ref < p.history_min]
-        more = {real(f.key): max(p.sweep_trials, f.need) for f in open_}
+        thin = [real(f.key) for f in open_ if f.suspect]  # fresh baseline trials too
+        # at most `round_trials` per task and round: trials of one round share one run (and
+        # its shocks), so a task's evidence is spread over runs
+        more = {real(f.key): min(p.round_trials, max(p.sweep_trials, f.need)) for f in open_}
         req = self._request(more, "harm", f"harm not yet ruled out on {len(open_)} task(s): "
                             + ", ".join(f.key[1] for f in open_[:8])
                             + ("" if len(open_) <= 8 else ", ..."), paired=thin)

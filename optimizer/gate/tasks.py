@@ -21,6 +21,7 @@ trials on the task are judged against that record, never against a pooled bucket
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -47,6 +48,9 @@ class TaskRecord:
     history: list[Obs] = field(default_factory=list)
     base: dict[int, Obs] = field(default_factory=dict)
     cand: dict[int, Obs] = field(default_factory=dict)
+    shift: float = 0.0
+    """Suite-wide drift of graded scores since the record (subtracted from the candidate's
+    graded scores before any comparison; 0 for pass/fail tasks)."""
 
     @property
     def reference(self) -> list[float]:
@@ -54,11 +58,14 @@ class TaskRecord:
 
     @property
     def candidate(self) -> list[float]:
-        return [self.cand[i][0] for i in sorted(self.cand)]
+        """The candidate's scores, net of the graded drift."""
+        d = self.shift if self.graded else 0.0
+        return [min(1.0, max(0.0, self.cand[i][0] - d)) for i in sorted(self.cand)]
 
     @property
     def graded(self) -> bool:
-        return any(s not in (0.0, 1.0) for s in (*self.reference, *self.candidate))
+        return any(s not in (0.0, 1.0) for s, _ in (*self.history, *self.base.values(),
+                                                    *self.cand.values()))
 
     def pairs(self) -> list[Pair]:
         out = []
@@ -105,7 +112,7 @@ def _drop_ratio(rec: TaskRecord, policy: GatePolicy) -> tuple[float, float, floa
     what is ruled out), or None when the task cannot lose the drop at all."""
     ref, cand = rec.reference, rec.candidate
     n = len(ref)
-    bound = math.log(1.0 / policy.harm_task_beta)
+    bound = math.log(1.0 / task_beta(rec, policy))
     if not rec.graded:
         passes = sum(ref)
         h = policy.harm_pass_drop
@@ -128,20 +135,26 @@ def _drop_ratio(rec: TaskRecord, policy: GatePolicy) -> tuple[float, float, floa
 
 def _consistent(rec: TaskRecord, policy: GatePolicy) -> tuple[bool, str]:
     """A flaky task's evidence: after at least `flaky_trials` candidate trials, its
-    candidate mean is within half the drop margin of its own recorded mean (and its break
-    test, run before, found nothing): its failures are what its flakiness predicts."""
+    candidate mean is within the band its own flakiness predicts (1.645 standard errors of
+    the difference of two means of its recorded rate, at least half the drop margin) below
+    its recorded mean, and its break test (run before) found nothing."""
     ref, cand = rec.reference, rec.candidate
     margin = (policy.regression_tolerance if rec.graded else policy.harm_pass_drop) / 2
-    drop = math.fsum(ref) / len(ref) - (math.fsum(cand) / len(cand) if cand else 0.0)
+    mean = math.fsum(ref) / len(ref)
     if len(cand) < policy.flaky_trials:
         return False, (f"flaky task (under {STEADY:.0%} of its recorded trials passed): needs "
                        f"{policy.flaky_trials} candidate trial(s)")
-    if drop >= margin:
-        return False, (f"flaky task: candidate {drop:.2f} below its record, more than "
-                       f"{margin:g} (half the drop margin)")
-    return True, (f"no harm: a flaky task whose {len(cand)} candidate trial(s) are within "
-                  f"{margin:g} of its own record (drop {drop:+.2f}), consistent with its "
-                  "measured flakiness")
+    drop = mean - math.fsum(cand) / len(cand)
+    if rec.graded:
+        var = math.fsum((x - mean) ** 2 for x in ref) / max(1, len(ref) - 1)
+    else:
+        var = mean * (1 - mean)
+    band = max(margin, 1.645 * math.sqrt(var * (1 / len(ref) + 1 / len(cand))))
+    if drop > band:
+        return False, (f"flaky task: candidate {drop:.2f} below its record, outside the band "
+                       f"{band:.2f} its flakiness predicts")
+    return True, (f"no harm: a flaky task whose {len(cand)} candidate trial(s) are within the "
+                  f"band {band:.2f} its own flakiness predicts (drop {drop:+.2f})")
 
 
 STEADY = 0.75
@@ -165,6 +178,13 @@ def reliable(rec: TaskRecord) -> bool:
     return bool(passed) and sum(passed) >= 0.9 * len(passed)
 
 
+def task_beta(rec: TaskRecord, policy: GatePolicy) -> float:
+    """Wald's bound of a steady task: `harm_task_beta` when it is reliable (90% of its record
+    passed), `harm_steady_beta` when it passes 75-90% of the time (a break is harder to see
+    there, and each ruled-out drop costs more trials)."""
+    return policy.harm_task_beta if reliable(rec) else policy.harm_steady_beta
+
+
 def break_alpha(rec: TaskRecord, policy: GatePolicy) -> float:
     """The level of a task's break test: `harm_break_alpha` for a reliable task, a tenth of
     it for a flaky one, whose failures need more evidence before they mean anything."""
@@ -173,24 +193,29 @@ def break_alpha(rec: TaskRecord, policy: GatePolicy) -> float:
 
 def _break(rec: TaskRecord, policy: GatePolicy) -> tuple[float, str] | None:
     """(p, why) when the candidate broke the task: its pass flags by Fisher's exact test; for
-    graded scores also its mean score by the two-sample permutation test, when the drop is at
-    least `regression_tolerance` (a judge's run-to-run swing is not a break)."""
+    graded scores also by the two-sample permutation test on scores, once it has 3 trials and
+    its median score fell by at least `regression_tolerance` (a judge's swing on one trial, or
+    its run-to-run drift, is not a break)."""
     if not rec.cand:
         return None
     alpha = break_alpha(rec, policy)
     ref_ok = [float(ok) for _, ok in (*rec.history, *rec.base.values())]
     cand_ok = [float(rec.cand[i][1]) for i in sorted(rec.cand)]
-    if sum(cand_ok) / len(cand_ok) < sum(ref_ok) / max(1, len(ref_ok)):
+    drop_ok = sum(ref_ok) / max(1, len(ref_ok)) - sum(cand_ok) / len(cand_ok)
+    # a flaky task's break must also be large: half its pass rate gone (run-to-run swings of
+    # a flaky task are wider than its trial count suggests)
+    big = reliable(rec) or drop_ok >= policy.harm_pass_drop
+    if drop_ok > 0 and big:
         p = two_sample_pvalue(ref_ok, cand_ok)
         if p <= alpha:
             return p, f"broken: one-sided Fisher exact test on passes p={p:.3g} <= {alpha:g}"
-    if rec.graded:
+    if rec.graded and len(rec.cand) >= 3:
         ref, cand = rec.reference, rec.candidate
-        drop = math.fsum(ref) / len(ref) - math.fsum(cand) / len(cand)
+        drop = statistics.median(ref) - statistics.median(cand)
         if drop >= policy.regression_tolerance - 1e-12:
             p = two_sample_pvalue(ref, cand, seed=policy.seed)
             if p <= alpha:
-                return p, (f"broken: mean score down {drop:.2f}, one-sided two-sample "
+                return p, (f"broken: median score down {drop:.2f}, one-sided two-sample "
                            f"permutation test p={p:.3g} <= {alpha:g}")
     return None
 
@@ -228,10 +253,10 @@ def judge_task(rec: TaskRecord, policy: GatePolicy) -> TaskFinding:
     llr, gain, bound, what = ratio
     if llr >= bound - 1e-12:
         return finding("no harm", f"no harm: Wald's ratio favours no change over {what} by "
-                       f"{math.exp(llr):.3g} >= {1 / policy.harm_task_beta:g}", p, llr)
+                       f"{math.exp(llr):.3g} >= {math.exp(bound):.3g}", p, llr)
     need = max(1, math.ceil((bound - llr) / gain - 1e-9))
     return finding("undecided", f"{what} not ruled out yet (Wald ratio {math.exp(llr):.3g}, "
-                   f"needs {1 / policy.harm_task_beta:g})", p, llr, need)
+                   f"needs {math.exp(bound):.3g})", p, llr, need)
 
 
 def first_trials(rec: TaskRecord, policy: GatePolicy) -> int:
@@ -242,3 +267,15 @@ def first_trials(rec: TaskRecord, policy: GatePolicy) -> int:
 
 def fmt_trials(findings: Sequence[TaskFinding]) -> str:
     return "; ".join(f.describe() for f in findings)
+
+
+def graded_shift(records: Sequence[TaskRecord], limit: float = 0.1, least: int = 6) -> float:
+    """The suite-wide drift of graded scores: the median over graded tasks with candidate
+    trials of (candidate mean - record mean), clipped to +-`limit`; 0 with fewer than
+    `least` such tasks. A harm confined to a few buckets leaves the median where it was."""
+    moves = [math.fsum(s for s, _ in r.cand.values()) / len(r.cand)
+             - math.fsum(r.reference) / len(r.reference)
+             for r in records if r.graded and r.cand and r.reference]
+    if len(moves) < least:
+        return 0.0
+    return max(-limit, min(limit, statistics.median(moves)))

@@ -54,6 +54,10 @@ _FACT = "2026/03/14.md#ts_1"
 _INFRA = "world: simulated infrastructure error"
 
 
+HeldoutOf = Callable[[Sequence[str], dict[str, float]], frozenset[str]]
+"""(target task ids, task id -> pass rate on its record) -> the held-out task ids."""
+
+
 class InfeasibleScenario(ValueError):
     """The world lacks what the scenario needs (e.g. no judge-scored non-target bucket)."""
 
@@ -398,9 +402,8 @@ def _cached(suites: list[Suite], truth: dict[tuple[str, str], TaskTruth], noise:
             for k in range(HISTORY_RUNS)]
 
 
-def _attempt(agent: str, target_size: int, noise: float, seed: str,
-             heldout_of: Callable[[Sequence[str]], frozenset[str]], scenario: str | None,
-             ) -> World | None:
+def _attempt(agent: str, target_size: int, noise: float, seed: str, heldout_of: HeldoutOf,
+             scenario: str | None) -> World | None:
     """The world of one sub-seed, or None when it must be redrawn."""
     suites, truth = _draw_tasks(random.Random(f"{seed}:world"), agent, target_size)
     drift = random.Random(f"{seed}:drift").choice((-DRIFT, DRIFT))
@@ -417,10 +420,11 @@ def _attempt(agent: str, target_size: int, noise: float, seed: str,
         baseline = _cached(suites, truth, noise, seed)  # same draws; only the target moves
         if choose_target(baseline[0], sizes, target_size) != target:
             return None
-    heldout = frozenset(heldout_of([t.id for t in suites[0].tasks if t.bucket == target]))
+    history = _cached(suites, truth, noise, seed, history=True)
+    ids = [t.id for t in suites[0].tasks if t.bucket == target]
+    heldout = frozenset(heldout_of(ids, record_rates([*history, *baseline], set(ids))))
     for (b, tid), t in truth.items():
         t.target, t.heldout = b == target, tid in heldout
-    history = _cached(suites, truth, noise, seed, history=True)
     world = World(suites, target, baseline, history, BASE_PROMPT, heldout, truth, noise, drift,
                   seed, flaky_base=flaky)
     if scenario is not None:
@@ -431,8 +435,20 @@ def _attempt(agent: str, target_size: int, noise: float, seed: str,
     return world
 
 
+def record_rates(runs: Iterable[RunResult], ids: set[str]) -> dict[str, float]:
+    """Task id -> pass rate over the counted trials of `runs` (history and baseline)."""
+    tally: dict[str, list[int]] = {}
+    for r in runs:
+        for t in r.trials:
+            if t.task_id in ids and t.counts:
+                c = tally.setdefault(t.task_id, [0, 0])
+                c[0] += t.passed
+                c[1] += 1
+    return {tid: c[0] / c[1] for tid, c in tally.items() if c[1]}
+
+
 def build_world(agent: str, target_size: int, noise: float, seed: int,
-                heldout_of: Callable[[Sequence[str]], frozenset[str]],
+                heldout_of: HeldoutOf,
                 scenario: str | None = None) -> World:
     """The world of `seed`, redrawn from the next sub-seed until the target has a failing
     baseline trial (and the scenario is feasible); `scenario` also registers the candidate
