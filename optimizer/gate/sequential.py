@@ -140,6 +140,8 @@ class SequentialGate:
     _statements: list[BucketHarm] = field(default_factory=list)
     _shift: float = 0.0
     """Suite-wide drift of graded scores at the last harm look (`tasks.graded_shift`)."""
+    _since: dict[TaskKey, int] = field(default_factory=dict)
+    """Suspect task -> the first candidate trial index after it became a suspect."""
     _alias: dict[TaskKey, TaskKey] = field(default_factory=dict)
     """Held-out tasks' names in statements -> their real keys."""
 
@@ -348,7 +350,13 @@ class SequentialGate:
         records = [self._obs.get(k, TaskRecord(k)) for k in self.harm_keys()]
         self._shift = graded_shift(records)
         for k, rec in zip(self.harm_keys(), records, strict=True):
-            found = judge_task(replace(rec, shift=self._shift), self.policy)
+            found = judge_task(replace(rec, shift=self._shift, since=self._since.get(k)),
+                               self.policy)
+            if found.suspect and k not in self._since:
+                # from now on its trials are fresh: the break test uses only those
+                self._since[k] = self._cand_n[k]
+                found = judge_task(replace(rec, shift=self._shift, since=self._since[k]),
+                                   self.policy)
             if k[0] == self.target:
                 hidden += 1
                 alias = (f"{self.target} (held-out)", f"held-out #{hidden}")

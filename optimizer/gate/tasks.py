@@ -48,6 +48,10 @@ class TaskRecord:
     history: list[Obs] = field(default_factory=list)
     base: dict[int, Obs] = field(default_factory=dict)
     cand: dict[int, Obs] = field(default_factory=dict)
+    since: int | None = None
+    """The candidate trial index from which its trials are fresh: set when the task became a
+    suspect. The break test uses only fresh trials (the failure that raised the suspicion was
+    selected, so it is no evidence); None: all trials."""
     shift: float = 0.0
     """Suite-wide drift of graded scores since the record (subtracted from the candidate's
     graded scores before any comparison; 0 for pass/fail tasks)."""
@@ -163,13 +167,12 @@ mean score is at least this): a break there is visible, and Wald's test rules it
 
 
 def steady(rec: TaskRecord) -> bool:
+    """Whether Wald's test rules the drop out (else: consistency with its flakiness). Graded
+    tasks always take Wald's test: their scores carry the spread the normal model needs."""
     ref = rec.reference
     if not ref:
         return False
-    if rec.graded:
-        return math.fsum(ref) / len(ref) >= STEADY or all(
-            ok for _, ok in (*rec.history, *rec.base.values()))
-    return math.fsum(ref) / len(ref) >= STEADY
+    return rec.graded or math.fsum(ref) / len(ref) >= STEADY
 
 
 def reliable(rec: TaskRecord) -> bool:
@@ -193,14 +196,17 @@ def break_alpha(rec: TaskRecord, policy: GatePolicy) -> float:
 
 def _break(rec: TaskRecord, policy: GatePolicy) -> tuple[float, str] | None:
     """(p, why) when the candidate broke the task: its pass flags by Fisher's exact test; for
-    graded scores also by the two-sample permutation test on scores, once it has 3 trials and
+    graded scores also by the two-sample permutation test on scores, once it has 4 trials and
     its median score fell by at least `regression_tolerance` (a judge's swing on one trial, or
     its run-to-run drift, is not a break)."""
     if not rec.cand:
         return None
     alpha = break_alpha(rec, policy)
+    fresh = [i for i in sorted(rec.cand) if rec.since is None or i >= rec.since]
+    if not fresh:
+        return None
     ref_ok = [float(ok) for _, ok in (*rec.history, *rec.base.values())]
-    cand_ok = [float(rec.cand[i][1]) for i in sorted(rec.cand)]
+    cand_ok = [float(rec.cand[i][1]) for i in fresh]
     drop_ok = sum(ref_ok) / max(1, len(ref_ok)) - sum(cand_ok) / len(cand_ok)
     # a flaky task's break must also be large: half its pass rate gone (run-to-run swings of
     # a flaky task are wider than its trial count suggests)
@@ -209,8 +215,10 @@ def _break(rec: TaskRecord, policy: GatePolicy) -> tuple[float, str] | None:
         p = two_sample_pvalue(ref_ok, cand_ok)
         if p <= alpha:
             return p, f"broken: one-sided Fisher exact test on passes p={p:.3g} <= {alpha:g}"
-    if rec.graded and len(rec.cand) >= 3:
-        ref, cand = rec.reference, rec.candidate
+    if rec.graded and len(fresh) >= 4:
+        d = rec.shift
+        ref = rec.reference
+        cand = [min(1.0, max(0.0, rec.cand[i][0] - d)) for i in fresh]
         drop = statistics.median(ref) - statistics.median(cand)
         if drop >= policy.regression_tolerance - 1e-12:
             p = two_sample_pvalue(ref, cand, seed=policy.seed)
