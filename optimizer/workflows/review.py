@@ -5,9 +5,9 @@ read from the git object database at both refs (the checkout is never touched, a
 worktree is made, so a killed review leaves only saved runs behind), the agent's
 suites run once per prompt (base-side trials come from the trial cache when that prompt was
 evaluated before), trials are paired, suspected regressions are confirmed with extra trials,
-harm detection runs on every bucket (`workflows.gating.run_harm`: the per-task rules of optimize's gate, adding
-trials where a bucket's statement needs them), and the result is written as a PR comment under
-`<state>/review/<id>/`.
+harm detection runs on every bucket (`workflows.gating.run_harm`: the per-task rules of
+optimize's gate, adding trials where a bucket's statement needs them), and the result is
+written as a PR comment under `<state>/review/<id>/`.
 """
 
 from __future__ import annotations
