@@ -7,11 +7,6 @@ import random
 from collections.abc import Callable
 
 import pytest
-
-from optimizer.gate.compare import GatePolicy
-from optimizer.gate.pairing import Pair
-from optimizer.gate.policy import Verdict
-from optimizer.gate.sequential import SequentialGate, TaskKey, TrialRequest, heldout_tasks
 from optimizer.gate.simulate import (
     build_world,
     hurt_pass_probability,
@@ -19,6 +14,11 @@ from optimizer.gate.simulate import (
     run_cell,
     run_iteration,
 )
+
+from optimizer.gate.compare import GatePolicy
+from optimizer.gate.pairing import Pair
+from optimizer.gate.policy import Verdict
+from optimizer.gate.sequential import SequentialGate, TaskKey, TrialRequest, heldout_tasks
 
 BUCKETS = {"target": ["t0", "t1", "t2"], "other": ["o0", "o1", "o2"],
            "regression/plain": ["r0", "r1"]}

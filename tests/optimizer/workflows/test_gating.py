@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from optimizer.gate.simulate import drive
 
 from graders.base import Score
 from optimizer.core.buckets import bucket_prefix
@@ -21,7 +22,6 @@ from optimizer.core.results import RunResult, TrialResult
 from optimizer.core.suites import GraderSpec, LoadedTask, Suite, SuiteConfig, TaskInput, TaskSpec
 from optimizer.gate.compare import GatePolicy
 from optimizer.gate.sequential import SequentialGate, TaskKey, heldout_tasks
-from optimizer.gate.simulate import drive
 from optimizer.workflows.gating import bucket_tasks, run_gate
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
