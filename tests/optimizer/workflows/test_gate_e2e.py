@@ -213,4 +213,4 @@ def test_review_with_harm_not_ruled_out_is_inconclusive_never_neutral(
     states = {b.bucket: b.state for b in a.buckets}
     assert states["short_fact"] == "harm not ruled out"
     assert any("harm not ruled out" in r for r in a.reasons)
-    assert result.message.startswith("inconclusive: harm not ruled out in bucket(s) ")
+    assert result.message.startswith("inconclusive: harm not ruled out in bucket(s): ")
