@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 EXIT_REGRESSION = 3
 """With --fail-on-regression: the review completed and some bucket regresses."""
+EXIT_INCONCLUSIVE = 4
+"""With --fail-on-regression: no bucket regressed, but some bucket's harm was not ruled out."""
 
 
 Opt = typer.Option
@@ -57,7 +59,8 @@ ConfirmTrialsOpt = Annotated[int, Opt(
     help="Extra trials per task to confirm a suspected regression (0: no confirmation).")]
 FailOnRegressionOpt = Annotated[bool, Opt(
     envvar="PROMPTLOOP_FAIL_ON_REGRESSION", rich_help_panel=GATE,
-    help=f"Exit {EXIT_REGRESSION} when a bucket regresses (for CI checks).")]
+    help=f"Exit {EXIT_REGRESSION} when a bucket regresses, {EXIT_INCONCLUSIVE} when no bucket "
+    "regressed but some bucket's harm was not ruled out (inconclusive), for CI checks.")]
 OutputOpt = Annotated[Path | None, Opt(
     "--output", "-o", envvar="PROMPTLOOP_REVIEW_OUTPUT", metavar="FILE",
     rich_help_panel=PUBLISH, help="Also write the comment Markdown here.")]
@@ -95,15 +98,20 @@ def review(
     Reads prompts/<agent>.md at --base and --head from git (your checkout is never touched),
     runs the changed agent's capability and regression suites for both prompts (base-side
     trials come from the trial cache when that prompt was evaluated before), pairs the trials
-    and applies the optimize gate to every bucket. Suspected regressions are confirmed with
-    extra trials. The verdict is `regresses` (some bucket regressed), `improves` (some bucket
-    improved, none regressed) or `neutral`. A PR comment (verdict, per-bucket table, prompt
+    and applies the optimize gate's harm detection to every bucket (each task against its own
+    baseline record; trials are added where a bucket's statement needs them), besides a
+    fixed-sample family of sign-flip tests. Suspected regressions are confirmed with extra
+    trials. Each bucket says "no harm", "harm not ruled out" or "regressed". The verdict is
+    `regresses` (some bucket regressed), `inconclusive` (none regressed, but some bucket's harm
+    was not ruled out), `improves` (some bucket improved and every bucket said no harm) or
+    `neutral` (every bucket said no harm). A PR comment (verdict, per-bucket table, prompt
     diff, newly failing trials with grader rationales, trials fixed) is written to
     <state>/review/<id>/comment.md; --post comments it with `gh pr comment`.
 
     Exit codes: 0 review completed whatever the verdict (also: no prompt changed), 1 usage or
     configuration error, 2 infrastructure failure (provider, every trial errored, gh failed to
-    post), 3 with --fail-on-regression when a bucket regresses."""
+    post), 3 with --fail-on-regression when a bucket regresses, 4 with --fail-on-regression
+    when the review is inconclusive (harm not ruled out, none regressed)."""
     flags = dict(locals())  # the options by name; most are fields of ReviewConfig
 
     def body() -> int:
@@ -115,8 +123,9 @@ def review(
             result = asyncio.run(run_review(config, on_event=emit))
         data: dict[str, Any] = result.model_dump(mode="json")
         code = _publish(result, data, config.repo or Path.cwd(), flags)
-        if fail_on_regression and result.decision == "regresses" and code == 0:
-            code = EXIT_REGRESSION
+        if fail_on_regression and code == 0:
+            code = {"regresses": EXIT_REGRESSION,
+                    "inconclusive": EXIT_INCONCLUSIVE}.get(result.decision or "", 0)
         data["exit_code"] = code
         if as_json:
             ui.print_json(data)
@@ -211,6 +220,8 @@ def _show(data: dict[str, Any], every_bucket: bool, compare: dict[str, str]) -> 
         )
         for reason in a["reasons"]:
             ui.out.print(f"  - {reason}", markup=False)
+        for b in a.get("buckets", []):
+            ui.out.print(f"  [{b['state']}] {b['statement']}", markup=False)
         if a["newly_failing"]:
             ui.out.print(
                 f"  newly failing: {', '.join(_trial(c) for c in a['newly_failing'][:10])}"
@@ -235,6 +246,9 @@ def _show(data: dict[str, Any], every_bucket: bool, compare: dict[str, str]) -> 
                 ui.out.print(f"  {post['command']}", markup=False)
     if data["exit_code"] == EXIT_REGRESSION:
         ui.info(f"exit {EXIT_REGRESSION}: a bucket regresses (--fail-on-regression)")
+    elif data["exit_code"] == EXIT_INCONCLUSIVE:
+        ui.info(f"exit {EXIT_INCONCLUSIVE}: harm not ruled out in some bucket "
+                "(--fail-on-regression)")
 
 
 def _trial(c: dict[str, Any]) -> str:

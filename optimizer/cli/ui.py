@@ -335,6 +335,8 @@ def show_optimize(result: Any, *, every_row: bool = False,
                   f"{escape(it.hypothesis)}", highlight=False)
         for r in it.reasons:
             out.print(f"  - {r}", markup=False)
+        for line in [*it.movement, *it.harm]:
+            out.print(f"  {line}", markup=False)
         if it.verdict_table:
             verdict_rows(it.verdict_table, every_row=every_row)
         if it.branch:

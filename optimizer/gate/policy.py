@@ -105,7 +105,7 @@ class Verdict(BaseModel):
     """Every non-target bucket's statement: no harm, harm not ruled out, or regressed."""
 
 
-ReviewDecision = Literal["regresses", "improves", "neutral"]
+ReviewDecision = Literal["regresses", "improves", "neutral", "inconclusive"]
 
 
 class ReviewVerdict(BaseModel):
@@ -118,48 +118,67 @@ class ReviewVerdict(BaseModel):
     regressed: list[str] = Field(default_factory=list)
     improved: list[str] = Field(default_factory=list)
     suspects: list[str] = Field(default_factory=list)
+    open: list[str] = Field(default_factory=list)
+    """Buckets whose harm detection ended "harm not ruled out"."""
+    buckets: list[BucketVerdict] = Field(default_factory=list)
+    """Every bucket's harm statement (empty when harm detection did not run)."""
 
 
 def decide_review(
     comparisons: Sequence[BucketComparison],
     policy: GatePolicy | None = None,
     pooled_pairs: Sequence[Pair] = (),
+    harm: Sequence[BucketVerdict] | None = None,
+    harm_pooled: bool = False,
+    harm_reasons: Sequence[str] = (),
 ) -> ReviewVerdict:
-    """`regresses` if the regression family rejects a bucket (Holm) or a drop past the margin
-    stands; `improves` if a bucket improved (Holm-corrected one-sided test) and none regressed;
-    else `neutral`. `suspects` lists buckets worth confirming with more trials."""
+    """`regresses` if harm detection says a bucket regressed (`harm`, `harm_pooled`: all
+    buckets pooled), or the fixed-sample family rejects a bucket (Holm), or a drop past the
+    margin stands; else `inconclusive` when some bucket's harm was not ruled out; else
+    `improves` if a bucket improved (Holm-corrected one-sided test), `neutral` otherwise.
+    With `harm` given, `improves` and `neutral` therefore need every bucket to say "no harm".
+    `suspects` lists buckets worth confirming with more trials."""
     pol = policy or GatePolicy()
     fam = regression_family(comparisons, pooled_pairs, pol)
-    regressed = sorted({*fam.significant, *fam.past_margin} - {POOLED})
-    if POOLED in fam.significant:
+    harmed = [b.bucket for b in harm or () if b.state == "regressed"]
+    regressed = sorted({*fam.significant, *fam.past_margin, *harmed} - {POOLED})
+    if POOLED in fam.significant or harm_pooled:
         regressed.append(POOLED)
+    open_ = [b.bucket for b in harm or () if b.state == "harm not ruled out"]
     usable = [c for c in comparisons if c.n_pairs and c.delta is not None]
     rej = holm([c.p_improve for c in usable], pol.alpha) if usable else []
     improved = [c.bucket for c, r in zip(usable, rej, strict=True)
                 if r and c.delta is not None and c.delta >= pol.min_improvement]
     by_name = {c.bucket: c for c in comparisons}
+    family = {*fam.significant, *fam.past_margin}
     reasons = [f"bucket {b!r} regressed: {describe(by_name[b])}" for b in regressed
-               if b in by_name]
-    if POOLED in regressed and fam.pooled is not None:
+               if b in by_name and b in family]
+    if POOLED in fam.significant and fam.pooled is not None:
         reasons.append(f"all other buckets together regressed: {describe(fam.pooled)}")
     reasons += [f"bucket {b!r} improved: {describe(by_name[b])}" for b in improved]
-    if not regressed and not improved:
+    reasons += harm_reasons
+    if not regressed and open_:
+        reasons.append(f"inconclusive: harm not ruled out in bucket(s) {', '.join(open_)}")
+    elif not regressed and not improved:
         reasons.append(f"no bucket changed beyond the thresholds ({len(usable)} bucket(s) with "
                        "paired trials)" if usable else "no bucket has paired trials")
     reasons.append(method_text(pol, fam.tested))
     _dropped_reason(comparisons, reasons)
-    decision: ReviewDecision = "regresses" if regressed else "improves" if improved else "neutral"
+    decision: ReviewDecision = ("regresses" if regressed else "inconclusive" if open_
+                                else "improves" if improved else "neutral")
     return ReviewVerdict(decision=decision, reasons=reasons, regressed=regressed,
-                         improved=improved, suspects=fam.suspects)
+                         improved=improved, suspects=fam.suspects, open=open_,
+                         buckets=list(harm or ()))
 
 
 def method_text(policy: GatePolicy, tested: int) -> str:
-    """The statistics of a verdict, for the reasons list."""
-    return (f"tests: one-sided paired sign-flip permutation tests (exact); improvement at "
-            f"alpha={policy.alpha:g} spent over sequential looks ({policy.spending}); regression "
-            f"family of {tested} hypotheses (buckets + pooled) with weighted Holm at "
-            f"alpha={policy.regression_alpha:g}; practical margin {policy.regression_tolerance:g} "
-            "confirmed with more trials")
+    """The statistics of review's fixed-sample decision, for the reasons list."""
+    return (f"tests: one-sided paired sign-flip permutation tests (exact), weighted Holm, fixed "
+            f"sample (no sequential looks): improvement per bucket at alpha={policy.alpha:g} "
+            f"(Holm); regression family of {tested} hypotheses (buckets + pooled) at "
+            f"alpha={policy.regression_alpha:g}; a drop of {policy.regression_tolerance:g} in a "
+            "bucket's mean score confirmed with more trials; McNemar p-values are shown, never "
+            "decide")
 
 
 def _dropped_reason(comparisons: Sequence[BucketComparison], reasons: list[str]) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from graders.base import Score
 from optimizer.core.results import RunResult, TrialResult
-from optimizer.gate.compare import BucketComparison
+from optimizer.gate.compare import BucketComparison, describe
 from optimizer.gate.policy import Verdict
 from optimizer.report.fmt import num, pct, seconds, short, usd
 from optimizer.report.summary import RunSummary, task_order
@@ -192,13 +192,56 @@ def render_markdown(run: RunResult, summary: RunSummary) -> str:
     return "\n".join(lines) + "\n"
 
 
+def movement_lines(verdict: Verdict) -> list[str]:
+    """The target's movement: its visible tasks (the ones the proposer saw) and its held-out
+    tasks, counted but never named (these lines reach the ledger the proposer reads)."""
+    out = []
+    visible = verdict.visible or verdict.target
+    if visible is not None:
+        out.append(f"visible target tasks ({visible.tasks or '?'}): {describe(visible)}")
+    if verdict.heldout is not None:
+        out.append(f"held-out target tasks ({len(verdict.heldout_tasks)}): "
+                   f"{describe(verdict.heldout)}")
+    elif verdict.heldout_tasks:
+        out.append(f"held-out target tasks ({len(verdict.heldout_tasks)}): not run (the gate "
+                   "stopped first)")
+    return out
+
+
+_ORDER = {"regressed": 0, "harm not ruled out": 1, "no harm": 2}
+
+
+def harm_lines(verdict: Verdict) -> list[str]:
+    """Every other bucket's statement (regressed and open ones first), then a summary that
+    says "no bucket regressed" only when every bucket said "no harm"."""
+    if not verdict.buckets:
+        return []
+    ordered = sorted(verdict.buckets, key=lambda b: _ORDER.get(b.state, 3))
+    out = [f"[{b.state}] {b.statement}" for b in ordered]
+    bad = [b.bucket for b in ordered if b.state == "regressed"]
+    open_ = [b.bucket for b in ordered if b.state == "harm not ruled out"]
+    if not bad and not open_:
+        out.append(f"no bucket regressed: all {len(ordered)} other bucket(s) said no harm")
+    else:
+        out.append(f"{len(bad)} bucket(s) regressed, harm not ruled out in {len(open_)}, no "
+                   f"harm in {len(ordered) - len(bad) - len(open_)}")
+    return out
+
+
 def verdict_markdown(verdict: Verdict, comparisons: Sequence[BucketComparison]) -> str:
-    """The gate's verdict, its reasons and the per-bucket table (commit messages, PR bodies)."""
+    """The gate's verdict, its reasons, the target's visible and held-out movement, every
+    other bucket's harm statement and the per-bucket table (commit messages, PR bodies)."""
     lines = [f"**Verdict: {verdict.decision.upper()}** (target bucket "
              f"`{verdict.target_bucket}`)", ""]
     lines += [f"- {cell(r)}" for r in verdict.reasons]
     if verdict.suspected_regressions:
         lines.append("- suspected regressions: "
                      + ", ".join(f"`{b}`" for b in verdict.suspected_regressions))
+    moved = movement_lines(verdict)
+    if moved:
+        lines += ["", "**Target movement**", "", *(f"- {cell(m)}" for m in moved)]
+    harm = harm_lines(verdict)
+    if harm:
+        lines += ["", "**Harm per bucket**", "", *(f"- {cell(h)}" for h in harm)]
     table = comparison_table(comparisons, verdict.target_bucket)
     return "\n".join([*lines, "", *table_lines(table)]) + "\n"

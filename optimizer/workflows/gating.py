@@ -6,7 +6,8 @@ into the baseline and candidate runs, turns them with the lineage history into o
 task, and steps the gate until it returns a verdict. It is the only driver: `optimize` and
 `review` pass the runner (the trial cache serves anything already paid for), and the
 calibration benchmark (bench/gate_calibration.py) passes the simulated world of
-`optimizer.gate.world`: only the trial runner differs.
+`optimizer.gate.world`: only the trial runner differs. `run_harm` is review's driver: the
+same harm detection on every bucket, with no target (`optimizer.gate.review_harm`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from optimizer.core.suites import Suite
 from optimizer.gate.compare import BucketComparison, GatePolicy
 from optimizer.gate.pairing import Pair, merge_runs, pair_runs
 from optimizer.gate.policy import Verdict
+from optimizer.gate.review_harm import HarmOnlyGate, HarmResult
 from optimizer.gate.sequential import SequentialGate, TaskKey, TrialRequest
 from optimizer.gate.tasks import TaskRecord
 from optimizer.lifecycle.lineage import prompt_hash
@@ -203,3 +205,60 @@ async def run_gate(
         "test": "; ".join(x for x in (step.test, pairing_label(seeded)) if x),
     })
     return GateRun(verdict, comparisons(base, cand, policy), base_ran, cand_ran, spent, seeded)
+
+
+def _next_index(run: RunResult, task_id: str) -> int:
+    """The first trial index of `task_id` not yet in `run`."""
+    return max((t.trial_index + 1 for t in run.trials if t.task_id == task_id), default=0)
+
+
+@dataclass(frozen=True)
+class HarmRun:
+    """Review's harm detection with the runs it was decided on (each side pooled with the
+    trials harm detection added)."""
+
+    result: HarmResult
+    base_runs: list[RunResult]
+    head_runs: list[RunResult]
+    trials_run: int
+    """Trials run for harm detection (served-from-cache trials excluded)."""
+
+
+async def run_harm(
+    suites: Sequence[Suite],
+    base_runs: Sequence[RunResult],
+    head_runs: Sequence[RunResult],
+    prompts: tuple[str, str],
+    policy: GatePolicy,
+    run: RunFn,
+    *,
+    history: Sequence[RunResult] = (),
+    on_stage: StageFn | None = None,
+) -> HarmRun:
+    """Harm detection on every bucket of `suites` (no target), after both prompts ran:
+    `optimizer.gate.review_harm.HarmOnlyGate` says which trials to add, this runs them
+    (base side with `prompts[0]`, head side with `prompts[1]`) until every bucket has its
+    statement. `history`: earlier runs of the base prompt's lineage."""
+    tasks, where = bucket_tasks(suites)
+    past = history_records(history, base_runs)
+    ran = {key: (_next_index(base_runs[i], key[1]), _next_index(head_runs[i], key[1]))
+           for key, i in where.items()}
+    gate = HarmOnlyGate(policy, tasks, ran)
+    base, head = list(base_runs), list(head_runs)
+    spent = 0
+    step: TrialRequest | HarmResult = gate.first(observations(base, head, past))
+    while isinstance(step, TrialRequest):
+        if on_stage is not None:
+            on_stage(step)
+        for i, suite in enumerate(suites):
+            for side, wanted, prompt in (("base", step.base, prompts[0]),
+                                         ("head", step.indices, prompts[1])):
+                ids = {t: n for (b, t), n in wanted.items() if where[(b, t)] == i}
+                if not ids:
+                    continue
+                got = await run(suite.select(task_ids=list(ids)), prompt, f"harm {side}", ids)
+                spent += sum(not t.cached for t in got.trials)
+                runs = base if side == "base" else head
+                runs[i] = merge_runs(runs[i], got)
+        step = gate.step(observations(base, head, past))
+    return HarmRun(step, base, head, spent)

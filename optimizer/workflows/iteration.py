@@ -50,6 +50,7 @@ from optimizer.propose.proposer import (
     hypothesis_from_output,
 )
 from optimizer.propose.watch import OutsideWriteError, run_watched
+from optimizer.report.markdown import harm_lines, movement_lines
 from optimizer.report.table import verdict_table
 from optimizer.workflows.gating import run_gate
 from optimizer.workflows.judges import judge_notes, judge_statuses
@@ -172,6 +173,7 @@ class Iteration:
         )
         it.reasons = list(verdict.reasons) + self._judge_notes(base_for_pr)
         it.verdict_table = verdict_table(comps, verdict.target_bucket)
+        it.movement, it.harm = movement_lines(verdict), harm_lines(verdict)
         self.keep = it.outcome == "accepted" or c.keep_rejected
         it.branch = cand.branch if self.keep else None
         it.tokens = self.tokens()

@@ -23,6 +23,7 @@ from optimizer.core.ledger import Ledger
 from optimizer.core.results import Provenance, RunResult
 from optimizer.core.suites import Suite
 from optimizer.gate.sequential import heldout_tasks
+from optimizer.gate.world import record_rates
 from optimizer.git import GitOps, provenance
 from optimizer.lifecycle.flaky import bucket_flakiness
 from optimizer.propose.literals import build_literal_index
@@ -117,6 +118,14 @@ class Optimizer:
         tasks, _ = bucket_tasks(suites)
         self.heldout = heldout_tasks(tasks[self.c.bucket], self.c.policy, salt=self.c.bucket)
 
+    def _draw_heldout(self, baseline: Baseline) -> None:
+        """Held-out tasks drawn among the target's failing tasks first: each task's pass rate
+        over its record (lineage history and baseline)."""
+        tasks, _ = bucket_tasks(baseline.suites)
+        ids = tasks[self.c.bucket]
+        rates = record_rates([*self.history, *baseline.runs], set(ids))
+        self.heldout = heldout_tasks(ids, self.c.policy, salt=self.c.bucket, rates=rates)
+
     def target_runs(self, runs: list[RunResult]) -> tuple[RunResult, str]:
         """The run holding the target bucket, and the bucket's name inside that run's suite,
         without the held-out tasks (the proposer never sees them)."""
@@ -175,6 +184,7 @@ class Optimizer:
             self._check_bucket(baseline.suites)
         result = self._result(baseline)
         self.history = lineage_history(default_store_dir(c.state_dir), baseline.runs)
+        self._draw_heldout(baseline)
         target_run, local = self.target_runs(baseline.runs)
         failing = [t for t in target_run.trials
                    if t.bucket == local and t.status in ("failed", "timedOut")]

@@ -92,6 +92,10 @@ class IterationResult(BaseModel):
     branch: str | None = None
     commit: str | None = None
     verdict_table: list[dict[str, Any]] = Field(default_factory=list)
+    movement: list[str] = Field(default_factory=list)
+    """The target's visible and held-out movement (`report.markdown.movement_lines`)."""
+    harm: list[str] = Field(default_factory=list)
+    """Every other bucket's harm statement and their summary (`report.markdown.harm_lines`)."""
     package_path: str | None = None
     pr_body_path: str | None = None
     tokens: int = 0

@@ -5,7 +5,9 @@ read from the git object database at both refs (the checkout is never touched, a
 worktree is made, so a killed review leaves only saved runs behind), the agent's
 suites run once per prompt (base-side trials come from the trial cache when that prompt was
 evaluated before), trials are paired, suspected regressions are confirmed with extra trials,
-and the result is written as a PR comment under `<state>/review/<id>/`.
+harm detection runs on every bucket (`workflows.gating.run_harm`: the per-task rules of
+optimize's gate, adding trials where a bucket's statement needs them), and the result is
+written as a PR comment under `<state>/review/<id>/`.
 """
 
 from __future__ import annotations
@@ -23,10 +25,13 @@ from optimizer.core.results import Provenance, RunResult, seeded_pairing
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import BucketComparison
 from optimizer.gate.policy import POOLED, ReviewVerdict, decide_review
+from optimizer.gate.review_harm import harm_method_text
+from optimizer.gate.sequential import TrialRequest
 from optimizer.git import GitOps, GitOpsError
+from optimizer.report.store import default_store_dir
 from optimizer.run.models import ModelSet
 from optimizer.run.runner import RunOptions
-from optimizer.workflows.gating import paired
+from optimizer.workflows.gating import HarmRun, lineage_history, paired, run_harm
 from optimizer.workflows.paired import (
     agent_suites,
     compare_suite_runs,
@@ -82,9 +87,24 @@ class Reviewer:
         return saved.run
 
     def _decide(self, comps: list[BucketComparison], base: list[RunResult],
-                head: list[RunResult]) -> ReviewVerdict:
+                head: list[RunResult], harm: HarmRun | None = None) -> ReviewVerdict:
         pooled = [x for pairs in paired(base, head).values() for x in pairs]
-        return decide_review(comps, self.c.policy, pooled)
+        if harm is None:
+            return decide_review(comps, self.c.policy, pooled)
+        h = harm.result
+        why = [*h.reasons(), harm_method_text(self.c.policy)]
+        return decide_review(comps, self.c.policy, pooled, h.buckets, h.pooled_rejected, why)
+
+    async def _harm(self, suites: list[Suite], base: list[RunResult], head: list[RunResult],
+                    prompts: tuple[str, str]) -> HarmRun:
+        """Harm detection on every bucket, trials added where a statement needs them."""
+        def stage(req: TrialRequest) -> None:
+            n = sum(len(v) for v in req.indices.values())
+            self.emit(Phase(message=f"harm detection: {n} more head trial(s); {req.reason}"))
+
+        history = lineage_history(default_store_dir(self.c.state_dir), base)
+        return await run_harm(suites, base, head, prompts, self.c.policy, self._run,
+                              history=history, on_stage=stage)
 
     async def _review_agent(self, agent: str, base_text: str, head_text: str) -> AgentReview:
         suites = agent_suites(agent, self.c.kinds, self.source)
@@ -114,7 +134,10 @@ class Reviewer:
                 labels=("confirm base", "confirm head"),
             )
             comps = compare_suite_runs(base_final, head_final, self.c.policy)
-            verdict = self._decide(comps, base_final, head_final)
+        # the fixed-sample family decides on the trials above; harm detection may add more
+        harm = await self._harm(suites, base_final, head_final, (base_text, head_text))
+        verdict = self._decide(comps, base_final, head_final, harm)
+        base_final, head_final = harm.base_runs, harm.head_runs
         self.emit(Phase(message=f"{agent}: {verdict.decision}"))
         broken: list[TrialChange] = []
         fixed: list[TrialChange] = []
@@ -129,6 +152,9 @@ class Reviewer:
             reasons=verdict.reasons,
             regressed=verdict.regressed,
             improved=verdict.improved,
+            open=verdict.open,
+            buckets=verdict.buckets,
+            harm_trials=harm.trials_run,
             comparisons=comps,
             confirmed_buckets=confirmed,
             base_runs=[r.run_name for r in base_final],
@@ -234,12 +260,15 @@ class Reviewer:
         result.tokens = self.models.usage.total_tokens
         regressed = result.regressed_buckets
         improved = [f"{a.agent}:{b}" for a in result.agents for b in a.improved]
+        open_ = [f"{a.agent}:{b}" for a in result.agents for b in a.open]
         if regressed:
             detail = f"regressed bucket(s): {', '.join(regressed)}"
+        elif open_:
+            detail = f"harm not ruled out in bucket(s): {', '.join(open_)}"
         elif improved:
-            detail = f"improved bucket(s): {', '.join(improved)}; none regressed"
+            detail = f"improved bucket(s): {', '.join(improved)}; no bucket regressed"
         else:
-            detail = "no bucket changed beyond the thresholds"
+            detail = "no bucket changed beyond the thresholds; no bucket regressed"
         result.message = f"{result.decision}: {detail}"
         self._write(result)
         return result

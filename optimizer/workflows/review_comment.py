@@ -23,7 +23,23 @@ from optimizer.report.table import comparison_table
 MAX_COMMENT_CHARS = 60_000
 """GitHub rejects comments over 65,536 characters; keep a margin."""
 MAX_DIFF_CHARS = 20_000
-_BADGE = {"regresses": "🔴 regresses", "improves": "🟢 improves", "neutral": "⚪ neutral"}
+_BADGE = {"regresses": "🔴 regresses", "improves": "🟢 improves", "neutral": "⚪ neutral",
+          "inconclusive": "🟡 inconclusive"}
+_HARM = {"regressed": "🔴 regressed", "harm not ruled out": "🟡 harm not ruled out",
+         "no harm": "🟢 no harm"}
+
+
+class BucketVerdictLike(Protocol):
+    """One bucket's harm statement (`gate.policy.BucketVerdict`)."""
+
+    @property
+    def bucket(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def statement(self) -> str: ...
 
 
 class TrialChangeLike(Protocol):
@@ -51,6 +67,10 @@ class AgentReviewLike(Protocol):
     head_trials: int
     head_cached_trials: int
     seeded: bool
+    harm_trials: int
+
+    @property
+    def buckets(self) -> Sequence[BucketVerdictLike]: ...
 
     @property
     def newly_failing(self) -> Sequence[TrialChangeLike]: ...
@@ -156,7 +176,18 @@ def _agent_section(a: AgentReviewLike, confirm_trials: int) -> list[str]:
         f"head {a.head_trials} ({a.head_cached_trials} reused)"
     )
     out.append(f"- {pairing_text(a.seeded)}")
-    return [*out, "", bucket_table(a.comparisons), ""]
+    return [*out, "", bucket_table(a.comparisons), "", *harm_lines(a), ""]
+
+
+def harm_lines(a: AgentReviewLike) -> list[str]:
+    """Every bucket's harm statement, regressed and open ones first."""
+    if not a.buckets:
+        return []
+    order = {"regressed": 0, "harm not ruled out": 1, "no harm": 2}
+    out = [f"**Harm detection per bucket** ({a.harm_trials} trial(s) added for it):", ""]
+    for b in sorted(a.buckets, key=lambda b: order.get(b.state, 3)):
+        out.append(f"- `{b.bucket}`: {_HARM.get(b.state, b.state)}: {cell(b.statement)}")
+    return out
 
 
 def render_comment(result: ReviewLike, max_chars: int = MAX_COMMENT_CHARS) -> str:
@@ -195,11 +226,13 @@ def render_comment(result: ReviewLike, max_chars: int = MAX_COMMENT_CHARS) -> st
     footer = [
         "",
         "---",
-        f"<sub>promptloop review `{r.review_id}`: a bucket regresses when its mean score drops "
-        f"by {num(r.policy.regression_tolerance, 2)} or more (or more trials broke than were fixed "
-        f"with such a pass-rate drop); it improves with a gain of at least "
-        f"{num(r.policy.min_improvement, 2)} whose {round(r.policy.confidence * 100)}% bootstrap "
-        "interval excludes 0. Full data: result.json next to this comment.</sub>",
+        f"<sub>promptloop review `{r.review_id}`: a bucket regresses when one of its tasks "
+        "broke against its own baseline record, when its adaptive betting test is rejected, or "
+        "when the fixed-sample family rejects it (or its mean score drops by "
+        f"{num(r.policy.regression_tolerance, 2)} or more); the review is inconclusive while a "
+        "bucket's harm is not ruled out; it improves with a gain of at least "
+        f"{num(r.policy.min_improvement, 2)} significant after Holm, and only when every "
+        "bucket said no harm. Full data: result.json next to this comment.</sub>",
     ]
     text = "\n".join(head) + f"\n### Newly failing trials ({len(broken)})\n\n"
     budget = max_chars - len(text) - len("\n".join(fixed_block + footer)) - 200

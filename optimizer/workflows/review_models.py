@@ -13,7 +13,7 @@ from optimizer.core.config import DEFAULT_AGENT_MODEL
 from optimizer.core.names import AgentName
 from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison, GatePolicy
-from optimizer.gate.policy import ReviewDecision
+from optimizer.gate.policy import BucketVerdict, ReviewDecision
 from optimizer.propose.package import FailingTrial, export_failing
 from optimizer.run.models import ModelIds
 
@@ -65,6 +65,12 @@ class AgentReview(BaseModel):
     regressed: list[str]
     improved: list[str]
     comparisons: list[BucketComparison]
+    open: list[str] = Field(default_factory=list)
+    """Buckets whose harm was not ruled out (the review is inconclusive for them)."""
+    buckets: list[BucketVerdict] = Field(default_factory=list)
+    """Every bucket's harm statement: no harm, harm not ruled out, or regressed."""
+    harm_trials: int = 0
+    """Trials harm detection ran on top of the base, head and confirmation trials."""
     confirmed_buckets: list[str] = Field(default_factory=list)
     """Buckets that looked regressed and were re-run with extra trials before the verdict."""
     base_runs: list[str]
@@ -112,6 +118,8 @@ def combine(decisions: list[ReviewDecision]) -> ReviewDecision:
     """Overall decision over agents, with the same rule as for buckets."""
     if "regresses" in decisions:
         return "regresses"
+    if "inconclusive" in decisions:
+        return "inconclusive"
     return "improves" if "improves" in decisions else "neutral"
 
 

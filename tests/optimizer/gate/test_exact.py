@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 
 import pytest
 
@@ -54,27 +55,50 @@ def test_zero_differences_carry_no_information() -> None:
 
 
 @pytest.mark.parametrize("value", [1.0, 0.5, 1 / 3, 0.05])
-@pytest.mark.parametrize("k", [1, 2, 3, 4])
-def test_a_single_pair_or_identical_differences_are_never_significant(value: float,
-                                                                      k: int) -> None:
-    """The old gate read a zero-width bootstrap interval as certainty: one 0->1 pair was
-    accepted. Identical differences now get the exact p of k equal signs, 2^-k (> 0.05 for
-    k <= 4), and no interval at all."""
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 6, 7, 8])
+def test_identical_differences_get_the_exact_p_of_k_equal_signs(value: float, k: int) -> None:
+    """k identical differences get p = 2^-k exactly (6 identical drops: 1/64, significant at
+    0.05); up to 4 they are never significant, and never get an interval."""
     diffs = [value] * k
     assert sign_flip_pvalue(diffs, "greater") == pytest.approx(2.0**-k)
+    assert sign_flip_pvalue([-value] * k, "less") == pytest.approx(2.0**-k)
     pairs = [Pair(f"t{i}", 0, 0.0, value, False, value == 1.0) for i in range(k)]
     comp = compare_bucket("b", pairs, GatePolicy())
     assert comp.ci_low is None and comp.ci_high is None
-    assert comp.status != "improved"
-    assert comp.p_improve > 0.05
-    # the anytime-valid form used for regressions is never more confident than the exact test
-    pol = GatePolicy()
-    for bet in (pol.harm_bet, pol.bucket_bet):
-        for alternative in ("greater", "less"):
-            sign = 1.0 if alternative == "greater" else -1.0
-            wealth = betting_log_wealth([sign * value] * k, bet, alternative)  # type: ignore[arg-type]
-            assert anytime_pvalue(wealth) >= 2.0**-k
-            assert anytime_pvalue(wealth) > 0.05
+    assert comp.p_improve == pytest.approx(2.0**-k)
+    if k <= 4:
+        assert comp.status != "improved" and comp.p_improve > 0.05
+    # the anytime-valid form used for harm is never more confident than the exact test
+    wealth = betting_log_wealth([-value] * k, GatePolicy().bucket_bet)
+    assert anytime_pvalue(wealth) >= 2.0**-k
+
+
+def test_six_identical_drops_give_one_in_64() -> None:
+    assert sign_flip_pvalue([-1.0] * 6, "less") == pytest.approx(1 / 64)
+
+
+def test_agrapa_betting_pvalue_is_valid_under_a_symmetric_null() -> None:
+    """Differences of random magnitude with a fair random sign: the largest wealth over 40
+    looks reaches 1/alpha in at most alpha of the sequences (Ville), within Monte Carlo
+    tolerance."""
+    rng = random.Random(7)
+    alpha, n_seq, hits = 0.05, 2000, 0
+    for _ in range(n_seq):
+        diffs = [rng.choice((-1.0, 1.0)) * rng.choice((1.0, 0.5, 0.25)) for _ in range(40)]
+        best = max(betting_log_wealth(diffs[:n], 0.9) for n in range(1, 41, 4))
+        hits += anytime_pvalue(best) <= alpha
+    assert hits / n_seq <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / n_seq)
+
+
+def test_agrapa_betting_pvalue_is_powerful_on_a_consistent_drop() -> None:
+    """A consistent drop crosses 1/alpha = 20 within a handful of pairs: 5 full drops
+    (1.9^5 = 24.8); graded drops with a tie and a rise among them within 9."""
+    assert anytime_pvalue(betting_log_wealth([-1.0] * 5, 0.9)) <= 0.05
+    assert anytime_pvalue(betting_log_wealth([-1.0] * 4, 0.9)) > 0.05
+    mixed = [-1.0, -0.5, -1.0, 0.0, -1.0, 0.5, -1.0, -1.0, -0.5, -1.0, -1.0, -1.0]
+    wealth = [betting_log_wealth(mixed[:i], 0.9) for i in range(1, len(mixed) + 1)]
+    n = next(i for i in range(len(mixed)) if anytime_pvalue(max(wealth[: i + 1])) <= 0.05)
+    assert n + 1 <= 9
 
 
 def test_mcnemar_is_the_binomial_tail() -> None:
@@ -124,7 +148,8 @@ def test_betting_wealth_is_a_fair_game_under_sign_flips() -> None:
 def test_betting_wealth_and_its_pvalue() -> None:
     assert betting_log_wealth([], 0.5) == 0.0
     assert betting_log_wealth([-1.0, -1.0], 0.5) == pytest.approx(2 * math.log(1.5))
-    assert betting_log_wealth([-1.0, -1.0], 0.5, "greater") == pytest.approx(2 * math.log(0.5))
+    # the adaptive stake stops betting once the evidence runs against it
+    assert betting_log_wealth([-1.0, -1.0], 0.5, "greater") == pytest.approx(math.log(0.5))
     assert betting_log_wealth([-3.0], 0.5) == betting_log_wealth([-1.0], 0.5)  # clipped
     assert anytime_pvalue(-2.0) == anytime_pvalue(0.0) == 1.0
     assert anytime_pvalue(math.log(40)) == pytest.approx(0.025)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import combinations
 
 import pytest
@@ -20,11 +20,13 @@ from optimizer.workflows.optimize_models import Baseline
 POLICY = GatePolicy()
 
 
-def heldout_of(ids: Sequence[str]) -> frozenset[str]:
-    return heldout_tasks(ids, POLICY, salt="test")
+def heldout_of(ids: Sequence[str], rates: Mapping[str, float] | None = None
+               ) -> frozenset[str]:
+    return heldout_tasks(ids, POLICY, salt="test", rates=rates)
 
 
-def no_heldout(ids: Sequence[str]) -> frozenset[str]:
+def no_heldout(ids: Sequence[str], rates: Mapping[str, float] | None = None
+               ) -> frozenset[str]:
     return frozenset()
 
 

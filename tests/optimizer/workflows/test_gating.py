@@ -1,9 +1,8 @@
-"""run_gate (the gate over real runs) and the calibration simulator pay for the same trials.
+"""The one driver: `run_gate` (optimize) and `run_harm` (review) over real runs.
 
-bench/gate_calibration.py counts what an optimize iteration costs by answering the sequential
-gate's requests itself (`optimizer.gate.simulate.drive`). These tests drive the same gate
-through `optimizer.workflows.gating.run_gate`, with runs built from the same outcomes, and
-check that both reach the same verdict with the same number of trials run.
+A deterministic agent answers every trial; these tests check that the drivers run exactly the
+trials the gate asks for (the baseline's past its cached ones), count what they paid, feed the
+lineage history into each task's record, and reach the verdicts the world calls for.
 """
 
 from __future__ import annotations
@@ -13,16 +12,13 @@ import random
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-
 from graders.base import Score
 from optimizer.core.buckets import bucket_prefix
 from optimizer.core.results import RunResult, TrialResult
 from optimizer.core.suites import GraderSpec, LoadedTask, Suite, SuiteConfig, TaskInput, TaskSpec
 from optimizer.gate.compare import GatePolicy
-from optimizer.gate.sequential import SequentialGate, TaskKey, heldout_tasks
-from optimizer.gate.simulate import drive
-from optimizer.workflows.gating import bucket_tasks, run_gate
+from optimizer.gate.sequential import TaskKey
+from optimizer.workflows.gating import run_gate, run_harm
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 BASE, CAND = "base prompt", "candidate prompt"
@@ -83,36 +79,72 @@ def runner(suites: list[Suite], outcome):  # type: ignore[no-untyped-def]
     return run, calls
 
 
-@pytest.mark.parametrize(("kind", "noise", "seed"), [
-    ("good", 0.0, 1), ("good", 0.2, 2), ("good", 0.2, 3), ("broad", 0.1, 4),
-    ("broad", 0.2, 5), ("null", 0.2, 6),
-])
-def test_run_gate_pays_what_the_simulator_counts(kind: str, noise: float, seed: int) -> None:
-    suites = [suite("capability", {"target": 4} | {f"c{k:02d}": 3 for k in range(12)}),
-              suite("regression", {f"r{k:02d}": 3 for k in range(12)})]
-    policy = GatePolicy()
-    tasks, _ = bucket_tasks(suites)
-    held = heldout_tasks(tasks["target"], policy, salt="target")
-    outcome = world(kind, noise, seed)
-    run, calls = runner(suites, outcome)
+SUITES = [suite("capability", {"target": 3, "c00": 3, "c01": 2}),
+          suite("regression", {"r00": 2})]
 
-    async def gate_over_runs():  # type: ignore[no-untyped-def]
-        base_runs = [await run(s, BASE, "baseline", None) for s in suites]
-        paid_before = sum(calls)
-        gated = await run_gate(suites, base_runs, (BASE, CAND), "target", policy, run,
-                               heldout=held)
-        return gated, sum(calls) - paid_before
 
-    gated, paid = asyncio.run(gate_over_runs())
-    gate = SequentialGate(policy, "target", tasks,
-                          {(b, t): 2 for b, ts in tasks.items() for t in ts}, held)
-    verdict, spent = drive(gate, outcome)
-    assert (verdict.decision, verdict.stopped) == (gated.verdict.decision,
-                                                   gated.verdict.stopped)
-    # over real runs the verdict also says whether the pairs shared seeds (these runs carry no
-    # seed: the pairing is called unseeded); the simulator has no providers to ask
-    pairing = [r for r in gated.verdict.reasons if r.startswith("paired (")]
-    assert [r.split(":")[0] for r in pairing] == ["paired (unseeded)"]
-    assert verdict.reasons == [r for r in gated.verdict.reasons if r not in pairing]
-    assert spent == paid == gated.trials_run == gated.verdict.model_trials
-    assert any("regression/r" in b for b in tasks) and "target" in tasks
+def outcome_of(fixed: bool, broken: set[str] = frozenset()):  # type: ignore[no-untyped-def,assignment]
+    def outcome(key: TaskKey, index: int, side: str) -> bool:
+        if key[0] == "target":
+            return side == "cand" and fixed
+        return not (side == "cand" and key[1] in broken)
+    return outcome
+
+
+def gate_over_runs(outcome, history: bool = False):  # type: ignore[no-untyped-def]
+    run, calls = runner(SUITES, outcome)
+
+    async def go():  # type: ignore[no-untyped-def]
+        past = [await run(s, BASE, "history", {t.id: list(range(100, 110)) for t in s.tasks})
+                for s in SUITES] if history else []
+        base_runs = [await run(s, BASE, "baseline", None) for s in SUITES]
+        before = sum(calls)
+        gated = await run_gate(SUITES, base_runs, (BASE, CAND), "target", GatePolicy(), run,
+                               history=past)
+        return gated, sum(calls) - before
+
+    return asyncio.run(go())
+
+
+def test_run_gate_accepts_a_good_patch_and_pays_what_it_ran() -> None:
+    gated, paid = gate_over_runs(outcome_of(fixed=True))
+    v = gated.verdict
+    assert v.decision == "accept", v.reasons
+    assert paid == gated.trials_run == v.model_trials > 0
+    assert any(r.startswith("no bucket regressed") for r in v.reasons)
+    assert [r.split(":")[0] for r in v.reasons if r.startswith("paired (")] == [
+        "paired (unseeded)"]
+    # the baseline runs came back pooled with the fresh baseline trials the gate asked for
+    target = [t for r in gated.base_runs for t in r.trials if t.bucket == "target"]
+    assert len(target) > 3 * 2
+
+
+def test_run_gate_rejects_a_break_and_history_makes_it_quick() -> None:
+    thin, paid_thin = gate_over_runs(outcome_of(fixed=True, broken={"c01-1"}))
+    assert thin.verdict.decision == "reject" and "'c01-1'" in thin.verdict.reasons[0]
+    rich, paid_rich = gate_over_runs(outcome_of(fixed=True, broken={"c01-1"}), history=True)
+    assert rich.verdict.decision == "reject" and "'c01-1'" in rich.verdict.reasons[0]
+    # with 10 recorded passes per task, two failures are a break (Fisher 1/66): no fresh
+    # baseline trials for the suspect, fewer trials paid
+    assert "over 12 recorded trial(s)" in rich.verdict.reasons[0]
+    assert paid_rich < paid_thin
+
+
+def test_run_harm_for_review() -> None:
+    outcome = outcome_of(fixed=True, broken={"r00-0"})
+    run, calls = runner(SUITES, outcome)
+
+    async def go():  # type: ignore[no-untyped-def]
+        base = [await run(s, BASE, "base", None) for s in SUITES]
+        head = [await run(s, CAND, "head", None) for s in SUITES]
+        before = sum(calls)
+        got = await run_harm(SUITES, base, head, (BASE, CAND), GatePolicy(), run)
+        return got, sum(calls) - before
+
+    harm, paid = asyncio.run(go())
+    assert harm.result.regressed == ["regression/r00"]
+    assert paid == harm.trials_run > 0
+    statements = {s.bucket: s.state for s in harm.result.statements}
+    assert statements["regression/r00"] == "regressed"
+    assert set(statements) == {"target", "c00", "c01", "regression/r00"}
+    assert len(harm.head_runs[1].trials) > 4  # head trials added on the suspect
