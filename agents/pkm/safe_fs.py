@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from agents.tools import ToolError
+from agents.trees import remove_tree_at
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -175,7 +175,7 @@ class SafeRoot:
         with self.directory(real.parent) as dir_fd:
             st = os.stat(real.name, dir_fd=dir_fd, follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode):
-                shutil.rmtree(real.name, dir_fd=dir_fd)
+                remove_tree_at(dir_fd, real.name)
                 return "folder"
             os.unlink(real.name, dir_fd=dir_fd)
             return "file"
