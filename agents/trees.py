@@ -8,6 +8,7 @@ with an explicit stack, so any depth the file system holds is walked, read and r
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +16,9 @@ from pathlib import Path
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
-def iter_files(base: Path) -> Iterator[Path]:
-    """Every regular file under `base` (links not followed, hidden ones included), in no
-    particular order; unreadable folders are skipped."""
+def iter_entries(base: Path) -> Iterator[Path]:
+    """Every entry under `base`: folders, files and links (never descended), in no particular
+    order; unreadable folders are skipped. `os.walk(followlinks=False)` without recursion."""
     stack = [base]
     while stack:
         folder = stack.pop()
@@ -26,10 +27,37 @@ def iter_files(base: Path) -> Iterator[Path]:
                 for entry in entries:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(Path(entry.path))
-                    elif entry.is_file(follow_symlinks=False):
-                        yield Path(entry.path)
+                    yield Path(entry.path)
         except OSError:
             continue
+
+
+def iter_files(base: Path) -> Iterator[Path]:
+    """Every regular file under `base` (links not followed, hidden ones included)."""
+    for path in iter_entries(base):
+        if path.is_file() and not path.is_symlink():
+            yield path
+
+
+def copy_tree(src: Path, dest: Path) -> None:
+    """Copy the folder `src` onto `dest` (existing folders merged, files overwritten, links
+    copied as links), as `shutil.copytree(symlinks=True, dirs_exist_ok=True)` does."""
+    stack = [(src, dest)]
+    while stack:
+        here, there = stack.pop()
+        there.mkdir(parents=True, exist_ok=True)
+        with os.scandir(here) as entries:
+            for entry in entries:
+                target = there / entry.name
+                if entry.is_symlink():
+                    if os.path.lexists(target):
+                        os.unlink(target)
+                    os.symlink(os.readlink(entry.path), target)
+                elif entry.is_dir(follow_symlinks=False):
+                    stack.append((Path(entry.path), target))
+                else:
+                    shutil.copy2(entry.path, target)
+        shutil.copystat(here, there)
 
 
 def remove_tree(path: Path) -> None:
@@ -85,4 +113,4 @@ def _clear_files(fd: int) -> str | None:
     return None
 
 
-__all__ = ["iter_files", "remove_tree", "remove_tree_at"]
+__all__ = ["copy_tree", "iter_entries", "iter_files", "remove_tree", "remove_tree_at"]

@@ -1,7 +1,11 @@
 """One trial: a fresh workspace -> the agent under a timeout -> outcome -> grades.
 
-A trial that hits an infrastructure error (provider down, key rejected, replay miss, judge
-unreachable) is `errored` and never scored as an agent failure.
+Errors split by cause (issue 19). A trial that hits an infrastructure error (provider down,
+key rejected, rate limits after retries, replay miss, judge unreachable) or a bug in promptloop
+itself (named loudly: "promptloop bug: ...") is `errored` and never scored as an agent failure.
+An exception raised by a tool or by outcome capture is caused by what the agent did (its
+arguments, the workspace it left), so it FAILS the trial, naming the tool and the exception:
+an agent can never turn its own failure into an excluded trial.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from agents.llm.registry import accepts_seed
 from agents.llm.rounds import RoundBatchingClient
 from agents.llm.types import ModelClient, ModelSettings
 from agents.registry import AgentOptions, get_agent
-from agents.runtime import RuntimeConfig, run_agent
+from agents.runtime import TOOL_EXCEPTION, RuntimeConfig, run_agent
 from agents.transcript import Transcript
 from graders.base import GradeContext, Score
 from graders.registry import run_grader, trial_passed
@@ -104,6 +108,8 @@ class _Attempt:
     status: str = "errored"
     reason: str | None = None
     infra: str | None = None
+    agent: str | None = None
+    """A tool or outcome capture raised on what the agent did: the trial fails."""
     outcome: dict[str, Any] = field(default_factory=dict)
     scores: list[Score] = field(default_factory=list)
 
@@ -145,6 +151,7 @@ async def run_trial(
         ended_at=datetime.now(UTC),
         failure_reason=got.reason,
         infra_error=got.infra,
+        agent_error=got.agent,
         transcript=transcript,
         outcome=got.outcome,
         scores=got.scores,
@@ -189,18 +196,20 @@ async def regrade(
     salt = judge_salt(suite, task, result.trial_index)
     judge_c = RecordReplayClient(batch.resolved(salt), options.state_dir / "recordings",
                                  options.mode, salt, options.judge_model or "")
-    got = _Attempt(status=result.status, reason=result.failure_reason, outcome=result.outcome)
+    got = _Attempt(status=result.status, reason=result.failure_reason, outcome=result.outcome,
+                   agent=result.agent_error)
+    if got.agent is not None and not got.outcome:
+        return result  # outcome capture raised: nothing to grade, the trial stays failed
     try:
         got.scores = await _grade(task, result.outcome, result.transcript, judge_c,
                                   options.judge_settings)
         if result.status != "timedOut":
-            _decide(got, suite.config.task_pass_threshold)
-    except Exception as err:  # a harness bug must not kill the whole run
-        got.status, got.infra = "errored", f"harness error {type(err).__name__}: {err}"
-        got.reason = got.infra
+            _decide(got, suite.config.task_pass_threshold, result.transcript)
+    except Exception as err:  # a bug in promptloop must not kill the whole run
+        _bug(got, err, result.transcript)
     return result.model_copy(update={
         "status": got.status, "failure_reason": got.reason, "infra_error": got.infra,
-        "scores": got.scores, "ended_at": datetime.now(UTC),
+        "agent_error": got.agent, "scores": got.scores, "ended_at": datetime.now(UTC),
     })
 
 
@@ -231,26 +240,52 @@ async def _attempt(
             # batch rounds wait in the provider's queue (minutes to hours): no trial timeout
             async with asyncio.timeout(None if rounds is not None else timeout):
                 await run_agent(agent_c, session, options.runtime, transcript)
-        got.outcome = plain_outcome(await asyncio.to_thread(session.outcome, transcript))
-        got.scores = await _grade(task, got.outcome, transcript, judge_c, options.judge_settings)
-        _decide(got, suite.config.task_pass_threshold)
+        if await _capture(got, session, transcript):
+            got.scores = await _grade(task, got.outcome, transcript, judge_c,
+                                      options.judge_settings)
+            _decide(got, suite.config.task_pass_threshold, transcript)
     except TimeoutError:
-        got.status, got.reason = "timedOut", f"trial exceeded {timeout:g}s"
-        transcript.event("timeout", got.reason)
-        if session is not None:
-            got.outcome = plain_outcome(await asyncio.to_thread(session.outcome, transcript))
+        reason = f"trial exceeded {timeout:g}s"
+        transcript.event("timeout", reason)
+        if session is not None and await _capture(got, session, transcript):
             # SPEC section 8: a timed-out trial is still graded (its scores count in grader
             # means); it stays timedOut, never passed
             got.scores = await _grade(task, got.outcome, transcript, judge_c,
                                       options.judge_settings)
+        got.status = "timedOut"
+        got.reason = f"{reason}; {got.agent}" if got.agent else reason
     except ModelError as err:
         got.status, got.infra = "errored", f"{type(err).__name__}: {err}"
         got.reason = got.infra
-    except Exception as err:  # a harness bug must not kill the whole run
-        got.status, got.infra = "errored", f"harness error {type(err).__name__}: {err}"
-        got.reason = got.infra
-        transcript.event("exception", got.infra)
+    except Exception as err:  # a bug in promptloop must not kill the whole run
+        _bug(got, err, transcript)
     return got
+
+
+async def _capture(got: _Attempt, session: OutcomeSession, transcript: Transcript) -> bool:
+    """Capture the outcome into `got`; False when capture raised. The workspace is what the
+    agent left, so that fails the trial (named), as a raising tool does."""
+    try:
+        got.outcome = plain_outcome(await asyncio.to_thread(session.outcome, transcript))
+    except Exception as err:
+        got.status = "failed"
+        got.agent = got.reason = f"outcome capture raised {type(err).__name__}: {err}"
+        transcript.event("outcome_exception", got.agent)
+        return False
+    return True
+
+
+def _bug(got: _Attempt, err: Exception, transcript: Transcript) -> None:
+    """An exception outside the agent's reach (workspace setup, grading code, the runner):
+    a bug in promptloop, named loudly; the trial is errored."""
+    got.status, got.agent = "errored", None
+    got.infra = got.reason = f"promptloop bug: {type(err).__name__}: {err}"
+    transcript.event("exception", got.infra)
+
+
+def tool_fault(transcript: Transcript) -> str | None:
+    """What the first tool that raised during the trial raised (`tool Glob raised ...`)."""
+    return next((e.detail for e in transcript.events if e.kind == TOOL_EXCEPTION), None)
 
 
 def rounds_of(client: object) -> RoundBatchingClient | None:
@@ -264,22 +299,28 @@ def rounds_of(client: object) -> RoundBatchingClient | None:
     return None
 
 
-def _decide(got: _Attempt, threshold: float) -> None:
-    """passed / failed from the grades, or errored when the judge could not be reached or a
-    grader raised."""
+def _decide(got: _Attempt, threshold: float, transcript: Transcript) -> None:
+    """passed / failed from the grades; failed whatever the grades when a tool raised on what
+    the agent sent; errored when the judge could not be reached or a grader raised."""
     judge_errors = [
         s for s in got.scores if s.metadata.get("error_module") == ModelError.__module__
     ]
     broken = [s for s in got.scores if s.metadata.get("error_type")]
-    if judge_errors:
+    fault = tool_fault(transcript)
+    if fault is not None:
+        # caused by the agent: a failure, never an excluded (errored) trial
+        got.status, got.agent, got.reason = "failed", fault, fault
+    elif judge_errors:
         # the judge could not be reached: infrastructure, not a 0 score for the agent
         got.status = "errored"
         got.infra = got.reason = f"judge failed: {judge_errors[0].rationale}"
     elif broken:
         # a grader that raised decides nothing: the original counts the trial as passed on its
-        # other scores; we report it errored (a harness or task-spec fault, never a pass)
+        # other scores; we report it errored (a bug in promptloop or the task spec, never a pass)
         got.status = "errored"
-        got.infra = got.reason = f"grader {broken[0].grader} failed: {broken[0].rationale}"
+        got.infra = got.reason = (
+            f"promptloop bug: grader {broken[0].grader} failed: {broken[0].rationale}"
+        )
     elif trial_passed(got.scores, threshold):
         got.status = "passed"
     else:

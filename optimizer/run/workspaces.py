@@ -74,7 +74,7 @@ def new_trial_dir() -> Path:
 def build_workspace(task: LoadedTask, dest: Path) -> Workspace:
     for src in (task.base_fixture, task.fixture_dir):
         if src is not None:
-            shutil.copytree(src, dest, dirs_exist_ok=True, symlinks=True)
+            trees.copy_tree(src, dest)
     (dest / "PKM").mkdir(exist_ok=True)
     return Workspace(dest, durable=False)
 

@@ -5,6 +5,7 @@ tool that walks it, by outcome capture and by the trial's cleanup."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,12 +39,13 @@ def _deep_tree(root: Path, levels: int = LEVELS) -> None:
 
 
 @pytest.fixture
-def deep(tmp_path: Path) -> tuple[Workspace, PkmAgentSession]:
+def deep(tmp_path: Path) -> Iterator[tuple[Workspace, PkmAgentSession]]:
     ws = Workspace(tmp_path / "ws")
     (ws.pkm / "Areas").mkdir(parents=True)
     (ws.pkm / "Areas" / "notes.md").write_text("# Notes\n", encoding="utf-8")
     _deep_tree(ws.pkm)
-    return ws, make_session(ws)
+    yield ws, make_session(ws)
+    remove_tree(tmp_path / "ws")  # pytest's own cleanup (shutil.rmtree) recurses per level
 
 
 @pytest.mark.parametrize(("tool", "args"), [
