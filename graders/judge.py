@@ -170,7 +170,9 @@ def judged_score(
     ]
     note = (judge_rationale or "").strip()
     rationale = f"{summary}; {clip(note, 1000)}" if note else summary
-    return value_score(name, value, JUDGE_THRESHOLD, assertions, rationale, meta)
+    score = value_score(name, value, JUDGE_THRESHOLD, assertions, rationale, meta)
+    # the original compares the judge's mean with a plain `>=`: 0.5999999999 fails at 0.6
+    return score.model_copy(update={"passed": value >= JUDGE_THRESHOLD})
 
 
 async def ask_judge(ctx: GradeContext, prompt: str) -> tuple[str, str, dict[str, int]]:
@@ -189,7 +191,7 @@ async def ask_judge(ctx: GradeContext, prompt: str) -> tuple[str, str, dict[str,
 
 def _insight_or_score(ctx: GradeContext, name: str) -> ToolCallRecord | Score:
     """The last successful insight call, or the score when there is nothing to judge:
-    null if skipped, 0.0 without a successful call or with empty insight text."""
+    null if skipped, 0.0 without a successful call or with empty or blank insight text."""
     if ctx.outcome.get("skipped_pkm"):
         return null_score(name, "the agent skipped PKM organisation; no insight to judge")
     calls = ctx.transcript.successful_calls("update_timeline_card_insight")
@@ -199,8 +201,9 @@ def _insight_or_score(ctx: GradeContext, name: str) -> ToolCallRecord | Score:
             name, 0.0, JUDGE_THRESHOLD, [missing], "no successful update_timeline_card_insight call"
         )
     last = calls[-1]
-    if not str(last.arguments.get("insight_text") or ""):
-        empty = Assertion(description="insight text is not empty", passed=False, actual="")
+    text = str(last.arguments.get("insight_text") or "")
+    if not text.strip():  # the original fails blank text as it fails empty text
+        empty = Assertion(description="insight text is not blank", passed=False, actual=text)
         return value_score(name, 0.0, JUDGE_THRESHOLD, [empty], "the insight text is empty")
     if ctx.judge is None:
         return null_score(name, NO_JUDGE)
@@ -312,8 +315,7 @@ async def pkm_append_coherence(ctx: GradeContext, config: NoConfig) -> Score:
         if "file_contents_before" in ctx.outcome
         else None
     )
-    created, _ = changed_paths(ctx.outcome)
-    pick = first_edit(ctx.transcript.successful_calls(), before, [pkm_relative(p) for p in created])
+    pick = first_edit(ctx.transcript.successful_calls(), before)
     case = pick.case
     if case is None:
         return null_score(name, f"nothing to judge: {pick.reason}")
