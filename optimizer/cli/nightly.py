@@ -33,6 +33,7 @@ from optimizer.report import fmt
 
 if TYPE_CHECKING:
     from optimizer.workflows.nightly.config import NightlyConfig
+    from optimizer.workflows.nightly.engine import NightResult
 
 EXIT_LOCKED = EXIT_USER
 """Another nightly run holds `<state>/nightly.lock`."""
@@ -150,11 +151,26 @@ def nightly(
                            "summary": result.summary.model_dump(mode="json")})
         else:
             _show(result)
+        if result.exit_code:
+            ui.error(_failure(result))  # on stderr, like eval, optimize, review and agent
         return result.exit_code
 
     code = guarded(body)
     if code:
         raise typer.Exit(code)
+
+
+def _failure(result: NightResult) -> str:
+    """Why a night exits non-zero, in one line (the key rejected, a provider down, ...)."""
+    cp = result.checkpoint
+    if cp.stop_reason:
+        return cp.stop_reason
+    if cp.infra_errors:
+        return f"infrastructure failure: {cp.infra_errors[0]}"
+    pushed = next((p.push_error for p in cp.published if p.push_error), None)
+    if pushed:
+        return f"publishing failed: {pushed}"
+    return f"publishing a pull request failed; see {result.folder}"
 
 
 def _config(settings: dict[str, Any], state_dir: Path | None) -> NightlyConfig:
