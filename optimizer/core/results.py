@@ -25,6 +25,9 @@ class TrialResult(BaseModel):
     failure_reason: str | None = None
     infra_error: str | None = None
     """Set when the trial errored for reasons outside the agent (provider, key, replay miss)."""
+    overloaded: bool = Field(default=False, exclude=True)
+    """The trial errored because the provider pushed back (its HTTP status was 429 or 5xx).
+    Known only to the run that made the calls: never saved."""
     transcript: Transcript = Field(default_factory=Transcript)
     outcome: dict[str, Any] = Field(default_factory=dict)
     scores: list[Score] = Field(default_factory=list)

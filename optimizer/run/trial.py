@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agents.base import AgentInput, OutcomeSession, prepare_workspace
-from agents.llm.errors import ModelError
+from agents.llm.errors import ModelError, ProviderError
 from agents.llm.registry import accepts_seed
 from agents.llm.rounds import RoundBatchingClient
 from agents.llm.types import ModelClient, ModelSettings
@@ -112,6 +112,7 @@ class _Attempt:
     status: str = "errored"
     reason: str | None = None
     infra: str | None = None
+    overloaded: bool = False
     outcome: dict[str, Any] = field(default_factory=dict)
     scores: list[Score] = field(default_factory=list)
 
@@ -158,6 +159,7 @@ async def run_trial(
         ended_at=datetime.now(UTC),
         failure_reason=got.reason,
         infra_error=got.infra,
+        overloaded=got.overloaded,
         transcript=transcript,
         outcome=got.outcome,
         scores=got.scores,
@@ -266,6 +268,7 @@ async def _attempt(
     except ModelError as err:
         got.status, got.infra = "errored", f"{type(err).__name__}: {err}"
         got.reason = got.infra
+        got.overloaded = isinstance(err, ProviderError) and err.overloaded
     except Exception as err:  # a harness bug must not kill the whole run
         got.status, got.infra = "errored", f"harness error {type(err).__name__}: {err}"
         got.reason = got.infra
