@@ -24,6 +24,7 @@ from typing import Any
 
 from agents.base import PROMPTS_DIR
 from agents.llm.types import Message, ModelSettings
+from agents.placeholders import render
 from agents.transcript import ToolCallRecord
 from graders.appends import find_append, first_edit
 from graders.base import (
@@ -48,7 +49,6 @@ NO_JUDGE = "no judge model configured"
 CONSULT_TOOLS = ("Read", "BatchRead", "Grep", "Glob", "LS")
 WRITE_TOOLS = ("Write", "Edit")
 
-_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")
 _FENCE = re.compile(r"```(.*?)```", re.DOTALL)
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?Infinity")
 """Numeric strings a judge may send (Dart's double.parse without NaN): "0.7", "1e0", "Infinity"."""
@@ -63,19 +63,6 @@ class NoConfig(GraderConfig):
 
 def load_rubric(name: str, judges_dir: Path | None = None) -> str:
     return ((judges_dir or JUDGES_DIR) / f"{name}.md").read_text(encoding="utf-8")
-
-
-def render(template: str, values: Mapping[str, str]) -> str:
-    """Fill `{{name}}` markers in one pass, so text inside a value is never re-substituted.
-    A marker without a value, or a value without a marker, is a rubric bug and raises."""
-    found = set(_PLACEHOLDER.findall(template))
-    unknown = found - set(values)
-    unused = set(values) - found
-    if unknown or unused:
-        raise ValueError(
-            f"rubric placeholders do not match: unknown {sorted(unknown)}, unused {sorted(unused)}"
-        )
-    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
 
 
 def clip(text: str, limit: int) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,6 +144,24 @@ class SafeRoot:
                 if max_bytes is not None and os.fstat(fd).st_size > max_bytes:
                     return None
                 return fh.read()
+
+    def read_files(self, real_dir: Path, names: Sequence[str], *, max_bytes: int
+                   ) -> Iterator[tuple[str, bytes | None]]:
+        """(name, bytes) of files of one folder, opened through ONE descriptor of the folder;
+        None for a file larger than `max_bytes`; a file that cannot be read safely (a link, a
+        hard link, gone) is left out."""
+        with self.directory(real_dir) as dir_fd:
+            for name in names:
+                try:
+                    fd = self._open_file(dir_fd, real_dir / name, os.O_RDONLY)
+                except (OSError, UnsafePathError):
+                    continue
+                with os.fdopen(fd, "rb") as fh:
+                    if os.fstat(fd).st_size > max_bytes:
+                        yield name, None
+                        continue
+                    data = fh.read(max_bytes + 1)
+                yield name, data if len(data) <= max_bytes else None
 
     def write_bytes(self, real: Path, data: bytes) -> bool:
         """Create or overwrite the file (parents created); True when it already existed."""

@@ -29,6 +29,9 @@ class TrialResult(BaseModel):
     agent_error: str | None = None
     """Set when the trial failed because a tool or outcome capture raised on what the agent did
     (`tool Glob raised RecursionError: ...`): a failure of the agent, never an errored trial."""
+    overloaded: bool = Field(default=False, exclude=True)
+    """The trial errored because the provider pushed back (its HTTP status was 429 or 5xx).
+    Known only to the run that made the calls: never saved."""
     transcript: Transcript = Field(default_factory=Transcript)
     outcome: dict[str, Any] = Field(default_factory=dict)
     scores: list[Score] = Field(default_factory=list)

@@ -21,6 +21,7 @@ from typing import Literal
 
 from agents.data import data_dir
 from agents.llm.types import Message, ModelClient, ModelSettings, Usage
+from agents.placeholders import render
 from optimizer.core.ledger import LedgerEntry
 from optimizer.core.results import RunResult
 from optimizer.propose.apply import numbered
@@ -170,18 +171,13 @@ class Package:
         return path
 
 
-def _render(template: str, values: dict[str, str]) -> str:
-    for key, value in values.items():
-        template = template.replace("{{" + key + "}}", value)
-    return template
-
-
 def build_package(p: PackageInput) -> Package:
     """Assemble what the proposer sees, within `token_budget` (the prompt is never cut)."""
     name = "proposer.md" if p.fmt == "diff" else "proposer_edits.md"
-    system = _render(
+    system = render(
         (PROMPTS_DIR / name).read_text(encoding="utf-8"),
         {"prompt_path": p.prompt_path, "max_changed_lines": str(p.max_changed_lines)},
+        what=f"prompts/{name}",
     )
     prompt_block = (
         f"## The prompt file `{p.prompt_path}` (line numbers are not part of it)\n"

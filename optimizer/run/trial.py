@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agents.base import AgentInput, OutcomeSession, prepare_workspace
-from agents.llm.errors import ModelError
+from agents.llm.errors import ModelError, ProviderError
 from agents.llm.registry import accepts_seed
 from agents.llm.rounds import RoundBatchingClient
 from agents.llm.types import ModelClient, ModelSettings
@@ -29,7 +29,7 @@ from agents.registry import AgentOptions, get_agent
 from agents.runtime import TOOL_EXCEPTION, RuntimeConfig, run_agent
 from agents.transcript import Transcript
 from graders.base import GradeContext, Score
-from graders.registry import run_grader, trial_passed
+from graders.registry import get_grader, run_grader, trial_passed
 from optimizer.core.results import TrialResult
 from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.batching import JudgeBatch
@@ -82,7 +82,9 @@ async def _grade(
     transcript: Transcript,
     judge: ModelClient | None,
     settings: ModelSettings,
+    batch: tuple[JudgeBatch, str] | None = None,
 ) -> list[Score]:
+    """Every grader of `task` once (with `batch`: counted for the judge batch's rounds)."""
     ctx = GradeContext(
         task_id=task.id,
         agent_name="",
@@ -96,9 +98,15 @@ async def _grade(
         judge=judge,
         judge_settings=settings,
     )
-    return list(
-        await asyncio.gather(*(run_grader(g.name, g.config, ctx) for g in task.spec.graders))
-    )
+    calls = [run_grader(g.name, g.config, ctx) for g in task.spec.graders]
+    if batch is not None:
+        return list(await asyncio.gather(*batch[0].graders(batch[1], calls)))
+    return list(await asyncio.gather(*calls))
+
+
+def judged(task: LoadedTask) -> bool:
+    """Whether `task` has an LLM-judge grader."""
+    return any(get_grader(g.name).kind == "model" for g in task.spec.graders)
 
 
 @dataclass
@@ -110,6 +118,7 @@ class _Attempt:
     infra: str | None = None
     agent: str | None = None
     """A tool or outcome capture raised on what the agent did: the trial fails."""
+    overloaded: bool = False
     outcome: dict[str, Any] = field(default_factory=dict)
     scores: list[Score] = field(default_factory=list)
 
@@ -124,8 +133,8 @@ async def run_trial(
     options: RunOptions,
     batch: JudgeBatch | None = None,
 ) -> TrialResult:
-    """Run one trial. With `batch`, its judge requests are only noted (phase 1 of batch
-    mode: `regrade` finishes the trial once the batch has answered)."""
+    """Run one trial. With `batch` and a judge grader, the trial is held back ungraded (phase
+    1 of batch mode: `grade_held` grades it once with the batch's judge replies)."""
     started = datetime.now(UTC)
     transcript = Transcript()
     tmp = new_trial_dir()
@@ -138,8 +147,13 @@ async def run_trial(
         ),
     )
     try:
-        clients = _recorded(suite, task, index, (agent, judge), seeded, batch)
-        got = await _attempt(suite, task, index, prompt, clients, seeded, transcript, tmp)
+        clients = _recorded(suite, task, index, (agent, judge), seeded)
+        held = batch is not None and judged(task)
+        got = await _attempt(suite, task, index, prompt, clients, seeded, transcript, tmp,
+                             grade=not held)
+        if held and got.infra is None and got.agent is None:
+            assert batch is not None
+            batch.hold(judge_salt(suite, task, index))
     finally:
         await remove_tree(tmp)
     return TrialResult(
@@ -152,6 +166,7 @@ async def run_trial(
         failure_reason=got.reason,
         infra_error=got.infra,
         agent_error=got.agent,
+        overloaded=got.overloaded,
         transcript=transcript,
         outcome=got.outcome,
         scores=got.scores,
@@ -165,10 +180,8 @@ def _recorded(
     index: int,
     clients: tuple[ModelClient, ModelClient | None],
     options: RunOptions,
-    batch: JudgeBatch | None = None,
 ) -> tuple[ModelClient, ModelClient | None]:
-    """The agent and judge behind record/replay, salted per trial (in batch mode the judge
-    only notes its requests)."""
+    """The agent and judge behind record/replay, salted per trial."""
     agent, judge = clients
     salt = f"{suite.name}/{task.id}#{index}"
     calls = options.state_dir / "recordings"
@@ -178,8 +191,6 @@ def _recorded(
         if judge is not None or options.mode == "replay"
         else None
     )
-    if batch is not None:
-        judge_c = batch.for_trial(judge_salt(suite, task, index))
     return agent_c, judge_c
 
 
@@ -188,25 +199,28 @@ def judge_salt(suite: Suite, task: LoadedTask, index: int) -> str:
     return f"{suite.name}/{task.id}#{index}/judge"
 
 
-async def regrade(
+async def grade_held(
     suite: Suite, task: LoadedTask, result: TrialResult, batch: JudgeBatch, options: RunOptions
 ) -> TrialResult:
-    """Phase 2 of batch mode: grade a held-back trial again with the batch's judge replies
-    and decide its status as `_attempt` does (a timed-out trial stays timedOut)."""
+    """Phase 2 of batch mode: grade a held-back trial once, its judge answered from the run's
+    batch, and decide its status as `_attempt` does (a timed-out trial stays timedOut)."""
     salt = judge_salt(suite, task, result.trial_index)
-    judge_c = RecordReplayClient(batch.resolved(salt), options.state_dir / "recordings",
-                                 options.mode, salt, options.judge_model or "")
-    got = _Attempt(status=result.status, reason=result.failure_reason, outcome=result.outcome,
-                   agent=result.agent_error)
-    if got.agent is not None and not got.outcome:
-        return result  # outcome capture raised: nothing to grade, the trial stays failed
+    timed_out = result.status == "timedOut"
+    got = _Attempt(status=result.status, reason=result.failure_reason if timed_out else None,
+                   outcome=result.outcome, agent=result.agent_error)
     try:
+        if got.agent is not None and not got.outcome:
+            return result  # outcome capture raised: nothing to grade, the trial stays failed
+        judge_c = RecordReplayClient(batch.for_trial(salt), options.state_dir / "recordings",
+                                     options.mode, salt, options.judge_model or "")
         got.scores = await _grade(task, result.outcome, result.transcript, judge_c,
-                                  options.judge_settings)
-        if result.status != "timedOut":
+                                  options.judge_settings, (batch, salt))
+        if not timed_out:
             _decide(got, suite.config.task_pass_threshold, result.transcript)
     except Exception as err:  # a bug in promptloop must not kill the whole run
         _bug(got, err, result.transcript)
+    finally:
+        batch.done_with(salt)
     return result.model_copy(update={
         "status": got.status, "failure_reason": got.reason, "infra_error": got.infra,
         "agent_error": got.agent, "scores": got.scores, "ended_at": datetime.now(UTC),
@@ -222,7 +236,10 @@ async def _attempt(
     options: RunOptions,
     transcript: Transcript,
     tmp: Path,
+    grade: bool = True,
 ) -> _Attempt:
+    """Run the agent under the trial timeout (agent time only: a batched turn's wait in the
+    provider's queue is off the clock), then grade unless `grade` is False (held back)."""
     agent_c, judge_c = clients
     agent_input = agent_input_for(suite, task)
     got = _Attempt()
@@ -237,10 +254,11 @@ async def _attempt(
             session = await asyncio.to_thread(
                 _open_session, suite, task, tmp, agent_input, prompt, options.agent_options
             )
-            # batch rounds wait in the provider's queue (minutes to hours): no trial timeout
-            async with asyncio.timeout(None if rounds is not None else timeout):
-                await run_agent(agent_c, session, options.runtime, transcript)
-        if await _capture(got, session, transcript):
+            async with asyncio.timeout(timeout) as clock:
+                with (rounds.clock(clock) if rounds is not None
+                      else contextlib.nullcontext()):
+                    await run_agent(agent_c, session, options.runtime, transcript)
+        if await _capture(got, session, transcript) and grade:
             got.scores = await _grade(task, got.outcome, transcript, judge_c,
                                       options.judge_settings)
             _decide(got, suite.config.task_pass_threshold, transcript)
@@ -250,13 +268,15 @@ async def _attempt(
         if session is not None and await _capture(got, session, transcript):
             # SPEC section 8: a timed-out trial is still graded (its scores count in grader
             # means); it stays timedOut, never passed
-            got.scores = await _grade(task, got.outcome, transcript, judge_c,
-                                      options.judge_settings)
+            if grade:
+                got.scores = await _grade(task, got.outcome, transcript, judge_c,
+                                          options.judge_settings)
         got.status = "timedOut"
         got.reason = f"{reason}; {got.agent}" if got.agent else reason
     except ModelError as err:
         got.status, got.infra = "errored", f"{type(err).__name__}: {err}"
         got.reason = got.infra
+        got.overloaded = isinstance(err, ProviderError) and err.overloaded
     except Exception as err:  # a bug in promptloop must not kill the whole run
         _bug(got, err, transcript)
     return got

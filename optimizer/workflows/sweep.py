@@ -99,11 +99,9 @@ def fix_strays(repo: Path, state_dir: Path) -> StrayCleanup:
                 git.remove_worktree(wt.path)
                 out.worktrees.append(str(wt.path))
         held = {wt.branch for wt in git.worktrees() if wt.branch}
-        for branch in git.list_branches():
-            if branch in claimed or branch in held or git.verdict_of(branch) is not None:
-                continue
-            if git.drop_branch(branch):
-                out.branches.append(branch)
+        unfinished = [b for b, verdict in git.verdicts().items()
+                      if verdict is None and b not in claimed and b not in held]
+        out.branches += git.drop_branches(unfinished)
     registered = {str(wt) for wt in out.worktrees}
     for folder in Path(tempfile.gettempdir()).glob(f"{WORKTREE_PREFIX}*"):
         if str(folder / "worktree") in registered or _live(folder_pid(folder)):

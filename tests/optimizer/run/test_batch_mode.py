@@ -4,8 +4,10 @@ fakes of the batch APIs, real SDKs), results land on the right trials, a killed 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -154,3 +156,30 @@ def test_a_rerun_resumes_the_batch_a_stopped_run_submitted(
     assert json.loads(state.read_text())["state"] == "ended"
     summary = json.loads(again.stdout)["summary"]
     assert summary["erroredTrials"] == 0 and summary["numTrials"] == 3
+
+
+def test_each_trial_is_graded_once_and_each_judge_request_sent_once(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import optimizer.run.trial as trial_module
+    from graders.base import GradeContext, Score
+
+    calls: Counter[tuple[str, str]] = Counter()
+    real = trial_module.run_grader
+
+    async def counted(name: str, config: Any, ctx: GradeContext) -> Score:
+        calls[(ctx.task_id, name)] += 1
+        return await real(name, config, ctx)
+
+    monkeypatch.setattr(trial_module, "run_grader", counted)
+    data = _eval(tmp_path, "anthropic:claude-fake", server, "--batch")
+    assert data["summary"]["numTrials"] == 6
+    from optimizer.core.suites import load_suite, resolve_suite_path
+
+    suite = load_suite(resolve_suite_path("pkm_agent", "capability"))
+    want = Counter({(t.id, g.name): 2 for t in suite.tasks if t.id in TASKS
+                    for g in t.spec.graders})
+    assert calls == want  # 2 trials per task, each grader once per trial
+    [batch] = server.creates
+    judge_calls = sum(n for (_, name), n in calls.items() if name.startswith("pkm_insight"))
+    assert len(batch["requests"]) == judge_calls  # every judge grader asked once, one batch
