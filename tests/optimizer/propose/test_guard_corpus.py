@@ -180,6 +180,14 @@ DIFF_CASES = [
          "eval_literal"),
     Case("fullwidth-literal", _rule("- Advisers like Ｏｋａｆｏｒ go under Areas."),
          "eval_literal"),
+    Case("trailing-space", render_unified(BASE, BASE.replace("## Writing\n", "## Writing \n"),
+                                          TARGET), "no_change"),
+    Case("trailing-tabs-everywhere", render_unified(
+        BASE, "".join(line + "\t\n" for line in BASE.splitlines()), TARGET), "no_change"),
+    Case("blank-lines-only", render_unified(BASE, BASE.replace("\n\n", "\n\n\n\n"), TARGET),
+         "no_change"),
+    Case("blank-lines-removed-and-crlf", render_unified(
+        BASE, BASE.replace("\n\n", "\n").replace("\n", "\r\n"), TARGET), "no_change"),
 ]
 
 
@@ -206,6 +214,8 @@ EDIT_CASES = [
                                          "- Same voice as okafor.")), "eval_literal"),
     Case("edit-control-chars", _edits(("insert_after", "## Writing", "- ok\x00\x1b[2Khidden")),
          "hidden_text"),
+    Case("edit-trailing-space", _edits(("replace", "- Same voice and length.",
+                                        "- Same voice and length.  ")), "no_change"),
     Case("edit-markdown-literal", _edits(("insert_after", "## Writing",
                                           "- Use _Ng_**uyen** style names.")), "eval_literal"),
 ]

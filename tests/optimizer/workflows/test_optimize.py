@@ -207,6 +207,24 @@ def test_unsafe_proposals_are_refused_before_evaluation(repo: Path, state: Path)
     assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
 
 
+def test_a_whitespace_only_patch_is_no_change_before_any_trial(repo: Path, state: Path) -> None:
+    """A trailing space and a blank line are no change: refused before any trial, with no
+    retry for the proposer (it is asked exactly once, as for an exact no-op)."""
+    whitespace = (
+        "HYPOTHESIS: spacing\n\n```diff\n--- a/prompts/pkm_agent.md\n+++ "
+        "b/prompts/pkm_agent.md\n@@ -7,1 +7,2 @@\n-## Skipping\n+## Skipping \n+\n```\n"
+    )
+    result, agent, proposer = run(repo, state, [whitespace, GOOD], iterations=1)
+    baseline_calls = len(agent.calls)
+    [it] = result.iterations
+    assert it.outcome == "refused", (it.diff, it.reasons)
+    assert "only whitespace" in " ".join(it.reasons)
+    assert len(proposer.calls) == 1
+    assert len(agent.calls) == baseline_calls
+    [entry] = Ledger(state / "ledger.jsonl").entries()
+    assert [v["code"] for v in entry.guard_violations] == ["no_change"]
+
+
 def test_checkout_untouched_and_baseline_reused(repo: Path, state: Path) -> None:
     (repo / "prompts" / "pkm_agent.md").write_text(PROMPT + "\nAn uncommitted local edit.\n")
     (repo / "notes.txt").write_text("untracked")
