@@ -36,6 +36,7 @@ from optimizer.propose.guards import GuardCode, GuardViolation
 from optimizer.propose.proposer import ProposerError, run_command
 from optimizer.propose.watch import (
     OutsideWriteError,
+    Snapshot,
     Watched,
     changed_paths,
     outside_writes,
@@ -120,7 +121,7 @@ def wrap(isolation: Isolation, sandbox: Sandbox, cmd: str) -> list[str]:
     return ["sh", "-c", cmd]
 
 
-def _probe(isolation: Isolation) -> bool:
+def probe(isolation: Isolation) -> bool:
     """Whether `isolation` works here: the probe writes inside a sandbox and must fail to
     write beside it."""
     tools = {"bwrap": ("bwrap",), "unshare": ("unshare", "setpriv"), "none": ()}[isolation]
@@ -145,7 +146,7 @@ def _probe(isolation: Isolation) -> bool:
 @functools.cache
 def isolation() -> Isolation:
     """The strongest isolation that works on this system: bwrap, unshare, else none."""
-    return next((iso for iso in ISOLATIONS[:-1] if _probe(iso)), "none")
+    return next((iso for iso in ISOLATIONS[:-1] if probe(iso)), "none")
 
 
 _DESCRIPTION: dict[Isolation, str] = {
@@ -222,7 +223,8 @@ def create_sandbox(root: Path, repo: Path, base_sha: str, package: Path) -> Sand
                        check=True, capture_output=True)
     archive = subprocess.Popen(["git", "-C", str(repo), "archive", "--format=tar", base_sha],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    untar = subprocess.run(["tar", "-x", "-f", "-", "-C", str(sandbox.repo)],
+    untar = subprocess.run(["tar", "-x", "--no-same-owner", "--no-same-permissions", "-f",
+                            "-", "-C", str(sandbox.repo)],
                            stdin=archive.stdout, capture_output=True, check=False)
     if archive.stdout is not None:
         archive.stdout.close()
@@ -253,17 +255,24 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(path, onerror=retry)
 
 
-def copy_changes(changes: list[tuple[Watched, str, str]],
-                 prompt_path: str) -> list[GuardViolation]:
-    """Refusals for what the command changed in its copy besides the prompt's text."""
+def copy_changes(before: Snapshot, after: Snapshot, prompt_path: str) -> list[GuardViolation]:
+    """Refusals for what the command changed in its copy (one watched tree) besides the
+    prompt's text; the prompt's permission bits may change but for the executable ones (an
+    editor's rewrite applies the umask)."""
+    old, new = before.entries[0].get(prompt_path), after.entries[0].get(prompt_path)
     out: list[GuardViolation] = []
-    for _, rel, how in changes:
-        if rel == prompt_path:
-            code: GuardCode = ("symlink" if "link" in how else "mode_change"
-                               if how.startswith("mode") else "deleted")
-            out.append(GuardViolation(code, f"the proposer command left {prompt_path} "
-                                      f"{how}; only its text may change"))
-    others = [f"{rel} {how}" for _, rel, how in changes if rel != prompt_path]
+    others: list[str] = []
+    for _, rel, how in changed_paths(before, after):
+        if rel != prompt_path:
+            others.append(f"{rel} {how}")
+            continue
+        if (how.startswith("mode") and old is not None and new is not None
+                and not (old.mode ^ new.mode) & 0o111):
+            continue
+        code: GuardCode = ("symlink" if "link" in how else "mode_change"
+                           if how.startswith("mode") else "deleted")
+        out.append(GuardViolation(code, f"the proposer command left {prompt_path} {how}; "
+                                  "only its text may change"))
     if others:
         more = f" and {len(others) - 8} more" if len(others) > 8 else ""
         out.append(GuardViolation("other_file", "the proposer command changed other files "
@@ -317,8 +326,7 @@ async def run_sandboxed(cmd: str, *, repo: Path, base_sha: str, package: Path,
         except ProposerError as exc:
             failure = exc
         violations = outside_writes(before, snapshot(watched))
-        changes = changed_paths(copy_before, snapshot(copy))
-        violations += copy_changes(changes, prompt_path)
+        violations += copy_changes(copy_before, snapshot(copy), prompt_path)
         if violations:
             raise OutsideWriteError(violations)
         if failure is not None:
