@@ -239,7 +239,8 @@ COMMAND_CASES = [
     Case("cmd-binary-fixture", "mkdir -p fixtures && printf 'a\\000b' > fixtures/blob.bin",
          "other_file"),
     Case("cmd-hook", "h=\"$(git rev-parse --git-common-dir)/hooks/pre-commit\"; "
-         "mkdir -p \"${h%/*}\"; printf '#!/bin/sh\\nexit 0\\n' > \"$h\"; chmod +x \"$h\"", "no_change"),
+         "mkdir -p \"${h%/*}\"; printf '#!/bin/sh\\nexit 0\\n' > \"$h\"; chmod +x \"$h\"",
+         "no_change"),
     Case("cmd-git-config", "git config user.name mallory", "no_change"),
     Case("cmd-write-checkout", f"echo '{{}}' > {_CHECKOUT}/{TASK_FILE}", "other_file"),
     Case("cmd-commit-task-then-edit-prompt", f"echo '{{}}' > {TASK_FILE} && git add -A && "

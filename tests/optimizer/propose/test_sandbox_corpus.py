@@ -197,7 +197,8 @@ async def test_the_copy_has_no_hooks_and_no_inherited_git_config(
     glob.write_text("[alias]\n\tst = status\n[user]\n\tname = Dana\n\temail = d@x\n")
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(glob))
     _git(repo.checkout, "config", "user.name", "Dana Repo")
-    result = await run(repo, f"{_RULE}; git config --list --show-origin; find .git -name '*.sample'", "none")
+    cmd = f"{_RULE}; git config --list --show-origin; find .git -name '*.sample'"
+    result = await run(repo, cmd, "none")
     assert isinstance(result, SandboxResult), result
     assert "alias.st" not in result.stdout and "user.name=Dana Repo" in result.stdout
     assert "core.hookspath=" in result.stdout.lower() and "sample" not in result.stdout
