@@ -17,6 +17,8 @@ from typing import IO, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from optimizer.core.redact import redact
+
 
 def _now() -> datetime:
     return datetime.now(UTC)
@@ -273,7 +275,7 @@ class EventLog:
     def __call__(self, event: Event) -> None:
         if self._fh is None:
             raise RuntimeError("EventLog used outside its `with` block")
-        self._fh.write(event.model_dump_json() + "\n")
+        self._fh.write(redact(event.model_dump_json()) + "\n")
         self._fh.flush()
 
 

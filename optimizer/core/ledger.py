@@ -27,6 +27,7 @@ from filelock import FileLock
 from pydantic import BaseModel, Field, ValidationError
 
 from optimizer.core.killpoint import kill_point
+from optimizer.core.redact import redact
 
 LEDGER_VERSION = 1
 Outcome = Literal["accepted", "rejected", "inconclusive", "refused", "error", "abandoned"]
@@ -154,7 +155,7 @@ class Ledger:
 
     def append(self, record: Record) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = (record.model_dump_json() + "\n").encode("utf-8")
+        data = (redact(record.model_dump_json()) + "\n").encode("utf-8")
         with self.lock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             try:

@@ -30,11 +30,13 @@ from optimizer.core.events import (
 )
 from optimizer.core.killpoint import kill_point
 from optimizer.core.ledger import LedgerEntry, LedgerOpen, diff_hash
+from optimizer.core.redact import redact
 from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison
 from optimizer.gate.policy import Verdict
 from optimizer.gate.sequential import TrialRequest
 from optimizer.git import Candidate, candidate_folder
+from optimizer.propose.apply import render_unified
 from optimizer.propose.guards import PreparedPatch, prepare_patch
 from optimizer.propose.literals import LiteralIndex
 from optimizer.propose.package import export_failing, render_failing_markdown
@@ -49,7 +51,8 @@ from optimizer.propose.proposer import (
     counter_examples,
     hypothesis_from_output,
 )
-from optimizer.propose.watch import OutsideWriteError, run_watched
+from optimizer.propose.sandbox import run_sandboxed
+from optimizer.propose.watch import OutsideWriteError
 from optimizer.report.table import verdict_table
 from optimizer.workflows.gating import run_gate
 from optimizer.workflows.judges import judge_notes, judge_statuses
@@ -245,13 +248,7 @@ class Iteration:
         kill_point("package")
         self.opt.emit(ProposalRequested(iteration=self.n, tokens=package.tokens, package=str(path)))
         if c.proposer_cmd:
-            out = await run_watched(c.proposer_cmd, self.opt.git.root, worktree, path,
-                                    c.prompt_path, c.bucket)
-            diff = self.opt.git.staged_diff(worktree)
-            (folder / "reply.md").write_text(out, encoding="utf-8")
-            return Proposal(hypothesis_from_output(out), diff, out, 1, Usage(), "command"), str(
-                path
-            )
+            return await self._run_command(c.proposer_cmd, worktree, path, folder), str(path)
         proposal = await ask_model(
             self.opt.models.proposer,
             package,
@@ -260,8 +257,23 @@ class Iteration:
             original=self.base.base_prompt,
             check=lambda d: _discard(self._prepare(d)),
         )
-        (folder / "reply.md").write_text(proposal.raw_reply, encoding="utf-8")
+        (folder / "reply.md").write_text(redact(proposal.raw_reply), encoding="utf-8")
         return proposal, str(path)
+
+    async def _run_command(self, cmd: str, worktree: Path, package: Path,
+                           folder: Path) -> Proposal:
+        """The external proposer, run in a sandbox (propose/sandbox.py) beside the candidate
+        worktree (so a killed run's sweep removes both); its proposal is the diff from the base
+        prompt to the prompt file it left there. stdout and stderr go to reply.md, redacted."""
+        c = self.c
+        done = await run_sandboxed(cmd, repo=self.opt.git.root, base_sha=self.base.base_sha,
+                                   package=package, prompt_path=c.prompt_path, bucket=c.bucket,
+                                   root=worktree.parent / "sandbox", worktree=worktree,
+                                   env_names=c.proposer_env)
+        diff = render_unified(self.base.base_prompt, done.new_text, c.prompt_path)
+        reply = done.stdout + (f"\n<!-- stderr -->\n{done.stderr}" if done.stderr else "")
+        (folder / "reply.md").write_text(redact(reply), encoding="utf-8")
+        return Proposal(hypothesis_from_output(done.stdout), diff, reply, 1, Usage(), "command")
 
     def _violations(self, prepared: PreparedPatch) -> list[dict[str, str]]:
         """Guard refusals of a prepared patch, plus a repeat of an idea already in the ledger."""
