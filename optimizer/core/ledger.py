@@ -51,7 +51,8 @@ class _Record(BaseModel):
     proposer: str
 
 
-CandidateStatus = Literal["winner", "screened_out", "refused", "duplicate", "error"]
+CandidateStatus = Literal["winner", "screened_out", "refused", "duplicate", "error",
+                          "abandoned"]
 
 
 class ScreenTrial(BaseModel):

@@ -123,8 +123,8 @@ class Screening:
     def done(self) -> bool:
         if self._pending is not None or self._catch_up or self.merge_wanted() is not None:
             return False
-        return not self.alive or len(self.alive) == 1 and (self.round >= 1
-                                                           or len(self.order) == 1)
+        return not self.alive or (len(self.alive) == 1 and (self.round >= 1
+                                                           or len(self.order) == 1))
 
     @property
     def winner(self) -> str | None:

@@ -10,8 +10,8 @@ from optimizer.core.results import RunResult, TrialResult
 from optimizer.gate.pairing import Pair
 from optimizer.gate.screen import (
     SCREEN_INDEX_OFFSET,
-    ScreenPlan,
     Screening,
+    ScreenPlan,
     screen_pairs,
     simulate,
 )
@@ -89,7 +89,11 @@ def test_no_merge_when_a_candidate_fixes_both_sets_or_sets_nest() -> None:
                   {"a": {"t1"}, "b": {"t1", "t2"}}):
         trial, _ = world(fixes)
         asked: list[tuple[str, str]] = []
-        simulate(list(fixes), TASKS, trial, merge=lambda x, y: asked.append((x, y)) or None)
+
+        def merge(x: str, y: str, seen: list[tuple[str, str]] = asked) -> None:
+            seen.append((x, y))
+
+        simulate(list(fixes), TASKS, trial, merge=merge)
         assert asked == []
 
 
