@@ -1,0 +1,281 @@
+"""`optimize --candidates K` end to end, in temporary git repos with scripted models only.
+
+The agent below skips greetings when the prompt says "greetings alone", emoji when it says
+"emoji alone" (and both under the good rule), so patches fix different target tasks and the
+screening, the merge and the winner's gate can be followed trial by trial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.llm.scripted import Request, ScriptedModel, call, reply
+from agents.llm.types import ModelResponse
+from optimizer.core.events import CandidateStopped, Event, ScreeningRound
+from optimizer.core.ledger import Ledger, LedgerEntry
+from optimizer.gate.screen import SCREEN_INDEX_OFFSET
+from optimizer.workflows import iteration as iteration_module
+from optimizer.workflows.gating import GateRun
+from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
+from tests import policies
+from tests.optimizer.workflows.test_optimize import _git
+
+GOOD_LINE = ("If the input is only a greeting, filler or emoji, call skip_pkm_organization "
+             "and write nothing.")
+GREET_LINE = "Greetings alone are not worth saving: call skip_pkm_organization for them."
+GREET_LINE_2 = "Skip greetings alone with skip_pkm_organization; they hold no fact."
+EMOJI_LINE = "Emoji alone are not worth saving: call skip_pkm_organization for them."
+NULL_LINE = "Keep the insight to one sentence."
+
+
+def patch(hypothesis: str, *lines: str) -> str:
+    added = "".join(f"+{line}\n" for line in lines)
+    return (f"HYPOTHESIS: {hypothesis}\n\n```diff\n--- a/prompts/pkm_agent.md\n"
+            f"+++ b/prompts/pkm_agent.md\n@@ -7,2 +7,{2 + len(lines)} @@\n ## Skipping\n"
+            f"{added} Call skip_pkm_organization when the user asks not to save the input.\n"
+            "```\n")
+
+
+def several(*patches: str) -> str:
+    return "\n".join(f"## Patch {i}\n{p}" for i, p in enumerate(patches, start=1))
+
+
+def agent_policy(req: Request) -> ModelResponse:
+    system = req.messages[0].content.lower()
+    _, content = policies.raw_input(req)
+    done = [m.tool_name for m in req.messages if m.role == "tool" and not m.is_error]
+    trivial = policies.is_trivial(content)
+    emoji = trivial and not any(ch.isalnum() for ch in content)
+    if not done and trivial and (("greetings alone" in system and not emoji)
+                                 or ("emoji alone" in system and emoji)):
+        return reply("", call("skip_pkm_organization", evidence="trivial"))
+    return policies.pkm_policy(req)
+
+
+def proposer_of(answers: dict[str, str]) -> ScriptedModel:
+    """Answers by the first marker (key) found in the last user message."""
+    def answer(req: Request) -> ModelResponse:
+        asked = req.messages[-1].content
+        for marker, text in answers.items():
+            if marker in asked:
+                return reply(text)
+        raise AssertionError(f"unexpected request: {asked[-300:]}")
+
+    return ScriptedModel(answer, model_id="scripted:proposer")
+
+
+def run(repo: Path, state: Path, proposer: ScriptedModel, *, events: list[Event] | None = None,
+        **kw: Any) -> tuple[OptimizeResult, ScriptedModel]:
+    agent = ScriptedModel(agent_policy, model_id="scripted:pkm")
+    config = OptimizeConfig(suite="pkm_agent", bucket="skip_trivial", iterations=1,
+                            agent_model="scripted:pkm", proposer_model="scripted:proposer",
+                            proposer_format="diff", repo=repo, state_dir=state, **kw)
+    on_event = events.append if events is not None else None
+    result = asyncio.run(optimize(config, agent=agent, proposer=proposer, on_event=on_event))
+    return result, agent
+
+
+@pytest.fixture
+def gates(monkeypatch: pytest.MonkeyPatch) -> list[GateRun]:
+    """Every GateRun the iterations got (the real gate, watched)."""
+    seen: list[GateRun] = []
+    real = iteration_module.run_gate
+
+    async def spy(*args: Any, **kw: Any) -> GateRun:
+        got = await real(*args, **kw)
+        seen.append(got)
+        return got
+
+    monkeypatch.setattr(iteration_module, "run_gate", spy)
+    return seen
+
+
+def entry(state: Path) -> LedgerEntry:
+    return Ledger(state / "ledger.jsonl").entries()[-1]
+
+
+def test_k_patches_screened_by_successive_halving(repo: Path, state: Path,
+                                                  gates: list[GateRun]) -> None:
+    proposer = proposer_of({"5 different patches": several(
+        patch("trivial input needs a skip rule", GOOD_LINE),
+        patch("greetings are saved", GREET_LINE),
+        patch("greetings need their own rule", GREET_LINE_2),
+        patch("insights run long", NULL_LINE),
+        patch("the same rule again", GOOD_LINE))})
+    result, _ = run(repo, state, proposer, candidates=5)
+    it = result.iterations[0]
+    assert it.outcome == "accepted", it.reasons
+    assert len(proposer.calls) == 1  # K patches in one request
+    asked = proposer.calls[0].messages[-1].content
+    assert "Propose 5 patches" in asked and "## Patch 5" in asked
+    assert asked in Path(it.package_path or "").read_text()  # what the proposer saw, on disk
+    e = entry(state)
+    status = {c.name: (c.status, c.rounds) for c in e.candidates}
+    assert status == {"c1": ("winner", 2), "c2": ("screened_out", 2), "c3": ("screened_out", 1),
+                      "c4": ("screened_out", 1), "c5": ("duplicate", 0)}
+    why = {c.name: c.stopped for c in e.candidates}
+    assert why["c4"].startswith("fixed no target trial in round 1")
+    assert why["c3"].startswith("ranked in the lower half after round 1")
+    assert why["c2"].startswith("ranked in the lower half after round 2")
+    assert e.candidates[4].guard_violations[0]["message"] == "the same change as candidate c1"
+    assert all(t.trial_index >= SCREEN_INDEX_OFFSET for c in e.candidates for t in c.screening)
+    assert [len(c.screening) for c in e.candidates] == [2 + 4, 2 + 4, 2, 2, 0]
+    assert e.hypothesis == "trivial input needs a skip rule" and GOOD_LINE in e.diff
+    # the winner's verdict rests on fresh trials: none of its pairs is a screening trial
+    [gate] = gates
+    cand_trials = [t for r in gate.cand_runs for t in r.trials]
+    assert cand_trials and all(t.trial_index < SCREEN_INDEX_OFFSET for t in cand_trials)
+    assert not any(t.cached for t in cand_trials)
+    assert any("won the screening of 4 candidates" in r and "none of the 16 screening trials"
+               in r for r in it.reasons)
+    assert _git(repo, "branch", "--list", "promptloop/*").split() == [it.branch]
+    assert _git(repo, "worktree", "list").count("\n") == 1
+    body = Path(it.pr_body_path or "").read_text()
+    assert "### Runners-up" in body and "- c2: greetings are saved" in body
+    assert "- c4: insights run long" in body
+
+
+def test_dropouts_lose_their_worktree_at_once(repo: Path, state: Path) -> None:
+    proposer = proposer_of({"3 different patches": several(
+        patch("trivial input needs a skip rule", GOOD_LINE),
+        patch("insights run long", NULL_LINE),
+        patch("greetings are saved", GREET_LINE))})
+    events: list[Event] = []
+    gone: list[tuple[str, bool, bool]] = []
+
+    def watch(event: Event) -> None:
+        events.append(event)
+        if isinstance(event, CandidateStopped):
+            [opened] = Ledger(state / "ledger.jsonl").unclosed()
+            [slot] = [s for s in [opened, *opened.more] if s.branch.endswith(f"-{event.name}")]
+            gone.append((event.name, Path(slot.worktree).exists(),
+                         slot.branch in _git(repo, "branch", "--list", "promptloop/*")))
+
+    agent = ScriptedModel(agent_policy, model_id="scripted:pkm")
+    config = OptimizeConfig(suite="pkm_agent", bucket="skip_trivial", iterations=1,
+                            agent_model="scripted:pkm", proposer_model="scripted:proposer",
+                            proposer_format="diff", repo=repo, state_dir=state, candidates=3)
+    asyncio.run(optimize(config, agent=agent, proposer=proposer, on_event=watch))
+    assert gone == [("c2", False, False), ("c3", False, False)]
+    rounds = [(e.round, e.candidates) for e in events if isinstance(e, ScreeningRound)]
+    assert rounds == [(1, ["c1", "c2", "c3"])]
+
+
+def test_merge_is_asked_and_screened(repo: Path, state: Path) -> None:
+    proposer = proposer_of({
+        "## Merge two patches": patch("greetings and emoji both need the rule", GREET_LINE,
+                                      EMOJI_LINE),
+        "2 different patches": several(patch("greetings are saved", GREET_LINE),
+                                       patch("emoji are saved", EMOJI_LINE))})
+    events: list[Event] = []
+    result, _ = run(repo, state, proposer, events=events, candidates=2)
+    it = result.iterations[0]
+    assert it.outcome == "accepted", it.reasons
+    merge_ask = proposer.calls[1].messages[-1].content
+    assert "greetings are saved" in merge_ask and "emoji are saved" in merge_ask
+    assert "Fixed: greet-hi" in merge_ask and "Fixed: emoji-thumb" in merge_ask
+    e = entry(state)
+    merged = e.candidates[-1]
+    assert (merged.name, merged.status, merged.merged_from) == ("merge", "winner", ["c1", "c2"])
+    assert merged.screening[0].trial_index == SCREEN_INDEX_OFFSET  # round 1's slots first
+    assert any(line.startswith("merge: merge states the rules of c1 and c2")
+               for line in e.screening)
+    assert it.branch and it.branch.endswith("-merge")
+    rounds = [(ev.round, ev.candidates) for ev in events if isinstance(ev, ScreeningRound)]
+    assert rounds == [(1, ["c1", "c2"]), (1, ["merge"]), (2, ["c1", "merge"])]
+    body = Path(it.pr_body_path or "").read_text()
+    assert "- c1: greetings are saved" in body and "- c2: emoji are saved" in body
+
+
+def test_no_candidate_fixing_a_trial_ends_the_iteration_before_the_gate(
+        repo: Path, state: Path, gates: list[GateRun]) -> None:
+    proposer = proposer_of({"2 different patches": several(
+        patch("insights run long", NULL_LINE),
+        patch("insights need a tone", "Write the insight in a warm tone."))})
+    result, _ = run(repo, state, proposer, candidates=2)
+    it = result.iterations[0]
+    assert it.outcome == "rejected" and gates == []
+    assert it.reasons[0] == "no candidate fixed a visible target trial in screening"
+    assert [c.status for c in entry(state).candidates] == ["screened_out"] * 2
+    assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
+    assert _git(repo, "worktree", "list").count("\n") == 1
+    # the losers are ledger ideas now: shown to the next proposer, never screened again
+    again = proposer_of({"2 different patches": several(
+        patch("insights run long", NULL_LINE),
+        patch("trivial input needs a skip rule", GOOD_LINE))})
+    second, _ = run(repo, state, again, candidates=2)
+    assert "Keep the insight to one sentence." in again.calls[0].messages[-1].content
+    e = entry(state)
+    assert [c.status for c in e.candidates] == ["duplicate", "winner"]
+    assert "already evaluated" in e.candidates[0].guard_violations[0]["message"]
+    assert "only one of 2 to pass the guards" in " ".join(second.iterations[0].reasons)
+
+
+SINGLE_PATCH_RECORD = {
+    "agent", "at", "base_commit", "branch", "bucket", "commit", "cost_usd", "diff", "diff_hash",
+    "guard_violations", "hypothesis", "id", "iteration", "kind", "outcome", "package_path",
+    "pr_body_path", "prompt_path", "proposer", "reasons", "suite", "tokens", "verdict_table",
+    "version"}
+"""The closing record of an iteration before --candidates existed."""
+
+
+def _comparable(e: LedgerEntry) -> dict[str, Any]:
+    volatile = {"id", "at", "branch", "commit", "package_path", "pr_body_path", "base_commit"}
+    data = e.model_dump(mode="json", exclude=volatile)
+    data["reasons"] = [r for r in data["reasons"] if "p=" not in r] or data["reasons"]
+    return data
+
+
+def test_one_candidate_is_the_single_patch_loop(tmp_path: Path, gates: list[GateRun]) -> None:
+    from tests.optimizer.conftest import pkm_repo
+
+    out = []
+    for name, extra in (("default", {}), ("one", {"candidates": 1})):
+        repo = pkm_repo(tmp_path / name / "repo")
+        proposer = proposer_of({"": patch("trivial input needs a skip rule", GOOD_LINE)})
+        result, agent = run(repo, tmp_path / name / "state", proposer, **extra)
+        e = entry(tmp_path / name / "state")
+        out.append((result.iterations[0].outcome, result.iterations[0].reasons,
+                    len(agent.calls), len(proposer.calls), _comparable(e),
+                    re.sub(r"-\d{8}T\d+", "-<time>", proposer.calls[0].messages[-1].content)))
+        raw = json.loads((tmp_path / name / "state" / "ledger.jsonl").read_text()
+                         .splitlines()[-1])
+        assert set(raw) == SINGLE_PATCH_RECORD | {"candidates", "screening"}
+        assert raw["candidates"] == [] and raw["screening"] == []
+        assert "different patches" not in out[-1][5]
+    assert out[0] == out[1]
+    assert out[0][0] == "accepted"
+    assert [g.trials_run for g in gates[:1]] == [g.trials_run for g in gates[1:]]
+    assert gates[0].verdict == gates[1].verdict
+
+
+def test_external_proposer_is_run_k_times(repo: Path, state: Path, tmp_path: Path) -> None:
+    script = tmp_path / "agent.py"
+    counter = tmp_path / "count"
+    script.write_text(
+        "import os, pathlib\n"
+        f"c = pathlib.Path({str(counter)!r})\n"
+        "n = int(c.read_text()) + 1 if c.exists() else 1\n"
+        "c.write_text(str(n))\n"
+        f"line = {GOOD_LINE!r} if n == 1 else {NULL_LINE!r}\n"
+        "p = pathlib.Path(os.environ['PROMPTLOOP_PROMPT_FILE'])\n"
+        "p.write_text(p.read_text().replace('## Skipping\\n', '## Skipping\\n' + line + '\\n'))\n"
+        "print(f'HYPOTHESIS: idea {n}')\n")
+    config = OptimizeConfig(suite="pkm_agent", bucket="skip_trivial", iterations=1,
+                            agent_model="scripted:pkm", proposer_cmd=f"{sys.executable} {script}",
+                            repo=repo, state_dir=state, candidates=2)
+    result = asyncio.run(optimize(config, agent=ScriptedModel(agent_policy,
+                                                               model_id="scripted:pkm")))
+    it = result.iterations[0]
+    assert counter.read_text() == "2"
+    assert it.outcome == "accepted" and it.hypothesis == "idea 1", it.reasons
+    assert [(c.name, c.status) for c in entry(state).candidates] == [
+        ("c1", "winner"), ("c2", "screened_out")]
+    assert _git(repo, "worktree", "list").count("\n") == 1
