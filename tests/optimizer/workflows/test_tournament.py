@@ -279,3 +279,27 @@ def test_external_proposer_is_run_k_times(repo: Path, state: Path, tmp_path: Pat
     assert [(c.name, c.status) for c in entry(state).candidates] == [
         ("c1", "winner"), ("c2", "screened_out")]
     assert _git(repo, "worktree", "list").count("\n") == 1
+
+
+def test_session_page_shows_the_tournament(repo: Path, state: Path) -> None:
+    from optimizer.view.app import ViewApp
+
+    proposer = proposer_of({
+        "## Merge two patches": patch("greetings and emoji both need the rule", GREET_LINE,
+                                      EMOJI_LINE),
+        "3 different patches": several(patch("greetings are saved", GREET_LINE),
+                                       patch("emoji are saved", EMOJI_LINE),
+                                       patch("insights run long", NULL_LINE))})
+    result, _ = run(repo, state, proposer, candidates=3)
+    session = Path(result.session_dir).name
+    got = ViewApp(state).handle(f"/session/{session}")
+    assert got.status == 200
+    text = got.body.decode()
+    section = text.split("<h3>Tournament</h3>", 1)[1].split("<h3>Proposal</h3>", 1)[0]
+    assert "4 candidates, 4 screened on the visible target tasks" in section
+    assert 'winner: <b class="mono">merge</b>' in section
+    assert "merge <span class=\"mono\">merge</span> of <span class=\"mono\">c1 + c2</span>" \
+        in section
+    assert "fixed no target trial in round 1" in section  # c3, the null patch
+    assert "merge: merge states the rules of c1 and c2" in section
+    assert "Candidate c3&#39;s diff" in section or "Candidate c3's diff" in section
