@@ -4,7 +4,8 @@ A session's page shows, per iteration, what the loop recorded: the package the p
 (`optimize/<session>/iter-N/package.md`), its reply and proposal (hypothesis and diff), the
 guard results, the tournament of an iteration with several candidates (each candidate, the
 screening rounds, the merge and the winner), the gate's verdict table with its reasons, the
-branch and commit, and the PR body of an accepted candidate. The ledger page lists every proposal with filters.
+branch and commit, and the PR body of an accepted candidate. The ledger page lists every
+proposal with filters.
 """
 
 from __future__ import annotations
