@@ -203,7 +203,8 @@ class Tournament:
             else:
                 e.diff, e.new_text = prepared.diff, prepared.new_text
                 e.violations = self.i._violations(prepared)
-                twin = next((o for o in self.entrants if o is not e and o.status == "passed"
+                twin = next((o for o in self.entrants if o is not e and o.diff
+                             and o.status in ("passed", "winner", "screened_out")
                              and diff_hash(o.diff) == diff_hash(e.diff)), None)
                 if twin is not None and not e.violations:
                     e.violations = [{"code": "duplicate", "message":
@@ -253,6 +254,8 @@ class Tournament:
 
     async def _screen(self, live: list[Entrant]) -> Entrant | None:
         suite, base_run, tasks = self._target()
+        if not tasks:  # (the held-out share never takes every task)
+            raise RuntimeError(f"bucket {self.c.bucket} has no visible task to screen on")
         screening = self.screening = Screening([e.name for e in live])
         by_name = {e.name: e for e in live}
         sub = suite.select(task_ids=tasks)
