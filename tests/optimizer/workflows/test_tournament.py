@@ -20,6 +20,7 @@ from agents.llm.scripted import Request, ScriptedModel, call, reply
 from agents.llm.types import ModelResponse
 from optimizer.core.events import CandidateStopped, Event, ScreeningRound
 from optimizer.core.ledger import Ledger, LedgerEntry
+from optimizer.gate.policy import Verdict
 from optimizer.gate.screen import SCREEN_INDEX_OFFSET
 from optimizer.workflows import iteration as iteration_module
 from optimizer.workflows.gating import GateRun
@@ -101,8 +102,16 @@ def entry(state: Path) -> LedgerEntry:
     return Ledger(state / "ledger.jsonl").entries()[-1]
 
 
-def test_k_patches_screened_by_successive_halving(repo: Path, state: Path,
-                                                  gates: list[GateRun]) -> None:
+def test_k_patches_screened_by_successive_halving(repo: Path, state: Path, gates: list[GateRun],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    verdicts: list[Verdict] = []
+    real_message = iteration_module.commit_message
+
+    def message(*args: Any, **kw: Any) -> str:
+        verdicts.append(args[3])
+        return real_message(*args, **kw)
+
+    monkeypatch.setattr(iteration_module, "commit_message", message)
     proposer = proposer_of({"5 different patches": several(
         patch("trivial input needs a skip rule", GOOD_LINE),
         patch("greetings are saved", GREET_LINE),
@@ -135,6 +144,10 @@ def test_k_patches_screened_by_successive_halving(repo: Path, state: Path,
     assert not any(t.cached for t in cand_trials)
     assert any("won the screening of 4 candidates" in r and "none of the 16 screening trials"
                in r for r in it.reasons)
+    [verdict] = verdicts  # the gate's own verdict, with the selection added to it only
+    assert verdict.test.endswith("; selection among 4 candidates paid by fresh trials")
+    assert verdict.model_trials == gate.verdict.model_trials == gate.trials_run
+    assert verdict.reasons[:-1] == gate.verdict.reasons
     assert _git(repo, "branch", "--list", "promptloop/*").split() == [it.branch]
     assert _git(repo, "worktree", "list").count("\n") == 1
     body = Path(it.pr_body_path or "").read_text()
@@ -303,3 +316,33 @@ def test_session_page_shows_the_tournament(repo: Path, state: Path) -> None:
     assert "fixed no target trial in round 1" in section  # c3, the null patch
     assert "merge: merge states the rules of c1 and c2" in section
     assert "Candidate c3&#39;s diff" in section or "Candidate c3's diff" in section
+
+
+def test_candidates_screen_side_by_side_under_one_bound(repo: Path, state: Path) -> None:
+    """--concurrency 3: the screening runs of two candidates (two trials each) overlap, and
+    never more than three trials are in flight across them."""
+    flight: dict[int, str] = {}
+    peak: list[int] = [0]
+    mixed: list[bool] = []
+
+    async def slow(req: Request) -> ModelResponse:
+        key = id(req)
+        flight[key] = req.messages[0].content
+        peak[0] = max(peak[0], len(flight))
+        mixed.append(len(set(flight.values())) > 1)
+        await asyncio.sleep(0.01)
+        del flight[key]
+        return agent_policy(req)
+
+    proposer = proposer_of({"2 different patches": several(
+        patch("trivial input needs a skip rule", GOOD_LINE),
+        patch("greetings are saved", GREET_LINE))})
+    config = OptimizeConfig(suite="pkm_agent", bucket="skip_trivial", iterations=1,
+                            agent_model="scripted:pkm", proposer_model="scripted:proposer",
+                            proposer_format="diff", repo=repo, state_dir=state, candidates=2,
+                            concurrency=3)
+    result = asyncio.run(optimize(config, agent=ScriptedModel(slow, model_id="scripted:pkm"),
+                                  proposer=proposer))
+    assert result.iterations[0].outcome == "accepted"
+    assert peak[0] == 3
+    assert any(mixed)  # two different prompts (candidates) in flight at once
