@@ -120,7 +120,10 @@ class Tournament:
         try:
             proposals = await self._propose()
         except (ProposerError, ModelError) as err:
-            self._fail("error", [f"{type(err).__name__}: {err}"])
+            why = f"{type(err).__name__}: {err}"
+            for e in self.entrants:
+                e.status, e.stopped = "error", why
+            self._fail("error", [why])
             return
         kill_point("proposal")
         for e, proposal in zip(self.entrants, proposals, strict=True):

@@ -346,3 +346,20 @@ def test_candidates_screen_side_by_side_under_one_bound(repo: Path, state: Path)
     assert result.iterations[0].outcome == "accepted"
     assert peak[0] == 3
     assert any(mixed)  # two different prompts (candidates) in flight at once
+
+
+def test_a_proposer_failure_is_an_error_of_every_candidate(repo: Path, state: Path) -> None:
+    from agents.llm.errors import ModelError
+
+    def down(_req: Request) -> ModelResponse:
+        raise ModelError("provider unavailable")
+
+    result, _ = run(repo, state, ScriptedModel(down, model_id="scripted:proposer"),
+                        candidates=3)
+    it = result.iterations[0]
+    assert it.outcome == "error" and "provider unavailable" in it.reasons[0]
+    e = entry(state)
+    assert [(c.name, c.status) for c in e.candidates] == [("c1", "error"), ("c2", "error"),
+                                                          ("c3", "error")]
+    assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
+    assert Ledger(state / "ledger.jsonl").unclosed() == []
