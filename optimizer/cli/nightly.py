@@ -73,6 +73,9 @@ BaseOpt = Annotated[str | None, Opt(
     help="Git ref whose prompts are the baseline (HEAD).")]
 IterationsOpt = Annotated[int | None, Opt(
     min=1, envvar="PROMPTLOOP_ITERATIONS_PER_BUCKET", help="Proposals per bucket at most (2).")]
+CandidatesOpt = Annotated[int | None, Opt(
+    min=1, max=16, envvar="PROMPTLOOP_CANDIDATES",
+    help="Patches asked per iteration, screened on the target; the winner is gated (1).")]
 MaxBucketsOpt = Annotated[int | None, Opt(
     min=1, envvar="PROMPTLOOP_MAX_BUCKETS", help="Worst buckets to work on (3).")]
 MaxUsdOpt = Annotated[float | None, Opt(
@@ -101,6 +104,7 @@ def nightly(
     base_url: BaseUrlOpt = None,
     base: BaseOpt = None,
     iterations_per_bucket: IterationsOpt = None,
+    candidates: CandidatesOpt = None,
     max_buckets: MaxBucketsOpt = None,
     trials: TrialsOpt = None,
     concurrency: ConcurrencyOpt = None,
@@ -129,6 +133,7 @@ def nightly(
         "suites": suites or None, "agent_model": agent_model, "judge_model": judge_model,
         "proposer_model": proposer_model, "base_url": base_url, "base": base,
         "iterations_per_bucket": iterations_per_bucket, "max_buckets": max_buckets,
+        "candidates": candidates,
         "trials": trials, "concurrency": concurrency, "batch": batch, "max_usd": max_usd,
         "max_tokens": max_tokens, "max_wall_minutes": max_wall_minutes,
     }

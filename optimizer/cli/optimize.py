@@ -58,6 +58,11 @@ BaseOpt = Annotated[str, Opt(
     envvar="PROMPTLOOP_BASE", metavar="REF", help="Git ref whose prompt is the baseline.")]
 IterationsOpt = Annotated[int, Opt(
     min=1, envvar="PROMPTLOOP_ITERATIONS", help="Proposals to try at most.")]
+CandidatesOpt = Annotated[int, Opt(
+    min=1, max=16, envvar="PROMPTLOOP_CANDIDATES", rich_help_panel=PROPOSER,
+    help="Patches asked per iteration; with more than one they are screened on the visible "
+    "target tasks (successive halving) and only the winner goes to the gate, on fresh "
+    "trials.")]
 ProposerCmdOpt = Annotated[str | None, Opt(
     envvar="PROMPTLOOP_PROPOSER_CMD", metavar="CMD", rich_help_panel=PROPOSER,
     help="External coding agent run in a sandboxed copy of the repository (env "
@@ -98,6 +103,7 @@ def optimize(
     bucket: BucketOpt,
     base: BaseOpt = "HEAD",
     iterations: IterationsOpt = 3,
+    candidates: CandidatesOpt = 1,
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     proposer_model: ProposerModelOpt = None,
     judge_model: JudgeModelOpt = None,

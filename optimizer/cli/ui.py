@@ -31,6 +31,7 @@ from optimizer.core.events import (
     BaselineReady,
     BudgetStopped,
     CandidateEvaluating,
+    CandidateStopped,
     ConfirmStarted,
     Event,
     GateStage,
@@ -41,6 +42,7 @@ from optimizer.core.events import (
     RunFinished,
     RunStarted,
     RunWarning,
+    ScreeningRound,
     StepEstimated,
     TrialFinished,
     VerdictReached,
@@ -309,6 +311,12 @@ class LoopDisplay:
             case IterationAbandoned():
                 self.message("[yellow]  cleaned up after a killed run:[/] "
                              + escape(event.describe()))
+            case ScreeningRound():
+                self.message(f"[cyan]  screening round {event.round}[/] ({event.trials} "
+                             f"trials): {escape(', '.join(event.candidates))}")
+            case CandidateStopped():
+                self.message(f"[yellow]  candidate {escape(event.name)} out:[/] "
+                             + escape(event.reason))
             case StepEstimated():
                 self.message(
                     f"{step} {escape(event.step)}: estimated ~{event.tokens} tokens "

@@ -227,14 +227,17 @@ async def ask_model(
     check: Callable[[str], None],
     max_retries: int = 2,
     max_tokens: int = 1500,
+    seed: int | None = None,
 ) -> Proposal:
     """Ask for a proposal; `check(diff)` raises PatchError when it does not apply, and the error
-    goes back to the model (at most `max_retries` more attempts)."""
+    goes back to the model (at most `max_retries` more attempts). `seed` goes to providers
+    that take one (several proposals for one package differ by their seed)."""
     messages = [Message.system(package.system), Message.user(package.user)]
     settings = ModelSettings(
         temperature=0.2,
         max_tokens=max_tokens,
         response_format=edit_schema_for(original) if fmt == "edits" else None,
+        seed=seed,
     )
     usage = Usage()
     last_error = ""

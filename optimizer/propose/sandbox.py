@@ -302,18 +302,20 @@ def read_prompt(sandbox: Sandbox, prompt_path: str) -> str:
 
 async def run_sandboxed(cmd: str, *, repo: Path, base_sha: str, package: Path,
                         prompt_path: str, bucket: str, root: Path,
-                        worktree: Path | None = None, env_names: Sequence[str] = (),
+                        worktree: Path | None = None, others: Sequence[Path] = (),
+                        env_names: Sequence[str] = (),
                         using: Isolation | None = None, timeout_s: float = 1800
                         ) -> SandboxResult:
     """Run `cmd` in a sandbox at `root` (see the module's docstring) and return the prompt's
     new text and the command's (redacted) output. Raises `OutsideWriteError` when the watch saw
     a write outside the sandbox or the copy changed beyond the prompt's text (checked also when
     the command failed, so failing cannot hide a write), else the command's `ProposerError`.
-    The sandbox is removed in every case."""
+    `others` are more candidate worktrees to watch (the other candidates of an iteration with
+    `--candidates K`). The sandbox is removed in every case."""
     using = using or isolation()
     try:
         sandbox = create_sandbox(root, repo, base_sha, package)
-        watched = proposer_watch(repo, worktree, homes=(Path.home(),))
+        watched = proposer_watch(repo, worktree, homes=(Path.home(),), others=others)
         copy = (Watched("the sandbox copy", sandbox.repo, skip=(".git",),
                         may_change=(prompt_path,)),)
         before, copy_before = snapshot(watched), snapshot(copy)

@@ -170,13 +170,15 @@ def _common_dir(gitdir: Path) -> Path:
 
 
 def proposer_watch(checkout: Path, worktree: Path | None = None,
-                   homes: Sequence[Path] = ()) -> tuple[Watched, ...]:
+                   homes: Sequence[Path] = (), others: Sequence[Path] = ()
+                   ) -> tuple[Watched, ...]:
     """What an external proposer (run in its sandbox) must leave alone: the user's `checkout`
     (every file), the shared git directory (config, hooks, refs, HEAD, index; new objects and
     reflogs may appear: other git commands of the user may be running), the user's own git
     folder when the checkout is a linked worktree, the candidate `worktree` and its git
-    folder, and `HOME_FILES` in each of `homes` (the real HOME). Other worktrees' folders are
-    not watched: other checkouts of the same repository may be in use."""
+    folder, the iteration's `others` candidate worktrees (`--candidates K`), and `HOME_FILES`
+    in each of `homes` (the real HOME). Other worktrees' git folders are not watched: other
+    checkouts of the same repository may be in use."""
     checkout = checkout.resolve()
     user = _gitdir(checkout)  # when the checkout is itself a linked worktree
     own = _gitdir(worktree.resolve()) if worktree is not None else None
@@ -195,6 +197,7 @@ def proposer_watch(checkout: Path, worktree: Path | None = None,
         trees.append(Watched("the candidate worktree", worktree.resolve()))
     if own is not None:
         trees.append(Watched("the candidate worktree's git folder", own))
+    trees.extend(Watched(f"the candidate worktree {o}", o.resolve()) for o in others)
     trees.extend(Watched(f"HOME {home}", home.resolve(), only=HOME_FILES) for home in homes)
     return tuple(trees)
 

@@ -182,7 +182,8 @@ class _TrialRunner:
         # wait in the provider's queue, not on our connections)
         concurrency = (max(1, planned) if isinstance(agent, RoundBatchingClient)
                        else default_concurrency(suite.agent_name, options))
-        self.limit = AdaptiveLimit(concurrency, provider=provider_key(options.agent_model))
+        self.limit = options.limit or AdaptiveLimit(concurrency,
+                                                     provider=provider_key(options.agent_model))
         self.live = False
         self.batch = _judge_batch(suite, options, judge)
         self.held: dict[int, tuple[LoadedTask, Path]] = {}

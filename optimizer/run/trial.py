@@ -32,6 +32,7 @@ from graders.base import GradeContext, Score
 from graders.registry import get_grader, run_grader, trial_passed
 from optimizer.core.results import TrialResult
 from optimizer.core.suites import LoadedTask, Suite
+from optimizer.run.adaptive import AdaptiveLimit
 from optimizer.run.batching import JudgeBatch
 from optimizer.run.cache import Mode, RecordReplayClient
 from optimizer.run.trial_input import agent_input_for
@@ -66,6 +67,9 @@ class RunOptions:
     batch: bool = False
     """Send the judge calls of the run as one provider batch (run/batching.py), and the
     agent turns as one batch per round (agents/llm/rounds.py) on Anthropic/OpenAI models."""
+    limit: AdaptiveLimit | None = None
+    """A concurrency limit shared with other runs going on at once (screening candidates run
+    side by side under one bound); None: the run has its own."""
 
 
 def trial_seed(task_id: str, index: int) -> int:

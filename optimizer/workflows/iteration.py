@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,13 @@ from optimizer.core.events import (
     VerdictReached,
 )
 from optimizer.core.killpoint import kill_point
-from optimizer.core.ledger import LedgerEntry, LedgerOpen, diff_hash
+from optimizer.core.ledger import (
+    CandidateRecord,
+    CandidateSlot,
+    LedgerEntry,
+    LedgerOpen,
+    diff_hash,
+)
 from optimizer.core.redact import redact
 from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison
@@ -59,6 +66,7 @@ from optimizer.workflows.judges import judge_notes, judge_statuses
 from optimizer.workflows.optimize_models import Baseline, IterationResult
 from optimizer.workflows.pr import commit_message, pr_body, trial_changes
 from optimizer.workflows.sources import MANUAL
+from optimizer.workflows.tournament import Slot, Tournament
 
 if TYPE_CHECKING:
     from optimizer.workflows.optimize import Optimizer
@@ -76,6 +84,12 @@ class Iteration:
         self.entry: dict[str, Any] = {}
         """Ledger fields of the outcome; empty until the iteration concluded."""
         self.keep = False
+        self.candidates: list[CandidateRecord] = []
+        """With --candidates K > 1: every candidate's record (see workflows/tournament.py)."""
+        self.screening: list[str] = []
+        self.selection: Callable[[Verdict], Verdict] | None = None
+        """Notes on the winner's verdict how it was selected (K > 1)."""
+        self.runners_up: list[str] = []
         usage = opt.models.usage
         self._tokens0, self._usd0 = usage.total_tokens, opt.models.usd()
 
@@ -92,15 +106,28 @@ class Iteration:
     def ledger_id(self) -> str:
         return f"{self.opt.session}-{self.n}"
 
+    def _slots(self) -> list[Slot]:
+        """The branch and folder of each candidate: one, or K and a merge with --candidates."""
+        c, short = self.c, uuid.uuid4().hex[:8]
+        if c.candidates == 1:
+            return [Slot(self.opt.git.unique_branch_name(c.suite, c.bucket, short),
+                         candidate_folder(), "c1")]
+        names = [f"c{i}" for i in range(1, c.candidates + 1)] + ["merge"]
+        return [Slot(self.opt.git.unique_branch_name(c.suite, c.bucket, f"{short}-{name}"),
+                     candidate_folder(), name) for name in names]
+
     async def run(self) -> IterationResult:
         opt, c, it = self.opt, self.c, self.it
-        branch = opt.git.unique_branch_name(c.suite, c.bucket, uuid.uuid4().hex[:8])
-        folder = candidate_folder()
-        opt.ledger.append(self._open_record(branch, folder / "worktree"))
+        slots = self._slots()
+        branch, folder = slots[0].branch, slots[0].folder
+        opt.ledger.append(self._open_record(slots))
         opt.emit(IterationStarted(iteration=self.n, branch=branch))
         try:
-            with opt.git.candidate(self.base.base_sha, branch, folder) as cand:
-                await self._in_candidate(cand)
+            if c.candidates > 1:
+                await Tournament(self, slots).run()
+            else:
+                with opt.git.candidate(self.base.base_sha, branch, folder) as cand:
+                    await self._in_candidate(cand)
             return it
         except BaseException as err:
             if not self.entry:  # cut short before the verdict: cleaned up on the way out
@@ -109,8 +136,10 @@ class Iteration:
             raise
         finally:
             abandoned = self.entry["outcome"] == "abandoned"
-            if (abandoned or not self.keep) and opt.git.branch_exists(branch):
-                opt.git.delete_branch(branch)  # only a recorded verdict keeps a branch
+            for slot in slots:  # only a recorded verdict keeps a branch
+                kept = self.keep and slot.branch == it.branch
+                if (abandoned or not kept) and opt.git.branch_exists(slot.branch):
+                    opt.git.delete_branch(slot.branch)
             it.tokens = self.tokens()
             opt.ledger.append(self._ledger_entry())
             if not abandoned:
@@ -307,10 +336,11 @@ class Iteration:
         gated = await run_gate(self.base.suites, self.base.runs,
                                (self.base.base_prompt, new_prompt), self.c.bucket,
                                self.c.policy, opt.run, heldout=opt.heldout, on_stage=stage)
-        return gated.verdict, gated.comparisons, gated.base_runs, gated.cand_runs
+        verdict = gated.verdict if self.selection is None else self.selection(gated.verdict)
+        return verdict, gated.comparisons, gated.base_runs, gated.cand_runs
 
     # --- records --------------------------------------------------------------------------
-    def _open_record(self, branch: str, worktree: Path) -> LedgerOpen:
+    def _open_record(self, slots: list[Slot]) -> LedgerOpen:
         c = self.c
         return LedgerOpen(
             id=self.ledger_id,
@@ -325,8 +355,10 @@ class Iteration:
             prompt_path=c.prompt_path,
             proposer=c.proposer_cmd or c.proposer_id,
             repo=str(self.opt.git.root),
-            branch=branch,
-            worktree=str(worktree),
+            branch=slots[0].branch,
+            worktree=str(slots[0].folder / "worktree"),
+            more=[CandidateSlot(branch=s.branch, worktree=str(s.folder / "worktree"))
+                  for s in slots[1:]],
         )
 
     def _ledger_entry(self) -> LedgerEntry:
@@ -343,6 +375,8 @@ class Iteration:
             tokens={"total": self.it.tokens},
             cost_usd=self.usd(),
             package_path=self.it.package_path,
+            candidates=self.candidates,
+            screening=self.screening,
             **self.entry,
         )
 
@@ -367,6 +401,7 @@ class Iteration:
             tokens=it.tokens,
             cost_usd=self.usd(),
             base_commit=self.base.base_sha,
+            runners_up=self.runners_up,
         )
         path = self.opt.session_dir / f"iter-{self.n}" / "PR.md"
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,9 @@ class OptimizeConfig(BaseModel):
     suite: AgentName
     bucket: str
     iterations: int = Field(3, ge=1)
+    candidates: int = Field(1, ge=1, le=16)
+    """Patches asked per iteration; with more than one they are screened on the visible
+    target tasks (successive halving) and only the winner goes to the gate."""
     trials: int | None = Field(None, ge=1)
     agent_model: str = "local:smollm2"
     judge_model: str | None = None
