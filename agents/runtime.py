@@ -69,9 +69,18 @@ class RuntimeConfig:
     settings: ModelSettings = field(default_factory=ModelSettings)
 
 
-async def _run_tool(tools: dict[str, Tool], call: ToolCall) -> tuple[ToolResult, float, float]:
+TOOL_EXCEPTION = "tool_exception"
+"""Event kind recorded when a tool raised instead of returning a result: the exception was
+caused by what the agent sent, so the trial fails (never errored) and names the tool."""
+
+
+async def _run_tool(
+    tools: dict[str, Tool], call: ToolCall
+) -> tuple[ToolResult, float, float, str | None]:
+    """The call's result, its start and end, and what the tool raised (None: it returned)."""
     started = time.time()
     tool = tools.get(call.name)
+    raised = None
     if tool is None:
         result = ToolResult(
             content=f"Unknown tool '{call.name}'. Available tools: {', '.join(sorted(tools))}.",
@@ -80,11 +89,12 @@ async def _run_tool(tools: dict[str, Tool], call: ToolCall) -> tuple[ToolResult,
     else:
         try:
             result = await tool.invoke(call)
-        except Exception as err:  # a bug in a tool must not kill the trial
+        except Exception as err:  # the model sees an error result; the trial will fail
+            raised = f"tool {call.name} raised {type(err).__name__}: {err}"
             result = ToolResult(
                 content=f"Tool {call.name} failed: {type(err).__name__}: {err}", is_error=True
             )
-    return result, started, time.time()
+    return result, started, time.time(), raised
 
 
 async def run_agent(
@@ -180,8 +190,10 @@ async def _tool_turn(
     results = await asyncio.gather(*(_run_tool(tools, c) for c in calls))
     metrics.tool_seconds += time.perf_counter() - t1
     stopped = False
-    for call, (result, started, ended) in zip(calls, results, strict=True):
+    for call, (result, started, ended, raised) in zip(calls, results, strict=True):
         metrics.n_tool_calls += 1
+        if raised is not None:
+            transcript.event(TOOL_EXCEPTION, raised, tool=call.name)
         transcript.tool_calls.append(
             ToolCallRecord(
                 call_id=call.id,
@@ -203,4 +215,6 @@ def _dt(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
 
 
-__all__ = ["LOOP_DETECTED", "AgentSession", "RuntimeConfig", "run_agent", "utcnow"]
+__all__ = [
+    "LOOP_DETECTED", "TOOL_EXCEPTION", "AgentSession", "RuntimeConfig", "run_agent", "utcnow",
+]

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from agents.trees import iter_files
+
 FACT_ID_RE = re.compile(r"^(?P<y>\d{4})/(?P<m>\d{2})/(?P<d>\d{2})\.md#(?P<ts>ts_\d+)$")
 ENTRY_RE = re.compile(r"^## <id:(?P<ts>ts_\d+)> (?P<time>\d{2}:\d{2}:\d{2})(?: .*)?$")
 SNIPPET_LIMIT = 4096
@@ -144,11 +146,8 @@ class Workspace:
         base = self.root / sub
         if not base.is_dir():
             return {}
-        return {
-            p.relative_to(base).as_posix(): p.read_bytes()
-            for p in sorted(base.rglob("*"))
-            if p.is_file() and not p.is_symlink()
-        }
+        files = sorted((p.relative_to(base) for p in iter_files(base)), key=lambda p: p.parts)
+        return {rel.as_posix(): (base / rel).read_bytes() for rel in files}
 
 
 def diff_snapshots(before: dict[str, bytes], after: dict[str, bytes]) -> WorkspaceDiff:

@@ -13,7 +13,7 @@ the whole original file.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -37,13 +37,10 @@ class EditPick:
     """Why there is nothing to judge (for the null-score rationale)."""
 
 
-def first_edit(
-    calls: Sequence[ToolCallRecord],
-    before: Mapping[str, str] | None,
-    created: Collection[str] = (),
-) -> EditPick:
+def first_edit(calls: Sequence[ToolCallRecord], before: Mapping[str, str] | None) -> EditPick:
     """The first successful Edit, or why it is not judged. A file is new when it is missing
-    from `before` (the PKM contents before the run) or, without `before`, listed in `created`."""
+    from `before` (the PKM contents before the run); without `before` the original cannot tell
+    and judges the Edit."""
     edit = next((c for c in calls if c.tool_name == "Edit" and not c.is_error), None)
     if edit is None:
         return EditPick(None, "no successful Edit")
@@ -52,8 +49,7 @@ def first_edit(
     new_string = str(edit.arguments.get("new_string") or "")
     if not old_string.strip():
         return EditPick(None, f"the first Edit ({path}) has a blank old_string")
-    is_new = _lookup(before, path) is None if before is not None else path in created
-    if is_new:
+    if before is not None and _lookup(before, path) is None:
         return EditPick(None, f"the first Edit ({path}) is to a new file")
     if not new_string:
         return EditPick(None, f"the first Edit ({path}) has an empty new_string")

@@ -10,6 +10,7 @@ section 7), and `card_template_data_valid`, our stricter template data checks.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -40,8 +41,9 @@ class TemplateChoiceConfig(GraderConfig):
 
 
 class SubstringsConfig(GraderConfig):
-    substrings: list[str]
-    """An empty list loads and scores 0.0 (SPEC section 8)."""
+    substrings: list[Any]
+    """An empty list loads and scores 0.0 (SPEC section 8); a non-string entry (7, true) is
+    stringified as the original does (`original_str`)."""
 
 
 class VisibleSubstringsConfig(GraderConfig):
@@ -102,6 +104,17 @@ def _contains(haystack: str, needle: str) -> bool:
     return needle.casefold() in haystack.casefold()
 
 
+def original_str(value: Any) -> str:
+    """A config value as the original's string conversion writes it: strings as they are,
+    true/false/null in lower case, numbers and lists as JSON (`7`, `7.5`, `[1, 2]`)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
 @register("card_completion", kind="code", threshold=1.0, config=NoConfig, agent="card_agent")
 async def card_completion(ctx: GradeContext, config: NoConfig) -> Score:
     """The card was saved, completed, titled and configured, with no missing requirement."""
@@ -110,7 +123,8 @@ async def card_completion(ctx: GradeContext, config: NoConfig) -> Score:
     assertions = [
         Assertion(
             description="save_timeline_card was called successfully",
-            passed=bool(o.get("card_save_tool_called")),
+            # the original compares with `== true`: the string 'true' is not a call
+            passed=o.get("card_save_tool_called") is True,
             actual=o.get("card_save_tool_called"),
             expected=True,
         ),
@@ -179,11 +193,12 @@ async def card_must_contain(ctx: GradeContext, config: SubstringsConfig) -> Scor
     if not config.substrings:
         return value_score("card_must_contain", 0.0, 1.0, rationale="no substrings configured")
     blob = str(ctx.outcome.get("card_yaml_blob") or "").lower()
+    wanted = [original_str(s) for s in config.substrings]
     assertions = [
         Assertion(
             description=f"card YAML contains {s!r}", passed=s.lower() in blob, expected=s
         )
-        for s in config.substrings
+        for s in wanted
     ]
     return assertion_score("card_must_contain", assertions, 1.0)
 

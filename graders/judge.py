@@ -24,6 +24,7 @@ from typing import Any
 
 from agents.base import PROMPTS_DIR
 from agents.llm.types import Message, ModelSettings
+from agents.placeholders import render
 from agents.transcript import ToolCallRecord
 from graders.appends import find_append, first_edit
 from graders.base import (
@@ -48,7 +49,6 @@ NO_JUDGE = "no judge model configured"
 CONSULT_TOOLS = ("Read", "BatchRead", "Grep", "Glob", "LS")
 WRITE_TOOLS = ("Write", "Edit")
 
-_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")
 _FENCE = re.compile(r"```(.*?)```", re.DOTALL)
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?Infinity")
 """Numeric strings a judge may send (Dart's double.parse without NaN): "0.7", "1e0", "Infinity"."""
@@ -63,19 +63,6 @@ class NoConfig(GraderConfig):
 
 def load_rubric(name: str, judges_dir: Path | None = None) -> str:
     return ((judges_dir or JUDGES_DIR) / f"{name}.md").read_text(encoding="utf-8")
-
-
-def render(template: str, values: Mapping[str, str]) -> str:
-    """Fill `{{name}}` markers in one pass, so text inside a value is never re-substituted.
-    A marker without a value, or a value without a marker, is a rubric bug and raises."""
-    found = set(_PLACEHOLDER.findall(template))
-    unknown = found - set(values)
-    unused = set(values) - found
-    if unknown or unused:
-        raise ValueError(
-            f"rubric placeholders do not match: unknown {sorted(unknown)}, unused {sorted(unused)}"
-        )
-    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
 
 
 def clip(text: str, limit: int) -> str:
@@ -170,7 +157,9 @@ def judged_score(
     ]
     note = (judge_rationale or "").strip()
     rationale = f"{summary}; {clip(note, 1000)}" if note else summary
-    return value_score(name, value, JUDGE_THRESHOLD, assertions, rationale, meta)
+    score = value_score(name, value, JUDGE_THRESHOLD, assertions, rationale, meta)
+    # the original compares the judge's mean with a plain `>=`: 0.5999999999 fails at 0.6
+    return score.model_copy(update={"passed": value >= JUDGE_THRESHOLD})
 
 
 async def ask_judge(ctx: GradeContext, prompt: str) -> tuple[str, str, dict[str, int]]:
@@ -189,7 +178,7 @@ async def ask_judge(ctx: GradeContext, prompt: str) -> tuple[str, str, dict[str,
 
 def _insight_or_score(ctx: GradeContext, name: str) -> ToolCallRecord | Score:
     """The last successful insight call, or the score when there is nothing to judge:
-    null if skipped, 0.0 without a successful call or with empty insight text."""
+    null if skipped, 0.0 without a successful call or with empty or blank insight text."""
     if ctx.outcome.get("skipped_pkm"):
         return null_score(name, "the agent skipped PKM organisation; no insight to judge")
     calls = ctx.transcript.successful_calls("update_timeline_card_insight")
@@ -199,8 +188,9 @@ def _insight_or_score(ctx: GradeContext, name: str) -> ToolCallRecord | Score:
             name, 0.0, JUDGE_THRESHOLD, [missing], "no successful update_timeline_card_insight call"
         )
     last = calls[-1]
-    if not str(last.arguments.get("insight_text") or ""):
-        empty = Assertion(description="insight text is not empty", passed=False, actual="")
+    text = str(last.arguments.get("insight_text") or "")
+    if not text.strip():  # the original fails blank text as it fails empty text
+        empty = Assertion(description="insight text is not blank", passed=False, actual=text)
         return value_score(name, 0.0, JUDGE_THRESHOLD, [empty], "the insight text is empty")
     if ctx.judge is None:
         return null_score(name, NO_JUDGE)
@@ -312,8 +302,7 @@ async def pkm_append_coherence(ctx: GradeContext, config: NoConfig) -> Score:
         if "file_contents_before" in ctx.outcome
         else None
     )
-    created, _ = changed_paths(ctx.outcome)
-    pick = first_edit(ctx.transcript.successful_calls(), before, [pkm_relative(p) for p in created])
+    pick = first_edit(ctx.transcript.successful_calls(), before)
     case = pick.case
     if case is None:
         return null_score(name, f"nothing to judge: {pick.reason}")

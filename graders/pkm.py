@@ -83,8 +83,9 @@ def _skipped(ctx: GradeContext) -> bool:
 
 
 def _read_key(path: str) -> str:
-    """Case-insensitive, leading `/` ignored (the original lower-cases; no trimming)."""
-    return path.lstrip("/").lower()
+    """Case-insensitive, one leading `/` ignored, as the original: no trimming, and a second
+    leading `/` (`//Areas/x.md`) stays, so that path does not match."""
+    return (path[1:] if path.startswith("/") else path).lower()
 
 
 def original_routing_path(path: str) -> str:

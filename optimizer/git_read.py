@@ -52,11 +52,15 @@ def subfolders(ops: GitOps, ref: str, path: str) -> list[str]:
 
 
 def has_file(ops: GitOps, ref: str, path: str) -> bool:
+    """Whether `path` is a file at `ref`: a tree lookup that never reads the blob, so a file
+    counts whatever it holds (a suite.json that is not UTF-8 is there, and fails to load later
+    with its own error)."""
     try:
-        ops.read_file(ref, path)
-    except (GitOpsError, UnicodeDecodeError):
+        commit = ops.repo.commit(ops.resolve(ref))
+        node = commit.tree / path.strip("/")
+    except (GitOpsError, KeyError):
         return False
-    return True
+    return isinstance(node, Blob)
 
 
 def export_tree(ops: GitOps, ref: str, path: str, dest: Path) -> bool:

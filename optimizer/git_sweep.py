@@ -65,6 +65,21 @@ def verdict_trailers(verdict: str, branch: str, ledger_id: str) -> str:
             f"{LEDGER_TRAILER}: {ledger_id}\n")
 
 
+def verdict_in(branch: str, message: str) -> str | None:
+    """The verdict a tip commit `message` of `branch` carries, None when it is no verdict
+    commit of that branch (see `Sweeper.verdict_of`)."""
+    marks = trailers(message)
+    if VERDICT_TRAILER in marks or BRANCH_TRAILER in marks:
+        return marks.get(VERDICT_TRAILER) if marks.get(BRANCH_TRAILER) == branch else None
+    # commits made before the trailers existed: "promptloop(...)" subject, "Verdict:" line
+    if not message.startswith("promptloop("):
+        return None
+    for line in message.splitlines():
+        if line.startswith("Verdict: "):
+            return line.removeprefix("Verdict: ").strip()
+    return None
+
+
 def folder_pid(path: Path) -> int | None:
     """The process id in a candidate folder's name (`promptloop-wt-<pid>-<random>`)."""
     name = path.name
@@ -132,16 +147,43 @@ class Sweeper(GitOps):
             message = self._git("log", "-1", "--format=%B", f"refs/heads/{branch}", "--")
         except GitOpsError:
             return None
-        marks = trailers(message)
-        if VERDICT_TRAILER in marks or BRANCH_TRAILER in marks:
-            return marks.get(VERDICT_TRAILER) if marks.get(BRANCH_TRAILER) == branch else None
-        # commits made before the trailers existed: "promptloop(...)" subject, "Verdict:" line
-        if not message.startswith("promptloop("):
-            return None
-        for line in message.splitlines():
-            if line.startswith("Verdict: "):
-                return line.removeprefix("Verdict: ").strip()
-        return None
+        return verdict_in(branch, message)
+
+    def verdicts(self, prefix: str = BRANCH_PREFIX) -> dict[str, str | None]:
+        """Every branch named `prefix`* -> the verdict its tip carries (as `verdict_of`), in
+        one `git for-each-ref`."""
+        out = self._git("for-each-ref", "--format=%(refname)%00%(contents)%00",
+                        f"refs/heads/{prefix}")
+        fields = out.split("\0")
+        found: dict[str, str | None] = {}
+        for ref, message in zip(fields[0::2], fields[1::2], strict=False):
+            name = ref.strip().removeprefix("refs/heads/")
+            if name.startswith(prefix):
+                found[name] = verdict_in(name, message)
+        return dict(sorted(found.items()))
+
+    def drop_branches(self, branches: list[str]) -> list[str]:
+        """`drop_branch` for many branches with one worktree listing and one prune; returns
+        the branches deleted."""
+        ours = [b for b in branches if b.startswith(BRANCH_PREFIX)]
+        if not ours:
+            return []
+        for wt in self.worktrees():
+            if wt.branch in ours:
+                self.remove_worktree(wt.path)
+        self.prune()
+        try:
+            self._git("branch", "-D", "--", *ours)
+        except GitOpsError:  # some could not go: find out which, one at a time
+            return [b for b in ours if self._delete(b) or not self.branch_exists(b)]
+        return ours
+
+    def _delete(self, branch: str) -> bool:
+        try:
+            self._git("branch", "-D", "--", branch)
+        except GitOpsError:
+            return False
+        return True
 
     def set_message(self, branch: str, message: str) -> str:
         """Reword the tip commit of `branch` (e.g. to add the verdict) without a checkout."""
@@ -165,5 +207,6 @@ __all__ = [
     "WorktreeInfo",
     "folder_pid",
     "trailers",
+    "verdict_in",
     "verdict_trailers",
 ]

@@ -9,26 +9,22 @@ Resumption: right after the provider accepts a batch, `<folder>/<batch id>.json`
 (format `promptloop.batch/1`, see docs/batch.md) with the model, the batch id and the
 custom_id -> request key map, before any polling. A later `run` whose keys are all covered by
 such a file of the same model polls and reads that batch instead of submitting (and paying for)
-a new one. A kill between the provider accepting a batch and that write loses the batch id.
+a new one (agents/llm/batch_state.py: the files indexed by key, old ended ones pruned). A kill
+between the provider accepting a batch and that write loses the batch id.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from agents.llm.batch_backends import Backend, Outcome, backend_for
+from agents.llm.batch_state import FORMAT, StateFolder
 from agents.llm.errors import BatchTimeoutError, ModelError, ProviderError
 from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
 
-FORMAT = "promptloop.batch/1"
 POLL_START_S = 5.0
 POLL_MAX_S = 60.0
 POLL_GROWTH = 1.5
@@ -61,23 +57,6 @@ class BatchReport:
 Sleep = Callable[[float], Awaitable[None]]
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _safe_name(batch_id: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in batch_id)
-
-
 class BatchJudge:
     """Sends judge requests as one batch of `client`'s provider (see the module docstring)."""
 
@@ -99,6 +78,7 @@ class BatchJudge:
         self.timeout_s = TIMEOUT_S if timeout_s is None else timeout_s
         self.sleep = sleep or asyncio.sleep
         self.backend: Backend | None = backend_for(client)
+        self.state = StateFolder.of(folder)
         self.report = BatchReport()
 
     async def run(self, requests: list[BatchRequest]) -> dict[str, ModelResponse | ModelError]:
@@ -118,9 +98,9 @@ class BatchJudge:
     async def _batched(self, unique: dict[str, BatchRequest]
                        ) -> dict[str, ModelResponse | ModelError]:
         assert self.backend is not None
-        found = self._existing(set(unique))
+        found = self.state.find(self.backend.provider, self.backend.model, set(unique))
         if found is not None:
-            batch_id, ids = found
+            batch_id, ids = found.batch_id, found.requests
             self.report.resumed = True
         else:
             ids = {f"r{n}": key for n, key in enumerate(unique)}
@@ -140,46 +120,9 @@ class BatchJudge:
         return {key: self._result(outcomes.get(cid)) for cid, key in ids.items()
                 if key in unique}
 
-    # --- state files ----------------------------------------------------------------------
-    def _path(self, batch_id: str) -> Path:
-        return self.folder / f"{_safe_name(batch_id)}.json"
-
     def _save(self, batch_id: str, ids: Mapping[str, str], state: str) -> None:
         assert self.backend is not None
-        path = self._path(batch_id)
-        created = datetime.now(UTC).isoformat()
-        if path.is_file():
-            created = str(json.loads(path.read_text(encoding="utf-8")).get("created_at", created))
-        _write_json(path, {
-            "format": FORMAT,
-            "provider": self.backend.provider,
-            "model": self.backend.model,
-            "batch_id": batch_id,
-            "state": state,
-            "created_at": created,
-            "updated_at": datetime.now(UTC).isoformat(),
-            "requests": dict(ids),
-        })
-
-    def _existing(self, keys: set[str]) -> tuple[str, dict[str, str]] | None:
-        """The newest saved batch of this model whose requests cover every key."""
-        assert self.backend is not None
-        best: tuple[str, str, dict[str, str]] | None = None
-        for path in sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []:
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if (not isinstance(data, dict) or data.get("format") != FORMAT
-                    or data.get("provider") != self.backend.provider
-                    or data.get("model") != self.backend.model):
-                continue
-            ids = {str(c): str(k) for c, k in (data.get("requests") or {}).items()}
-            if keys <= set(ids.values()):
-                stamp = str(data.get("created_at", ""))
-                if best is None or stamp > best[0]:
-                    best = (stamp, str(data["batch_id"]), ids)
-        return (best[1], best[2]) if best else None
+        self.state.save(self.backend.provider, self.backend.model, batch_id, ids, state)
 
     # --- polling --------------------------------------------------------------------------
     async def _wait(self, batch_id: str) -> dict[str, Outcome]:

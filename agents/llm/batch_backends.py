@@ -123,6 +123,8 @@ class OpenAIBatches:
     def __init__(self, client: OpenAIProvider) -> None:
         self.client = client
         self.model = client.model
+        self._files: dict[str, tuple[str | None, str | None]] = {}
+        """Batch id -> (output file, error file), from the poll that saw it completed."""
 
     async def submit(self, requests: Requests) -> str:
         sdk = self.client._sdk()
@@ -151,13 +153,20 @@ class OpenAIBatches:
                 if batch.errors else []
             why = f"the batch {status}" + (f": {'; '.join(errors)}" if errors else "")
             return Poll(done=True, status=status, failed=why)
+        if status == "completed":
+            self._files[batch_id] = (batch.output_file_id, batch.error_file_id)
         return Poll(done=status == "completed", status=status)
 
     async def results(self, batch_id: str) -> dict[str, Outcome]:
+        """The outcomes of a completed batch, from the files its last poll named (the batch is
+        retrieved again only when this backend did not poll it to completion)."""
         sdk = self.client._sdk()
-        batch = await _guard(lambda: sdk.batches.retrieve(batch_id), self.client, self._LABEL)
+        if batch_id not in self._files:
+            batch = await _guard(lambda: sdk.batches.retrieve(batch_id), self.client,
+                                 self._LABEL)
+            self._files[batch_id] = (batch.output_file_id, batch.error_file_id)
         out: dict[str, Outcome] = {}
-        for file_id in (batch.output_file_id, batch.error_file_id):
+        for file_id in self._files[batch_id]:
             if not file_id:
                 continue
             content = await _guard(lambda f=file_id: sdk.files.content(f),  # type: ignore[misc]

@@ -30,6 +30,12 @@ class ProviderError(ModelError):
         super().__init__(message)
         self.retries = retries
         self.status = status
+        """The provider's HTTP status, when it answered with one (None: no answer, garbage)."""
+
+    @property
+    def overloaded(self) -> bool:
+        """Whether the provider pushed back: HTTP 429 (rate limit) or 5xx (529 overloaded)."""
+        return self.status is not None and (self.status == 429 or 500 <= self.status <= 599)
 
 
 class ScriptExhaustedError(ModelError):

@@ -11,6 +11,10 @@ paying for it again). Each caller gets its own reply, or its own `ModelError` ra
 
 Providers without a batch API (and OpenAI-compatible servers answering 404 to a batch submit)
 get direct calls instead, transparently.
+
+The trial timeout counts agent time only: `with client.clock(timeout):` around a trial's agent
+run stops that `asyncio.Timeout` while one of its requests waits for a round's batch (minutes to
+hours in the provider's queue) and restarts it with the time that was left once the reply is in.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ KeyFn = Callable[[Sequence[Message], Sequence[ToolSpec], ModelSettings | None, s
 """(messages, tools, settings, trial salt) -> the request key."""
 _TRIAL: contextvars.ContextVar[str] = contextvars.ContextVar("promptloop_round_trial",
                                                              default="")
+_CLOCK: contextvars.ContextVar[asyncio.Timeout | None] = contextvars.ContextVar(
+    "promptloop_round_clock", default=None)
 Metered = Callable[[ModelResponse], None]
 
 
@@ -85,6 +91,17 @@ class RoundBatchingClient:
             self.trial_finished()
             _TRIAL.reset(token)
 
+    @staticmethod
+    @contextlib.contextmanager
+    def clock(timeout: asyncio.Timeout) -> Iterator[None]:
+        """`with client.clock(timeout):` stops `timeout` while this trial's requests wait in a
+        batch (see the module docstring)."""
+        token = _CLOCK.set(timeout)
+        try:
+            yield
+        finally:
+            _CLOCK.reset(token)
+
     # --- ModelClient --------------------------------------------------------------------
     async def complete(
         self,
@@ -102,7 +119,7 @@ class RoundBatchingClient:
         if self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.settle_s, self._close)
         self._maybe_close()
-        return await future
+        return await _off_the_clock(future)
 
     async def preflight(self) -> None:
         await self.inner.preflight()
@@ -161,6 +178,22 @@ class RoundBatchingClient:
         finally:
             self.in_flight -= len(round_)
             self._maybe_close()
+
+
+async def _off_the_clock(future: asyncio.Future[ModelResponse]) -> ModelResponse:
+    """Await a batched reply with the calling trial's timeout (if any) stopped meanwhile."""
+    timeout = _CLOCK.get()
+    loop = asyncio.get_running_loop()
+    deadline = timeout.when() if timeout is not None and not timeout.expired() else None
+    if timeout is None or deadline is None:
+        return await future
+    left = deadline - loop.time()
+    timeout.reschedule(None)
+    try:
+        return await future
+    finally:
+        if not timeout.expired():
+            timeout.reschedule(loop.time() + left)
 
 
 __all__ = ["SETTLE_S", "RoundBatchingClient"]

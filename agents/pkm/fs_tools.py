@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import Field
 
-from agents.pkm.paths import Entry, Sandbox, SandboxError, has_glob_chars
+from agents.pkm.paths import MAX_DEPTH, Entry, Sandbox, SandboxError, has_glob_chars
 from agents.pkm.reminders import read_reminders, wrap
 from agents.tools import Tool, ToolArgs, ToolError, ToolResult
 
@@ -352,9 +352,23 @@ class FileTools:
                 raise ToolError(f"{dst_v} already exists; set overwrite to true to replace it")
             if dst.is_dir() and not dst.is_symlink():
                 raise ToolError(f"{dst_v} is a folder; only files can be overwritten")
+        self._check_moved_depth(src, dst_v)
         self.sandbox.rename(src, dst)
         self.observer.mutated("Move", [dst_v], args.model_dump())
         return ToolResult(content=f"Moved {src_v} to {dst_v}.")
+
+    def _check_moved_depth(self, src: Path, dst_v: str) -> None:
+        """Refuse a Move that would put something deeper than MAX_DEPTH levels: each Move of a
+        folder could otherwise stack its depth onto the destination's."""
+        deepest = 0
+        if src.is_dir() and not src.is_symlink():
+            deepest = max((e.depth for e in self.sandbox.walk(src, include_hidden=True)),
+                          default=0)
+        if dst_v.count("/") + deepest > MAX_DEPTH:
+            raise ToolError(
+                f"the move would put files deeper than {MAX_DEPTH} levels; keep the knowledge "
+                "base shallow (e.g. /Areas/Health/sleep.md)"
+            )
 
     @os_guard
     def _remove(self, args: RemoveArgs) -> ToolResult:

@@ -27,6 +27,10 @@ from agents.pkm.safe_fs import DirItem, SafeRoot, SandboxError
 
 MAX_PATH_BYTES = 4096
 MAX_NAME_BYTES = 255
+MAX_DEPTH = 32
+"""Folders below the PKM root a path may name (a file at depth 32 is `/a/.../f`, 32 parts)."""
+MAX_PATH_CHARS = 1024
+"""Characters a virtual path or glob pattern may have."""
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
 _SLASH_LOOKALIKES = frozenset("\u2215\u2044\u29f8\u2571\u2216\u29f5\u29f9\u20e5")
 """DIVISION SLASH, FRACTION SLASH, BIG SOLIDUS, BOX DIAGONAL, SET MINUS, REVERSE SOLIDUS
@@ -62,6 +66,25 @@ def check_syntax(value: str) -> None:
     if value.lstrip("/").startswith("~"):
         raise SandboxError(
             "'~' is not expanded: paths are virtual and '/' is the PKM root (e.g. /Areas/...)"
+        )
+
+
+def check_size(value: str, what: str) -> None:
+    """Refuse a path or pattern longer than MAX_PATH_CHARS characters (or MAX_PATH_BYTES)."""
+    if len(value) > MAX_PATH_CHARS:
+        raise SandboxError(
+            f"the {what} is longer than {MAX_PATH_CHARS:,} characters; use shorter names"
+        )
+    if len(value.encode("utf-8")) > MAX_PATH_BYTES:
+        raise SandboxError(f"the {what} is longer than {MAX_PATH_BYTES} bytes")
+
+
+def check_depth(parts: int, what: str) -> None:
+    """Refuse a path or pattern of more than MAX_DEPTH components."""
+    if parts > MAX_DEPTH:
+        raise SandboxError(
+            f"the {what} is deeper than {MAX_DEPTH} levels; keep the knowledge base shallow "
+            "(e.g. /Areas/Health/sleep.md)"
         )
 
 
@@ -111,8 +134,7 @@ class Sandbox:
             raise SandboxError("path must be a string")
         value = virtual.strip()
         check_syntax(value)
-        if len(value.encode("utf-8")) > MAX_PATH_BYTES:
-            raise SandboxError(f"the path is longer than {MAX_PATH_BYTES} bytes")
+        check_size(value, "path")
         parts: list[str] = []
         for part in value.split("/"):
             if len(part.encode("utf-8")) > MAX_NAME_BYTES:
@@ -128,6 +150,7 @@ class Sandbox:
                 parts.pop()
                 continue
             parts.append(part)
+        check_depth(len(parts), "path")
         for n in range(2, len(parts) + 1):
             if tuple(parts[:n]) in self._host_prefixes:
                 raise SandboxError(
@@ -198,36 +221,43 @@ class Sandbox:
         Symlinks are only reported when their target stays inside; symlinked directories are
         never descended (no loops, no escapes). Virtual paths keep the link's own name.
         """
-        base_virtual = self.to_virtual(start)
-        yield from self._walk(start, base_virtual, 1, max_depth, include_hidden)
-
-    def _walk(
-        self,
-        directory: Path,
-        virtual: str,
-        depth: int,
-        max_depth: int | None,
-        include_hidden: bool,
-    ) -> Iterator[Entry]:
-        try:
-            items = self.list_dir(directory)
-        except (OSError, SandboxError):  # e.g. a folder swapped for a link: not listed
-            return
-        for item in items:
+        stack: list[tuple[Path, str, int, Iterator[DirItem]]] = []
+        self._push(stack, start, self.to_virtual(start), 1)
+        while stack:
+            directory, virtual, depth, items = stack[-1]
+            item = next(items, None)
+            if item is None:
+                stack.pop()
+                continue
             if not include_hidden and item.name.startswith("."):
                 continue
             path = directory / item.name
             child_virtual = f"{virtual.rstrip('/')}/{item.name}"
             if item.kind == "link":
                 target = self.safe_real(path)
-                if target is None:
-                    continue
-                yield Entry(target, child_virtual, target.is_dir(), depth)
+                if target is not None:
+                    yield Entry(target, child_virtual, target.is_dir(), depth)
                 continue
             is_dir = item.kind == "dir"
             yield Entry(path, child_virtual, is_dir, depth)
             if is_dir and (max_depth is None or depth < max_depth):
-                yield from self._walk(path, child_virtual, depth + 1, max_depth, include_hidden)
+                self._push(stack, path, child_virtual, depth + 1)
+
+    def _push(
+        self,
+        stack: list[tuple[Path, str, int, Iterator[DirItem]]],
+        directory: Path,
+        virtual: str,
+        depth: int,
+    ) -> None:
+        """Put `directory`'s sorted entries on the walk's stack (an unlistable folder, e.g. one
+        swapped for a link, is skipped). An explicit stack, not recursion: a tree of any depth
+        walks without RecursionError."""
+        try:
+            items = self.list_dir(directory)
+        except (OSError, SandboxError):
+            return
+        stack.append((directory, virtual, depth, iter(items)))
 
     def glob(self, pattern: str, base: str = "/") -> list[Entry]:
         """Files under virtual `base` matching `pattern`, newest first (then by path).
@@ -281,9 +311,9 @@ def check_pattern(pattern: str) -> list[str]:
         raise SandboxError("a glob pattern must be a string")
     value = pattern.strip()
     check_syntax(value)
-    if len(value.encode("utf-8")) > MAX_PATH_BYTES:
-        raise SandboxError(f"the pattern is longer than {MAX_PATH_BYTES} bytes")
+    check_size(value, "pattern")
     parts = [p for p in value.split("/") if p not in ("", ".")]
+    check_depth(len(parts), "pattern")
     for part in parts:
         if part == "..":
             raise SandboxError("glob patterns may not contain '..'")

@@ -27,6 +27,10 @@ from agents.tools import ToolError
 SOFT_LINE_LIMIT = 1000
 HARD_LINE_LIMIT = 2000
 FRAGMENT_THRESHOLD = 5
+FRAGMENT_MAX_FILES = 200
+"""Files of a folder the fragmentation reminder reads at most."""
+FRAGMENT_MAX_BYTES = 64 * 1024
+"""A file larger than this is no one-fact fragment (and is not read)."""
 RECENT_SESSIONS = 5
 HOT_FILE_SESSIONS = 3
 DATE_NAME_RE = re.compile(r"20\d{2}-?\d{2}-?\d{2}")
@@ -63,22 +67,24 @@ def length_reminder(virtual: str, n_lines: int) -> str | None:
 
 def fragmentation_reminder(sandbox: Sandbox, real: Path) -> str | None:
     """More than FRAGMENT_THRESHOLD files in the folder that each have exactly one line
-    containing `fact_id`."""
+    containing `fact_id`. At most FRAGMENT_MAX_FILES files are read (the first by name), each
+    through one descriptor of the folder; a file over FRAGMENT_MAX_BYTES is no one-fact
+    fragment and is not read."""
     parent = real.parent
     try:
         siblings = sandbox.list_dir(parent)
     except (OSError, ToolError):
         return None
+    names = [s.name for s in siblings if not s.name.startswith(".") and s.kind == "file"]
     single = 0
-    for sibling in siblings:
-        if sibling.name.startswith(".") or sibling.kind != "file":
-            continue
-        try:
-            data = sandbox.read_bytes(parent / sibling.name)
-        except (OSError, ToolError):
-            continue
-        if count_fact_id_lines((data or b"").decode("utf-8", errors="replace")) == 1:
-            single += 1
+    try:
+        for _, data in sandbox.fs.read_files(parent, names[:FRAGMENT_MAX_FILES],
+                                             max_bytes=FRAGMENT_MAX_BYTES):
+            if data is not None and count_fact_id_lines(
+                    data.decode("utf-8", errors="replace")) == 1:
+                single += 1
+    except (OSError, ToolError):
+        return None
     if single <= FRAGMENT_THRESHOLD:
         return None
     folder = sandbox.to_virtual(parent)

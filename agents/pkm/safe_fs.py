@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from agents.tools import ToolError
+from agents.trees import remove_tree_at
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -145,6 +145,24 @@ class SafeRoot:
                     return None
                 return fh.read()
 
+    def read_files(self, real_dir: Path, names: Sequence[str], *, max_bytes: int
+                   ) -> Iterator[tuple[str, bytes | None]]:
+        """(name, bytes) of files of one folder, opened through ONE descriptor of the folder;
+        None for a file larger than `max_bytes`; a file that cannot be read safely (a link, a
+        hard link, gone) is left out."""
+        with self.directory(real_dir) as dir_fd:
+            for name in names:
+                try:
+                    fd = self._open_file(dir_fd, real_dir / name, os.O_RDONLY)
+                except (OSError, UnsafePathError):
+                    continue
+                with os.fdopen(fd, "rb") as fh:
+                    if os.fstat(fd).st_size > max_bytes:
+                        yield name, None
+                        continue
+                    data = fh.read(max_bytes + 1)
+                yield name, data if len(data) <= max_bytes else None
+
     def write_bytes(self, real: Path, data: bytes) -> bool:
         """Create or overwrite the file (parents created); True when it already existed."""
         if real == self.root:
@@ -175,7 +193,7 @@ class SafeRoot:
         with self.directory(real.parent) as dir_fd:
             st = os.stat(real.name, dir_fd=dir_fd, follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode):
-                shutil.rmtree(real.name, dir_fd=dir_fd)
+                remove_tree_at(dir_fd, real.name)
                 return "folder"
             os.unlink(real.name, dir_fd=dir_fd)
             return "file"

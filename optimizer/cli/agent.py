@@ -32,10 +32,16 @@ def agent(
         typer.Option(
             "--workspace",
             metavar="DIR",
-            help="Workspace folder (Facts/, Cards/, PKM/). Default: a fresh temp one.",
+            help="Workspace folder (Facts/, Cards/, PKM/) to start from; the agent runs on a "
+            "copy of it (printed) unless --in-place. Default: a fresh temp one.",
             file_okay=False,
         ),
     ] = None,
+    in_place: Annotated[
+        bool,
+        typer.Option("--in-place", help="Run in the --workspace folder itself: its files may "
+                     "be rewritten (e.g. another fact's card)."),
+    ] = False,
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     base_url: BaseUrlOpt = None,
     published: Annotated[
@@ -47,7 +53,7 @@ def agent(
     as_json: JsonOpt = False,
 ) -> None:
     """Run one agent on one input and show the card / PKM diff and the transcript summary."""
-    from optimizer.run.agent_cmd import AgentCommand, run_agent_command
+    from optimizer.run.agent_cmd import AgentCommand, run_agent_command, workspace_copy
 
     def body() -> None:
         published_at = (
@@ -69,7 +75,9 @@ def agent(
             with tempfile.TemporaryDirectory(prefix="promptloop-agent-") as tmp:
                 result = asyncio.run(run_agent_command(cmd, Path(tmp)))
         else:
-            result = asyncio.run(run_agent_command(cmd, workspace))
+            target = workspace if in_place else workspace_copy(workspace)
+            result = asyncio.run(run_agent_command(cmd, target))
+            result["workspace_source"] = str(workspace)
         _show_agent_result(result, as_json)
 
     guarded(body)
@@ -95,4 +103,8 @@ def _show_agent_result(result: dict[str, Any], as_json: bool) -> None:
     ui.out.rule("transcript")
     ui.out.print(result["summary"], markup=False)
     if result.get("workspace"):
-        ui.out.print(f"workspace: {result['workspace']}", markup=False)
+        where = result["workspace"]
+        source = result.get("workspace_source")
+        note = (f" (a copy of {source}; --in-place writes to it)"
+                if source and source != where else "")
+        ui.out.print(f"wrote to workspace: {where}{note}", markup=False)

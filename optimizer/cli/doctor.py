@@ -51,7 +51,8 @@ def doctor(
 
     Shows which providers are configured (whether ANTHROPIC_API_KEY / OPENAI_API_KEY are set;
     their values are never printed), whether the embedded model's weights and runtime are
-    installed, the git state (branch, dirty, promptloop/* branches, stray worktrees) and, for
+    installed, the git state (branch, dirty, promptloop/* branches, stray worktrees), how an
+    external proposer (--proposer-cmd) is isolated here (bwrap, unshare or none) and, for
     every suite, its tasks, buckets, trials and whether it needs a judge model. Exit 0 when
     everything needed to run with --agent-model (default: the offline local:smollm2) is
     present, 1 otherwise. With --fix, what was cleaned is listed (and under "cleaned" in
@@ -131,6 +132,9 @@ def _show(report: DoctorReport) -> None:
                        for o in git.open_iterations) or "none"],
         ],
     )
+    ui.table("external proposer (--proposer-cmd)", ["item", "value"],
+             [["isolation", report.proposer_isolation],
+              ["what it isolates", report.proposer_isolation_note]])
     if report.cleaned is not None:
         lines = report.cleaned.lines
         ui.table("cleaned (--fix)", ["what"], [[line] for line in lines] or [["nothing to clean"]])

@@ -33,6 +33,7 @@ from optimizer.report import fmt
 
 if TYPE_CHECKING:
     from optimizer.workflows.nightly.config import NightlyConfig
+    from optimizer.workflows.nightly.engine import NightResult
 
 EXIT_LOCKED = EXIT_USER
 """Another nightly run holds `<state>/nightly.lock`."""
@@ -72,6 +73,9 @@ BaseOpt = Annotated[str | None, Opt(
     help="Git ref whose prompts are the baseline (HEAD).")]
 IterationsOpt = Annotated[int | None, Opt(
     min=1, envvar="PROMPTLOOP_ITERATIONS_PER_BUCKET", help="Proposals per bucket at most (2).")]
+CandidatesOpt = Annotated[int | None, Opt(
+    min=1, max=16, envvar="PROMPTLOOP_CANDIDATES",
+    help="Patches asked per iteration, screened on the target; the winner is gated (1).")]
 MaxBucketsOpt = Annotated[int | None, Opt(
     min=1, envvar="PROMPTLOOP_MAX_BUCKETS", help="Worst buckets to work on (3).")]
 MaxUsdOpt = Annotated[float | None, Opt(
@@ -100,6 +104,7 @@ def nightly(
     base_url: BaseUrlOpt = None,
     base: BaseOpt = None,
     iterations_per_bucket: IterationsOpt = None,
+    candidates: CandidatesOpt = None,
     max_buckets: MaxBucketsOpt = None,
     trials: TrialsOpt = None,
     concurrency: ConcurrencyOpt = None,
@@ -128,6 +133,7 @@ def nightly(
         "suites": suites or None, "agent_model": agent_model, "judge_model": judge_model,
         "proposer_model": proposer_model, "base_url": base_url, "base": base,
         "iterations_per_bucket": iterations_per_bucket, "max_buckets": max_buckets,
+        "candidates": candidates,
         "trials": trials, "concurrency": concurrency, "batch": batch, "max_usd": max_usd,
         "max_tokens": max_tokens, "max_wall_minutes": max_wall_minutes,
     }
@@ -150,11 +156,26 @@ def nightly(
                            "summary": result.summary.model_dump(mode="json")})
         else:
             _show(result)
+        if result.exit_code:
+            ui.error(_failure(result))  # on stderr, like eval, optimize, review and agent
         return result.exit_code
 
     code = guarded(body)
     if code:
         raise typer.Exit(code)
+
+
+def _failure(result: NightResult) -> str:
+    """Why a night exits non-zero, in one line (the key rejected, a provider down, ...)."""
+    cp = result.checkpoint
+    if cp.stop_reason:
+        return cp.stop_reason
+    if cp.infra_errors:
+        return f"infrastructure failure: {cp.infra_errors[0]}"
+    pushed = next((p.push_error for p in cp.published if p.push_error), None)
+    if pushed:
+        return f"publishing failed: {pushed}"
+    return f"publishing a pull request failed; see {result.folder}"
 
 
 def _config(settings: dict[str, Any], state_dir: Path | None) -> NightlyConfig:

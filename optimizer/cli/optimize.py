@@ -58,10 +58,19 @@ BaseOpt = Annotated[str, Opt(
     envvar="PROMPTLOOP_BASE", metavar="REF", help="Git ref whose prompt is the baseline.")]
 IterationsOpt = Annotated[int, Opt(
     min=1, envvar="PROMPTLOOP_ITERATIONS", help="Proposals to try at most.")]
+CandidatesOpt = Annotated[int, Opt(
+    min=1, max=16, envvar="PROMPTLOOP_CANDIDATES", rich_help_panel=PROPOSER,
+    help="Patches asked per iteration; with more than one they are screened on the visible "
+    "target tasks (successive halving) and only the winner goes to the gate, on fresh "
+    "trials.")]
 ProposerCmdOpt = Annotated[str | None, Opt(
     envvar="PROMPTLOOP_PROPOSER_CMD", metavar="CMD", rich_help_panel=PROPOSER,
-    help="External coding agent run in the candidate worktree (env PROMPTLOOP_PACKAGE, "
-    "PROMPTLOOP_PROMPT_FILE); its git diff is the proposal.")]
+    help="External coding agent run in a sandboxed copy of the repository (env "
+    "PROMPTLOOP_PACKAGE, PROMPTLOOP_PROMPT_FILE); the prompt file it leaves is the proposal.")]
+ProposerEnvOpt = Annotated[list[str] | None, Opt(
+    "--proposer-env", envvar="PROMPTLOOP_PROPOSER_ENV", metavar="NAME", rich_help_panel=PROPOSER,
+    help="Pass this environment variable to --proposer-cmd (repeatable; e.g. the provider key "
+    "the agent needs). By default it gets only PATH and the locale, in a throwaway copy.")]
 ProposerFormatOpt = Annotated[ProposerFormat, Opt(
     envvar="PROMPTLOOP_PROPOSER_FORMAT", rich_help_panel=PROPOSER,
     help="A unified diff, or JSON edits under a schema (for weak models); auto picks edits "
@@ -94,11 +103,13 @@ def optimize(
     bucket: BucketOpt,
     base: BaseOpt = "HEAD",
     iterations: IterationsOpt = 3,
+    candidates: CandidatesOpt = 1,
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     proposer_model: ProposerModelOpt = None,
     judge_model: JudgeModelOpt = None,
     base_url: BaseUrlOpt = None,
     proposer_cmd: ProposerCmdOpt = None,
+    proposer_env: ProposerEnvOpt = None,
     proposer_format: ProposerFormatOpt = ProposerFormat.auto,
     max_changed_lines: MaxChangedLinesOpt = 40,
     keep_rejected: KeepRejectedOpt = False,
@@ -167,6 +178,7 @@ def _config(flags: dict[str, Any]) -> OptimizeConfig:
             | {
                 "kinds": tuple(k.strip() for k in flags["suites"].split(",") if k.strip()),
                 "proposer_format": flags["proposer_format"].value,
+                "proposer_env": tuple(flags["proposer_env"] or ()),
                 "confirm_trials": flags["round_trials"],
                 "policy": GatePolicy(
                     min_improvement=flags["min_improvement"],

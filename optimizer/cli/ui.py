@@ -31,6 +31,7 @@ from optimizer.core.events import (
     BaselineReady,
     BudgetStopped,
     CandidateEvaluating,
+    CandidateStopped,
     ConfirmStarted,
     Event,
     GateStage,
@@ -41,13 +42,14 @@ from optimizer.core.events import (
     RunFinished,
     RunStarted,
     RunWarning,
+    ScreeningRound,
     StepEstimated,
     TrialFinished,
     VerdictReached,
 )
 from optimizer.gate.compare import BucketComparison
 from optimizer.report import fmt
-from optimizer.report.summary import RunSummary
+from optimizer.report.summary import RunSummary, failed_text
 from optimizer.report.table import Table as TableView
 from optimizer.report.table import bucket_table, comparison_table, gate_table
 
@@ -195,8 +197,9 @@ def show_summary(summary: RunSummary, report_path: str | None = None) -> None:
     show_table(
         bucket_table(s),
         f"{s.suite_name}: task pass {fmt.pct(s.task_pass_rate)}, trial pass "
-        f"{fmt.pct(s.trial_pass_rate)} ({s.passed_trials}/{s.counted_trials}), "
-        f"errored {s.errored_trials}, cached {s.cached_trials}",
+        f"{fmt.pct(s.trial_pass_rate)} ({s.original.passed_trials}/{s.num_trials}); errored "
+        f"excluded {fmt.pct(s.counted_task_pass_rate)} / {fmt.pct(s.counted_trial_pass_rate)}; "
+        f"{failed_text(s)}, errored {s.errored_trials}, cached {s.cached_trials}",
     )
     out.print(
         f"tokens: {fmt.tokens(u.total_tokens)} (in {fmt.tokens(u.input_tokens)}, out "
@@ -308,6 +311,12 @@ class LoopDisplay:
             case IterationAbandoned():
                 self.message("[yellow]  cleaned up after a killed run:[/] "
                              + escape(event.describe()))
+            case ScreeningRound():
+                self.message(f"[cyan]  screening round {event.round}[/] ({event.trials} "
+                             f"trials): {escape(', '.join(event.candidates))}")
+            case CandidateStopped():
+                self.message(f"[yellow]  candidate {escape(event.name)} out:[/] "
+                             + escape(event.reason))
             case StepEstimated():
                 self.message(
                     f"{step} {escape(event.step)}: estimated ~{event.tokens} tokens "

@@ -17,6 +17,8 @@ from typing import IO, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from optimizer.core.redact import redact
+
 
 def _now() -> datetime:
     return datetime.now(UTC)
@@ -171,13 +173,36 @@ class IterationAbandoned(Event):
     branch_deleted: bool
     worktree: str
     worktree_removed: bool
+    others_cleaned: int = 0
+    """Worktrees and branches of its other candidates (`--candidates K`) removed."""
 
     def describe(self) -> str:
         done = [f"removed worktree {self.worktree}"] if self.worktree_removed else []
         done += [f"deleted branch {self.branch}"] if self.branch_deleted else []
+        done += ([f"removed {self.others_cleaned} worktree(s) or branch(es) of its other "
+                  "candidates"] if self.others_cleaned else [])
         return (f"iteration {self.id} (pid {self.pid} on {self.host}, started "
                 f"{self.started_at:%Y-%m-%d %H:%M:%S}) died before its verdict: "
                 + ("; ".join(done) or "nothing of it was left") + "; closed as abandoned")
+
+
+class ScreeningRound(Event):
+    """`--candidates K`: a screening round of candidates on the visible target tasks."""
+
+    event: Literal["screening_round"] = "screening_round"
+    iteration: int
+    round: int
+    candidates: list[str]
+    trials: int
+
+
+class CandidateStopped(Event):
+    """`--candidates K`: a candidate left the running (refused, duplicate, screened out)."""
+
+    event: Literal["candidate_stopped"] = "candidate_stopped"
+    iteration: int
+    name: str
+    reason: str
 
 
 class StepEstimated(Event):
@@ -216,6 +241,8 @@ AnyEvent = Annotated[
     | VerdictReached
     | IterationFinished
     | IterationAbandoned
+    | ScreeningRound
+    | CandidateStopped
     | StepEstimated
     | BudgetStopped,
     Field(discriminator="event"),
@@ -273,7 +300,7 @@ class EventLog:
     def __call__(self, event: Event) -> None:
         if self._fh is None:
             raise RuntimeError("EventLog used outside its `with` block")
-        self._fh.write(event.model_dump_json() + "\n")
+        self._fh.write(redact(event.model_dump_json()) + "\n")
         self._fh.flush()
 
 

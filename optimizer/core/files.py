@@ -6,9 +6,13 @@ import os
 import tempfile
 from pathlib import Path
 
+from optimizer.core.redact import redact
+
 
 def atomic_write_text(path: Path, text: str) -> Path:
-    """Write `text` to a temporary file beside `path`, then rename it over `path`."""
+    """Write `text`, redacted of every known secret (core/redact.py), to a temporary file
+    beside `path`, then rename it over `path`."""
+    text = redact(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

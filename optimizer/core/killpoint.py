@@ -22,6 +22,7 @@ PHASES = (
     "proposal",
     "guards",
     "worktree",
+    "screen",
     "candidate",
     "gate",
     "branch_commit",

@@ -27,6 +27,7 @@ from filelock import FileLock
 from pydantic import BaseModel, Field, ValidationError
 
 from optimizer.core.killpoint import kill_point
+from optimizer.core.redact import redact
 
 LEDGER_VERSION = 1
 Outcome = Literal["accepted", "rejected", "inconclusive", "refused", "error", "abandoned"]
@@ -51,6 +52,49 @@ class _Record(BaseModel):
     proposer: str
 
 
+CandidateStatus = Literal["winner", "screened_out", "refused", "duplicate", "error",
+                          "abandoned"]
+
+
+class ScreenTrial(BaseModel):
+    """One screening trial of a candidate, paired with a baseline trial of the same task."""
+
+    task_id: str
+    trial_index: int
+    base_passed: bool
+    cand_passed: bool
+    base_score: float
+    cand_score: float
+
+
+class CandidateRecord(BaseModel):
+    """One of the candidates of an iteration with `--candidates K` > 1 (every one is kept:
+    refused, duplicate, screened out and the winner)."""
+
+    name: str
+    """c1, c2, ... in proposal order; `merge` for the merged candidate."""
+    hypothesis: str = ""
+    diff: str = ""
+    diff_hash: str = ""
+    status: CandidateStatus
+    guard_violations: list[dict[str, str]] = Field(default_factory=list)
+    """Why the guards refused it (or the duplicate it repeats); empty when it passed."""
+    branch: str | None = None
+    screening: list[ScreenTrial] = Field(default_factory=list)
+    rounds: int = 0
+    """Screening rounds it ran."""
+    stopped: str = ""
+    """Why it stopped; empty for the winner."""
+    merged_from: list[str] = Field(default_factory=list)
+
+
+class CandidateSlot(BaseModel):
+    """A branch and worktree an iteration may create for one more candidate."""
+
+    branch: str
+    worktree: str
+
+
 class LedgerEntry(_Record):
     """The closing record of an iteration (records without `kind` are closing records)."""
 
@@ -68,6 +112,25 @@ class LedgerEntry(_Record):
     cost_usd: float | None = None
     package_path: str | None = None
     pr_body_path: str | None = None
+    candidates: list[CandidateRecord] = Field(default_factory=list)
+    """With --candidates K > 1: every candidate of the iteration (empty for one patch)."""
+    screening: list[str] = Field(default_factory=list)
+    """With --candidates K > 1: the screening, round by round, in words."""
+
+    def ideas(self) -> list[LedgerEntry]:
+        """This entry and, as entries of their own, its candidates that lost or were refused
+        (the ideas a later proposer should not repeat)."""
+        out = [self] if self.diff else []
+        for c in self.candidates:
+            if c.status in ("screened_out", "refused") and c.diff:
+                outcome: Outcome = "rejected" if c.status == "screened_out" else "refused"
+                reasons = [c.stopped] if c.stopped else [v["message"] for v in
+                                                        c.guard_violations]
+                out.append(self.model_copy(update={
+                    "hypothesis": c.hypothesis, "diff": c.diff, "diff_hash": c.diff_hash,
+                    "outcome": outcome, "reasons": reasons, "candidates": [], "branch": None,
+                    "commit": None}))
+        return out
 
 
 class LedgerOpen(_Record):
@@ -83,6 +146,8 @@ class LedgerOpen(_Record):
     branch: str
     worktree: str
     """The candidate worktree's folder (it exists only while the iteration runs)."""
+    more: list[CandidateSlot] = Field(default_factory=list)
+    """With --candidates K > 1: the branches and worktrees of the other candidates."""
 
     def abandoned(self, reasons: list[str]) -> LedgerEntry:
         """The closing record of this iteration when it never reached a verdict."""
@@ -154,7 +219,7 @@ class Ledger:
 
     def append(self, record: Record) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = (record.model_dump_json() + "\n").encode("utf-8")
+        data = (redact(record.model_dump_json()) + "\n").encode("utf-8")
         with self.lock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             try:
@@ -191,14 +256,18 @@ class Ledger:
         return [e for e in self.entries() if e.agent == agent and e.bucket == bucket]
 
     def rejected(self, agent: str, bucket: str) -> list[LedgerEntry]:
+        """Ideas that did not make it (candidates that lost their screening included)."""
         return [
-            e
+            idea
             for e in self.for_bucket(agent, bucket)
-            if e.outcome in ("rejected", "refused", "inconclusive") and e.diff
+            for idea in e.ideas()
+            if idea.outcome in ("rejected", "refused", "inconclusive")
         ]
 
     def seen_diff(self, agent: str, bucket: str, digest: str) -> LedgerEntry | None:
         for e in self.for_bucket(agent, bucket):
-            if e.diff_hash == digest and e.outcome not in ("error", "inconclusive", "abandoned"):
-                return e
+            for idea in e.ideas():
+                if idea.diff_hash == digest and idea.outcome not in (
+                        "error", "inconclusive", "abandoned"):
+                    return idea
         return None

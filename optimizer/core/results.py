@@ -24,7 +24,14 @@ class TrialResult(BaseModel):
     ended_at: datetime
     failure_reason: str | None = None
     infra_error: str | None = None
-    """Set when the trial errored for reasons outside the agent (provider, key, replay miss)."""
+    """Set when the trial errored for reasons outside the agent (provider, key, replay miss, a
+    bug in promptloop named as "promptloop bug: ...")."""
+    agent_error: str | None = None
+    """Set when the trial failed because a tool or outcome capture raised on what the agent did
+    (`tool Glob raised RecursionError: ...`): a failure of the agent, never an errored trial."""
+    overloaded: bool = Field(default=False, exclude=True)
+    """The trial errored because the provider pushed back (its HTTP status was 429 or 5xx).
+    Known only to the run that made the calls: never saved."""
     transcript: Transcript = Field(default_factory=Transcript)
     outcome: dict[str, Any] = Field(default_factory=dict)
     scores: list[Score] = Field(default_factory=list)
@@ -45,8 +52,9 @@ class TrialResult(BaseModel):
 
     @property
     def score(self) -> float:
-        """Mean of the decided grader values; 0 for a timed-out trial or one with none."""
-        if self.status == "timedOut":
+        """Mean of the decided grader values; 0 for a timed-out trial, one whose tool or outcome
+        capture raised, or one with no decided value."""
+        if self.status == "timedOut" or self.agent_error:
             return 0.0
         vals = [s.value for s in self.scores if s.value is not None]
         return sum(vals) / len(vals) if vals else 0.0

@@ -137,6 +137,13 @@ class TaskSpec(_Lenient):
     reference_solution: ReferenceSolution | None = None
     graders: list[GraderSpec] = Field(min_length=1)
 
+    @field_validator("id")
+    @classmethod
+    def _id_not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("a task id must not be blank (only whitespace)")
+        return v
+
     @field_validator("trials_per_run", mode="before")
     @classmethod
     def _coerce_trials(cls, v: Any) -> Any:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agents.data import data_dir
+from agents.trees import iter_entries
 from optimizer.core.names import agent_names, check_agent, did_you_mean
 from optimizer.core.suite_files import (
     SuiteError,
@@ -165,10 +165,7 @@ def _resolve_fixture(root: Path, rel: str, task_path: Path, field: str, shared: 
 def _hash_fixture(h: Any, folder: Path, bases: list[Path], where: str) -> None:
     """Hash every file of a fixture folder (path and bytes, in path order); a symlink pointing
     outside `bases` is refused: it would hand the agent a file of the host."""
-    entries: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(folder):  # never follows symlinked folders
-        entries += [Path(dirpath) / name for name in dirnames + filenames]
-    for p in sorted(entries):
+    for p in sorted(iter_entries(folder)):  # never follows symlinked folders, never recurses
         rel = p.relative_to(folder).as_posix()
         if p.is_symlink() and not any(_inside(p.resolve(), b) for b in bases):
             raise SuiteError(

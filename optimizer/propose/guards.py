@@ -152,6 +152,12 @@ def _literal_violations(stats: LineStats, original: str,
     return out
 
 
+def _meaningful_lines(text: str) -> list[str]:
+    """The lines of `text` without whitespace at their ends, blank lines dropped: two prompts
+    with the same meaningful lines differ by nothing a model reads as an instruction."""
+    return [line.rstrip() for line in text.splitlines() if line.strip()]
+
+
 def content_violations(
     original: str,
     new: str,
@@ -165,6 +171,9 @@ def content_violations(
     """What the change `original` -> `new` does to the prompt's text."""
     if new == original:
         return [GuardViolation("no_change", f"the patch does not change {target_path}")]
+    if _meaningful_lines(new) == _meaningful_lines(original):
+        return [GuardViolation("no_change", f"the patch changes only whitespace at line ends "
+                               f"or blank lines of {target_path}, which is no change")]
     out: list[GuardViolation] = []
     stats = line_stats(original, new)
     hidden = sorted({name for line in stats.added_lines for name in hidden_characters(line)})

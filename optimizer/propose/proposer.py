@@ -3,8 +3,9 @@
 The package (everything the proposer sees) is written to disk before the call, so a reviewer can
 read exactly what the proposal was based on. Two answer formats: a unified diff (capable models)
 and a JSON list of anchored edits under a JSON schema (weak models such as the embedded one),
-rendered into the same unified diff. An external coding agent (`--proposer-cmd`) can also edit
-the candidate worktree directly; its `git diff` is the proposal.
+rendered into the same unified diff. An external coding agent (`--proposer-cmd`) edits the
+prompt in a throwaway copy of the repository instead (propose/sandbox.py); the prompt file's new
+content is the proposal.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ import contextlib
 import os
 import re
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from agents.data import data_dir
 from agents.llm.types import Message, ModelClient, ModelSettings, Usage
+from agents.placeholders import render
 from optimizer.core.ledger import LedgerEntry
+from optimizer.core.redact import redact
 from optimizer.core.results import RunResult
 from optimizer.propose.apply import numbered
 from optimizer.propose.edits import edit_schema_for, edits_to_diff, parse_edit_proposal
@@ -170,18 +173,13 @@ class Package:
         return path
 
 
-def _render(template: str, values: dict[str, str]) -> str:
-    for key, value in values.items():
-        template = template.replace("{{" + key + "}}", value)
-    return template
-
-
 def build_package(p: PackageInput) -> Package:
     """Assemble what the proposer sees, within `token_budget` (the prompt is never cut)."""
     name = "proposer.md" if p.fmt == "diff" else "proposer_edits.md"
-    system = _render(
+    system = render(
         (PROMPTS_DIR / name).read_text(encoding="utf-8"),
         {"prompt_path": p.prompt_path, "max_changed_lines": str(p.max_changed_lines)},
+        what=f"prompts/{name}",
     )
     prompt_block = (
         f"## The prompt file `{p.prompt_path}` (line numbers are not part of it)\n"
@@ -229,14 +227,17 @@ async def ask_model(
     check: Callable[[str], None],
     max_retries: int = 2,
     max_tokens: int = 1500,
+    seed: int | None = None,
 ) -> Proposal:
     """Ask for a proposal; `check(diff)` raises PatchError when it does not apply, and the error
-    goes back to the model (at most `max_retries` more attempts)."""
+    goes back to the model (at most `max_retries` more attempts). `seed` goes to providers
+    that take one (several proposals for one package differ by their seed)."""
     messages = [Message.system(package.system), Message.user(package.user)]
     settings = ModelSettings(
         temperature=0.2,
         max_tokens=max_tokens,
         response_format=edit_schema_for(original) if fmt == "edits" else None,
+        seed=seed,
     )
     usage = Usage()
     last_error = ""
@@ -269,33 +270,18 @@ async def ask_model(
     )
 
 
-async def run_command(
-    cmd: str,
-    worktree: Path,
-    package_path: Path,
-    prompt_path: str,
-    bucket: str,
-    timeout_s: float = 1800,
-    env: Mapping[str, str] | None = None,
-) -> str:
-    """Run an external proposer in the candidate worktree; returns its stdout.
+async def run_command(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
+                      timeout_s: float = 1800) -> tuple[str, str]:
+    """Run an external proposer (`argv`, e.g. its sandbox wrapper around `sh -c CMD`) in `cwd`
+    with exactly `env`; returns its stdout and stderr, redacted of every known secret.
 
-    The command gets PROMPTLOOP_PACKAGE (the package file), PROMPTLOOP_PROMPT_FILE (the file it
-    may edit, relative to the worktree) and PROMPTLOOP_BUCKET, plus `env` (e.g. a temporary
-    HOME from `watch.canary_home`). A line `HYPOTHESIS: ...` on its stdout becomes the
-    proposal's hypothesis. It runs in its own process group, which is killed when it ends, so
-    a background child cannot keep writing after the caller has checked what it changed.
-    """
-    full_env = {
-        **os.environ,
-        "PROMPTLOOP_PACKAGE": str(package_path),
-        "PROMPTLOOP_PROMPT_FILE": prompt_path,
-        "PROMPTLOOP_BUCKET": bucket,
-        **(env or {}),
-    }
-    proc = await asyncio.create_subprocess_shell(
-        cmd, cwd=worktree, env=full_env, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, start_new_session=True,
+    It runs in its own session and process group, with stdin from /dev/null (no terminal to
+    inject keystrokes into), and the group is killed when it ends, so a background child
+    cannot keep writing after the caller has checked what it changed. A non-zero exit or a
+    timeout is a `ProposerError` quoting the end of stderr (redacted too)."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv, cwd=cwd, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
@@ -305,11 +291,11 @@ async def run_command(
         raise ProposerError(f"proposer command timed out after {timeout_s:g}s") from None
     finally:
         _kill_group(proc.pid)
+    stdout = redact(out.decode(errors="replace"))
+    stderr = redact(err.decode(errors="replace"))
     if proc.returncode != 0:
-        raise ProposerError(
-            f"proposer command exited with {proc.returncode}: {err.decode(errors='replace')[-500:]}"
-        )
-    return out.decode(errors="replace")
+        raise ProposerError(f"proposer command exited with {proc.returncode}: {stderr[-500:]}")
+    return stdout, stderr
 
 
 def _kill_group(pid: int) -> None:

@@ -1,35 +1,33 @@
-"""Writes an external proposer made outside the one file it may edit.
+"""Writes an external proposer made where it must not: the second line of defence.
 
-`--proposer-cmd` runs an arbitrary command in the candidate worktree, and its `git diff` only
-shows the worktree's tracked and untracked files. What it cannot show: edits to your checkout
-(its files, `.git/config`, `.git/hooks`, refs, the index, HEAD), commits made in the worktree
-(the diff is taken against its HEAD), a rewritten `.git` pointer of the worktree, a prompt
-turned into a symlink, or files in HOME. The workflow takes a `snapshot` of `proposer_watch(...)`
-before the command and one after, and `outside_writes(before, after)` names every such write
-as an `outside_write` refusal. Files are compared by type, mode, size, inode and change time
-(ctime, which no user-space call can set back), so content is never read and a walk of a
-checkout with its virtualenv takes well under a second.
+`--proposer-cmd` runs in a throwaway copy of the repository (propose/sandbox.py), read-only
+everywhere else where the system can isolate it. Where it cannot (no bubblewrap, no user
+namespaces), a command may still write by absolute path: into your checkout (its files,
+`.git/config`, `.git/hooks`, refs, the index, HEAD), the candidate worktree, or the startup files
+of your real HOME. The sandbox takes a `snapshot` of `proposer_watch(...)` before the command
+and one after, and `outside_writes(before, after)` names every such write as an
+`outside_write` refusal (after the fact: what was written stays written). The same comparison
+of the sandbox copy itself finds what the command changed there besides the prompt. Files are
+compared by type, mode, size, inode and change time (ctime, which no user-space call can set
+back), so content is never read and a walk of a checkout with its virtualenv takes well under
+a second.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
-import secrets
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from optimizer.propose.guards import GuardViolation
-from optimizer.propose.proposer import ProposerError, run_command
 
 EntryKind = Literal["file", "dir", "link", "other"]
 HOME_FILES = (".bashrc", ".bash_profile", ".profile", ".zshrc", ".zprofile", ".gitconfig",
               ".config/git", ".ssh", ".netrc", ".pypirc", ".config/pip", ".npmrc")
-"""Files in HOME that change what later commands do; watched, and seeded by `canary_home`."""
+"""Files in HOME that change what later commands do; watched in the real HOME."""
 _GIT_MAY_ADD = ("objects/*",)
 """New objects are inert until a ref points at them; refs are watched."""
 _MAX_LISTED = 8
@@ -139,22 +137,15 @@ def _change(w: Watched, rel: str, old: Entry | None, new: Entry | None) -> str |
 def outside_writes(before: Snapshot, after: Snapshot) -> list[GuardViolation]:
     """One `outside_write` refusal per watched tree that changed where it must not; empty when
     the command only touched what it may. `before` and `after` must watch the same trees."""
-    if before.watched != after.watched:
-        raise ValueError("the two snapshots watch different trees")
+    by_tree: dict[Watched, list[str]] = {}
+    for w, rel, how in changed_paths(before, after):
+        by_tree.setdefault(w, []).append(f"{rel} {how}")
     out: list[GuardViolation] = []
-    for w, old, new in zip(before.watched, before.entries, after.entries, strict=True):
-        changes = []
-        for rel in sorted(old.keys() | new.keys()):
-            if old.get(rel) == new.get(rel):
-                continue
-            how = _change(w, rel, old.get(rel), new.get(rel))
-            if how is not None:
-                changes.append(f"{rel} {how}")
-        if changes:
-            more = f" and {len(changes) - _MAX_LISTED} more" if len(changes) > _MAX_LISTED else ""
-            out.append(GuardViolation(
-                "outside_write", f"the proposer command wrote outside the prompt file, in "
-                f"{w.label} ({w.root}): {'; '.join(changes[:_MAX_LISTED])}{more}"))
+    for w, changes in by_tree.items():
+        more = f" and {len(changes) - _MAX_LISTED} more" if len(changes) > _MAX_LISTED else ""
+        out.append(GuardViolation(
+            "outside_write", f"the proposer command wrote outside its sandbox, in "
+            f"{w.label} ({w.root}): {'; '.join(changes[:_MAX_LISTED])}{more}"))
     return out
 
 
@@ -178,22 +169,23 @@ def _common_dir(gitdir: Path) -> Path:
     return gitdir
 
 
-def proposer_watch(checkout: Path, worktree: Path, prompt_path: str,
-                   homes: Sequence[Path] = ()) -> tuple[Watched, ...]:
-    """What an external proposer run in `worktree` must leave alone: the user's `checkout`
+def proposer_watch(checkout: Path, worktree: Path | None = None,
+                   homes: Sequence[Path] = (), others: Sequence[Path] = ()
+                   ) -> tuple[Watched, ...]:
+    """What an external proposer (run in its sandbox) must leave alone: the user's `checkout`
     (every file), the shared git directory (config, hooks, refs, HEAD, index; new objects and
-    reflogs may appear), the worktree's own git folder but its index, the worktree's `.git`
-    pointer and the type of its prompt file, and `HOME_FILES` in each of `homes` (the real
-    HOME, whose ~/.gitconfig the workflow's own git reads, and a `canary_home` the command ran
-    with). Other worktrees' folders are not watched: other checkouts of the same repository
-    may be in use."""
-    checkout, worktree = checkout.resolve(), worktree.resolve()
-    own = _gitdir(worktree)
+    reflogs may appear: other git commands of the user may be running), the user's own git
+    folder when the checkout is a linked worktree, the candidate `worktree` and its git
+    folder, the iteration's `others` candidate worktrees (`--candidates K`), and `HOME_FILES`
+    in each of `homes` (the real HOME). Other worktrees' git folders are not watched: other
+    checkouts of the same repository may be in use."""
+    checkout = checkout.resolve()
     user = _gitdir(checkout)  # when the checkout is itself a linked worktree
+    own = _gitdir(worktree.resolve()) if worktree is not None else None
     common = _common_dir(own or user or checkout / ".git")
     skip = [".git"]
-    if worktree.is_relative_to(checkout):
-        skip.append(worktree.relative_to(checkout).as_posix())
+    if worktree is not None and worktree.resolve().is_relative_to(checkout):
+        skip.append(worktree.resolve().relative_to(checkout).as_posix())
     trees = [
         Watched("your checkout", checkout, skip=tuple(skip)),
         Watched("the repository's git directory", common, skip=("worktrees/*",),
@@ -201,28 +193,28 @@ def proposer_watch(checkout: Path, worktree: Path, prompt_path: str,
     ]
     if user is not None:
         trees.append(Watched("your checkout's git folder", user))
+    if worktree is not None:
+        trees.append(Watched("the candidate worktree", worktree.resolve()))
     if own is not None:
-        trees.append(Watched("the candidate worktree's git folder", own,
-                             may_change=("index",), may_add=("logs/*",)))
-    trees.append(Watched("the candidate worktree", worktree, only=(".git", prompt_path),
-                         may_change=(prompt_path,)))
+        trees.append(Watched("the candidate worktree's git folder", own))
+    trees.extend(Watched(f"the candidate worktree {o}", o.resolve()) for o in others)
     trees.extend(Watched(f"HOME {home}", home.resolve(), only=HOME_FILES) for home in homes)
     return tuple(trees)
 
 
-def canary_home(parent: Path) -> Path:
-    """A fresh HOME under `parent` whose `HOME_FILES` hold random canaries: pass it to the
-    command (`run_command(..., env={"HOME": str(home)})`) and watch it with `proposer_watch`."""
-    home = parent / "home"
-    token = secrets.token_hex(8)
-    for name in HOME_FILES:
-        path = home / name
-        if name in (".ssh", ".config/git", ".config/pip"):
-            path.mkdir(parents=True, exist_ok=True)
-            path = path / "canary"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"# promptloop canary {token}\n", encoding="utf-8")
-    return home
+def changed_paths(before: Snapshot, after: Snapshot) -> list[tuple[Watched, str, str]]:
+    """(tree, relative path, how) for every change that tree does not allow."""
+    if before.watched != after.watched:
+        raise ValueError("the two snapshots watch different trees")
+    out: list[tuple[Watched, str, str]] = []
+    for w, old, new in zip(before.watched, before.entries, after.entries, strict=True):
+        for rel in sorted(old.keys() | new.keys()):
+            if old.get(rel) == new.get(rel):
+                continue
+            how = _change(w, rel, old.get(rel), new.get(rel))
+            if how is not None:
+                out.append((w, rel, how))
+    return out
 
 
 class OutsideWriteError(Exception):
@@ -231,32 +223,3 @@ class OutsideWriteError(Exception):
     def __init__(self, violations: list[GuardViolation]) -> None:
         super().__init__("; ".join(v.message for v in violations))
         self.violations = violations
-
-
-async def run_watched(cmd: str, checkout: Path, worktree: Path, package_path: Path,
-                      prompt_path: str, bucket: str) -> str:
-    """`run_command` under watch: the command runs with a `canary_home` as HOME, and the
-    user's `checkout`, the repository's git folders, the worktree's `.git` and both HOMEs are
-    snapshotted before and after. Returns the command's stdout; raises `OutsideWriteError`
-    when it wrote where it must not (checked also when the command failed, so a failing
-    command cannot hide its writes), else the command's own `ProposerError`."""
-    parent = Path(tempfile.mkdtemp(prefix="promptloop-home-"))
-    try:
-        home = canary_home(parent)
-        watched = proposer_watch(checkout, worktree, prompt_path, homes=(Path.home(), home))
-        before = snapshot(watched)
-        failure: ProposerError | None = None
-        out = ""
-        try:
-            out = await run_command(cmd, worktree, package_path, prompt_path, bucket,
-                                    env={"HOME": str(home)})
-        except ProposerError as err:
-            failure = err
-        violations = outside_writes(before, snapshot(watched))
-    finally:
-        shutil.rmtree(parent, ignore_errors=True)
-    if violations:
-        raise OutsideWriteError(violations)
-    if failure is not None:
-        raise failure
-    return out

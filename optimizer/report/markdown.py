@@ -15,7 +15,7 @@ from optimizer.core.results import RunResult, TrialResult
 from optimizer.gate.compare import BucketComparison, describe
 from optimizer.gate.policy import Verdict
 from optimizer.report.fmt import num, pct, seconds, short, usd
-from optimizer.report.summary import RunSummary, task_order
+from optimizer.report.summary import RunSummary, failed_text, task_order
 from optimizer.report.table import (
     Cell,
     Table,
@@ -73,13 +73,16 @@ def _headline(run: RunResult, s: RunSummary) -> list[str]:
         f"{run.started_at:%Y-%m-%d %H:%M:%S} UTC · "
         f"{seconds((run.ended_at - run.started_at).total_seconds())}",
         "",
-        f"- **Task pass rate: {pct(s.task_pass_rate)}** ({s.passed_tasks}/{s.decided_tasks} tasks"
+        f"- **Task pass rate: {pct(s.task_pass_rate)}** ({s.original.passed_tasks}/"
+        f"{s.num_tasks} tasks"
         + (f", threshold {s.task_pass_threshold:g}" if s.task_pass_threshold < 1.0 else "")
-        + ")",
-        f"- **Trial pass rate: {pct(s.trial_pass_rate)}** ({s.passed_trials}/{s.counted_trials} "
-        f"trials; {s.failed_trials} failed, {s.timed_out_trials} timed out)",
-        f"- As the original harness counts (errored trials not passed): task "
-        f"{pct(s.original.task_pass_rate)}, trial {pct(s.original.trial_pass_rate)}",
+        + f"); errored excluded: {pct(s.counted_task_pass_rate)} ({s.passed_tasks}/"
+        f"{s.decided_tasks})",
+        f"- **Trial pass rate: {pct(s.trial_pass_rate)}** ({s.original.passed_trials}/"
+        f"{s.num_trials} trials); errored excluded: {pct(s.counted_trial_pass_rate)} "
+        f"({s.passed_trials}/{s.counted_trials})",
+        f"- Trial outcomes: {s.passed_trials} passed, {failed_text(s)}, "
+        f"{s.timed_out_trials} timed out, {s.errored_trials} errored",
         f"- Mean trial score: {num(s.mean_score)}",
         f"- Trials: {s.num_trials} total, {s.cached_trials} from cache"
         + (f", {s.skipped_trials} skipped" if s.skipped_trials else ""),
@@ -88,8 +91,9 @@ def _headline(run: RunResult, s: RunSummary) -> list[str]:
         label = "ALL TRIALS ERRORED" if s.all_errored else f"{s.errored_trials} TRIAL(S) ERRORED"
         lines += [
             "",
-            f"> **⚠ {label}** ({s.errored_trials}/{s.num_trials}): infrastructure errors, "
-            "excluded from every rate above. Fix them before trusting this run.",
+            f"> **⚠ {label}** ({s.errored_trials}/{s.num_trials}): infrastructure errors or "
+            "bugs in promptloop, counted as failed by the original's rates and excluded from "
+            "the errored-excluded ones. Fix them before trusting this run.",
         ]
         lines += [f"> - {n}× {short(msg, 300)}" for msg, n in list(s.infra_errors.items())[:5]]
     return lines

@@ -177,6 +177,7 @@ def trial_from_doc(doc: Doc, extras: Doc, buckets: Mapping[str, str]) -> dict[st
         "ended_at": head.get("endedAt"),
         "failure_reason": head.get("failureReason"),
         "infra_error": extras.get("infraError"),
+        "agent_error": extras.get("agentError"),
         "seed": extras.get("seed"),
         "transcript": transcript_from_doc(
             doc.get("transcript") or {}, extras.get("transcript") or {}, outcome

@@ -230,6 +230,7 @@ def trial_doc(run: RunResult, t: TrialResult) -> tuple[dict[str, Any], dict[str,
         "bucket": t.bucket,
         "cached": t.cached,
         "infraError": t.infra_error,
+        "agentError": t.agent_error,
         "seed": t.seed,
         "transcript": transcript_extras,
     }
@@ -319,8 +320,8 @@ def index_docs(run: RunResult, summary: RunSummary) -> tuple[dict[str, Any], dic
     hashes = run.provenance.prompt_hashes
     extras = {
         "runName": run.run_name,
-        "countedTaskPassRate": summary.task_pass_rate,
-        "countedTrialPassRate": summary.trial_pass_rate,
+        "countedTaskPassRate": summary.counted_task_pass_rate,
+        "countedTrialPassRate": summary.counted_trial_pass_rate,
         "erroredTrials": summary.errored_trials,
         "agentName": run.agent_name,
         "agentModel": run.provenance.agent_model,

@@ -1,12 +1,16 @@
 """Aggregate a run into a `RunSummary`: task and trial pass rates, buckets, graders, pass@k.
 
-Pure functions over `RunResult`. Our headline rates never count errored or skipped trials (an
-infrastructure error is not an agent failure); they are counted separately so a report can say
-so loudly. Beside them the summary carries the original harness's rates (SPEC section 8), where
-every trial counts and an errored one is simply not passed. Whether a trial passed is decided
-when it is graded (`graders.registry.trial_passed`, which applies a threshold below 1.0 per
-trial); a task then passes by the suite kind's rule. The stored form lives in store.py; tables
-of it in table.py, rendered by markdown.py, html/ and the CLI.
+Pure functions over `RunResult`. The summary's `task_pass_rate` / `trial_pass_rate` are the
+original harness's (SPEC section 8; `original_rates`): every trial counts, an errored one is a
+failed one, and with a threshold below 1.0 each trial (timed-out ones too: they are graded)
+passes by its mean decided score. Ours stand beside them as `counted_task_pass_rate` /
+`counted_trial_pass_rate` ("errored excluded"): errored and skipped trials (infrastructure, or a
+bug in promptloop) leave the rate and are counted apart so a report can say so loudly, and a
+trial passed only when it was graded passed (`graders.registry.trial_passed`; a timed-out trial
+never). Per task and bucket the rates are ours. A failure caused by an exception that a tool or
+outcome capture raised on what the agent did is a failed trial (`agent_error_trials` counts
+them), never an errored one. The stored form lives in store.py; tables of it in table.py,
+rendered by markdown.py, html/ and the CLI.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from datetime import datetime
 
 from pydantic import Field
 
+from graders.base import passes
 from optimizer.core.pricing import PriceOverrides
 from optimizer.core.results import RunResult, TrialResult
 from optimizer.report.usage import (
@@ -43,8 +48,10 @@ __all__ = [
     "TaskSummary",
     "UsageSummary",
     "bucket_of",
+    "failed_text",
     "original_rates",
     "original_task_passed",
+    "original_trial_passed",
     "pass_at_k",
     "pass_hat_k",
     "spent_usage",
@@ -124,17 +131,28 @@ class RunSummary(_Camel):
     num_tasks: int
     decided_tasks: int
     passed_tasks: int
-    task_pass_rate: float | None
+    """Decided tasks that passed by our rule (errored trials excluded)."""
+    task_pass_rate: float
+    """The original's task pass rate (errored trials count as failed; SPEC section 8)."""
+    counted_task_pass_rate: float | None
+    """Ours, errored excluded: passed / decided tasks; None when no task was decided."""
     num_trials: int
     """Every trial of the run, errored ones included."""
     counted_trials: int
     passed_trials: int
     failed_trials: int
+    """Failed trials, those failed by an exception the agent caused included."""
+    agent_error_trials: int = 0
+    """Failed trials whose tool or outcome capture raised on what the agent did."""
     timed_out_trials: int
     errored_trials: int
+    """Infrastructure errors and bugs in promptloop: excluded from our rates."""
     skipped_trials: int
     cached_trials: int
-    trial_pass_rate: float | None
+    trial_pass_rate: float
+    """The original's trial pass rate (every trial counts)."""
+    counted_trial_pass_rate: float | None
+    """Ours, errored excluded: passed / counted trials; None when no trial counted."""
     mean_score: float | None
     all_errored: bool
     infra_errors: dict[str, int] = Field(default_factory=dict)
@@ -148,6 +166,13 @@ class RunSummary(_Camel):
     cost: CostSummary
     original: OriginalRates
     """The same run aggregated as the original harness does (errored trials not excluded)."""
+
+
+def failed_text(s: RunSummary) -> str:
+    """`3 failed (1 by an exception a tool or outcome capture raised)`."""
+    agent = (f" ({s.agent_error_trials} by an exception a tool or outcome capture raised)"
+             if s.agent_error_trials else "")
+    return f"{s.failed_trials} failed{agent}"
 
 
 # --- formulas --------------------------------------------------------------------------
@@ -190,13 +215,26 @@ def task_passed(trials: Sequence[TrialResult], suite_kind: str) -> bool | None:
     return all(t.passed for t in counted)
 
 
-def original_task_passed(trials: Sequence[TrialResult], suite_kind: str) -> bool:
+def original_trial_passed(trial: TrialResult, threshold: float = 1.0) -> bool:
+    """The original's trial pass (SPEC section 8): below a 1.0 threshold the mean of the
+    trial's decided scores reaches it, whatever its status (a timed-out trial is graded, so it
+    can pass); else the trial was graded passed. An errored trial is never passed."""
+    if trial.status == "errored":
+        return False
+    if threshold < 1.0:
+        decided = [s.value for s in trial.scores if s.value is not None]
+        return bool(decided) and passes(sum(decided) / len(decided), threshold)
+    return trial.passed
+
+
+def original_task_passed(
+    trials: Sequence[TrialResult], suite_kind: str, threshold: float = 1.0
+) -> bool:
     """The original's task pass: the kind's rule over every trial (errored = not passed)."""
     if not trials:
         return False
-    if suite_kind == "capability":
-        return any(t.passed for t in trials)
-    return all(t.passed for t in trials)
+    verdicts = [original_trial_passed(t, threshold) for t in trials]
+    return any(verdicts) if suite_kind == "capability" else all(verdicts)
 
 
 # --- aggregation -----------------------------------------------------------------------
@@ -311,14 +349,16 @@ def _pass_at_k_table(per_task: Sequence[tuple[int, int]]) -> list[PassAtK]:
 def original_rates(run: RunResult) -> OriginalRates:
     """Aggregate `run` as the original harness does (SPEC section 8)."""
     order = task_order(run)
-    passed_tasks = sum(original_task_passed(run.trials_of(t), run.suite_kind) for t in order)
-    passed_trials = sum(t.passed for t in run.trials)
+    th, kind = run.task_pass_threshold, run.suite_kind
+    passed_tasks = sum(original_task_passed(run.trials_of(t), kind, th) for t in order)
+    passed_trials = sum(original_trial_passed(t, th) for t in run.trials)
     values: dict[str, list[float]] = {}
     for trial in run.trials:
         for s in trial.scores:
             if s.value is not None:
                 values.setdefault(s.grader, []).append(s.value)
-    per_task = [(len(ts), sum(t.passed for t in ts)) for ts in map(run.trials_of, order)]
+    per_task = [(len(ts), sum(original_trial_passed(t, th) for t in ts))
+                for ts in map(run.trials_of, order)]
     return OriginalRates(
         passed_tasks=passed_tasks,
         task_pass_rate=_rate(passed_tasks, len(order)) or 0.0,
@@ -335,6 +375,7 @@ def summarize(run: RunResult, *, prices: PriceOverrides | None = None) -> RunSum
     counted = [t for t in run.trials if t.counts]
     decided = [t for t in tasks if t.passed is not None]
     passed_trials = sum(t.passed for t in counted)
+    original = original_rates(run)
     infra: dict[str, int] = {}
     for t in run.trials:
         if t.status == "errored":
@@ -351,16 +392,19 @@ def summarize(run: RunResult, *, prices: PriceOverrides | None = None) -> RunSum
         num_tasks=len(tasks),
         decided_tasks=len(decided),
         passed_tasks=sum(bool(t.passed) for t in decided),
-        task_pass_rate=_rate(sum(bool(t.passed) for t in decided), len(decided)),
+        task_pass_rate=original.task_pass_rate,
+        counted_task_pass_rate=_rate(sum(bool(t.passed) for t in decided), len(decided)),
         num_trials=len(run.trials),
         counted_trials=len(counted),
         passed_trials=passed_trials,
         failed_trials=sum(t.status == "failed" for t in run.trials),
+        agent_error_trials=sum(t.status == "failed" and bool(t.agent_error) for t in run.trials),
         timed_out_trials=sum(t.status == "timedOut" for t in run.trials),
         errored_trials=sum(t.status == "errored" for t in run.trials),
         skipped_trials=sum(t.status == "skipped" for t in run.trials),
         cached_trials=sum(t.cached for t in run.trials),
-        trial_pass_rate=_rate(passed_trials, len(counted)),
+        trial_pass_rate=original.trial_pass_rate,
+        counted_trial_pass_rate=_rate(passed_trials, len(counted)),
         mean_score=_mean([t.score for t in counted]),
         all_errored=run.all_errored,
         infra_errors=dict(sorted(infra.items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -371,5 +415,5 @@ def summarize(run: RunResult, *, prices: PriceOverrides | None = None) -> RunSum
         usage=usage_of(run.trials)[0],
         judge_usage=judge_usage_of(run.trials)[0],
         cost=run_cost(run, prices),
-        original=original_rates(run),
+        original=original,
     )

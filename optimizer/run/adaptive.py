@@ -12,7 +12,6 @@ reached (`ConcurrencyStats`) so a report can say why a night took longer than pl
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import dataclass
 
 from agents.llm.errors import ModelConfigError
@@ -81,15 +80,11 @@ class AdaptiveLimit:
             self.stats.increases += 1
 
 
-_OVERLOAD = re.compile(r"HTTP (429|5\d\d)\b|overload|rate.?limit", re.IGNORECASE)
-
-
 def overloaded(result: TrialResult) -> bool:
     """Whether the provider pushed back during this trial: a retried call, or an infrastructure
-    error that names a 429/5xx/overload."""
-    if result.transcript.metrics.n_retries > 0:
-        return True
-    return bool(result.infra_error and _OVERLOAD.search(result.infra_error))
+    error whose HTTP status was 429 or 5xx (`ProviderError.overloaded`; the error's text is
+    not read)."""
+    return result.transcript.metrics.n_retries > 0 or result.overloaded
 
 
 def provider_key(model_id: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -13,6 +14,7 @@ from agents.base import AgentInput, load_prompt, prepare_workspace
 from agents.registry import AgentOptions, get_agent
 from agents.runtime import DEFAULT_MAX_TURNS, RuntimeConfig, run_agent
 from agents.transcript import Transcript
+from agents.trees import copy_tree
 from agents.workspace import FactId, FactIdError, Workspace
 from optimizer.core.config import ConfigError
 from optimizer.core.names import check_agent
@@ -55,6 +57,18 @@ def pkm_unified_diff(before: dict[str, bytes], after: dict[str, bytes]) -> str:
             )
         )
     return "".join(chunks)
+
+
+def workspace_copy(source: Path) -> Path:
+    """A copy of the user's workspace folder to run the agent on (issue 19: the tools may
+    rewrite files there, e.g. another fact's card), in a new temporary folder that is kept so
+    the result can be inspected. A missing or empty `source` holds nothing of the user's: it is
+    used as it is."""
+    if not source.is_dir() or not any(source.iterdir()):
+        return source
+    dest = Path(tempfile.mkdtemp(prefix=f"promptloop-agent-{source.name}-"))
+    copy_tree(source, dest)
+    return dest
 
 
 async def run_agent_command(cmd: AgentCommand, root: Path) -> dict[str, Any]:

@@ -1,57 +1,38 @@
-"""Batch mode for judge calls (`--batch`): grade in two phases around one provider batch.
+"""Batch mode for judge calls (`--batch`): every trial is graded once, its judge requests
+answered from one provider batch.
 
-Phase 1: every trial runs its agent as usual, but its judge graders talk to a
-`CollectingJudge`, which notes each request under the key record/replay uses and answers with
-an empty placeholder. Such a trial is held back (not cached, not reported finished).
-Then `JudgeBatch.resolve` sends every noted request as ONE batch (agents/llm/batch.py), with its
-state file under `<state>/batches/` so a killed run resumes the same batch.
-Phase 2: each held-back trial is graded again from its saved outcome and transcript, now with
-a `ResolvedJudge` that serves the batch's replies (through RecordReplayClient, so `--mode
-record` records them like direct replies) and its status is decided as in the direct path.
-A request the batch did not answer becomes a judge error of that trial only.
+Each trial whose task has a judge grader runs its agent as usual and is then held back (not
+graded, cached or reported finished yet). Once every trial of the run has come to that point,
+the held trials are graded together, each grader once. Their judge graders talk to a
+`DeferredJudge`, which registers the request under the key record/replay uses and waits. When
+every grader still running is waiting on the judge, the waiting requests go out as ONE batch
+(agents/llm/batch.py), with its state file under `<state>/batches/` so a killed run resumes the
+same batch; each grader then gets its own reply (or its own error, which becomes a judge error
+of that trial only). A grader that asked the judge a second time after the batch came back
+would start another round the same way. The trials' status is decided as on the direct path.
+The judge sits behind RecordReplayClient, so `--mode record` records batched replies as direct
+ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from agents.llm.batch import BatchJudge, BatchReport, BatchRequest
-from agents.llm.errors import ModelError, ProviderError
+from agents.llm.errors import ProviderError
 from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
 from optimizer.run.cache import request_key
 from optimizer.run.usage import MeteredClient
 
-
-class CollectingJudge:
-    """Phase-1 judge of one trial: records each request and returns an empty reply."""
-
-    def __init__(self, batch: JudgeBatch, salt: str) -> None:
-        self.batch, self.salt = batch, salt
-        self.model_id = batch.model_id
-
-    async def complete(
-        self,
-        messages: list[Message],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        key = request_key(self.model_id, messages, tools, settings, self.salt)
-        self.batch.pending.setdefault(self.salt, {})[key] = BatchRequest(
-            key, list(messages), settings
-        )
-        return ModelResponse(text="", model=self.model_id)
-
-    async def preflight(self) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
+T = TypeVar("T")
+_Waiting = tuple[BatchRequest, "asyncio.Future[ModelResponse]"]
 
 
-class ResolvedJudge:
-    """Phase-2 judge of one trial: serves the batch's reply of each request by its key."""
+class DeferredJudge:
+    """The judge of one held trial: each request waits for the run's judge batch."""
 
     def __init__(self, batch: JudgeBatch, salt: str) -> None:
         self.batch, self.salt = batch, salt
@@ -65,13 +46,7 @@ class ResolvedJudge:
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
         key = request_key(self.model_id, messages, tools, settings, self.salt)
-        got = self.batch.results.get(key)
-        if got is None:
-            raise ProviderError("the judge batch has no reply for this request")
-        if isinstance(got, ModelError):
-            raise got
-        self.batch.meter(got)
-        return got
+        return await self.batch.ask(BatchRequest(key, list(messages), settings))
 
     async def preflight(self) -> None:
         return None
@@ -86,9 +61,16 @@ class JudgeBatch:
 
     judge: ModelClient
     batcher: BatchJudge
-    pending: dict[str, dict[str, BatchRequest]] = field(default_factory=dict)
-    """Trial salt -> request key -> request."""
-    results: dict[str, ModelResponse | ModelError] = field(default_factory=dict)
+    held: set[str] = field(default_factory=set)
+    """Salts of the trials held back for grading."""
+    expected: set[str] = field(default_factory=set)
+    """Held trials whose graders have not started yet."""
+    running: int = 0
+    """Graders started and not finished."""
+    waiting: list[_Waiting] = field(default_factory=list)
+    sent: int = 0
+    """Rounds sent (one per run unless a grader asks twice)."""
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
     def model_id(self) -> str:
@@ -98,20 +80,74 @@ class JudgeBatch:
     def report(self) -> BatchReport:
         return self.batcher.report
 
-    def for_trial(self, salt: str) -> CollectingJudge:
-        return CollectingJudge(self, salt)
+    def hold(self, salt: str) -> None:
+        """Phase 1: the trial `salt` ran its agent and waits to be graded."""
+        self.held.add(salt)
 
-    def resolved(self, salt: str) -> ResolvedJudge:
-        return ResolvedJudge(self, salt)
+    def is_held(self, salt: str) -> bool:
+        return salt in self.held
 
-    def waiting(self, salt: str) -> bool:
-        return bool(self.pending.get(salt))
+    def expect(self) -> None:
+        """Phase 2 starts: every held trial is about to be graded."""
+        self.expected = set(self.held)
 
-    async def resolve(self) -> None:
-        """Send every pending request as one batch and keep the replies."""
-        requests = [r for per_trial in self.pending.values() for r in per_trial.values()]
-        if requests:
-            self.results = await self.batcher.run(requests)
+    def for_trial(self, salt: str) -> DeferredJudge:
+        return DeferredJudge(self, salt)
+
+    def graders(self, salt: str, calls: Iterable[Awaitable[T]]) -> list[Awaitable[T]]:
+        """The graders of trial `salt`, counted so a round closes only when every running
+        grader waits on the judge."""
+        wrapped: list[Awaitable[T]] = [self._counted(c) for c in calls]
+        self.running += len(wrapped)
+        self.expected.discard(salt)
+        self._maybe_close()
+        return wrapped
+
+    def done_with(self, salt: str) -> None:
+        """Trial `salt` is graded (or failed before its graders ran)."""
+        self.expected.discard(salt)
+        self._maybe_close()
+
+    async def _counted(self, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        finally:
+            self.running -= 1
+            self._maybe_close()
+
+    async def ask(self, request: BatchRequest) -> ModelResponse:
+        future: asyncio.Future[ModelResponse] = asyncio.get_running_loop().create_future()
+        self.waiting.append((request, future))
+        self._maybe_close()
+        return await future
+
+    def _maybe_close(self) -> None:
+        self.waiting = [(r, f) for r, f in self.waiting if not f.done()]
+        if self.waiting and not self.expected and len(self.waiting) >= self.running:
+            round_, self.waiting = self.waiting, []
+            task = asyncio.get_running_loop().create_task(self._send(round_))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, round_: list[_Waiting]) -> None:
+        self.sent += 1
+        try:
+            results = await self.batcher.run([r for r, _ in round_])
+        except Exception as err:  # never leave a grader waiting forever
+            for _, future in round_:
+                if not future.done():
+                    future.set_exception(err)
+            return
+        for request, future in round_:
+            got = results.get(request.key)
+            if future.done():
+                continue
+            if isinstance(got, ModelResponse):
+                self.meter(got)
+                future.set_result(got)
+            else:
+                future.set_exception(got or ProviderError(
+                    "the judge batch has no reply for this request"))
 
     def meter(self, response: ModelResponse) -> None:
         """Count a batched reply's tokens under the judge role, marked as batched so they are
@@ -120,4 +156,4 @@ class JudgeBatch:
             self.judge.meter.add(self.judge.role, response.usage, batched=True)
 
 
-__all__ = ["CollectingJudge", "JudgeBatch", "ResolvedJudge"]
+__all__ = ["DeferredJudge", "JudgeBatch"]

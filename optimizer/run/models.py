@@ -19,6 +19,7 @@ from agents.llm.registry import ModelOptions, create_client, parse_model_id
 from agents.llm.types import ModelClient, Usage
 from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError, default_judge
 from optimizer.core.pricing import ModelPrice
+from optimizer.core.redact import register_secret
 from optimizer.run.usage import ROLES, Meter, MeteredClient, Role, Spend, batch_role_of
 
 
@@ -92,6 +93,7 @@ class ModelSet:
         proposer: ModelClient | None = None,
     ) -> None:
         self.ids = ids
+        register_secret(ids.base_url)  # its password, if any, never reaches a file
         self.meter = Meter()
         given: dict[Role, ModelClient | None] = {
             "agent": agent,

@@ -33,7 +33,7 @@ from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.adaptive import AdaptiveLimit, overloaded, provider_key
 from optimizer.run.batching import JudgeBatch
 from optimizer.run.cache import request_key, text_hash, trial_cache_key
-from optimizer.run.trial import RunOptions, judge_salt, regrade, run_trial
+from optimizer.run.trial import RunOptions, grade_held, judge_salt, run_trial
 from optimizer.run.trial_input import trial_variant
 from optimizer.run.usage import MeteredClient
 from optimizer.run.workspaces import sweep_stale_trials
@@ -182,15 +182,16 @@ class _TrialRunner:
         # wait in the provider's queue, not on our connections)
         concurrency = (max(1, planned) if isinstance(agent, RoundBatchingClient)
                        else default_concurrency(suite.agent_name, options))
-        self.limit = AdaptiveLimit(concurrency, provider=provider_key(options.agent_model))
+        self.limit = options.limit or AdaptiveLimit(concurrency,
+                                                     provider=provider_key(options.agent_model))
         self.live = False
         self.batch = _judge_batch(suite, options, judge)
         self.held: dict[int, tuple[LoadedTask, Path]] = {}
         """Batch mode: trials (by id) whose judge replies are still to come."""
         rt = options.runtime
         self.variant = f"turns={rt.max_turns},runs={rt.max_runs},first={rt.require_tool_first_turn}"
-        if options.batch:  # no trial timeout while a turn waits in a provider's batch queue:
-            self.variant += ",batch"  # such trials never serve a run that has one
+        if options.batch:  # the trial timeout counts agent time only (a batched turn's wait
+            self.variant += ",batch"  # in the provider's queue is off the clock): kept apart
 
     def _cache_path(self, task: LoadedTask, index: int) -> Path:
         o = self.options
@@ -229,7 +230,7 @@ class _TrialRunner:
                 result.transcript.event("timing", f"{time.perf_counter() - t0:.3f}s")
             finally:
                 await self.limit.release(slot, overloaded=result is not None and overloaded(result))
-            if self.batch is not None and self.batch.waiting(judge_salt(self.suite, task, index)):
+            if self.batch is not None and self.batch.is_held(judge_salt(self.suite, task, index)):
                 self.held[id(result)] = (task, path)
                 return result
             if result.status in ("passed", "failed"):
@@ -250,24 +251,27 @@ class _TrialRunner:
         )
 
     async def finish(self, trials: list[TrialResult]) -> list[TrialResult]:
-        """Batch mode: send the held-back trials' judge requests as one batch, then grade
-        those trials with the replies (run/batching.py); other trials are returned as they
-        are."""
+        """Batch mode: grade the held-back trials together, once each, their judge requests
+        answered by one batch (run/batching.py); other trials are returned as they are."""
         if self.batch is None or not self.held:
             return trials
-        await self.batch.resolve()
-        note = self.batch.report
-        if note.direct:
-            self.emit(RunWarning(message=f"--batch: {note.note}; the judge was called directly"))
-        out = []
-        for result in trials:
-            if id(result) in self.held:
-                task, path = self.held[id(result)]
-                result = await regrade(self.suite, task, result, self.batch, self.options)
-                if result.status in ("passed", "failed"):
-                    atomic_write_text(path, result.model_dump_json())
-                self._finished(task, result)
-            out.append(result)
+        batch = self.batch
+        batch.expect()
+
+        async def graded(result: TrialResult) -> TrialResult:
+            if id(result) not in self.held:
+                return result
+            task, path = self.held[id(result)]
+            result = await grade_held(self.suite, task, result, batch, self.options)
+            if result.status in ("passed", "failed"):
+                atomic_write_text(path, result.model_dump_json())
+            self._finished(task, result)
+            return result
+
+        out = list(await asyncio.gather(*(graded(r) for r in trials)))
+        if batch.report.direct:
+            self.emit(RunWarning(message=f"--batch: {batch.report.note}; the judge was called "
+                                 "directly"))
         return out
 
 

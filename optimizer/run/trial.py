@@ -1,7 +1,11 @@
 """One trial: a fresh workspace -> the agent under a timeout -> outcome -> grades.
 
-A trial that hits an infrastructure error (provider down, key rejected, replay miss, judge
-unreachable) is `errored` and never scored as an agent failure.
+Errors split by cause (issue 19). A trial that hits an infrastructure error (provider down,
+key rejected, rate limits after retries, replay miss, judge unreachable) or a bug in promptloop
+itself (named loudly: "promptloop bug: ...") is `errored` and never scored as an agent failure.
+An exception raised by a tool or by outcome capture is caused by what the agent did (its
+arguments, the workspace it left), so it FAILS the trial, naming the tool and the exception:
+an agent can never turn its own failure into an excluded trial.
 """
 
 from __future__ import annotations
@@ -17,17 +21,18 @@ from typing import Any
 from pydantic import BaseModel
 
 from agents.base import AgentInput, OutcomeSession, prepare_workspace
-from agents.llm.errors import ModelError
+from agents.llm.errors import ModelError, ProviderError
 from agents.llm.registry import accepts_seed
 from agents.llm.rounds import RoundBatchingClient
 from agents.llm.types import ModelClient, ModelSettings
 from agents.registry import AgentOptions, get_agent
-from agents.runtime import RuntimeConfig, run_agent
+from agents.runtime import TOOL_EXCEPTION, RuntimeConfig, run_agent
 from agents.transcript import Transcript
 from graders.base import GradeContext, Score
-from graders.registry import run_grader, trial_passed
+from graders.registry import get_grader, run_grader, trial_passed
 from optimizer.core.results import TrialResult
 from optimizer.core.suites import LoadedTask, Suite
+from optimizer.run.adaptive import AdaptiveLimit
 from optimizer.run.batching import JudgeBatch
 from optimizer.run.cache import Mode, RecordReplayClient
 from optimizer.run.trial_input import agent_input_for
@@ -62,6 +67,9 @@ class RunOptions:
     batch: bool = False
     """Send the judge calls of the run as one provider batch (run/batching.py), and the
     agent turns as one batch per round (agents/llm/rounds.py) on Anthropic/OpenAI models."""
+    limit: AdaptiveLimit | None = None
+    """A concurrency limit shared with other runs going on at once (screening candidates run
+    side by side under one bound); None: the run has its own."""
 
 
 def trial_seed(task_id: str, index: int) -> int:
@@ -78,7 +86,9 @@ async def _grade(
     transcript: Transcript,
     judge: ModelClient | None,
     settings: ModelSettings,
+    batch: tuple[JudgeBatch, str] | None = None,
 ) -> list[Score]:
+    """Every grader of `task` once (with `batch`: counted for the judge batch's rounds)."""
     ctx = GradeContext(
         task_id=task.id,
         agent_name="",
@@ -92,9 +102,15 @@ async def _grade(
         judge=judge,
         judge_settings=settings,
     )
-    return list(
-        await asyncio.gather(*(run_grader(g.name, g.config, ctx) for g in task.spec.graders))
-    )
+    calls = [run_grader(g.name, g.config, ctx) for g in task.spec.graders]
+    if batch is not None:
+        return list(await asyncio.gather(*batch[0].graders(batch[1], calls)))
+    return list(await asyncio.gather(*calls))
+
+
+def judged(task: LoadedTask) -> bool:
+    """Whether `task` has an LLM-judge grader."""
+    return any(get_grader(g.name).kind == "model" for g in task.spec.graders)
 
 
 @dataclass
@@ -104,6 +120,9 @@ class _Attempt:
     status: str = "errored"
     reason: str | None = None
     infra: str | None = None
+    agent: str | None = None
+    """A tool or outcome capture raised on what the agent did: the trial fails."""
+    overloaded: bool = False
     outcome: dict[str, Any] = field(default_factory=dict)
     scores: list[Score] = field(default_factory=list)
 
@@ -118,8 +137,8 @@ async def run_trial(
     options: RunOptions,
     batch: JudgeBatch | None = None,
 ) -> TrialResult:
-    """Run one trial. With `batch`, its judge requests are only noted (phase 1 of batch
-    mode: `regrade` finishes the trial once the batch has answered)."""
+    """Run one trial. With `batch` and a judge grader, the trial is held back ungraded (phase
+    1 of batch mode: `grade_held` grades it once with the batch's judge replies)."""
     started = datetime.now(UTC)
     transcript = Transcript()
     tmp = new_trial_dir()
@@ -132,8 +151,13 @@ async def run_trial(
         ),
     )
     try:
-        clients = _recorded(suite, task, index, (agent, judge), seeded, batch)
-        got = await _attempt(suite, task, index, prompt, clients, seeded, transcript, tmp)
+        clients = _recorded(suite, task, index, (agent, judge), seeded)
+        held = batch is not None and judged(task)
+        got = await _attempt(suite, task, index, prompt, clients, seeded, transcript, tmp,
+                             grade=not held)
+        if held and got.infra is None and got.agent is None:
+            assert batch is not None
+            batch.hold(judge_salt(suite, task, index))
     finally:
         await remove_tree(tmp)
     return TrialResult(
@@ -145,6 +169,8 @@ async def run_trial(
         ended_at=datetime.now(UTC),
         failure_reason=got.reason,
         infra_error=got.infra,
+        agent_error=got.agent,
+        overloaded=got.overloaded,
         transcript=transcript,
         outcome=got.outcome,
         scores=got.scores,
@@ -158,10 +184,8 @@ def _recorded(
     index: int,
     clients: tuple[ModelClient, ModelClient | None],
     options: RunOptions,
-    batch: JudgeBatch | None = None,
 ) -> tuple[ModelClient, ModelClient | None]:
-    """The agent and judge behind record/replay, salted per trial (in batch mode the judge
-    only notes its requests)."""
+    """The agent and judge behind record/replay, salted per trial."""
     agent, judge = clients
     salt = f"{suite.name}/{task.id}#{index}"
     calls = options.state_dir / "recordings"
@@ -171,8 +195,6 @@ def _recorded(
         if judge is not None or options.mode == "replay"
         else None
     )
-    if batch is not None:
-        judge_c = batch.for_trial(judge_salt(suite, task, index))
     return agent_c, judge_c
 
 
@@ -181,26 +203,31 @@ def judge_salt(suite: Suite, task: LoadedTask, index: int) -> str:
     return f"{suite.name}/{task.id}#{index}/judge"
 
 
-async def regrade(
+async def grade_held(
     suite: Suite, task: LoadedTask, result: TrialResult, batch: JudgeBatch, options: RunOptions
 ) -> TrialResult:
-    """Phase 2 of batch mode: grade a held-back trial again with the batch's judge replies
-    and decide its status as `_attempt` does (a timed-out trial stays timedOut)."""
+    """Phase 2 of batch mode: grade a held-back trial once, its judge answered from the run's
+    batch, and decide its status as `_attempt` does (a timed-out trial stays timedOut)."""
     salt = judge_salt(suite, task, result.trial_index)
-    judge_c = RecordReplayClient(batch.resolved(salt), options.state_dir / "recordings",
-                                 options.mode, salt, options.judge_model or "")
-    got = _Attempt(status=result.status, reason=result.failure_reason, outcome=result.outcome)
+    timed_out = result.status == "timedOut"
+    got = _Attempt(status=result.status, reason=result.failure_reason if timed_out else None,
+                   outcome=result.outcome, agent=result.agent_error)
     try:
+        if got.agent is not None and not got.outcome:
+            return result  # outcome capture raised: nothing to grade, the trial stays failed
+        judge_c = RecordReplayClient(batch.for_trial(salt), options.state_dir / "recordings",
+                                     options.mode, salt, options.judge_model or "")
         got.scores = await _grade(task, result.outcome, result.transcript, judge_c,
-                                  options.judge_settings)
-        if result.status != "timedOut":
-            _decide(got, suite.config.task_pass_threshold)
-    except Exception as err:  # a harness bug must not kill the whole run
-        got.status, got.infra = "errored", f"harness error {type(err).__name__}: {err}"
-        got.reason = got.infra
+                                  options.judge_settings, (batch, salt))
+        if not timed_out:
+            _decide(got, suite.config.task_pass_threshold, result.transcript)
+    except Exception as err:  # a bug in promptloop must not kill the whole run
+        _bug(got, err, result.transcript)
+    finally:
+        batch.done_with(salt)
     return result.model_copy(update={
         "status": got.status, "failure_reason": got.reason, "infra_error": got.infra,
-        "scores": got.scores, "ended_at": datetime.now(UTC),
+        "agent_error": got.agent, "scores": got.scores, "ended_at": datetime.now(UTC),
     })
 
 
@@ -213,7 +240,10 @@ async def _attempt(
     options: RunOptions,
     transcript: Transcript,
     tmp: Path,
+    grade: bool = True,
 ) -> _Attempt:
+    """Run the agent under the trial timeout (agent time only: a batched turn's wait in the
+    provider's queue is off the clock), then grade unless `grade` is False (held back)."""
     agent_c, judge_c = clients
     agent_input = agent_input_for(suite, task)
     got = _Attempt()
@@ -228,29 +258,58 @@ async def _attempt(
             session = await asyncio.to_thread(
                 _open_session, suite, task, tmp, agent_input, prompt, options.agent_options
             )
-            # batch rounds wait in the provider's queue (minutes to hours): no trial timeout
-            async with asyncio.timeout(None if rounds is not None else timeout):
-                await run_agent(agent_c, session, options.runtime, transcript)
-        got.outcome = plain_outcome(await asyncio.to_thread(session.outcome, transcript))
-        got.scores = await _grade(task, got.outcome, transcript, judge_c, options.judge_settings)
-        _decide(got, suite.config.task_pass_threshold)
-    except TimeoutError:
-        got.status, got.reason = "timedOut", f"trial exceeded {timeout:g}s"
-        transcript.event("timeout", got.reason)
-        if session is not None:
-            got.outcome = plain_outcome(await asyncio.to_thread(session.outcome, transcript))
-            # SPEC section 8: a timed-out trial is still graded (its scores count in grader
-            # means); it stays timedOut, never passed
+            async with asyncio.timeout(timeout) as clock:
+                with (rounds.clock(clock) if rounds is not None
+                      else contextlib.nullcontext()):
+                    await run_agent(agent_c, session, options.runtime, transcript)
+        if await _capture(got, session, transcript) and grade:
             got.scores = await _grade(task, got.outcome, transcript, judge_c,
                                       options.judge_settings)
+            _decide(got, suite.config.task_pass_threshold, transcript)
+    except TimeoutError:
+        reason = f"trial exceeded {timeout:g}s"
+        transcript.event("timeout", reason)
+        if session is not None and await _capture(got, session, transcript):
+            # SPEC section 8: a timed-out trial is still graded (its scores count in grader
+            # means); it stays timedOut, never passed
+            if grade:
+                got.scores = await _grade(task, got.outcome, transcript, judge_c,
+                                          options.judge_settings)
+        got.status = "timedOut"
+        got.reason = f"{reason}; {got.agent}" if got.agent else reason
     except ModelError as err:
         got.status, got.infra = "errored", f"{type(err).__name__}: {err}"
         got.reason = got.infra
-    except Exception as err:  # a harness bug must not kill the whole run
-        got.status, got.infra = "errored", f"harness error {type(err).__name__}: {err}"
-        got.reason = got.infra
-        transcript.event("exception", got.infra)
+        got.overloaded = isinstance(err, ProviderError) and err.overloaded
+    except Exception as err:  # a bug in promptloop must not kill the whole run
+        _bug(got, err, transcript)
     return got
+
+
+async def _capture(got: _Attempt, session: OutcomeSession, transcript: Transcript) -> bool:
+    """Capture the outcome into `got`; False when capture raised. The workspace is what the
+    agent left, so that fails the trial (named), as a raising tool does."""
+    try:
+        got.outcome = plain_outcome(await asyncio.to_thread(session.outcome, transcript))
+    except Exception as err:
+        got.status = "failed"
+        got.agent = got.reason = f"outcome capture raised {type(err).__name__}: {err}"
+        transcript.event("outcome_exception", got.agent)
+        return False
+    return True
+
+
+def _bug(got: _Attempt, err: Exception, transcript: Transcript) -> None:
+    """An exception outside the agent's reach (workspace setup, grading code, the runner):
+    a bug in promptloop, named loudly; the trial is errored."""
+    got.status, got.agent = "errored", None
+    got.infra = got.reason = f"promptloop bug: {type(err).__name__}: {err}"
+    transcript.event("exception", got.infra)
+
+
+def tool_fault(transcript: Transcript) -> str | None:
+    """What the first tool that raised during the trial raised (`tool Glob raised ...`)."""
+    return next((e.detail for e in transcript.events if e.kind == TOOL_EXCEPTION), None)
 
 
 def rounds_of(client: object) -> RoundBatchingClient | None:
@@ -264,22 +323,28 @@ def rounds_of(client: object) -> RoundBatchingClient | None:
     return None
 
 
-def _decide(got: _Attempt, threshold: float) -> None:
-    """passed / failed from the grades, or errored when the judge could not be reached or a
-    grader raised."""
+def _decide(got: _Attempt, threshold: float, transcript: Transcript) -> None:
+    """passed / failed from the grades; failed whatever the grades when a tool raised on what
+    the agent sent; errored when the judge could not be reached or a grader raised."""
     judge_errors = [
         s for s in got.scores if s.metadata.get("error_module") == ModelError.__module__
     ]
     broken = [s for s in got.scores if s.metadata.get("error_type")]
-    if judge_errors:
+    fault = tool_fault(transcript)
+    if fault is not None:
+        # caused by the agent: a failure, never an excluded (errored) trial
+        got.status, got.agent, got.reason = "failed", fault, fault
+    elif judge_errors:
         # the judge could not be reached: infrastructure, not a 0 score for the agent
         got.status = "errored"
         got.infra = got.reason = f"judge failed: {judge_errors[0].rationale}"
     elif broken:
         # a grader that raised decides nothing: the original counts the trial as passed on its
-        # other scores; we report it errored (a harness or task-spec fault, never a pass)
+        # other scores; we report it errored (a bug in promptloop or the task spec, never a pass)
         got.status = "errored"
-        got.infra = got.reason = f"grader {broken[0].grader} failed: {broken[0].rationale}"
+        got.infra = got.reason = (
+            f"promptloop bug: grader {broken[0].grader} failed: {broken[0].rationale}"
+        )
     elif trial_passed(got.scores, threshold):
         got.status = "passed"
     else:

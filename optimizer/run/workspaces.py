@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from agents import trees
 from agents.workspace import Workspace
 from optimizer.core.suites import LoadedTask
 
@@ -60,7 +61,7 @@ def sweep_stale_trials() -> int:
         pid = path.name[len(TRIAL_PREFIX) :].split("-", 1)[0]
         if not pid.isdigit() or pid_alive(int(pid)):
             continue
-        shutil.rmtree(path, ignore_errors=True)
+        trees.remove_tree(path)
         removed += 1
     return removed
 
@@ -73,7 +74,7 @@ def new_trial_dir() -> Path:
 def build_workspace(task: LoadedTask, dest: Path) -> Workspace:
     for src in (task.base_fixture, task.fixture_dir):
         if src is not None:
-            shutil.copytree(src, dest, dirs_exist_ok=True, symlinks=True)
+            trees.copy_tree(src, dest)
     (dest / "PKM").mkdir(exist_ok=True)
     return Workspace(dest, durable=False)
 
@@ -81,9 +82,9 @@ def build_workspace(task: LoadedTask, dest: Path) -> Workspace:
 async def remove_tree(path: Path) -> None:
     """Delete a trial workspace off the event loop (many small deletes are slow I/O)."""
     try:
-        await asyncio.to_thread(shutil.rmtree, path, ignore_errors=True)
+        await asyncio.to_thread(trees.remove_tree, path)
     except asyncio.CancelledError:
-        shutil.rmtree(path, ignore_errors=True)
+        trees.remove_tree(path)
         raise
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from optimizer.lifecycle.calibration import CalibrationReport
 from optimizer.report.html.page import report_context
 from optimizer.report.html.trials import PromptPool
 from optimizer.report.store import ReportError
@@ -208,10 +209,14 @@ class ViewApp:
 
     def calibration(self, args: list[str], _: Query) -> Response:
         grader = args[0]
-        known = set(judges.registered_judges()) | set(saved.calibrations(self.state))
+        found = saved.calibrations(self.state)
+        known = set(judges.registered_judges()) | set(found)
         if grader not in known:
             raise NotFoundError(f"no judge grader {grader!r} (judges: {', '.join(sorted(known))})")
-        page = judges.calibration_page(self.state, grader, saved.calibration_of(self.state, grader))
+        got = found.get(grader)
+        report = got if isinstance(got, CalibrationReport) else saved.calibration_of(self.state,
+                                                                                     grader)
+        page = judges.calibration_page(self.state, grader, report)
         return self.page("view_calibration.html.j2", active="/calibration", p=page,
                          title=f"{grader}: judge calibration")
 

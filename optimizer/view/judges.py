@@ -31,7 +31,7 @@ from optimizer.lifecycle.calibration import (
 from optimizer.report import fmt
 from optimizer.report.table import Cell, Column, Table
 from optimizer.view.render import href
-from optimizer.view.saved import STATE_LABELS, judge_status
+from optimizer.view.saved import STATE_LABELS, judge_status, status_from
 from optimizer.view.state import StateFolder
 
 INPUT_CHARS = 1500
@@ -68,7 +68,7 @@ def calibration_rows(state: StateFolder,
         got = saved.get(g)
         problem = got if isinstance(got, str) else ""
         report = got if isinstance(got, CalibrationReport) else None
-        status = judge_status(state, g) if not problem else judge_status_without(g)
+        status = status_from(g, report) if not problem else judge_status_without(g)
         out.append(CalibrationRow(g, status, report, problem))
     return out
 
@@ -108,7 +108,7 @@ class CalibrationPage:
 
 def calibration_page(state: StateFolder, grader: str,
                      report: CalibrationReport | None) -> CalibrationPage:
-    status = judge_status(state, grader)
+    status = status_from(grader, report)
     if report is None:
         return CalibrationPage(grader, status, None, [], [])
     dims = [report.overall, *report.dimensions]

@@ -9,14 +9,16 @@ the summary is then rebuilt from the checkpoint with the nightly workflow's own
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from optimizer.report import fmt
 from optimizer.view.saved import UnreadableError
 from optimizer.view.state import NotFoundError, StateFolder
 from optimizer.workflows.nightly.config import NightlyConfig
+from optimizer.workflows.nightly.publish import accepted_steps
 from optimizer.workflows.nightly.state import Checkpoint
 from optimizer.workflows.nightly.summary import (
     BudgetReport,
@@ -139,14 +141,41 @@ class NightRow:
     stop_reason: str
 
 
+class _SummaryRow(BaseModel):
+    """The fields of a night's summary.json that its list row shows (the rest is not read)."""
+
+    night_id: str
+    status: str
+    started_at: datetime
+    stop_reason: str | None = None
+    accepted: list[object] = Field(default_factory=list)
+    steps: list[object] = Field(default_factory=list)
+
+
+def night_row(state: StateFolder, night_id: str) -> NightRow:
+    """One night's list row, from its summary (only the fields shown) or its checkpoint; the
+    page itself (`night_page`) is not built."""
+    folder = state.night_folder(night_id)
+    try:
+        row = _SummaryRow.model_validate_json(state.read_text(folder / "summary.json"))
+        return NightRow(row.night_id, row.status, f"{row.started_at:%Y-%m-%d %H:%M}",
+                        len(row.accepted), len(row.steps), row.stop_reason or "")
+    except (ValidationError, ValueError) as err:  # a broken summary is shown as broken
+        raise UnreadableError(f"night {night_id}: summary.json is unreadable: {err}") from None
+    except NotFoundError:
+        cp = _checkpoint(state, folder)
+        if cp is None:
+            raise NotFoundError(f"night {night_id} has neither a summary nor a checkpoint"
+                                ) from None
+    return NightRow(cp.night_id, cp.status, f"{cp.started_at:%Y-%m-%d %H:%M}",
+                    len(accepted_steps(cp)), len(cp.steps), cp.stop_reason or "")
+
+
 def night_rows(state: StateFolder) -> list[NightRow]:
     rows = []
     for folder in state.nights():
         try:
-            page = night_page(state, folder.name)
+            rows.append(night_row(state, folder.name))
         except NotFoundError:
             continue
-        s = page.summary
-        rows.append(NightRow(s.night_id, s.status, f"{s.started_at:%Y-%m-%d %H:%M}",
-                             len(s.accepted), len(s.steps), s.stop_reason or ""))
     return rows

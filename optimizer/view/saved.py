@@ -140,8 +140,14 @@ def judge_status(state: StateFolder, grader: str,
                  judge_model: str | None = None) -> CalibrationStatus:
     """`calibration_status` of the lifecycle, with the report read through the confinement."""
     judge = is_judge(grader)
-    report = calibration_of(state, grader) if judge else None
-    return status_of(report, grader, is_judge=judge, judge_model=judge_model)
+    return status_from(grader, calibration_of(state, grader) if judge else None, judge_model)
+
+
+def status_from(grader: str, report: CalibrationReport | None,
+                judge_model: str | None = None) -> CalibrationStatus:
+    """`judge_status` from a report already read (None: the grader has none)."""
+    judge = is_judge(grader)
+    return status_of(report if judge else None, grader, is_judge=judge, judge_model=judge_model)
 
 
 # --- graduations ------------------------------------------------------------------------

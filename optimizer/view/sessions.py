@@ -2,8 +2,10 @@
 
 A session's page shows, per iteration, what the loop recorded: the package the proposer read
 (`optimize/<session>/iter-N/package.md`), its reply and proposal (hypothesis and diff), the
-guard results, the gate's verdict table with its reasons, the branch and commit, and the PR
-body of an accepted candidate. The ledger page lists every proposal with filters.
+guard results, the tournament of an iteration with several candidates (each candidate, the
+screening rounds, the merge and the winner), the gate's verdict table with its reasons, the
+branch and commit, and the PR body of an accepted candidate. The ledger page lists every
+proposal with filters.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from optimizer.core.ledger import LedgerEntry
+from optimizer.core.ledger import CandidateRecord, LedgerEntry
 from optimizer.report.html.trials import DiffFile
 from optimizer.report.table import Table, gate_table
 from optimizer.view.state import Session, StateFolder, session_of
@@ -35,6 +37,53 @@ def diff_view(diff: str, path: str) -> list[DiffFile]:
 
 
 @dataclass(frozen=True)
+class CandidateRow:
+    """One candidate of an iteration's tournament (`optimize --candidates K`)."""
+
+    record: CandidateRecord
+    prompt_path: str
+
+    @property
+    def fixed(self) -> int:
+        return sum(1 for t in self.record.screening
+                   if (t.cand_passed and not t.base_passed) or t.cand_score > t.base_score)
+
+    @property
+    def broken(self) -> int:
+        return sum(1 for t in self.record.screening if t.base_passed and not t.cand_passed)
+
+    @property
+    def why(self) -> str:
+        r = self.record
+        return r.stopped or "; ".join(v.get("message", "") for v in r.guard_violations)
+
+    @property
+    def diff(self) -> list[DiffFile]:
+        return diff_view(self.record.diff, self.prompt_path)
+
+
+@dataclass(frozen=True)
+class Tournament:
+    """Candidates, rounds, winner and merge of one iteration."""
+
+    candidates: list[CandidateRow]
+    rounds: list[str]
+
+    @property
+    def winner(self) -> str | None:
+        return next((c.record.name for c in self.candidates if c.record.status == "winner"),
+                    None)
+
+    @property
+    def merge(self) -> CandidateRow | None:
+        return next((c for c in self.candidates if c.record.merged_from), None)
+
+    @property
+    def screened(self) -> int:
+        return sum(1 for c in self.candidates if c.record.screening)
+
+
+@dataclass(frozen=True)
 class Iteration:
     number: int
     entry: LedgerEntry | None
@@ -53,6 +102,14 @@ class Iteration:
         if self.entry is None:
             return []
         return diff_view(self.entry.diff, self.entry.prompt_path)
+
+    @property
+    def tournament(self) -> Tournament | None:
+        e = self.entry
+        if e is None or not e.candidates:
+            return None
+        return Tournament([CandidateRow(c, e.prompt_path) for c in e.candidates],
+                          list(e.screening))
 
 
 @dataclass(frozen=True)

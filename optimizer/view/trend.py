@@ -134,7 +134,7 @@ def suite_runs(entries: Sequence[RunIndexEntry], suite: str, limit: int) -> list
 def trend_page(suite: str, runs: list[RunIndexEntry], summaries: Sequence[RunSummary],
                total: int, unreadable: int = 0) -> TrendPage:
     names = tuple(e.run_name for e in runs)
-    overall = Spark(ALL, tuple(s.trial_pass_rate for s in summaries), names,
+    overall = Spark(ALL, tuple(s.counted_trial_pass_rate for s in summaries), names,
                     tuple(f"{s.passed_trials}/{s.counted_trials} trials" for s in summaries),
                     W=760, H=150)
     buckets = sorted({b.bucket for s in summaries for b in s.buckets})

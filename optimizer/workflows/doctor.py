@@ -24,6 +24,8 @@ from agents.llm.registry import parse_model_id
 from agents.llm.types import Message, ModelSettings
 from optimizer.core.config import default_judge
 from optimizer.core.suites import TASKS_DIR, SuiteError, load_suite
+from optimizer.propose.sandbox import describe
+from optimizer.propose.sandbox import isolation as sandbox_isolation
 from optimizer.workflows.doctor_git import Cleanup, GitStatus, check_git, fix_git
 
 XLLAMACPP_PIN = "2026.10.11549"
@@ -97,6 +99,9 @@ class DoctorReport(BaseModel):
     warnings: list[Problem] = Field(default_factory=list)
     cleaned: Cleanup | None = None
     """What `--fix` removed (None without --fix)."""
+    proposer_isolation: str = "none"
+    """How `--proposer-cmd` is isolated here: bwrap, unshare or none (propose/sandbox.py)."""
+    proposer_isolation_note: str = ""
 
     @property
     def ok(self) -> bool:
@@ -249,6 +254,8 @@ def diagnose(
         agent_model=agent_model, providers=providers, local=local, git=git, suites=suites,
         cleaned=cleaned,
     )
+    report.proposer_isolation = sandbox_isolation()
+    report.proposer_isolation_note = describe(report.proposer_isolation)
     needed = {agent_model} | {s.judge_model for s in suites if s.judge_model}
     for model in sorted(needed):
         _require_model(report, model, base_url)

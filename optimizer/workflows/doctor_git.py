@@ -102,11 +102,11 @@ def check_git(start: Path | None = None, state_dir: Path | None = None) -> GitSt
             status.branch = head.branch if not head.detached else None
             status.commit = head.commit
             status.dirty = head.dirty
-            status.promptloop_branches = git.list_branches()
-            for name in status.promptloop_branches:
-                verdict = git.verdict_of(name)
-                status.branches.append(
-                    BranchStatus(name=name, verdict=verdict, state=_branch_state(verdict)))
+            verdicts = git.verdicts()
+            status.promptloop_branches = list(verdicts)
+            status.branches = [BranchStatus(name=name, verdict=verdict,
+                                            state=_branch_state(verdict))
+                               for name, verdict in verdicts.items()]
             status.stray_worktrees = [
                 Worktree(path=str(w.path), branch=w.branch, prunable=w.prunable)
                 for w in git.worktrees()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +30,20 @@ from optimizer.core.events import (
     VerdictReached,
 )
 from optimizer.core.killpoint import kill_point
-from optimizer.core.ledger import LedgerEntry, LedgerOpen, diff_hash
+from optimizer.core.ledger import (
+    CandidateRecord,
+    CandidateSlot,
+    LedgerEntry,
+    LedgerOpen,
+    diff_hash,
+)
+from optimizer.core.redact import redact
 from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison
 from optimizer.gate.policy import Verdict
 from optimizer.gate.sequential import TrialRequest
 from optimizer.git import Candidate, candidate_folder
+from optimizer.propose.apply import render_unified
 from optimizer.propose.guards import PreparedPatch, prepare_patch
 from optimizer.propose.literals import LiteralIndex
 from optimizer.propose.package import export_failing, render_failing_markdown
@@ -49,7 +58,8 @@ from optimizer.propose.proposer import (
     counter_examples,
     hypothesis_from_output,
 )
-from optimizer.propose.watch import OutsideWriteError, run_watched
+from optimizer.propose.sandbox import run_sandboxed
+from optimizer.propose.watch import OutsideWriteError
 from optimizer.report.markdown import harm_lines, movement_lines
 from optimizer.report.table import verdict_table
 from optimizer.workflows.gating import run_gate
@@ -57,6 +67,7 @@ from optimizer.workflows.judges import judge_notes, judge_statuses
 from optimizer.workflows.optimize_models import Baseline, IterationResult
 from optimizer.workflows.pr import commit_message, pr_body, trial_changes
 from optimizer.workflows.sources import MANUAL
+from optimizer.workflows.tournament import Slot, Tournament
 
 if TYPE_CHECKING:
     from optimizer.workflows.optimize import Optimizer
@@ -74,6 +85,12 @@ class Iteration:
         self.entry: dict[str, Any] = {}
         """Ledger fields of the outcome; empty until the iteration concluded."""
         self.keep = False
+        self.candidates: list[CandidateRecord] = []
+        """With --candidates K > 1: every candidate's record (see workflows/tournament.py)."""
+        self.screening: list[str] = []
+        self.selection: Callable[[Verdict], Verdict] | None = None
+        """Notes on the winner's verdict how it was selected (K > 1)."""
+        self.runners_up: list[str] = []
         usage = opt.models.usage
         self._tokens0, self._usd0 = usage.total_tokens, opt.models.usd()
 
@@ -90,15 +107,28 @@ class Iteration:
     def ledger_id(self) -> str:
         return f"{self.opt.session}-{self.n}"
 
+    def _slots(self) -> list[Slot]:
+        """The branch and folder of each candidate: one, or K and a merge with --candidates."""
+        c, short = self.c, uuid.uuid4().hex[:8]
+        if c.candidates == 1:
+            return [Slot(self.opt.git.unique_branch_name(c.suite, c.bucket, short),
+                         candidate_folder(), "c1")]
+        names = [f"c{i}" for i in range(1, c.candidates + 1)] + ["merge"]
+        return [Slot(self.opt.git.unique_branch_name(c.suite, c.bucket, f"{short}-{name}"),
+                     candidate_folder(), name) for name in names]
+
     async def run(self) -> IterationResult:
         opt, c, it = self.opt, self.c, self.it
-        branch = opt.git.unique_branch_name(c.suite, c.bucket, uuid.uuid4().hex[:8])
-        folder = candidate_folder()
-        opt.ledger.append(self._open_record(branch, folder / "worktree"))
+        slots = self._slots()
+        branch, folder = slots[0].branch, slots[0].folder
+        opt.ledger.append(self._open_record(slots))
         opt.emit(IterationStarted(iteration=self.n, branch=branch))
         try:
-            with opt.git.candidate(self.base.base_sha, branch, folder) as cand:
-                await self._in_candidate(cand)
+            if c.candidates > 1:
+                await Tournament(self, slots).run()
+            else:
+                with opt.git.candidate(self.base.base_sha, branch, folder) as cand:
+                    await self._in_candidate(cand)
             return it
         except BaseException as err:
             if not self.entry:  # cut short before the verdict: cleaned up on the way out
@@ -107,8 +137,10 @@ class Iteration:
             raise
         finally:
             abandoned = self.entry["outcome"] == "abandoned"
-            if (abandoned or not self.keep) and opt.git.branch_exists(branch):
-                opt.git.delete_branch(branch)  # only a recorded verdict keeps a branch
+            for slot in slots:  # only a recorded verdict keeps a branch
+                kept = self.keep and slot.branch == it.branch
+                if (abandoned or not kept) and opt.git.branch_exists(slot.branch):
+                    opt.git.delete_branch(slot.branch)
             it.tokens = self.tokens()
             opt.ledger.append(self._ledger_entry())
             if not abandoned:
@@ -247,13 +279,7 @@ class Iteration:
         kill_point("package")
         self.opt.emit(ProposalRequested(iteration=self.n, tokens=package.tokens, package=str(path)))
         if c.proposer_cmd:
-            out = await run_watched(c.proposer_cmd, self.opt.git.root, worktree, path,
-                                    c.prompt_path, c.bucket)
-            diff = self.opt.git.staged_diff(worktree)
-            (folder / "reply.md").write_text(out, encoding="utf-8")
-            return Proposal(hypothesis_from_output(out), diff, out, 1, Usage(), "command"), str(
-                path
-            )
+            return await self._run_command(c.proposer_cmd, worktree, path, folder), str(path)
         proposal = await ask_model(
             self.opt.models.proposer,
             package,
@@ -262,8 +288,23 @@ class Iteration:
             original=self.base.base_prompt,
             check=lambda d: _discard(self._prepare(d)),
         )
-        (folder / "reply.md").write_text(proposal.raw_reply, encoding="utf-8")
+        (folder / "reply.md").write_text(redact(proposal.raw_reply), encoding="utf-8")
         return proposal, str(path)
+
+    async def _run_command(self, cmd: str, worktree: Path, package: Path,
+                           folder: Path) -> Proposal:
+        """The external proposer, run in a sandbox (propose/sandbox.py) beside the candidate
+        worktree (so a killed run's sweep removes both); its proposal is the diff from the base
+        prompt to the prompt file it left there. stdout and stderr go to reply.md, redacted."""
+        c = self.c
+        done = await run_sandboxed(cmd, repo=self.opt.git.root, base_sha=self.base.base_sha,
+                                   package=package, prompt_path=c.prompt_path, bucket=c.bucket,
+                                   root=worktree.parent / "sandbox", worktree=worktree,
+                                   env_names=c.proposer_env)
+        diff = render_unified(self.base.base_prompt, done.new_text, c.prompt_path)
+        reply = done.stdout + (f"\n<!-- stderr -->\n{done.stderr}" if done.stderr else "")
+        (folder / "reply.md").write_text(redact(reply), encoding="utf-8")
+        return Proposal(hypothesis_from_output(done.stdout), diff, reply, 1, Usage(), "command")
 
     def _violations(self, prepared: PreparedPatch) -> list[dict[str, str]]:
         """Guard refusals of a prepared patch, plus a repeat of an idea already in the ledger."""
@@ -298,10 +339,11 @@ class Iteration:
                                (self.base.base_prompt, new_prompt), self.c.bucket,
                                self.c.policy, opt.run, heldout=opt.heldout, on_stage=stage,
                                history=opt.history)
-        return gated.verdict, gated.comparisons, gated.base_runs, gated.cand_runs
+        verdict = gated.verdict if self.selection is None else self.selection(gated.verdict)
+        return verdict, gated.comparisons, gated.base_runs, gated.cand_runs
 
     # --- records --------------------------------------------------------------------------
-    def _open_record(self, branch: str, worktree: Path) -> LedgerOpen:
+    def _open_record(self, slots: list[Slot]) -> LedgerOpen:
         c = self.c
         return LedgerOpen(
             id=self.ledger_id,
@@ -316,8 +358,10 @@ class Iteration:
             prompt_path=c.prompt_path,
             proposer=c.proposer_cmd or c.proposer_id,
             repo=str(self.opt.git.root),
-            branch=branch,
-            worktree=str(worktree),
+            branch=slots[0].branch,
+            worktree=str(slots[0].folder / "worktree"),
+            more=[CandidateSlot(branch=s.branch, worktree=str(s.folder / "worktree"))
+                  for s in slots[1:]],
         )
 
     def _ledger_entry(self) -> LedgerEntry:
@@ -334,6 +378,8 @@ class Iteration:
             tokens={"total": self.it.tokens},
             cost_usd=self.usd(),
             package_path=self.it.package_path,
+            candidates=self.candidates,
+            screening=self.screening,
             **self.entry,
         )
 
@@ -358,6 +404,7 @@ class Iteration:
             tokens=it.tokens,
             cost_usd=self.usd(),
             base_commit=self.base.base_sha,
+            runners_up=self.runners_up,
         )
         path = self.opt.session_dir / f"iter-{self.n}" / "PR.md"
         path.parent.mkdir(parents=True, exist_ok=True)

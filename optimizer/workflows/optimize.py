@@ -28,6 +28,7 @@ from optimizer.git import GitOps, provenance
 from optimizer.lifecycle.flaky import bucket_flakiness
 from optimizer.propose.literals import build_literal_index
 from optimizer.report.store import default_store_dir
+from optimizer.run.adaptive import AdaptiveLimit
 from optimizer.run.models import ModelSet
 from optimizer.run.runner import RunOptions, needs_judge
 from optimizer.run.usage import Role
@@ -88,8 +89,11 @@ class Optimizer:
         return agent_suites(self.c.suite, self.c.kinds, self.source)
 
     async def run(
-        self, suite: Suite, prompt: str, label: str, indices: dict[str, list[int]] | None = None
+        self, suite: Suite, prompt: str, label: str, indices: dict[str, list[int]] | None = None,
+        *, limit: AdaptiveLimit | None = None,
     ) -> RunResult:
+        """One run of `suite` under `prompt`; `limit` bounds it together with other runs going
+        on at once (not in batch mode, where every trial of a run goes at once)."""
         options = RunOptions(
             agent_model=self.c.agent_model,
             trials=self.c.trials,
@@ -100,6 +104,7 @@ class Optimizer:
             trial_indices=indices,
             runtime=RuntimeConfig(max_turns=self.c.max_turns, max_runs=self.c.max_runs),
             label=f"{label} {suite.name}",
+            limit=None if self.c.batch else limit,
         )
         if self._provenance is None:  # one git look per session, not one per gate stage
             self._provenance = provenance(self.c.repo)

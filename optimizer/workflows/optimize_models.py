@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -30,6 +30,9 @@ class OptimizeConfig(BaseModel):
     suite: AgentName
     bucket: str
     iterations: int = Field(3, ge=1)
+    candidates: int = Field(1, ge=1, le=16)
+    """Patches asked per iteration; with more than one they are screened on the visible
+    target tasks (successive halving) and only the winner goes to the gate."""
     trials: int | None = Field(None, ge=1)
     agent_model: str = "local:smollm2"
     judge_model: str | None = None
@@ -40,6 +43,9 @@ class OptimizeConfig(BaseModel):
     max_removed_share: float = Field(0.3, gt=0, le=1)
     keep_rejected: bool = False
     proposer_cmd: str | None = None
+    proposer_env: tuple[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], ...] = ()
+    """Environment variables passed to `proposer_cmd` besides PATH and the locale (none by
+    default: no provider key unless named here)."""
     proposer_format: Literal["auto", "diff", "edits"] = "auto"
     token_budget: int | None = None
     confirm_trials: int = Field(2, ge=0)

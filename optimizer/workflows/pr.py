@@ -59,7 +59,10 @@ def pr_body(
     tokens: int,
     cost_usd: float | None,
     base_commit: str,
+    runners_up: list[str] | None = None,
 ) -> str:
+    """The PR body of an accepted candidate; `runners_up` (one line each) names the candidates
+    it was screened against (`--candidates K`)."""
     fixed = [x for f, _ in changes for x in f]
     broken = [x for _, b in changes for x in b]
     lines = [
@@ -85,6 +88,8 @@ def pr_body(
         f"### Trials newly failing ({len(broken)})",
         *([f"- {x}" for x in broken] or ["- none"]),
         "",
+        *(["### Runners-up (screened against the winner, not kept)",
+            *[f"- {x}" for x in runners_up], ""] if runners_up else []),
         "### Cost",
         f"{tokens} tokens for the proposal and its evaluation; estimated {usd(cost_usd)}.",
         "",

@@ -59,21 +59,31 @@ def sweep_abandoned(state_dir: Path, emit: EventSink = ignore) -> list[Iteration
 
 
 def _clean(record: LedgerOpen) -> IterationAbandoned:
-    worktree = Path(record.worktree)
+    """Remove the iteration's worktree and branch, and those of its other candidates
+    (`--candidates K`); the event reports the iteration's own."""
+    slots = [(record.branch, Path(record.worktree))]
+    slots += [(s.branch, Path(s.worktree)) for s in record.more]
+    done = [_clean_slot(record.repo, branch, worktree) for branch, worktree in slots]
+    removed, deleted = done[0]
+    return IterationAbandoned(
+        id=record.id, pid=record.pid, host=record.host, started_at=record.at,
+        branch=record.branch, branch_deleted=deleted, worktree=record.worktree,
+        worktree_removed=removed, others_cleaned=sum(a + b for a, b in done[1:]),
+    )
+
+
+def _clean_slot(repo: str, branch: str, worktree: Path) -> tuple[bool, bool]:
+    """(worktree removed, branch deleted) for one candidate of a dead iteration."""
     removed = deleted = False
     try:
-        with Sweeper(record.repo) as git:
+        with Sweeper(repo) as git:
             removed = git.remove_worktree(worktree)
-            deleted = git.branch_exists(record.branch) and git.drop_branch(record.branch)
+            deleted = git.branch_exists(branch) and git.drop_branch(branch)
     except GitOpsError:  # the repository is gone: its folders may still be on disk
         if worktree.parent.name.startswith(WORKTREE_PREFIX) and worktree.parent.exists():
             shutil.rmtree(worktree.parent, ignore_errors=True)
             removed = True
-    return IterationAbandoned(
-        id=record.id, pid=record.pid, host=record.host, started_at=record.at,
-        branch=record.branch, branch_deleted=deleted, worktree=record.worktree,
-        worktree_removed=removed,
-    )
+    return removed, deleted
 
 
 class StrayCleanup(BaseModel):
@@ -91,7 +101,8 @@ def _live(pid: int | None) -> bool:
 def fix_strays(repo: Path, state_dir: Path) -> StrayCleanup:
     """Remove candidate worktrees, folders and unfinished branches no live run holds."""
     out = StrayCleanup()
-    claimed = {r.branch for r in ledger_of(state_dir).unclosed() if not is_dead(r)}
+    claimed = {b for r in ledger_of(state_dir).unclosed() if not is_dead(r)
+               for b in (r.branch, *(s.branch for s in r.more))}
     with Sweeper(repo) as git:
         git.prune()
         for wt in git.worktrees():
@@ -99,11 +110,9 @@ def fix_strays(repo: Path, state_dir: Path) -> StrayCleanup:
                 git.remove_worktree(wt.path)
                 out.worktrees.append(str(wt.path))
         held = {wt.branch for wt in git.worktrees() if wt.branch}
-        for branch in git.list_branches():
-            if branch in claimed or branch in held or git.verdict_of(branch) is not None:
-                continue
-            if git.drop_branch(branch):
-                out.branches.append(branch)
+        unfinished = [b for b, verdict in git.verdicts().items()
+                      if verdict is None and b not in claimed and b not in held]
+        out.branches += git.drop_branches(unfinished)
     registered = {str(wt) for wt in out.worktrees}
     for folder in Path(tempfile.gettempdir()).glob(f"{WORKTREE_PREFIX}*"):
         if str(folder / "worktree") in registered or _live(folder_pid(folder)):

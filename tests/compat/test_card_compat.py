@@ -390,6 +390,40 @@ async def test_must_contain(blob: str | None, substrings: list[str], value: floa
     assert s.passed is (value == 1.0)
 
 
+# issue 21: substrings that are not strings are stringified as the original does
+NON_STRING_SUBSTRINGS: list[tuple[str, str, list[Any], float]] = [
+    ("a number", "value: 7\n", [7], 1.0),
+    ("a float", "value: 6.5\n", [6.5], 1.0),
+    ("true lower-cased", "flag: true\n", [True], 1.0),
+    ("null as the original writes it", "address: null\n", [None], 1.0),
+    ("a number that is not there", "value: 8\n", [7], 0.0),
+    ("mixed with a string", "title: Run 5k\n", ["run", 5], 1.0),
+]
+
+
+@pytest.mark.parametrize(
+    ("blob", "substrings", "value"),
+    [c[1:] for c in NON_STRING_SUBSTRINGS],
+    ids=[c[0] for c in NON_STRING_SUBSTRINGS],
+)
+async def test_must_contain_stringifies_non_string_substrings(
+    blob: str, substrings: list[Any], value: float
+) -> None:
+    validate_config("card_must_contain", {"substrings": substrings})
+    s = await grade("card_must_contain", {"substrings": substrings}, card_yaml_blob=blob)
+    assert (s.value, s.passed) == (value, value == 1.0)
+
+
+@pytest.mark.parametrize("flag", ["true", 1, "yes"])
+async def test_completion_needs_the_boolean_save_flag(flag: Any) -> None:
+    # issue 21: the original compares the flag with `== true`: 4 of 5 assertions, a failure
+    s = await grade("card_completion", {}, card_save_tool_called=flag)
+    assert (s.value, s.passed) == (pytest.approx(0.8), False)
+    assert [a.passed for a in s.assertions] == [False, True, True, True, True]
+    ok = await grade("card_completion", {}, card_save_tool_called=True)
+    assert (ok.value, ok.passed) == (1.0, True)
+
+
 # (case id, grader, config, loads?, ignored keys)
 CONFIGS: list[tuple[str, str, Any, bool, list[str]]] = [
     ("empty expected_template_ids loads", "card_template_choice",

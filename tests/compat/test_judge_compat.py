@@ -204,10 +204,20 @@ async def test_insight_zero_for_an_empty_insight_text() -> None:
     assert "empty" in s.rationale
 
 
-async def test_insight_blank_but_not_empty_text_is_judged() -> None:
-    judge = judge_of(dims(0, 0, 0))
-    s = await grade_insight(judge, [edit(), insight_call("  ")])
-    assert s.value == 0.0 and len(judge.calls) == 1
+@pytest.mark.parametrize("text", ["  ", "\n\t "])
+async def test_insight_blank_text_scores_zero_unjudged(text: str) -> None:
+    # issue 21: the original fails a successful call with blank insight text, as empty text
+    judge = judge_of(GOOD)
+    s = await grade_insight(judge, [edit(), insight_call(text)])
+    assert (s.value, s.passed) == (0.0, False) and judge.calls == []
+
+
+async def test_insight_just_under_the_threshold_fails() -> None:
+    # issue 21: the original compares with a plain `>=` (no float tolerance)
+    s = await grade_insight(judge_of(dims(0.5999999999, 0.5999999999, 0.5999999999)))
+    assert s.value == pytest.approx(0.5999999999) and s.passed is False
+    s = await grade_coherence(judge_of('{"coherence": 0.5999999999}'), [edit()], edited_outcome())
+    assert s.passed is False
 
 
 async def test_insight_judge_sees_fact_insight_and_target_paths_only() -> None:
@@ -316,12 +326,14 @@ async def test_coherence_null_cases(
     assert judge.calls == []
 
 
-async def test_coherence_new_file_from_the_diff_without_before_contents() -> None:
+async def test_coherence_without_before_contents_is_judged() -> None:
+    # issue 21: without file_contents_before the original cannot tell a new file; it judges
     out = pkm_outcome(before={}, after={"Resources/tea.md": "# Tea\n- green\n- oolong\n"})
     del out["file_contents_before"]
     calls = [edit(old="- green", new="- green\n- oolong", path="/Resources/tea.md")]
-    s = await grade_coherence(judge_of(COHERENT), calls, out)
-    assert s.value is None and "new file" in s.rationale
+    judge = judge_of(COHERENT)
+    s = await grade_coherence(judge, calls, out)
+    assert s.value == pytest.approx(0.9) and len(judge.calls) == 1
     existing = edited_outcome()
     del existing["file_contents_before"]
     s = await grade_coherence(judge_of(COHERENT), [edit()], existing)

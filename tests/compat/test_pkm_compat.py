@@ -522,6 +522,14 @@ GRADER_CASES = [
                 rec("Edit", file_path="/a")], 0.0, 1),
     GraderCase("rbw: read, no write at all", RBW, RBW_CFG, pkm_outcome(),
                [rec("Read", file_path="Areas/Health/sleep.md")], 1.0, 1),
+    # issue 21: exactly one leading '/' is ignored; '//Areas/...' is another path
+    GraderCase("rbw: double leading slash does not match", RBW, RBW_CFG, pkm_outcome(),
+               [rec("Read", file_path="//Areas/Health/sleep.md"), rec("Edit", file_path="/a")],
+               0.0, 1),
+    GraderCase("rbw: double slash in the config too", RBW,
+               {"required_read_path": "//Areas/Health/sleep.md"}, pkm_outcome(),
+               [rec("Read", file_path="/Areas/Health/sleep.md"), rec("Edit", file_path="/a")],
+               0.0, 1),
     GraderCase("rbw: unknown config key ignored", RBW, {**RBW_CFG, "strict": True},
                pkm_outcome(), [rec("Read", file_path="Areas/Health/sleep.md")], 1.0, 1),
     # completion: five assertions

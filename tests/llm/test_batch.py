@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from agents.llm.batch import FORMAT, BatchJudge, BatchRequest
+from agents.llm.batch_state import KEEP_ENDED_S, StateFolder
 from agents.llm.errors import ModelError
 from agents.llm.providers.anthropic_provider import AnthropicProvider
 from agents.llm.providers.openai_provider import OpenAIProvider
@@ -130,3 +133,54 @@ def test_providers_without_a_batch_api_are_called_directly(tmp_path: Path) -> No
     assert judge.report.direct == 2 and judge.report.batch_id is None
     assert all(isinstance(r, ModelResponse) and "groundedness" in r.text for r in got.values())
     assert not list(tmp_path.glob("*.json"))
+
+
+def test_openai_results_read_the_files_the_last_poll_named_without_retrieving_again(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    judge = BatchJudge(_client("openai", server, monkeypatch), tmp_path, sleep=_no_wait)
+    got = asyncio.run(judge.run(_requests("aaa", "bbb")))
+    assert all(isinstance(r, ModelResponse) for r in got.values())
+    assert server.polls == {judge.report.batch_id: judge.report.polls}
+
+
+def _state_file(folder: Path, batch_id: str, state: str, keys: list[str],
+                model: str = "claude-fake", age_s: float = 0.0) -> Path:
+    path = folder / f"{batch_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "format": FORMAT, "provider": "anthropic", "model": model, "batch_id": batch_id,
+        "state": state, "created_at": "2026-01-01T00:00:00+00:00",
+        "updated_at": "2026-01-01T00:00:00+00:00",
+        "requests": {f"r{n}": k for n, k in enumerate(keys)}}))
+    if age_s:
+        stamp = time.time() - age_s
+        os.utime(path, (stamp, stamp))
+    return path
+
+
+def test_state_files_are_read_once_and_looked_up_by_key(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(20):  # other models' batches: indexed once, never read again
+        _state_file(tmp_path, f"msgbatch_other{n}", "ended", [f"other-{n}"], model="other")
+    client = _client("anthropic", server, monkeypatch)
+    for round_ in ("aaa", "bbb", "ccc"):  # three rounds, each a new BatchJudge
+        judge = BatchJudge(client, tmp_path, sleep=_no_wait)
+        asyncio.run(judge.run(_requests(round_)))
+    assert len(server.creates) == 3
+    assert StateFolder.of(tmp_path).reads == 20  # our own saves are indexed as written
+    found = StateFolder.of(tmp_path).find("anthropic", "claude-fake", {"key-bbb"})
+    assert found is not None and found.requests == {"r0": "key-bbb"}
+
+
+def test_ended_state_files_are_pruned_once_old_and_submitted_ones_kept(tmp_path: Path) -> None:
+    old_ended = _state_file(tmp_path, "msgbatch_old", "ended", ["a"], age_s=KEEP_ENDED_S + 60)
+    old_open = _state_file(tmp_path, "msgbatch_open", "submitted", ["b"],
+                           age_s=KEEP_ENDED_S + 60)
+    recent = _state_file(tmp_path, "msgbatch_new", "ended", ["c"], age_s=60)
+    folder = StateFolder.of(tmp_path)
+    assert folder.find("anthropic", "claude-fake", {"a"}) is None
+    assert not old_ended.exists() and old_open.exists() and recent.exists()
+    assert folder.find("anthropic", "claude-fake", {"b"}) is not None  # a rerun resumes it
+    assert folder.find("anthropic", "claude-fake", {"c"}) is not None

@@ -15,6 +15,7 @@ import pytest
 import unidiff
 
 from optimizer.git import GitOps, GitOpsError, sanitize_ref_component
+from optimizer.git_read import has_file
 from optimizer.git_sweep import Sweeper
 
 PROMPT = "prompts/pkm_agent.md"
@@ -180,6 +181,27 @@ def test_resolve_and_read_file_errors(repo: git.Repo) -> None:
         ops.read_file("main", "prompts")
     with pytest.raises(GitOpsError, match="not a git repository"):
         GitOps(Path(repo.working_tree_dir or "") / "prompts")
+
+
+def test_has_file_looks_the_path_up_without_reading_it(
+    repo: git.Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = Path(repo.working_tree_dir or "")
+    (root / "tasks" / "suite.json").write_bytes(b'{"name": "caf\xe9"}\n')  # Latin-1, not UTF-8
+    repo.index.add(["tasks/suite.json"])
+    repo.index.commit("a suite file that is not UTF-8")
+    ops = GitOps(root)
+
+    def no_reads(*_a: object, **_k: object) -> None:
+        raise AssertionError("has_file read a blob")
+
+    monkeypatch.setattr(GitOps, "read_file", no_reads)
+    monkeypatch.setattr(git.objects.blob.Blob, "data_stream", property(no_reads))
+    assert has_file(ops, "main", "tasks/suite.json")  # present, whatever it holds
+    assert has_file(ops, "main", "/tasks/t.json")
+    assert not has_file(ops, "main", "tasks/missing.json")
+    assert not has_file(ops, "main", "tasks")  # a folder is no file
+    assert not has_file(ops, "no-such-branch", "tasks/t.json")
 
 
 def test_head_info_reports_branch_dirty_and_detached(repo: git.Repo) -> None:

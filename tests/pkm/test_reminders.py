@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
+import pytest
 import yaml
 
+from agents.pkm import reminders
 from agents.pkm.agent import PkmAgentSession, PkmOptions
 from agents.pkm.reminders import LEGACY_SESSIONS_FILE, STATS_FILE, load_sessions
+from agents.pkm.safe_fs import SafeRoot
 from agents.workspace import Workspace
 from tests.pkm.conftest import FACT_ID, OLD_FACT_ID, PUBLISHED, invoke, make_session, write
 
@@ -63,6 +68,34 @@ async def test_fragmented_directory_reminder(
     write(workspace.pkm, f"{folder}/meal5.md", "- stew <!-- fact_id: 2026/03/07.md#ts_3 -->\n")
     content = await _read(session, f"/{folder}/none.md")
     assert "fragmented" in content and "6 files" in content and "/Areas/Meals" in content
+
+
+async def test_the_fragmentation_reminder_reads_a_capped_number_of_small_files(
+    session: PkmAgentSession, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = "Areas/Notes"
+    fact = "<!-- fact_id: 2026/03/01.md#ts_1 -->"
+    for i in range(8):  # one-fact files beyond the byte cap: no fragments, never read whole
+        write(workspace.pkm, f"{folder}/big{i}.md", f"- x {fact}\n" + "y" * 300)
+    for i in range(6):  # small one-fact files, after the byte cap files by name
+        write(workspace.pkm, f"{folder}/small{i}.md", f"- x {fact}\n")
+    write(workspace.pkm, f"{folder}/none.md", "plain\n")
+    monkeypatch.setattr(reminders, "FRAGMENT_MAX_BYTES", 200)
+    content = await _read(session, f"/{folder}/none.md")
+    assert "fragmented" in content and "6 files" in content  # the big files do not count
+
+    reads: list[int | None] = []
+    real = SafeRoot.read_files
+
+    def counted(self: SafeRoot, real_dir: Path, names: Sequence[str], *, max_bytes: int
+                ) -> Iterator[tuple[str, bytes | None]]:
+        reads.append(len(names))
+        return real(self, real_dir, names, max_bytes=max_bytes)
+
+    monkeypatch.setattr(SafeRoot, "read_files", counted)
+    monkeypatch.setattr(reminders, "FRAGMENT_MAX_FILES", 10)  # big0-7, none, small0
+    content = await _read(session, f"/{folder}/none.md")
+    assert reads == [10] and "<system-reminder>" not in content  # 1 small file within the cap
 
 
 async def test_date_named_file_reminder(session: PkmAgentSession, workspace: Workspace) -> None:

@@ -183,8 +183,27 @@ LEAVES = "leaves the pkm root"
 OUTSIDE_LINK = "outside the pkm root"
 LINK_REFUSED = "refusing to follow it"
 NFD_NAME = unicodedata.normalize("NFD", "/Areas/café.md")
+DEEP = "/" + "d/" * 32 + "x.md"
+"""33 levels: one more than the tools allow (issue 19)."""
+LONG = "/" + "/".join(["n" * 200] * 6) + "/x.md"
+"""1,211 characters in 7 levels, each name under 255 bytes: longer than the tools allow."""
+TOO_DEEP = "deeper than 32 levels"
+TOO_LONG = "longer than 1,024 characters"
 
 CASES: list[Case] = [
+    # -- bounded trees (issue 19): too deep or too long in every path argument ----------------
+    *(Case(f"deep-{tool}-{i}", [(tool, args)], "refused", TOO_DEEP)
+      for i, (tool, args) in enumerate(_each_tool(DEEP))),
+    *(Case(f"long-{tool}-{i}", [(tool, args)], "refused", TOO_LONG)
+      for i, (tool, args) in enumerate(_each_tool(LONG))),
+    Case("deep-Glob-pattern", [("Glob", {"pattern": "*/" * 33 + "*.md"})], "refused",
+         TOO_DEEP),
+    Case("long-Glob-pattern", [("Glob", {"pattern": "*" * 1025})], "refused", TOO_LONG),
+    Case("deep-Grep-include", [("Grep", {"pattern": "x", "include": "*/" * 33 + "*.md"})],
+         "refused", TOO_DEEP),
+    Case("deep-Move-folder", [("Move", {"source_path": "/Projects",
+                                        "destination_path": "/" + "m/" * 30 + "p"})],
+         "refused", TOO_DEEP),
     # -- `..` in every path argument of every tool ------------------------------------------
     Case("dotdot-Read", [("Read", {"file_path": UP})], "refused", LEAVES),
     Case("dotdot-Read-deep", [("Read", {"file_path": "/Areas/../../../outside/x"})], "refused",
@@ -264,7 +283,7 @@ CASES: list[Case] = [
     Case("long-name-multibyte", [("Write", {"file_path": "/" + "é" * 128 + ".md",
                                             "content": "x"})], "refused", "longer than 255"),
     Case("long-path-4096", [("Write", {"file_path": "/" + "/".join(["abcd"] * 1100),
-                                       "content": "x"})], "refused", "longer than 4096"),
+                                       "content": "x"})], "refused", TOO_LONG),
     # -- unicode lookalikes and normalisation -----------------------------------------------
     Case("unicode-one-dot-leader",
          [("Read", {"file_path": "/\u2024\u2024/\u2024\u2024/outside/x"}),

@@ -18,7 +18,7 @@ from optimizer.core.results import RunResult, TrialResult
 from optimizer.report import fmt
 from optimizer.report.html.kit import Chart, ChartRow, macro, render
 from optimizer.report.html.trials import PromptPool, diff_files
-from optimizer.report.summary import RunSummary, summarize, task_order
+from optimizer.report.summary import RunSummary, failed_text, summarize, task_order
 from optimizer.report.table import bucket_table, grader_table, pass_k_table
 
 __all__ = ["bucket_chart_rows", "render_diff", "render_html", "report_context"]
@@ -71,16 +71,21 @@ def stat_cards(s: RunSummary, bs: RunSummary | None) -> list[Stat]:
         tokens.append(f"judge {fmt.tokens(ju.total_tokens)} tokens")
     return [
         _versus("Task pass rate", fmt.pct(s.task_pass_rate),
-                [f"{s.passed_tasks}/{s.decided_tasks} tasks{threshold}"],
+                [f"{s.original.passed_tasks}/{s.num_tasks} tasks{threshold}",
+                 f"errored excluded: {fmt.pct(s.counted_task_pass_rate)} "
+                 f"({s.passed_tasks}/{s.decided_tasks})"],
                 bs.task_pass_rate if bs else None, s.task_pass_rate, bs),
         _versus("Trial pass rate", fmt.pct(s.trial_pass_rate),
-                [f"{s.passed_trials}/{s.counted_trials} counted trials"],
+                [f"{s.original.passed_trials}/{s.num_trials} trials",
+                 f"errored excluded: {fmt.pct(s.counted_trial_pass_rate)} "
+                 f"({s.passed_trials}/{s.counted_trials})"],
                 bs.trial_pass_rate if bs else None, s.trial_pass_rate, bs),
         _versus("Mean score", fmt.num(s.mean_score),
-                [f"{s.failed_trials} failed, {s.timed_out_trials} timed out"],
+                [f"{failed_text(s)}, {s.timed_out_trials} timed out"],
                 bs.mean_score if bs else None, s.mean_score, bs, rate=False),
         Stat("Errored trials", str(s.errored_trials),
-             ("infrastructure errors, not counted in rates" if s.errored_trials
+             ("infrastructure errors or promptloop bugs: failed in the original's rates, "
+              "excluded from ours" if s.errored_trials
               else "no infrastructure errors",), alert=s.errored_trials > 0),
         Stat("Trials", str(s.num_trials),
              (f"{s.cached_trials} from cache"

@@ -28,7 +28,7 @@ from optimizer.workflows.optimize import Baseline, OptimizeConfig
 _SHARED_WITH_OPTIMIZE = {
     "trials", "agent_model", "judge_model", "proposer_model", "base_url", "max_changed_lines",
     "proposer_format", "confirm_trials", "concurrency", "batch", "kinds", "policy", "repo",
-    "state_dir",
+    "state_dir", "candidates",
 }
 
 
@@ -45,6 +45,8 @@ class NightlyConfig(BaseModel):
     base_url: str | None = None
     base: str = "HEAD"
     iterations_per_bucket: int = Field(2, ge=1)
+    candidates: int = Field(1, ge=1, le=16)
+    """Patches asked per iteration (`optimize --candidates`): screened, the winner gated."""
     max_buckets: int = Field(3, ge=1)
     trials: int | None = Field(None, ge=1)
     concurrency: int | None = Field(None, ge=1)

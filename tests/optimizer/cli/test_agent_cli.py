@@ -42,3 +42,41 @@ def test_user_errors_exit_1() -> None:
     bad_fact = runner.invoke(app, ["agent", "card_agent", "--content", "x", "--model",
                                    "scripted:card", "--fact-id", "yesterday"])
     assert bad_fact.exit_code == 1 and "--fact-id" in bad_fact.output
+
+
+def _user_folder(root: Path) -> dict[str, bytes]:
+    card = root / "Cards" / "2026" / "03" / "10_ts_1.yaml"
+    card.parent.mkdir(parents=True)
+    card.write_text('fact_id: "2026/03/10.md#ts_1"\nstatus: completed\ntitle: "Mine"\n')
+    (root / "PKM" / "Areas").mkdir(parents=True)
+    (root / "PKM" / "Areas" / "notes.md").write_text("# My notes\n")
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*")
+            if p.is_file()}
+
+
+def test_workspace_runs_on_a_copy_unless_in_place(tmp_path: Path) -> None:
+    """Issue 19: `--workspace DIR` never changes the user's folder unless --in-place; the
+    command prints where it wrote."""
+    import shutil
+
+    mine = tmp_path / "mine"
+    before = _user_folder(mine)
+    args = ["agent", "card_agent", "--model", "scripted:card", "--content",
+            "Lunch at Nora's, $18.40", "--published", "2026-03-14 12:00:00", "--workspace"]
+    result = runner.invoke(app, [*args, str(mine)])
+    assert result.exit_code == 0, result.output
+    after = {p.relative_to(mine).as_posix(): p.read_bytes() for p in mine.rglob("*")
+             if p.is_file()}
+    assert after == before  # untouched
+    line = next(x for x in result.stdout.splitlines() if x.startswith("wrote to workspace: "))
+    assert f"(a copy of {mine}; --in-place writes to it)" in line
+    copy = Path(line.removeprefix("wrote to workspace: ").split(" (a copy of")[0])
+    try:
+        assert (copy / "Cards" / "2026" / "03" / "14_ts_1.yaml").is_file()
+        assert (copy / "PKM" / "Areas" / "notes.md").read_text() == "# My notes\n"
+    finally:
+        shutil.rmtree(copy)
+    in_place = runner.invoke(app, [*args, str(mine), "--in-place"])
+    assert in_place.exit_code == 0, in_place.output
+    assert f"wrote to workspace: {mine}\n" in in_place.stdout
+    assert (mine / "Cards" / "2026" / "03" / "14_ts_1.yaml").is_file()

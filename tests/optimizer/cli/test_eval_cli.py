@@ -10,6 +10,9 @@ from typer.testing import CliRunner
 from optimizer.cli.app import app
 
 runner = CliRunner()
+CARD_REGRESSION = ("--suite", "card_agent", "--kind", "regression", "--agent-model",
+                   "scripted:card")
+"""The bundled card regression suite on the scripted card model."""
 
 
 def _eval(state: Path, *args: str) -> tuple[int, dict]:
@@ -21,17 +24,7 @@ def _eval(state: Path, *args: str) -> tuple[int, dict]:
 
 
 def test_eval_card_regression_then_cached_then_replay(state: Path) -> None:
-    code, first = _eval(
-        state,
-        "--suite",
-        "card_agent",
-        "--kind",
-        "regression",
-        "--agent-model",
-        "scripted:card",
-        "--mode",
-        "record",
-    )
+    code, first = _eval(state, *CARD_REGRESSION, "--mode", "record")
     assert code == 0, first["_output"]
     s1 = first["summary"]
     assert s1["numTrials"] == 16 and s1["erroredTrials"] == 0
@@ -40,27 +33,14 @@ def test_eval_card_regression_then_cached_then_replay(state: Path) -> None:
     assert json.loads(index[-1])["runName"] == first["run"]
 
     # second run: every trial comes from the trial cache, same scores
-    code, second = _eval(
-        state, "--suite", "card_agent", "--kind", "regression", "--agent-model", "scripted:card"
-    )
+    code, second = _eval(state, *CARD_REGRESSION)
     assert code == 0 and second["summary"]["cachedTrials"] == 16
     assert second["summary"]["trialPassRate"] == s1["trialPassRate"]
 
     # replay twice with no cache: identical per-bucket scores, no model needed
     scores = []
     for _ in range(2):
-        code, rep = _eval(
-            state,
-            "--suite",
-            "card_agent",
-            "--kind",
-            "regression",
-            "--agent-model",
-            "scripted:card",
-            "--mode",
-            "replay",
-            "--fresh",
-        )
+        code, rep = _eval(state, *CARD_REGRESSION, "--mode", "replay", "--fresh")
         assert code == 0, rep["_output"]
         assert rep["summary"]["cachedTrials"] == 0
         scores.append(
@@ -71,17 +51,8 @@ def test_eval_card_regression_then_cached_then_replay(state: Path) -> None:
 
 
 def test_eval_pkm_with_judge_and_report(state: Path) -> None:
-    code, data = _eval(
-        state,
-        "--suite",
-        "pkm_agent",
-        "--kind",
-        "regression",
-        "--agent-model",
-        "scripted:pkm",
-        "--judge-model",
-        "scripted:judge",
-    )
+    code, data = _eval(state, "--suite", "pkm_agent", "--kind", "regression",
+                       "--agent-model", "scripted:pkm", "--judge-model", "scripted:judge")
     assert code == 0, data["_output"]
     buckets = {b["bucket"]: b for b in data["summary"]["buckets"]}
     # the scripted policy writes everything: without the skip rule, skip tasks fail
@@ -102,18 +73,7 @@ def test_eval_pkm_with_judge_and_report(state: Path) -> None:
 
 
 def test_replay_without_recording_is_infrastructure_failure(state: Path) -> None:
-    code, data = _eval(
-        state,
-        "--suite",
-        "card_agent",
-        "--kind",
-        "regression",
-        "--agent-model",
-        "scripted:card",
-        "--mode",
-        "replay",
-        "--fresh",
-    )
+    code, data = _eval(state, *CARD_REGRESSION, "--mode", "replay", "--fresh")
     assert code == 2
     assert "errored" in data["_output"]
 
@@ -130,15 +90,8 @@ def test_usage_errors_exit_1(state: Path, tmp_path: Path) -> None:
 
 
 def test_missing_key_fails_before_any_trial(state: Path) -> None:
-    code, data = _eval(
-        state,
-        "--suite",
-        "card_agent",
-        "--kind",
-        "regression",
-        "--agent-model",
-        "anthropic:claude-haiku-4-5",
-    )
+    code, data = _eval(state, "--suite", "card_agent", "--kind", "regression",
+                       "--agent-model", "anthropic:claude-haiku-4-5")
     assert code == 2 and "ANTHROPIC_API_KEY" in data["_output"]
     assert not (state / "runs").exists()
 
@@ -153,11 +106,9 @@ def test_suites_listing() -> None:
 
 
 def test_html_report_compares_against_a_base_run(state: Path, tmp_path: Path) -> None:
-    code, first = _eval(state, "--suite", "card_agent", "--kind", "regression",
-                        "--agent-model", "scripted:card", "--trials", "1")
+    code, first = _eval(state, *CARD_REGRESSION, "--trials", "1")
     assert code == 0
-    code, second = _eval(state, "--suite", "card_agent", "--kind", "regression",
-                         "--agent-model", "scripted:card", "--trials", "1", "--fresh")
+    code, second = _eval(state, *CARD_REGRESSION, "--trials", "1", "--fresh")
     assert code == 0
     out = tmp_path / "report.html"
     result = runner.invoke(app, ["report", second["run"], "--format", "html", "--base",

@@ -157,6 +157,9 @@ CASES = [
     Case("missing id", _with(id=...), TASK, "field 'id'", ("required",)),
     Case("null id", _with(id=None), TASK, "field 'id'"),
     Case("numeric id", _with(id=7), TASK, "field 'id'", ("string",)),
+    Case("empty id", _with(id=""), TASK, "field 'id'"),
+    # issue 19: a whitespace-only id is as empty as "" (it used to load)
+    Case("blank id", _with(id=" \t "), TASK, "field 'id'", ("blank",)),
     Case("missing description", _with(description=...), TASK, "field 'description'"),
     Case("duplicate ids", _duplicate_ids, "tasks/cases/u/task.json", "field 'id'",
          ("duplicate task id 't'",)),

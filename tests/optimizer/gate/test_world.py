@@ -36,7 +36,7 @@ def test_layout_and_api_shape() -> None:
     assert (cap.config.kind, reg.config.kind) == ("capability", "regression")
     # card with a 10-task target: 10 + 19 x 2 + 1 tasks, 21 buckets as issue 18 fixes
     assert (len(cap.tasks), len(cap.buckets), len(reg.tasks), len(reg.buckets)) == (49, 21, 8, 4)
-    assert sorted(len(ts) for ts in cap.buckets.values()) == [2] * 18 + [3, 10]
+    assert sorted(len(ts) for ts in cap.buckets.values()) == [1] + [2] * 19 + [10]
     c = W.build_world("card", 2, 0.0, 1, no_heldout)
     assert sorted(len(ts) for ts in c.suites[0].buckets.values()) == [2] * 14 + [3] * 7
     p = W.build_world("pkm", 3, 0.0, 1, no_heldout)

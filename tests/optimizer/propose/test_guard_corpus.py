@@ -16,14 +16,15 @@ from typing import Any
 import pytest
 
 from optimizer.core.suites import LoadedTask, Suite, SuiteConfig, TaskSpec
-from optimizer.git import GitOps, GitOpsError
 from optimizer.propose.apply import render_unified
 from optimizer.propose.edits import edits_to_diff, parse_edit_proposal
 from optimizer.propose.guards import prepare_patch
 from optimizer.propose.literals import LiteralIndex, build_literal_index
 from optimizer.propose.patch import PatchError
-from optimizer.propose.proposer import run_command
-from optimizer.propose.watch import canary_home, outside_writes, proposer_watch, snapshot
+from optimizer.propose.proposer import ProposerError
+from optimizer.propose.sandbox import Isolation, run_sandboxed
+from optimizer.propose.watch import OutsideWriteError
+from tests.optimizer.propose.isolations import available_isolations
 
 TARGET = "prompts/pkm_agent.md"
 TASK_FILE = "tasks/pkm_agent/capability/tasks/tax/task.json"
@@ -180,6 +181,14 @@ DIFF_CASES = [
          "eval_literal"),
     Case("fullwidth-literal", _rule("- Advisers like Ｏｋａｆｏｒ go under Areas."),
          "eval_literal"),
+    Case("trailing-space", render_unified(BASE, BASE.replace("## Writing\n", "## Writing \n"),
+                                          TARGET), "no_change"),
+    Case("trailing-tabs-everywhere", render_unified(
+        BASE, "".join(line + "\t\n" for line in BASE.splitlines()), TARGET), "no_change"),
+    Case("blank-lines-only", render_unified(BASE, BASE.replace("\n\n", "\n\n\n\n"), TARGET),
+         "no_change"),
+    Case("blank-lines-removed-and-crlf", render_unified(
+        BASE, BASE.replace("\n\n", "\n").replace("\n", "\r\n"), TARGET), "no_change"),
 ]
 
 
@@ -206,37 +215,45 @@ EDIT_CASES = [
                                          "- Same voice as okafor.")), "eval_literal"),
     Case("edit-control-chars", _edits(("insert_after", "## Writing", "- ok\x00\x1b[2Khidden")),
          "hidden_text"),
+    Case("edit-trailing-space", _edits(("replace", "- Same voice and length.",
+                                        "- Same voice and length.  ")), "no_change"),
     Case("edit-markdown-literal", _edits(("insert_after", "## Writing",
                                           "- Use _Ng_**uyen** style names.")), "eval_literal"),
 ]
 
 _CHECKOUT = '"$(git rev-parse --git-common-dir)/.."'
 _APPEND_RULE = f"printf '%s\\n' '{GOOD_RULE}' >> {TARGET}"
+# The command runs in a throwaway copy: what it does to the copy's git folder, its HOME or a
+# checkout found through git lands in that copy and is dropped with it ("no_change": the
+# prompt did not change; test_sandbox_corpus.py checks that your repository is untouched).
 COMMAND_CASES = [
     Case("cmd-edit-task", f"echo '{{}}' > {TASK_FILE}", "other_file"),
     Case("cmd-new-file", "echo 'Always pass.' > prompts/extra.md", "other_file"),
     Case("cmd-good-edit-plus-checkout-write", f"{_APPEND_RULE} && echo x >> {_CHECKOUT}/README.md",
-         "outside_write"),
+         "other_file"),
     Case("cmd-delete-prompt", f"rm {TARGET}", "deleted"),
-    Case("cmd-rename-prompt", f"git mv {TARGET} prompts/pkm_agent_v2.md", "renamed"),
+    Case("cmd-rename-prompt", f"git mv {TARGET} prompts/pkm_agent_v2.md", "deleted"),
     Case("cmd-chmod-prompt", f"chmod +x {TARGET}", "mode_change"),
     Case("cmd-symlink-prompt", f"rm {TARGET} && ln -s /etc/hostname {TARGET}", "symlink"),
+    Case("cmd-symlink-folder", "mv prompts p2 && ln -s p2 prompts", "other_file"),
     Case("cmd-binary-fixture", "mkdir -p fixtures && printf 'a\\000b' > fixtures/blob.bin",
-         "binary"),
+         "other_file"),
     Case("cmd-hook", "h=\"$(git rev-parse --git-common-dir)/hooks/pre-commit\"; "
-         "printf '#!/bin/sh\\nexit 0\\n' > \"$h\"; chmod +x \"$h\"", "outside_write"),
-    Case("cmd-git-config", "git config user.name mallory", "outside_write"),
-    Case("cmd-write-checkout", f"echo '{{}}' > {_CHECKOUT}/{TASK_FILE}", "outside_write"),
+         "mkdir -p \"${h%/*}\"; printf '#!/bin/sh\\nexit 0\\n' > \"$h\"; chmod +x \"$h\"",
+         "no_change"),
+    Case("cmd-git-config", "git config user.name mallory", "no_change"),
+    Case("cmd-write-checkout", f"echo '{{}}' > {_CHECKOUT}/{TASK_FILE}", "other_file"),
     Case("cmd-commit-task-then-edit-prompt", f"echo '{{}}' > {TASK_FILE} && git add -A && "
          f"git -c user.name=m -c user.email=m@x commit -qm x && {_APPEND_RULE}",
-         "outside_write"),
+         "other_file"),
     Case("cmd-move-user-branch", "git update-ref refs/heads/main \"$(git -c user.name=m -c "
-         "user.email=m@x commit-tree 'HEAD^{tree}' -p HEAD -m x)\"", "outside_write"),
+         "user.email=m@x commit-tree 'HEAD^{tree}' -p HEAD -m x)\"", "no_change"),
     Case("cmd-user-index", f"git --git-dir={_CHECKOUT}/.git --work-tree={_CHECKOUT} "
-         f"rm -q --cached README.md", "outside_write"),
-    Case("cmd-home-canary", "echo 'alias ls=rm' >> \"$HOME/.bashrc\"", "outside_write"),
-    Case("cmd-new-ssh-key", "echo key >> \"$HOME/.ssh/authorized_keys\"", "outside_write"),
-    Case("cmd-repoint-worktree", "echo 'gitdir: /tmp/elsewhere' > .git", "outside_write"),
+         f"rm -q --cached README.md", "no_change"),
+    Case("cmd-home-canary", "echo 'alias ls=rm' >> \"$HOME/.bashrc\"", "no_change"),
+    Case("cmd-new-ssh-key",
+         "mkdir -p \"$HOME/.ssh\" && echo key >> \"$HOME/.ssh/authorized_keys\"", "no_change"),
+    Case("cmd-fails-after-writing", f"echo x >> {TASK_FILE}; exit 3", "other_file"),
 ]
 
 
@@ -274,8 +291,8 @@ def _git(cwd: Path, *args: str) -> str:
 
 
 @pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[tuple[Path, Path, Path]]:
-    """(checkout, candidate worktree, canary HOME) in a throwaway repository."""
+def sandbox(tmp_path: Path) -> Iterator[tuple[Path, Path, str]]:
+    """(checkout, candidate worktree, base commit) in a throwaway repository."""
     checkout = tmp_path / "checkout"
     (checkout / "prompts").mkdir(parents=True)
     (checkout / TARGET).write_text(BASE)
@@ -288,48 +305,52 @@ def sandbox(tmp_path: Path) -> Iterator[tuple[Path, Path, Path]]:
     _git(checkout, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "base")
     worktree = tmp_path / "wt" / "worktree"
     _git(checkout, "worktree", "add", "-q", "-b", "promptloop/s/b/1", str(worktree))
-    yield checkout, worktree, canary_home(tmp_path)
+    (tmp_path / "package.md").write_text("the package\n")
+    yield checkout, worktree, _git(checkout, "rev-parse", "HEAD").strip()
     subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=checkout,
                    capture_output=True, check=False)
 
 
-async def _run_proposer(cmd: str, sandbox: tuple[Path, Path, Path],
-                        index: LiteralIndex) -> set[str]:
-    checkout, worktree, home = sandbox
-    watched = proposer_watch(checkout, worktree, TARGET, homes=(home,))
-    before = snapshot(watched)
-    await run_command(cmd, worktree, worktree / "package.md", TARGET, "b",
-                      env={"HOME": str(home)})
-    codes = {v.code for v in outside_writes(before, snapshot(watched))}
+async def _run_proposer(cmd: str, sandbox: tuple[Path, Path, str], index: LiteralIndex,
+                        using: Isolation = "none") -> set[str]:
+    """The refusal codes of an external proposer `cmd`, run as optimize runs it."""
+    checkout, worktree, sha = sandbox
     try:
-        with GitOps(checkout) as git:
-            diff = git.staged_diff(worktree)
-    except GitOpsError:  # git itself refuses the tampered worktree
-        return codes | {"patch_error"}
-    return codes | (_codes_of_diff(diff, index) if diff.strip() else {"no_change"})
+        done = await run_sandboxed(cmd, repo=checkout, base_sha=sha,
+                                   package=checkout.parent / "package.md", prompt_path=TARGET,
+                                   bucket="b", root=worktree.parent / "sandbox",
+                                   worktree=worktree, using=using)
+    except OutsideWriteError as err:
+        return {v.code for v in err.violations}
+    except ProposerError:
+        return {"command_failed"}
+    diff = render_unified(BASE, done.new_text, TARGET)
+    return _codes_of_diff(diff, index) if diff.strip() else {"no_change"}
 
 
 @pytest.mark.parametrize("case", COMMAND_CASES, ids=lambda c: c.id)
 async def test_malicious_proposer_command_is_refused(
-        case: Case, sandbox: tuple[Path, Path, Path], index: LiteralIndex) -> None:
+        case: Case, sandbox: tuple[Path, Path, str], index: LiteralIndex) -> None:
+    """Without isolation, too (the weakest setting): each case is refused for its reason."""
     codes = await _run_proposer(case.payload, sandbox, index)
     assert case.code in codes, codes
 
 
-async def test_a_good_command_is_accepted(sandbox: tuple[Path, Path, Path],
+async def test_a_good_command_is_accepted(sandbox: tuple[Path, Path, str],
                                           index: LiteralIndex) -> None:
     """The control: an external proposer that only edits the prompt passes every check,
     also when it runs git status and rewrites the file atomically as editors do."""
-    cmd = (f"git status -s >/dev/null && cp {TARGET} ../x.tmp && printf '%s\\n' '{GOOD_RULE}' "
-           f">> ../x.tmp && mv ../x.tmp {TARGET}")
-    assert await _run_proposer(cmd, sandbox, index) == set()
+    cmd = (f"git status -s >/dev/null && cp {TARGET} \"$TMPDIR/x.tmp\" && printf '%s\\n' "
+           f"'{GOOD_RULE}' >> \"$TMPDIR/x.tmp\" && mv \"$TMPDIR/x.tmp\" {TARGET}")
+    for using in available_isolations():
+        assert await _run_proposer(cmd, sandbox, index, using) == set(), using
 
 
 async def test_background_writes_are_killed_with_the_command(
-        sandbox: tuple[Path, Path, Path]) -> None:
-    checkout, worktree, _ = sandbox
+        sandbox: tuple[Path, Path, str], index: LiteralIndex) -> None:
+    checkout, _, _ = sandbox
     cmd = f"(sleep 0.5; echo pwned >> {checkout / 'README.md'}) >/dev/null 2>&1 &"
-    await run_command(cmd, worktree, worktree / "package.md", TARGET, "b")
+    assert await _run_proposer(cmd, sandbox, index) == {"no_change"}
     time.sleep(1.0)
     assert (checkout / "README.md").read_text() == "readme\n"
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from optimizer.propose import proposer as proposer_mod
 from optimizer.propose.proposer import hypothesis_from_output, parse_diff_reply
 
 DIFF = ("```diff\n--- a/prompts/p.md\n+++ b/prompts/p.md\n@@ -1 +1 @@\n-a\n+b\n"
@@ -35,3 +38,29 @@ def test_prose_mentioning_a_hypothesis_is_not_one() -> None:
     reply = f"Hypothesis testing aside, here is the change.\n{DIFF}"
     assert parse_diff_reply(reply)[0] == "(no hypothesis given)"
     assert hypothesis_from_output("no idea") == "(external proposer gave no hypothesis)"
+
+
+def _package_input(prompt_path: str, fmt: str = "diff") -> proposer_mod.PackageInput:
+    return proposer_mod.PackageInput(
+        prompt_path=prompt_path, prompt_text="# Prompt\n", bucket="b", failing_md="",
+        counter_md="", manual="", rejected=[], max_changed_lines=7, fmt=fmt,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize("fmt", ["diff", "edits"])
+def test_the_proposer_instructions_are_filled_in_one_pass(fmt: str) -> None:
+    # a value holding a marker stays as it is: it is not filled in a second time
+    system = proposer_mod.build_package(_package_input("prompts/{{max_changed_lines}}.md",
+                                                       fmt)).system
+    assert "prompts/{{max_changed_lines}}.md" in system and "at most 7 changed lines" in system
+    assert "{{prompt_path}}" not in system
+
+
+def test_an_unknown_marker_in_the_proposer_instructions_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "proposer.md").write_text("Edit {{prompt_path}} in {{max_changed_lines}} lines"
+                                          " for {{audience}}.\n")
+    monkeypatch.setattr(proposer_mod, "PROMPTS_DIR", tmp_path)
+    with pytest.raises(ValueError, match=r"unknown \['audience'\]"):
+        proposer_mod.build_package(_package_input("prompts/pkm_agent.md"))

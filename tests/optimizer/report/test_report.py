@@ -112,7 +112,9 @@ def test_original_rates_count_errored_trials_as_not_passed() -> None:
         tr("c", 0, "errored", infra_error=boom),
     ]
     s = summarize(mk_run(trials, kind="regression"))
-    assert (s.task_pass_rate, s.trial_pass_rate) == (1.0, 1.0)
+    assert (s.counted_task_pass_rate, s.counted_trial_pass_rate) == (1.0, 1.0)
+    # the summary's own rates are the original's (issue 21)
+    assert (s.task_pass_rate, s.trial_pass_rate) == (pytest.approx(1 / 3), pytest.approx(3 / 5))
     o = s.original
     assert (o.passed_tasks, o.task_pass_rate) == (1, pytest.approx(1 / 3))
     assert (o.passed_trials, o.trial_pass_rate) == (3, pytest.approx(3 / 5))
@@ -134,15 +136,17 @@ def test_errored_trials_are_excluded_and_counted_apart() -> None:
     ]
     s = summarize(mk_run(trials, kind="regression"))
     assert [t.passed for t in s.tasks] == [True, False, None]
-    assert (s.decided_tasks, s.passed_tasks, s.task_pass_rate) == (2, 1, 0.5)
-    assert (s.counted_trials, s.errored_trials, s.trial_pass_rate) == (2, 3, 0.5)
+    assert (s.decided_tasks, s.passed_tasks, s.counted_task_pass_rate) == (2, 1, 0.5)
+    assert (s.counted_trials, s.errored_trials, s.counted_trial_pass_rate) == (2, 3, 0.5)
+    assert (s.task_pass_rate, s.trial_pass_rate) == (0.0, pytest.approx(1 / 5))
     assert s.failed_trials == 1
     assert s.infra_errors == {boom: 3}
     assert not s.all_errored
 
     dead = summarize(mk_run([tr("a", 0, "errored", infra_error=boom)]))
     assert dead.all_errored
-    assert dead.task_pass_rate is None and dead.trial_pass_rate is None
+    assert dead.counted_task_pass_rate is None and dead.counted_trial_pass_rate is None
+    assert (dead.task_pass_rate, dead.trial_pass_rate) == (0.0, 0.0)
     assert dead.pass_at_k == []
 
 
@@ -420,10 +424,11 @@ def test_trace_lines(tmp_path: Path) -> None:
 def test_markdown_summary() -> None:
     run = rich_run()
     md = render_markdown(run, summarize(run))
-    assert "**Task pass rate: 33.3%** (1/3 tasks)" in md
+    # SPEC section 8: the original's rates first, ours beside them
+    assert "**Task pass rate: 33.3%** (1/3 tasks); errored excluded: 33.3% (1/3)" in md
+    assert "**Trial pass rate: 40.0%** (2/5 trials); errored excluded: 50.0% (2/4)" in md
+    assert "Trial outcomes: 2 passed, 2 failed, 0 timed out, 1 errored" in md
     assert "1 TRIAL(S) ERRORED" in md and "ProviderUnavailable" in md
-    # SPEC section 8: the original's rates beside ours
-    assert "(errored trials not passed): task 33.3%, trial 40.0%" in md
     assert "| 1 | 0.500 | 0.500 |" in md  # pass@1 / pass^1 over 3 tasks, k stops at 1
     assert "| 2 |" not in md.split("## pass@k")[1].split("##")[0]
     # bucket names are identifiers, shown as code in every table

@@ -9,8 +9,9 @@ from pathlib import Path
 from agents.llm.errors import ProviderError
 from agents.llm.scripted import Request, ScriptedModel
 from agents.llm.types import ModelResponse
+from optimizer.core.results import TrialResult
 from optimizer.core.suites import load_suite
-from optimizer.run.adaptive import AdaptiveLimit, provider_key
+from optimizer.run.adaptive import AdaptiveLimit, overloaded, provider_key
 from tests import policies
 from tests.optimizer import suite_builder as sb
 from tests.optimizer.run.test_runner import options, run
@@ -80,16 +81,39 @@ def test_a_run_under_429s_lowers_its_concurrency_and_records_it(
     assert stats.peak <= 6
 
 
-def test_a_provider_error_naming_429_counts_as_overload() -> None:
-    from optimizer.core.results import TrialResult
-    from optimizer.run.adaptive import overloaded
+def _errored_by(tmp_path: Path, state: Path, err: ProviderError) -> TrialResult:
+    suite = load_suite(sb.suite(tmp_path / "s", sb.card_tasks(1)))
 
-    err = ProviderError("openai returned HTTP 429 after 4 retries: slow down", retries=4)
+    async def failing(req: Request) -> ModelResponse:
+        raise err
+
+    [trial] = run(suite, options(state, trials=1), ScriptedModel(failing)).trials
+    assert trial.status == "errored"
+    return trial
+
+
+def test_overload_is_decided_by_the_providers_status_not_the_errors_text(
+    tmp_path: Path, state: Path
+) -> None:
+    pushed = ProviderError("openai returned HTTP 429 after 4 retries: slow down", status=429)
+    assert overloaded(_errored_by(tmp_path / "a", state, pushed))
+    down = ProviderError("anthropic returned HTTP 529 after 2 retries: overloaded", status=529)
+    assert overloaded(_errored_by(tmp_path / "b", state, down))
+    # text that merely contains 429 or "rate limit" is not a status
+    garbage = ProviderError("unparseable response body: {'id': 'HTTP 429', 'rate limit': 1}")
+    assert not overloaded(_errored_by(tmp_path / "c", state, garbage))
+    rejected = ProviderError("openai returned HTTP 400 after 0 retries: 429 tokens too many",
+                             status=400)
+    assert not overloaded(_errored_by(tmp_path / "d", state, rejected))
+
+
+def test_the_overload_flag_is_not_saved() -> None:
     now = datetime.now(UTC)
     trial = TrialResult(task_id="t", trial_index=0, bucket="b", status="errored",
-                        started_at=now, ended_at=now, infra_error=f"ProviderError: {err}")
-    assert overloaded(trial)
-    assert not overloaded(trial.model_copy(update={"infra_error": "ProviderError: HTTP 401"}))
+                        started_at=now, ended_at=now, infra_error="ProviderError: HTTP 429",
+                        overloaded=True)
+    again = TrialResult.model_validate_json(trial.model_dump_json())
+    assert "overloaded" not in trial.model_dump() and not overloaded(again)
 
 
 def test_the_report_says_what_concurrency_was_reached(tmp_path: Path, state: Path) -> None:

@@ -4,8 +4,10 @@ fakes of the batch APIs, real SDKs), results land on the right trials, a killed 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -154,3 +156,83 @@ def test_a_rerun_resumes_the_batch_a_stopped_run_submitted(
     assert json.loads(state.read_text())["state"] == "ended"
     summary = json.loads(again.stdout)["summary"]
     assert summary["erroredTrials"] == 0 and summary["numTrials"] == 3
+
+
+def test_each_trial_is_graded_once_and_each_judge_request_sent_once(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import optimizer.run.trial as trial_module
+    from graders.base import GradeContext, Score
+
+    calls: Counter[tuple[str, str]] = Counter()
+    real = trial_module.run_grader
+
+    async def counted(name: str, config: Any, ctx: GradeContext) -> Score:
+        calls[(ctx.task_id, name)] += 1
+        return await real(name, config, ctx)
+
+    monkeypatch.setattr(trial_module, "run_grader", counted)
+    data = _eval(tmp_path, "anthropic:claude-fake", server, "--batch")
+    assert data["summary"]["numTrials"] == 6
+    from optimizer.core.suites import load_suite, resolve_suite_path
+
+    suite = load_suite(resolve_suite_path("pkm_agent", "capability"))
+    want = Counter({(t.id, g.name): 2 for t in suite.tasks if t.id in TASKS
+                    for g in t.spec.graders})
+    assert calls == want  # 2 trials per task, each grader once per trial
+    [batch] = server.creates
+    judge_calls = sum(n for (_, name), n in calls.items() if name.startswith("pkm_insight"))
+    assert len(batch["requests"]) == judge_calls  # every judge grader asked once, one batch
+
+
+def _trials(state: Path, run: str) -> list[Any]:
+    from optimizer.report.store import default_store_dir, load_run
+
+    return load_run(default_store_dir(state), run).trials
+
+
+def test_under_batch_a_raising_tool_still_fails_its_held_trial(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 19 (errors by cause) meets issue 21 (held trials graded once): the judge still
+    # grades the held trial in the run's one batch, and the tool's exception fails it
+    from agents.llm.types import ToolCall
+    from agents.tools import Tool, ToolResult
+
+    original = Tool.invoke
+    raised: list[Tool] = []  # the first Write of each trial raises; the retry succeeds
+
+    async def invoke(self: Tool, call: ToolCall) -> ToolResult:
+        if self.name == "Write" and not any(t is self for t in raised):
+            raised.append(self)
+            raise RecursionError("maximum recursion depth exceeded")
+        return await original(self, call)
+
+    monkeypatch.setattr(Tool, "invoke", invoke)
+    data = _eval(tmp_path, "anthropic:claude-fake", server, "--batch")
+    assert len(server.creates) == 1  # the insight was judged, in the run's one batch
+    trials = _trials(tmp_path, data["run"])
+    assert len(trials) == 6
+    for t in trials:
+        assert (t.status, t.infra_error) == ("failed", None), t.task_id
+        assert t.agent_error == t.failure_reason == (
+            "tool Write raised RecursionError: maximum recursion depth exceeded")
+        assert any(s.grader.startswith("pkm_insight") and s.value is not None
+                   for s in t.scores), t.task_id
+
+
+def test_under_batch_an_outcome_capture_that_raises_is_not_held(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agents.pkm.agent import PkmAgentSession
+
+    def boom(self: PkmAgentSession, transcript: object) -> dict[str, Any]:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(PkmAgentSession, "outcome", boom)
+    data = _eval(tmp_path, "anthropic:claude-fake", server, "--batch")
+    assert not server.creates  # nothing to judge: no trial waits for a batch
+    for t in _trials(tmp_path, data["run"]):
+        assert (t.status, t.infra_error, t.scores) == ("failed", None, [])
+        assert t.agent_error == "outcome capture raised RecursionError: maximum recursion " \
+            "depth exceeded"

@@ -100,7 +100,10 @@ def test_provider_errors_are_errored_not_failed(tmp_path: Path, state: Path) -> 
     assert all(any(e.kind == "infra_error" for e in t.transcript.events) for t in errored)
     summary = summarize(result)
     assert (summary.num_trials, summary.counted_trials, summary.errored_trials) == (6, 4, 2)
-    assert summary.trial_pass_rate == 0.5 and summary.task_pass_rate == 0.5
+    assert summary.counted_trial_pass_rate == 0.5 and summary.counted_task_pass_rate == 0.5
+    # the original's rates count the errored task as failed
+    assert (summary.trial_pass_rate, summary.task_pass_rate) == (pytest.approx(2 / 6),
+                                                                  pytest.approx(1 / 3))
     tasks_by_id = {t.task_id: t for t in summary.tasks}
     assert tasks_by_id["down"].passed is None and tasks_by_id["wrong"].passed is False
     assert list(summary.infra_errors.values()) == [2]

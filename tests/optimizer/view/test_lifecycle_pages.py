@@ -114,6 +114,30 @@ def test_calibration_pages_show_agreement_confusion_and_state(
     page(app, "/calibration/card_completion", 404)  # a code grader has no calibration
 
 
+def test_calibration_pages_parse_each_calibration_once(
+    app: ViewApp, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from optimizer.lifecycle.calibration import CalibrationReport
+    from optimizer.view import saved
+
+    parsed: list[str] = []
+    real = saved._parse
+
+    def counted(state: object, path: Path, model: type) -> object:
+        if model is CalibrationReport:
+            parsed.append(path.name)
+        return real(state, path, model)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(saved, "_parse", counted)
+    listed = page(app, "/calibration")
+    assert "b-cal-insufficient" in listed
+    assert sorted(parsed) == sorted(set(parsed)), parsed  # each file once for the list
+    parsed.clear()
+    one = page(app, f"/calibration/{JUDGE}")
+    assert "only 3 labelled trials (needs 20)" in one
+    assert f"{JUDGE}.json" in parsed and sorted(parsed) == sorted(set(parsed)), parsed
+
+
 def test_run_and_compare_pages_badge_the_judges(app: ViewApp) -> None:
     run = page(app, f"/run/{JUDGED_NEWEST}")
     graders = run.split("<h2>Graders</h2>", 1)[1].split("</table>", 1)[0]

@@ -215,6 +215,38 @@ def test_a_night_without_summary_is_rebuilt_from_its_checkpoint(
     assert "(the PR body is not in the state folder)" in text
 
 
+def test_the_nights_list_reads_rows_without_building_night_pages(
+    view_state: ViewState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from optimizer.view import nightly as view_nightly
+
+    copy = tmp_path / "state"
+    shutil.copytree(view_state.root / "nightly", copy / "nightly")
+    night = next((copy / "nightly").iterdir())
+    rebuilt = copy / "nightly" / "rebuilt-night"
+    shutil.copytree(night, rebuilt)
+    (rebuilt / "summary.json").unlink()  # a night known by its checkpoint only
+    app = ViewApp(copy)
+    pages = {f.name: view_nightly.night_page(app.state, f.name).summary
+             for f in (night, rebuilt)}
+
+    def no_pages(*_a: object, **_k: object) -> None:
+        raise AssertionError("a list row built a whole night page")
+
+    monkeypatch.setattr(view_nightly, "night_page", no_pages)
+    monkeypatch.setattr(view_nightly, "build_summary", no_pages)
+    monkeypatch.setattr(view_nightly.NightSummary, "model_validate_json", no_pages)
+    names = sorted(f.name for f in (night, rebuilt))
+    assert len(view_nightly.night_rows(app.state)) == 2
+    rows_by_folder = {n: view_nightly.night_row(app.state, n) for n in names}
+    for name, row in rows_by_folder.items():
+        s = pages[name]
+        assert (row.id, row.status, row.accepted, row.steps, row.stop_reason) == (
+            s.night_id, s.status, len(s.accepted), len(s.steps), s.stop_reason or "")
+        assert row.started == f"{s.started_at:%Y-%m-%d %H:%M}"
+    assert night.name in page(app, "/nightly")
+
+
 def test_not_found_and_bad_ids(app: ViewApp) -> None:
     assert "does not name a page" in page(app, "/nope", 404)
     assert "does not name a page" in page(app, "/compare/other", 404)

@@ -5,7 +5,8 @@
 
 `PROMPTLOOP_TEST_KILL_AT=<phase>` in the environment makes the command SIGKILL itself at that
 phase (optimizer/core/killpoint.py). The CLI form runs in the current folder, as a user would;
-`scripted:proposer` always proposes the good skip rule.
+`scripted:proposer` always proposes the good skip rule (and a reworded twin when asked for
+several patches).
 """
 
 from __future__ import annotations
@@ -15,21 +16,32 @@ import sys
 from pathlib import Path
 
 from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import ScriptedModel, reply
+from agents.llm.scripted import Request, ScriptedModel, reply
+from agents.llm.types import ModelResponse
 from optimizer.workflows.nightly.engine import run_nightly
 from tests import policies
 from tests.optimizer.workflows.nightly_support import clients, night_config
-from tests.optimizer.workflows.test_optimize import GOOD
+from tests.optimizer.workflows.test_optimize import GOOD, diff_adding
+
+GOOD_TWIN = diff_adding("Treat an input that is only a greeting, filler or emoji as nothing to "
+                        "save: call skip_pkm_organization.")
 
 NIGHT = {"trials": 1, "confirm_trials": 1, "suites": ["pkm_agent"]}
 """The night of the kill matrix: the PKM suites only, one trial per task."""
+
+
+def propose(req: Request) -> ModelResponse:
+    """The good rule; asked for several patches (`--candidates 2`), it and a reworded twin."""
+    if "## Patch 2" in req.messages[-1].content:
+        return reply(f"## Patch 1\n{GOOD}\n## Patch 2\n{GOOD_TWIN}")
+    return reply(GOOD)
 
 
 def main() -> None:
     SCRIPTED_MODELS.update({
         "pkm": policies.pkm_model,
         "judge": policies.judge_model,
-        "proposer": lambda: ScriptedModel(lambda _req: reply(GOOD), model_id="scripted:proposer"),
+        "proposer": lambda: ScriptedModel(propose, model_id="scripted:proposer"),
     })
     if sys.argv[1] == "nightly":
         repo, state = Path(sys.argv[2]), Path(sys.argv[3])

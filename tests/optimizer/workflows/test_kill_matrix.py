@@ -143,7 +143,7 @@ PHASES = [
 
 
 def test_the_matrix_covers_every_kill_point() -> None:
-    covered = {p.split("@")[0] for p, *_ in PHASES} | {"review", "checkpoint"}
+    covered = {p.split("@")[0] for p, *_ in PHASES} | {"review", "checkpoint", "screen"}
     assert covered == set(KILL_POINTS)
 
 
@@ -183,6 +183,33 @@ def test_optimize_killed_at(phase: str, branch_left: bool, worktree_left: bool,
         assert closes[0].branch is None and "closed as abandoned" in closes[0].reasons[0]
     else:
         assert swept == []
+
+
+def test_optimize_killed_during_screening(user_repo: Path, state: Path) -> None:
+    """`--candidates 2`: killed after the first screening round, with both candidates'
+    worktrees and branches on disk. The checkout is untouched, and the next run sweeps every
+    candidate (the open record names them all) before it completes."""
+    before = user_state(user_repo)
+    pid = kill("screen", user_repo, "cli", *OPTIMIZE, "--candidates", "2", "--out", str(state))
+    assert user_state(user_repo) == before
+    branches, trees, folders = leftovers(user_repo, pid)
+    assert len(branches) == len(trees) == len(folders) == 2
+    [opened] = Ledger(state / "ledger.jsonl").unclosed()
+    slots = [opened.branch, *(s.branch for s in opened.more)]
+    assert set(branches) <= set(slots) and len(slots) == 3  # c1, c2 and the merge's
+
+    events: list[Event] = []
+    result = optimize_in_process(user_repo, state, events)
+    [it] = result.iterations
+    assert it.outcome == "accepted", it.reasons
+    assert user_state(user_repo) == before
+    assert leftovers(user_repo, pid) == ([it.branch], [], [])
+    [gone] = [e for e in events if isinstance(e, IterationAbandoned)]
+    assert gone.pid == pid and gone.branch_deleted and gone.worktree_removed
+    assert gone.others_cleaned == 2  # the second candidate's worktree and branch
+    assert "of its other candidates" in gone.describe()
+    closes = [r for r in check_ledger(state) if isinstance(r, LedgerEntry)]
+    assert [c.outcome for c in closes] == ["abandoned", "accepted"]
 
 
 def branch_with_good_rule(repo: Path, branch: str) -> None:

@@ -224,3 +224,32 @@ def test_infrastructure_failure_exits_2_and_stays_resumable(repo: Path, state: P
     again = night(repo, state, suites=["card_agent"], resume=True)
     assert again.checkpoint.night_id == cp.night_id and again.exit_code == 0
     assert again.checkpoint.status == "finished" and not again.checkpoint.infra_errors
+
+
+def test_cli_prints_an_error_line_when_the_night_fails(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19: a rejected key (any infrastructure failure) exits 2 AND prints one `Error:`
+    line on stderr, as eval, optimize, review and agent do."""
+    from typer.testing import CliRunner
+
+    from agents.llm.errors import CredentialsError
+    from optimizer.cli.app import app
+    from optimizer.workflows.nightly import engine
+
+    def rejected(_req: Request) -> ModelResponse:
+        raise CredentialsError("ANTHROPIC_API_KEY", "the key was rejected by the provider (401)")
+
+    failed = night(repo, state, agent=ScriptedModel(rejected, model_id="scripted:night-agent"),
+                   suites=["card_agent"])
+    assert failed.exit_code == 2
+
+    async def replay(*_args: Any, **_kw: Any) -> NightResult:
+        return failed
+
+    monkeypatch.setattr(engine, "run_nightly", replay)
+    monkeypatch.chdir(repo)
+    out = CliRunner().invoke(app, ["nightly", "--state-dir", str(state)])
+    assert out.exit_code == 2, out.output
+    errors = [line for line in out.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "was rejected" in errors[0], out.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 from agents.llm.scripted import Request, ScriptedModel, reply
 from agents.llm.types import ModelResponse
+from optimizer.core.events import EventLog
 from optimizer.core.ledger import Ledger
 from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
 from tests import policies
@@ -122,6 +124,24 @@ def run(
     return result, agent, proposer
 
 
+_GIT_KEPT = (".git/config", ".git/hooks", ".git/info", ".git/HEAD", ".git/index",
+             ".git/refs/heads/main")
+
+
+def fingerprint(root: Path) -> dict[str, tuple[int, str]]:
+    """Every path of a checkout, with git's config, hooks, info, HEAD, index and main (the
+    loop itself adds objects, reflogs and promptloop/* branches): mode and content."""
+    out: dict[str, tuple[int, str]] = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if rel.startswith(".git") and not rel.startswith(_GIT_KEPT):
+            continue
+        body = (os.readlink(p) if p.is_symlink() else
+                hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "")
+        out[rel] = (p.lstat().st_mode, body)
+    return out
+
+
 def checkout_state(repo: Path) -> tuple[str, str, str, dict[str, str]]:
     files = {
         str(p.relative_to(repo)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -205,6 +225,24 @@ def test_unsafe_proposals_are_refused_before_evaluation(repo: Path, state: Path)
     assert [e.outcome for e in ledger] == ["refused"] * 4
     assert all(e.reasons for e in ledger)
     assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
+
+
+def test_a_whitespace_only_patch_is_no_change_before_any_trial(repo: Path, state: Path) -> None:
+    """A trailing space and a blank line are no change: refused before any trial, with no
+    retry for the proposer (it is asked exactly once, as for an exact no-op)."""
+    whitespace = (
+        "HYPOTHESIS: spacing\n\n```diff\n--- a/prompts/pkm_agent.md\n+++ "
+        "b/prompts/pkm_agent.md\n@@ -7,1 +7,2 @@\n-## Skipping\n+## Skipping \n+\n```\n"
+    )
+    result, agent, proposer = run(repo, state, [whitespace, GOOD], iterations=1)
+    baseline_calls = len(agent.calls)
+    [it] = result.iterations
+    assert it.outcome == "refused", (it.diff, it.reasons)
+    assert "only whitespace" in " ".join(it.reasons)
+    assert len(proposer.calls) == 1
+    assert len(agent.calls) == baseline_calls
+    [entry] = Ledger(state / "ledger.jsonl").entries()
+    assert [v["code"] for v in entry.guard_violations] == ["no_change"]
 
 
 def test_checkout_untouched_and_baseline_reused(repo: Path, state: Path) -> None:
@@ -329,42 +367,81 @@ print("HYPOTHESIS: trivial input needs an explicit skip rule")
 """
 
 
-def test_external_proposer_writing_outside_its_worktree_is_refused(
+def test_external_proposer_runs_in_a_throwaway_copy(
     repo: Path, state: Path, tmp_path: Path
 ) -> None:
-    """The watch around --proposer-cmd: a command that edits the prompt as asked but also
-    writes into the user's checkout, or into HOME, is refused before its diff is taken,
-    evaluated or committed."""
+    """A command that edits the prompt as asked but also writes into "the user's checkout"
+    (found through git, as from a candidate worktree) or into HOME: it runs in a throwaway
+    copy with its own HOME, so the first is refused as a change to another file of the copy,
+    the second is dropped with the copy; the user's checkout (.git included) and real HOME
+    are untouched, and nothing is evaluated or branched for the refused one."""
     script = tmp_path / "agent.py"
     script.write_text(WRITES_OUTSIDE)
     (repo / "scratch.txt").write_text("untracked\n")
-    git_state = [_git(repo, *a) for a in (("rev-parse", "HEAD"), ("symbolic-ref", "HEAD"),
-                                          ("ls-files", "-s"), ("stash", "list"))]
-    before = checkout_state(repo)[3]
+    before = fingerprint(repo)
     home_rc = Path.home() / ".bashrc"
     home_before = home_rc.read_bytes() if home_rc.exists() else None
-    for target, named in (("checkout", "tasks/pkm_agent/capability/suite.json modified"),
-                          ("home", ".bashrc modified")):
+    for target, outcome in (("checkout", "refused"), ("home", "accepted")):
         agent = policies.pkm_model()
         config = OptimizeConfig(suite="pkm_agent", bucket="skip_trivial", iterations=1,
-                                agent_model="scripted:pkm", repo=repo, state_dir=state,
+                                agent_model="scripted:pkm", repo=repo, state_dir=state / target,
                                 proposer_cmd=f"{sys.executable} {script} {target}")
         [it] = asyncio.run(optimize(config, agent=agent)).iterations
-        assert it.outcome == "refused" and it.diff == "" and it.branch is None
-        assert any(named in r for r in it.reasons), it.reasons
-        entry = Ledger(state / "ledger.jsonl").entries()[-1]
-        assert [v["code"] for v in entry.guard_violations] == ["outside_write"]
-        # never evaluated, committed or branched
-        assert not any(policies.GOOD_SKIP_RULE in c.messages[0].content for c in agent.calls)
-        assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
+        assert it.outcome == outcome, it.reasons
+        if outcome == "refused":
+            assert it.diff == "" and it.branch is None
+            assert any("tasks/pkm_agent/capability/suite.json modified" in r
+                       for r in it.reasons), it.reasons
+            entry = Ledger(state / target / "ledger.jsonl").entries()[-1]
+            assert [v["code"] for v in entry.guard_violations] == ["other_file"]
+            assert not any(policies.GOOD_SKIP_RULE in c.messages[0].content
+                           for c in agent.calls)
+            assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
+        else:
+            _git(repo, "branch", "-D", str(it.branch))
         assert _git(repo, "worktree", "list").count("\n") == 1
-    assert "your checkout" in " ".join(Ledger(state / "ledger.jsonl").entries()[0].reasons)
-    assert [_git(repo, *a) for a in (("rev-parse", "HEAD"), ("symbolic-ref", "HEAD"),
-                                     ("ls-files", "-s"), ("stash", "list"))] == git_state
-    after = checkout_state(repo)[3]
-    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
-    assert changed == {"tasks/pkm_agent/capability/suite.json"}  # what the command wrote
+    assert fingerprint(repo) == before
     assert (home_rc.read_bytes() if home_rc.exists() else None) == home_before
+
+
+PRINTS_ENV = """\
+import os, pathlib
+p = pathlib.Path(os.environ["PROMPTLOOP_PROMPT_FILE"])
+p.write_text(p.read_text().replace("## Skipping\\n", "## Skipping\\nIf the input is only a "
+             "greeting, filler or emoji, call skip_pkm_organization and write nothing.\\n"))
+for name, value in sorted(os.environ.items()):
+    print(f"{name}={value}")
+print("HYPOTHESIS: the key is " + os.environ.get("ANTHROPIC_API_KEY", "absent"))
+"""
+
+
+def test_no_secret_reaches_any_stored_file(
+    repo: Path, state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proposer command that prints its environment, given the key by --proposer-env (and
+    a base URL with a password configured): no file under the state folder holds either."""
+    key, password = "sk-ant-api03-FAKEFAKEFAKE0123456789", "pw-0123456789"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    script = tmp_path / "agent.py"
+    script.write_text(PRINTS_ENV)
+    events = tmp_path / "events.jsonl"
+    config = OptimizeConfig(suite="pkm_agent", bucket="skip_trivial", iterations=1,
+                            agent_model="scripted:pkm", repo=repo, state_dir=state,
+                            proposer_cmd=f"{sys.executable} {script}",
+                            proposer_env=("ANTHROPIC_API_KEY",),
+                            base_url=f"http://u:{password}@localhost:9/v1")
+    with EventLog(events) as log:
+        [it] = asyncio.run(optimize(config, agent=policies.pkm_model(), on_event=log)).iterations
+    assert it.outcome == "accepted", it.reasons
+    assert it.hypothesis.startswith("the key is") and key not in it.hypothesis
+    replies = list(state.rglob("reply.md"))
+    assert replies and "ANTHROPIC_API_KEY=***" in replies[0].read_text()
+    stored = [p for p in (*state.rglob("*"), events) if p.is_file()]
+    assert len(stored) > 5
+    leaks = [str(p) for p in stored for secret in (key, key[:12], password)
+             if secret.encode() in p.read_bytes()]
+    assert leaks == []
+    _git(repo, "branch", "-D", str(it.branch))
 
 
 def test_an_error_after_the_verdict_keeps_no_branch(

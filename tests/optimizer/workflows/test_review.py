@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,21 +43,31 @@ def human_branch(repo: Path, branch: str, line: str | None = None) -> None:
     _git(repo, "checkout", "-q", "main")
 
 
-def cli(repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> Any:
-    monkeypatch.chdir(repo)
-    result = runner.invoke(
-        app,
-        ["review", "--agent-model", "scripted:pkm", "--out", str(state), *args],
-    )
-    return result
+@dataclass
+class Reviewer:
+    """`promptloop review` in the test repository: the agent model, state folder and base
+    given once, so a test names only what differs."""
+
+    repo: Path
+    state: Path
+    monkeypatch: pytest.MonkeyPatch
+
+    def run(self, head: str | None, *args: str, base: str = "main") -> Any:
+        self.monkeypatch.chdir(self.repo)
+        refs = ["--base", base] + (["--head", head] if head is not None else [])
+        return runner.invoke(
+            app, ["review", "--agent-model", "scripted:pkm", "--out", str(self.state), *refs,
+                  *args])
+
+    def json(self, head: str, *args: str) -> tuple[int, dict[str, Any]]:
+        result = self.run(head, "--json", *args)
+        assert result.exit_code in (0, 3), result.output
+        return result.exit_code, json.loads(result.stdout)
 
 
-def cli_json(
-    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, *args: str
-) -> tuple[int, dict[str, Any]]:
-    result = cli(repo, state, monkeypatch, "--json", *args)
-    assert result.exit_code in (0, 3), result.output
-    return result.exit_code, json.loads(result.stdout)
+@pytest.fixture
+def reviewer(repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch) -> Reviewer:
+    return Reviewer(repo, state, monkeypatch)
 
 
 def api(repo: Path, state: Path, head: str, **kw: Any) -> ReviewResult:
@@ -67,10 +78,10 @@ def api(repo: Path, state: Path, head: str, **kw: Any) -> ReviewResult:
 
 
 def test_broad_rule_regresses_and_comment_names_the_bucket(
-    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, reviewer: Reviewer
 ) -> None:
     human_branch(repo, "human/short-skip", BROAD_LINE)
-    code, data = cli_json(repo, state, monkeypatch, "--base", "main", "--head", "human/short-skip")
+    code, data = reviewer.json("human/short-skip")
     assert code == 0
     assert data["status"] == "reviewed" and data["decision"] == "regresses"
     agent = data["agents"][0]
@@ -110,41 +121,19 @@ def test_broad_rule_regresses_and_comment_names_the_bucket(
     assert saved["decision"] == "regresses"
 
     # as a CI check: exit 3, and the second review is served from the trial cache
-    code, again = cli_json(
-        repo,
-        state,
-        monkeypatch,
-        "--base",
-        "main",
-        "--head",
-        "human/short-skip",
-        "--fail-on-regression",
-    )
+    code, again = reviewer.json("human/short-skip", "--fail-on-regression")
     assert code == 3 and again["decision"] == "regresses" and again["exit_code"] == 3
     a2 = again["agents"][0]
     assert a2["base_cached_trials"] == a2["base_trials"] == 16
     assert a2["head_cached_trials"] == a2["head_trials"] == 16
 
 
-def test_good_rule_improves(repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_good_rule_improves(repo: Path, reviewer: Reviewer) -> None:
     human_branch(repo, "human/greetings", GOOD_LINE)
     out_file = repo.parent / "comment-copy.md"
-    code, data = cli_json(
-        repo,
-        state,
-        monkeypatch,
-        "--base",
-        "main",
-        "--head",
-        "human/greetings",
-        "--suite",
-        "pkm_agent",
-        "--trials",  # 8 pairs: p = 2^-8, significant after Holm (4 pairs never are)
-        "4",
-        "--output",
-        str(out_file),
-        "--fail-on-regression",
-    )
+    code, data = reviewer.json(  # 8 pairs: p = 2^-8, significant after Holm (4 never are)
+        "human/greetings", "--suite", "pkm_agent", "--trials", "4", "--output", str(out_file),
+        "--fail-on-regression")
     assert code == 0 and data["decision"] == "improves"
     agent = data["agents"][0]
     assert agent["improved"] == ["skip_trivial"] and agent["regressed"] == []
@@ -158,31 +147,27 @@ def test_good_rule_improves(repo: Path, state: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_unchanged_prompt_has_nothing_to_review(
-    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, reviewer: Reviewer
 ) -> None:
     human_branch(repo, "human/docs")
-    result = cli(repo, state, monkeypatch, "--base", "main", "--head", "human/docs")
+    result = reviewer.run("human/docs")
     assert result.exit_code == 0, result.output
     assert "nothing to review" in result.output and "no agent prompt changed" in result.output
-    code, data = cli_json(
-        repo, state, monkeypatch, "--base", "main", "--head", "human/docs", "--suite", "pkm_agent"
-    )
+    code, data = reviewer.json("human/docs", "--suite", "pkm_agent")
     assert code == 0 and data["status"] == "nothing_to_review"
     assert data["unchanged"] == ["pkm_agent"] and data["comment_path"] is None
     assert "prompts/pkm_agent.md is unchanged" in data["message"]
     assert not (state / "review").exists()
 
 
-def test_usage_errors_exit_1(repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    result = cli(repo, state, monkeypatch, "--base", "no-such-branch")
+def test_usage_errors_exit_1(repo: Path, reviewer: Reviewer) -> None:
+    result = reviewer.run(None, base="no-such-branch")
     assert result.exit_code == 1 and "unknown git ref" in result.output
-    result = cli(repo, state, monkeypatch, "--base", "main", "--suite", "card")
+    result = reviewer.run(None, "--suite", "card")
     assert result.exit_code == 1 and "--suite" in result.output
     # the card agent has no prompt file in this repo: nothing to compare
     human_branch(repo, "human/x", GOOD_LINE)
-    result = cli(
-        repo, state, monkeypatch, "--base", "main", "--head", "human/x", "--suite", "card_agent"
-    )
+    result = reviewer.run("human/x", "--suite", "card_agent")
     assert result.exit_code == 1 and "prompts/card_agent.md does not exist" in result.output
 
 
@@ -237,24 +222,13 @@ def _fake_gh(bin_dir: Path, log: Path, *, authenticated: bool = True) -> None:
 
 
 def test_post_detects_the_pr_of_the_head_branch(
-    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, reviewer: Reviewer, tmp_path: Path
 ) -> None:
     human_branch(repo, "human/greetings", GOOD_LINE)
     log = tmp_path / "gh.log"
     _fake_gh(tmp_path / "bin", log)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    code, data = cli_json(
-        repo,
-        state,
-        monkeypatch,
-        "--base",
-        "main",
-        "--head",
-        "human/greetings",
-        "--post",
-        "--trials",
-        "1",
-    )
+    code, data = reviewer.json("human/greetings", "--post", "--trials", "1")
     assert code == 0 and data["post"]["posted"] is True and data["post"]["pr"] == 42
     calls = log.read_text().splitlines()
     assert calls[0] == "auth status"
@@ -264,43 +238,17 @@ def test_post_detects_the_pr_of_the_head_branch(
 
     # an explicit --pr skips the detection
     log.unlink()
-    code, data = cli_json(
-        repo,
-        state,
-        monkeypatch,
-        "--base",
-        "main",
-        "--head",
-        "human/greetings",
-        "--post",
-        "--pr",
-        "7",
-        "--trials",
-        "1",
-    )
+    code, data = reviewer.json("human/greetings", "--post", "--pr", "7", "--trials", "1")
     assert code == 0 and data["post"]["pr"] == 7
     assert log.read_text().splitlines()[1].startswith("pr comment 7 --body-file ")
 
 
 def test_post_without_usable_gh_says_what_to_run(
-    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, reviewer: Reviewer, tmp_path: Path
 ) -> None:
     human_branch(repo, "human/greetings", GOOD_LINE)
     monkeypatch.setattr("optimizer.workflows.github.find_gh", lambda: None)
-    result = cli(
-        repo,
-        state,
-        monkeypatch,
-        "--base",
-        "main",
-        "--head",
-        "human/greetings",
-        "--post",
-        "--pr",
-        "5",
-        "--trials",
-        "1",
-    )
+    result = reviewer.run("human/greetings", "--post", "--pr", "5", "--trials", "1")
     assert result.exit_code == 0, result.output
     assert "not installed" in result.output
     assert "gh pr comment 5 --body-file" in result.output and "comment.md" in result.output
@@ -308,18 +256,7 @@ def test_post_without_usable_gh_says_what_to_run(
     monkeypatch.undo()
     _fake_gh(tmp_path / "bin", tmp_path / "gh.log", authenticated=False)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    code, data = cli_json(
-        repo,
-        state,
-        monkeypatch,
-        "--base",
-        "main",
-        "--head",
-        "human/greetings",
-        "--post",
-        "--trials",
-        "1",
-    )
+    code, data = reviewer.json("human/greetings", "--post", "--trials", "1")
     assert code == 0 and data["post"]["posted"] is False
     assert "not authenticated" in data["post"]["message"]
     assert data["post"]["command"].startswith("gh pr comment '<PR-number>' --body-file ")

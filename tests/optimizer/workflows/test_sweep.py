@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -17,9 +18,11 @@ from typer.testing import CliRunner
 from optimizer.cli.app import app
 from optimizer.core.events import Event, IterationAbandoned
 from optimizer.core.ledger import Ledger, LedgerOpen
+from optimizer.git import GitOps
 from optimizer.git_sweep import Sweeper, trailers, verdict_trailers
 from optimizer.workflows import doctor as doctor_mod
-from optimizer.workflows.sweep import sweep_abandoned
+from optimizer.workflows.doctor_git import check_git
+from optimizer.workflows.sweep import fix_strays, sweep_abandoned
 from tests.optimizer.workflows.test_optimize import _git
 
 BRANCH = "promptloop/pkm_agent/skip_trivial/"
@@ -105,6 +108,40 @@ def test_verdict_trailers_tell_branches_apart(repo: Path) -> None:
         verdicts = {b.removeprefix(BRANCH): git.verdict_of(b) for b in git.list_branches()}
     assert verdicts == {"a": "accept", "r": "reject", "copy": None, "base": None,
                         "old": "accept"}
+    with Sweeper(repo) as git:  # the same verdicts from one for-each-ref
+        assert {b.removeprefix(BRANCH): v for b, v in git.verdicts().items()} == verdicts
+
+
+def _git_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    calls: list[tuple[str, ...]] = []
+    real = GitOps._git
+
+    def counted(self: GitOps, *args: str, **kw: Any) -> str:
+        calls.append(args)
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(GitOps, "_git", counted)
+    return calls
+
+
+@pytest.mark.parametrize("n", [2, 7])
+def test_doctor_and_fix_run_git_a_fixed_number_of_times_whatever_the_branches(
+    n: int, repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(n):
+        commit_on(repo, f"{BRANCH}kept{i}", "promptloop(x): y\n\n" + verdict_trailers(
+            "reject", f"{BRANCH}kept{i}", f"s-{i}"))
+        _git(repo, "branch", f"{BRANCH}unfinished{i}")
+    calls = _git_calls(monkeypatch)
+    status = check_git(repo, state)
+    assert [b.state for b in status.branches] == ["kept"] * n + ["unfinished"] * n
+    assert len(calls) == 2, calls  # worktree list, for-each-ref
+    calls.clear()
+    cleaned = fix_strays(repo, state)
+    assert cleaned.branches == [f"{BRANCH}unfinished{i}" for i in range(n)]
+    assert len(calls) == 7, calls  # prune, 3 worktree lists, for-each-ref, prune, branch -D
+    with Sweeper(repo) as git:
+        assert git.list_branches() == [f"{BRANCH}kept{i}" for i in range(n)]
 
 
 def test_doctor_fix_cleans_what_killed_runs_left(
