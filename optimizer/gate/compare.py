@@ -55,7 +55,7 @@ class GatePolicy(BaseModel):
     harm_max_trials: int = Field(default=32, ge=1)
     """Candidate trials per task harm detection may reach (it rarely needs them: only tasks
     whose trials stay undecided get there)."""
-    harm_break_alpha: float = Field(default=0.012, gt=0.0, lt=1.0)
+    harm_break_alpha: float = Field(default=0.016, gt=0.0, lt=1.0)
     """Level of each task's exact break test (candidate vs its own baseline record)."""
     harm_pass_drop: float = Field(default=0.5, gt=0.0, le=1.0)
     """The drop in a pass/fail task's pass rate each task must rule out to say "no harm"."""

@@ -97,11 +97,12 @@ FAILING = 0.5
 def method_text(policy: GatePolicy, harm: bool = True) -> str:
     """The statistics of a gate verdict, named as in a methods section."""
     p = policy
-    target = (f"tests: target improvement on the visible tasks by a one-sided paired sign-flip "
-              f"permutation test (exact) at alpha={p.alpha:g}, spent over looks by the "
-              f"Lan-DeMets {p.spending}-type function at union-bound increments; held-out "
+    target = (f"tests: target improvement on the visible tasks by a one-sided exact "
+              f"stratified Fisher test of the candidate's passes against each task's own "
+              f"record (lineage history + baseline) at alpha={p.alpha:g}, spent over looks by "
+              f"the Lan-DeMets {p.spending}-type function at union-bound increments; held-out "
               f"tasks that failed on the baseline by the same test at their own "
-              f"alpha={p.heldout_alpha:g}")
+              f"alpha={p.heldout_alpha:g} ({p.heldout_spending}-type spending)")
     if not harm:
         return target
     return (f"{target}; harm per task: one-sided Fisher exact / two-sample permutation test "

@@ -32,6 +32,9 @@ from optimizer.core.suites import LoadedTask, Suite
 
 SCENARIOS: tuple[str, ...] = ("good-all", "good-partial", "null", "broad", "narrow-1",
                               "narrow-3", "half-break", "score-drop", "overfit", "flaky-target")
+PROPOSALS: tuple[str, ...] = ("half-fix",)
+"""Candidate effects used only by the candidates benchmark (a proposer's partial patch:
+half of the failing target tasks fixed)."""
 AGENTS: tuple[str, ...] = ("card", "pkm")
 TARGET_SIZES = (2, 3, 10)
 THR = 0.6
@@ -298,7 +301,7 @@ class World:
 
     def add_candidate(self, prompt: str, scenario: str) -> None:
         """Register `prompt` as a candidate with the effect of `scenario` (see SCENARIOS)."""
-        if scenario not in SCENARIOS:
+        if scenario not in SCENARIOS + PROPOSALS:
             raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
         if prompt in self._plans:
             raise ValueError(f"prompt {prompt[:40]!r} is already registered")
@@ -365,6 +368,8 @@ def _apply(scenario: str, world: World, effects: dict[tuple[str, str], Effect],
         return set()
     if scenario == "good-partial":
         failing = rng.sample(failing, round(2 / 3 * len(failing)))
+    elif scenario == "half-fix":
+        failing = rng.sample(failing, max(1, round(len(failing) / 2))) if failing else []
     elif scenario == "overfit":
         failing = [k for k in failing if k[1] not in world.heldout]
     for key in failing:

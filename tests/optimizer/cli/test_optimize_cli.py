@@ -13,6 +13,7 @@ from agents.llm.scripted import ScriptedModel, reply
 from optimizer.cli.app import app
 from optimizer.core.events import (
     BaselineReady,
+    GateStage,
     IterationFinished,
     IterationStarted,
     Phase,
@@ -52,6 +53,8 @@ def test_events_log_of_an_optimize_run(
     assert said == ["prompt: prompts/pkm_agent.md @ HEAD",
                     "tasks: tasks/pkm_agent/capability @ HEAD",
                     "tasks: tasks/pkm_agent/regression @ HEAD"]
+    assert [e.stage for e in events if isinstance(e, GateStage)] == [
+        "screen", "target", "harm", "harm"]
     assert [e.event for e in events if e.event not in TRIAL_EVENTS] == [
         "phase", "phase", "phase",  # where the prompt and the two suites were read
         "phase",
@@ -65,7 +68,9 @@ def test_events_log_of_an_optimize_run(
         "gate_stage", "run_start", "run_end",
         # ... a round of more trials on both sides while the target is undecided ...
         "gate_stage", "run_start", "run_end", "run_start", "run_end",
-        # ... then every other bucket, once the target improved
+        # ... then harm detection on every other task once the target improved: each task
+        # at the trials its clean path needs, then the undecided ones again
+        "gate_stage", "run_start", "run_end", "run_start", "run_end",
         "gate_stage", "run_start", "run_end", "run_start", "run_end",
         "verdict",
         "iteration_end",
@@ -75,7 +80,8 @@ def test_events_log_of_an_optimize_run(
         "baseline pkm_agent_capability", "baseline pkm_agent_regression",
         "candidate (screen) pkm_agent_capability",
         "gate base pkm_agent_capability", "candidate (target) pkm_agent_capability",
-        "candidate (rest) pkm_agent_capability", "candidate (rest) pkm_agent_regression"]
+        "candidate (harm) pkm_agent_capability", "candidate (harm) pkm_agent_regression",
+        "candidate (harm) pkm_agent_capability", "candidate (harm) pkm_agent_regression"]
     for r in runs:  # every trial of a run is reported once, under its run
         ends = [e for e in events if isinstance(e, TrialFinished) and e.run == r.run]
         assert len(ends) == r.total == len({(e.task, e.trial) for e in ends})

@@ -53,7 +53,9 @@ def test_layout_and_api_shape() -> None:
     assert len(w.history) == 20 and len({r.run_name for r in w.history}) == 20
     assert all(h.started_at < w.baseline[0].started_at for h in w.history)
     assert all({t.trial_index for t in h.trials} == {0} for h in w.history)
-    assert w.heldout == heldout_of(tasks[w.target]) and w.heldout
+    assert w.heldout == heldout_of(tasks[w.target], W.record_rates([*w.history, *w.baseline],
+                                                                  set(tasks[w.target])))
+    assert w.heldout
     assert W.SCENARIOS[0] == "good-all" and len(W.SCENARIOS) == 10
 
 
