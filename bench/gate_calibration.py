@@ -110,6 +110,7 @@ def main() -> None:
     ap.add_argument("--seed-set", default="v2", help="v2 (reported) or tune")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", type=Path, help="write the rows as JSON here")
+    ap.add_argument("--rows", type=Path, help="append each finished cell here (JSON lines)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     a = ap.parse_args()
     jobs = [(agent, int(size), float(noise), s, a.n, a.seed_set)
@@ -120,6 +121,9 @@ def main() -> None:
     with ProcessPoolExecutor(a.workers) as pool:
         for row in pool.map(cell, jobs):
             rows.append(row)
+            if a.rows:
+                with a.rows.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(row) + "\n")
             miss = failures(row)
             print(f"{row['agent']:4s} noise {row['noise']:.1f} target {row['target_tasks']:2d} "
                   f"{row['scenario']:12s} kept {float(row['kept']):6.1%} rejected "
