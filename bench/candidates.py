@@ -106,7 +106,7 @@ def one(k: int, noise: float, seed: int, policy: GatePolicy) -> dict[str, float 
         gated = asyncio.run(run_gate(
             world.suites, world.baseline, (world.base_prompt, winner), world.target, policy,
             world.run, heldout=world.heldout, history=world.history,
-            on_stage=lambda req: rounds.append(_request_trials(req))))
+            on_stage=lambda req: rounds.append(_request_trials(req)), display=False))
         decision, gate_calls = gated.verdict.decision, world.calls - before
     kept = kinds[winner] if winner is not None and decision == "accept" else ""
     return {"kept": kept, "calls": 1 + screened + gate_calls,

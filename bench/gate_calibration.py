@@ -53,7 +53,7 @@ def one(agent: str, size: int, noise: float, scenario: str, seed: int,
                         lambda ids, rates: heldout_tasks(ids, policy, str(seed), rates), scenario)
     gated = asyncio.run(run_gate(world.suites, world.baseline, (world.base_prompt, "candidate"),
                                  world.target, policy, world.run, heldout=world.heldout,
-                                 history=world.history))
+                                 history=world.history, display=False))
     return gated.verdict.decision, world.calls, naive_calls(world), bool(world.heldout)
 
 

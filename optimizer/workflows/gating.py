@@ -166,10 +166,13 @@ async def run_gate(
     heldout: frozenset[str] = frozenset(),
     on_stage: StageFn | None = None,
     history: Sequence[RunResult] = (),
+    display: bool = True,
 ) -> GateRun:
     """Evaluate the candidate prompt `prompts[1]` against the base `prompts[0]` sequentially.
 
-    `history`: earlier runs of the base prompt's lineage (each task's measured flakiness)."""
+    `history`: earlier runs of the base prompt's lineage (each task's measured flakiness).
+    `display=False` skips the per-bucket comparison tables (display only, never part of the
+    decision; the calibration benchmark runs thousands of gates)."""
     tasks, where = bucket_tasks(suites)
     past = history_records(history, base_runs)
     defaults = {key: base_runs[i].trials_per_task.get(key[1], 1) for key, i in where.items()}
@@ -204,7 +207,8 @@ async def run_gate(
         "reasons": [*step.reasons, pairing_text(seeded)],
         "test": "; ".join(x for x in (step.test, pairing_label(seeded)) if x),
     })
-    return GateRun(verdict, comparisons(base, cand, policy), base_ran, cand_ran, spent, seeded)
+    tables = comparisons(base, cand, policy) if display else []
+    return GateRun(verdict, tables, base_ran, cand_ran, spent, seeded)
 
 
 def _next_index(run: RunResult, task_id: str) -> int:
