@@ -117,7 +117,7 @@ def optimize(
     min_improvement: MinImprovementOpt = 0.05,
     regression_tolerance: RegressionToleranceOpt = 0.35,
     round_trials: RoundTrialsOpt = 2,
-    max_trials: MaxTrialsOpt = 8,
+    max_trials: MaxTrialsOpt = 12,
     trials: TrialsOpt = None,
     concurrency: ConcurrencyOpt = None,
     max_turns: MaxTurnsOpt = DEFAULT_MAX_TURNS,

@@ -280,11 +280,13 @@ def _hypergeom_pmf(passes: int, total: int, draws: int) -> list[float]:
             for k in range(draws + 1)]
 
 
-def stratified_greater_pvalue(strata: Sequence[tuple[int, int, int, int]]) -> float:
-    """One-sided p-value that the candidate passes more often than each task's own record:
-    strata of (record passes, record trials, candidate passes, candidate trials), labels
-    permuted within each task only (an exact stratified Fisher test: the null distribution of
-    the candidate's total passes is the convolution of the tasks' hypergeometric laws)."""
+def stratified_pvalue(strata: Sequence[tuple[int, int, int, int]],
+                      alternative: OneSided = "greater") -> float:
+    """One-sided p-value that the candidate passes more (`greater`) or less (`less`) often
+    than each task's own record: strata of (record passes, record trials, candidate passes,
+    candidate trials), labels permuted within each task only (an exact stratified Fisher
+    test: the null distribution of the candidate's total passes is the convolution of the
+    tasks' hypergeometric laws)."""
     dist = [1.0]
     observed = 0
     for ref_pass, ref_n, cand_pass, cand_n in strata:
@@ -297,4 +299,10 @@ def stratified_greater_pvalue(strata: Sequence[tuple[int, int, int, int]]) -> fl
             for j, b in enumerate(pmf):
                 nxt[i + j] += a * b
         dist = nxt
-    return min(1.0, math.fsum(dist[observed:]))
+    tail = dist[observed:] if alternative == "greater" else dist[:observed + 1]
+    return min(1.0, math.fsum(tail))
+
+
+def stratified_greater_pvalue(strata: Sequence[tuple[int, int, int, int]]) -> float:
+    """`stratified_pvalue(strata, "greater")`."""
+    return stratified_pvalue(strata, "greater")

@@ -91,9 +91,10 @@ def bucket_statement(bucket: str, findings: Sequence[TaskFinding], family_p: flo
         return BucketHarm(bucket, "regressed", f"bucket {bucket!r} regressed: "
                           + "; ".join(f.describe() for f in broken), tuple(findings))
     if family_p is not None:
-        return BucketHarm(bucket, "regressed", f"bucket {bucket!r} regressed: adaptive betting "
-                          f"sign-flip test p={family_p:.3g}, rejected by weighted Holm at "
-                          f"alpha={policy.regression_alpha:g} ({moved})", tuple(findings))
+        return BucketHarm(bucket, "regressed", f"bucket {bucket!r} regressed: its tasks pass "
+                          f"less often than their records (one-sided exact test p="
+                          f"{family_p:.3g}, rejected by weighted Holm at "
+                          f"alpha={policy.regression_alpha:g}; {moved})", tuple(findings))
     open_ = [f for f in findings if f.state == "undecided"]
     if open_:
         need = sum(f.need for f in open_)

@@ -4,22 +4,24 @@ One optimize iteration walks these stages, asking the caller to run trials betwe
 
 1. screen: the candidate runs every target task at the default trials (paired with the cached
    baseline). No pair improved -> reject without running anything else.
-2. target: the one-sided paired sign-flip permutation test (exact) on the VISIBLE target tasks
-   (held-out tasks never count here), at looks after each round; look j is tested at the alpha
-   spent since look j-1 by the Lan-DeMets Pocock-type spending function (union-bound
-   increments), so peeking never inflates false accepts beyond `alpha`. Efficacy needs p <= the
-   look's alpha AND mean gain >= `min_improvement`. Futility (mean gain <= 0) rejects;
-   `max_trials` per task ends reject/inconclusive. Rounds add paired trials to visible tasks.
-3. held-out: held-out target tasks that failed on the baseline must improve: their own
-   one-sided paired sign-flip test at `heldout_alpha`, spent over their own looks; no gain
-   rejects ("the held-out tasks did not improve"). Held-out tasks that passed go to 4.
-4. harm: every other task (and each passing held-out task) is judged against its own
-   baseline record (`gate.tasks`): break, no harm, or undecided. The first round asks each
-   task for the trials its clean path needs; later rounds only the undecided ones, adding
-   fresh baseline trials to a suspect whose record is thin. Each bucket ends "no harm",
-   "harm not ruled out" or "regressed" (`gate.harm`). A break or a rejected bucket/pooled
-   betting test rejects; every bucket "no harm" accepts; "harm not ruled out" at
-   `max_trials` ends inconclusive, naming the trials that would decide it.
+2. target: the one-sided exact stratified Fisher test of the candidate's passes against
+   each task's own record (lineage history + baseline), on the VISIBLE target tasks that fail
+   on their record (held-out tasks never count here; passing ones go to harm detection), at
+   looks after each round; look j is tested at the alpha spent since look j-1 by a Lan-DeMets
+   spending function (union-bound increments), so peeking never inflates false accepts
+   beyond `alpha`. Efficacy needs p <= the look's alpha AND a pass-rate gain >=
+   `min_improvement`. Futility (no gain after the first look) rejects; `max_trials` per task
+   ends reject/inconclusive. Rounds add candidate trials (baseline too where a record is thin).
+3. held-out: held-out target tasks that fail on their record must improve: the same test at
+   `heldout_alpha`, spent over their own looks; no gain rejects ("the held-out tasks did not
+   improve"). Held-out tasks that pass go to 4.
+4. harm: every other task (and each passing target task) is judged against its own record
+   (`gate.tasks`): break, no harm, or undecided. Each round asks each undecided task for one
+   more trial (one run per round), with fresh baseline trials for suspects. Each bucket ends
+   "no harm", "harm not ruled out" or "regressed" (`gate.harm`). A break rejects at once; at
+   the final look the bucket family (stratified Fisher per bucket and pooled, weighted Holm)
+   may reject; every bucket "no harm" accepts; "harm not ruled out" at `harm_max_trials`
+   ends inconclusive, naming the trials that would decide it.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from optimizer.gate.compare import BucketComparison, GatePolicy, compare_bucket
-from optimizer.gate.exact import look_alpha, stratified_greater_pvalue
-from optimizer.gate.harm import BucketHarm, HarmEvidence, bucket_statement, summary
+from optimizer.gate.exact import holm, look_alpha, stratified_greater_pvalue, stratified_pvalue
+from optimizer.gate.harm import BucketHarm, bucket_statement, summary
 from optimizer.gate.pairing import Pair
 from optimizer.gate.policy import POOLED, BucketVerdict, Decision, Verdict
 from optimizer.gate.tasks import (
@@ -42,6 +44,7 @@ from optimizer.gate.tasks import (
     first_trials,
     graded_shift,
     judge_task,
+    reliable,
 )
 
 Side = Literal["base", "cand"]
@@ -110,9 +113,10 @@ def method_text(policy: GatePolicy, harm: bool = True) -> str:
             f"Wald's ratio >= {1 / p.harm_task_beta:g} "
             f"(tasks passing 75-90%: {1 / p.harm_steady_beta:g}) against a drop of "
             f"{p.harm_pass_drop:g} in pass rate or {p.regression_tolerance:g} in mean score, "
-            "graded scores net of the suite-wide median drift (no harm); per bucket "
-            f"and pooled: adaptive (aGRAPA) sign-flip betting tests, anytime-valid, weighted "
-            f"Holm at alpha={p.regression_alpha:g}; McNemar p-values are shown, never decide")
+            "graded scores net of the suite-wide median drift (no harm); per bucket and "
+            "pooled: one-sided exact stratified Fisher tests of the candidate's passes against "
+            f"the tasks' records on the final look, weighted Holm at "
+            f"alpha={p.regression_alpha:g}; McNemar p-values are shown, never decide")
 
 
 @dataclass
@@ -137,7 +141,6 @@ class SequentialGate:
     _heldout_comp: BucketComparison | None = None
     _heldout_text: str = ""
     _target_text: str = ""
-    _harm: HarmEvidence | None = None
     _statements: list[BucketHarm] = field(default_factory=list)
     _shift: float = 0.0
     """Suite-wide drift of graded scores at the last harm look (`tasks.graded_shift`)."""
@@ -152,7 +155,6 @@ class SequentialGate:
         for key in self._keys(list(self.bucket_tasks)):
             self._cand_n[key] = 0
             self._base_n[key] = self.default_trials[key]
-        self._harm = HarmEvidence(self.policy)
 
     # --- the task sets ---------------------------------------------------------------------
     def _keys(self, buckets: Sequence[str]) -> list[TaskKey]:
@@ -161,6 +163,19 @@ class SequentialGate:
     @property
     def visible(self) -> list[TaskKey]:
         return [k for k in self._keys([self.target]) if k[1] not in self.heldout]
+
+    def _passes_record(self, k: TaskKey) -> bool:
+        """At least 90% of the task's recorded trials passed: nothing there to improve."""
+        rec = self._obs.get(k)
+        return rec is not None and reliable(rec)
+
+    @property
+    def efficacy_keys(self) -> list[TaskKey]:
+        """The visible target tasks the efficacy test is about: those that fail on their
+        record (under 90% passed); all visible tasks when none does. The others only must not
+        get worse (harm detection)."""
+        failing = [k for k in self.visible if not self._passes_record(k)]
+        return failing or self.visible
 
     def _failing_heldout(self) -> list[TaskKey]:
         """Held-out tasks that fail on the baseline (under half of their recorded trials
@@ -175,9 +190,10 @@ class SequentialGate:
         return out
 
     def harm_keys(self) -> list[TaskKey]:
-        """Every other bucket's tasks, and the held-out tasks that passed on the baseline."""
-        failing = set(self._failing_heldout())
-        held = [k for k in self._keys([self.target]) if k[1] in self.heldout and k not in failing]
+        """Every other bucket's tasks, and the target's tasks that no efficacy test covers
+        (those that pass on their record)."""
+        tested = set(self._failing_heldout()) | set(self.efficacy_keys)
+        held = [k for k in self._keys([self.target]) if k not in tested]
         return [*self._keys([b for b in self.bucket_tasks if b != self.target]), *held]
 
     def _pairs(self, keys: Sequence[TaskKey]) -> list[Pair]:
@@ -236,7 +252,8 @@ class SequentialGate:
 
     def _strata(self, keys: Sequence[TaskKey]) -> tuple[list[tuple[int, int, int, int]], float]:
         """Each task's (record passes, record trials, candidate passes, candidate trials), and
-        the mean over tasks of (candidate mean score - record mean score)."""
+        the mean over tasks of (candidate pass rate - record pass rate): the gain the test is
+        about (a judge's score drift moves no pass)."""
         strata, gains = [], []
         for k in keys:
             rec = self._obs.get(k)
@@ -245,9 +262,8 @@ class SequentialGate:
             ref = [ok for _, ok in (*rec.history, *rec.base.values())]
             cand = [ok for _, ok in rec.cand.values()]
             strata.append((sum(ref), len(ref), sum(cand), len(cand)))
-            if rec.reference and rec.candidate:
-                gains.append(math.fsum(rec.candidate) / len(rec.candidate)
-                             - math.fsum(rec.reference) / len(rec.reference))
+            if ref and cand:
+                gains.append(sum(cand) / len(cand) - sum(ref) / len(ref))
         return strata, (math.fsum(gains) / len(gains) if gains else 0.0)
 
     def _thin(self, keys: Sequence[TaskKey]) -> list[TaskKey]:
@@ -260,7 +276,7 @@ class SequentialGate:
         passes against each task's own record, at the look's spent alpha, and a mean gain of
         at least `min_improvement`."""
         p = self.policy
-        keys = self.visible
+        keys = self.efficacy_keys
         self._target_comp = compare_bucket(self.target, self._pairs(keys), p, interval=False)
         strata, gain = self._strata(keys)
         p_value = stratified_greater_pvalue(strata)
@@ -335,7 +351,7 @@ class SequentialGate:
 
     def _start_harm(self, why: str) -> TrialRequest | Verdict:
         self.stage = "harm"
-        wanted = {k: min(self.policy.round_trials,
+        wanted = {k: min(self.policy.sweep_trials,
                          first_trials(self._obs.get(k, TaskRecord(k)), self.policy))
                   for k in self.harm_keys()}
         req = self._request(wanted, "harm", f"{why}; harm detection on "
@@ -358,7 +374,7 @@ class SequentialGate:
                 self._since[k] = self._cand_n[k]
                 found = judge_task(replace(rec, shift=self._shift, since=self._since[k]),
                                    self.policy)
-            if k[0] == self.target:
+            if k[0] == self.target and k[1] in self.heldout:
                 hidden += 1
                 alias = (f"{self.target} (held-out)", f"held-out #{hidden}")
                 self._alias[alias] = k
@@ -369,37 +385,54 @@ class SequentialGate:
     def _real(self, key: TaskKey) -> TaskKey:
         return self._alias.get(key, key)
 
+    def _bucket_family(self, by_bucket: Mapping[str, Sequence[TaskFinding]]
+                       ) -> tuple[dict[str, float], float]:
+        """Each bucket's and the pooled one-sided exact stratified Fisher p-value (the
+        candidate passes less often than the tasks' records), on the final look only."""
+        strata_of = {b: self._strata([self._real(f.key) for f in fs])[0]
+                     for b, fs in by_bucket.items()}
+        pooled = [x for st in strata_of.values() for x in st]
+        return ({b: stratified_pvalue(st, "less") for b, st in strata_of.items()},
+                stratified_pvalue(pooled, "less"))
+
     def _harm_look(self) -> TrialRequest | Verdict:
-        assert self._harm is not None
         p = self.policy
         by_bucket = self._findings()
         real = self._real
-        self._harm.look({b: self._pairs([real(f.key) for f in fs]) for b, fs in by_bucket.items()})
-        rejected = set(self._harm.family(sorted(by_bucket)))
-        self._statements = [
-            bucket_statement(b, fs, self._harm.p_bucket(b) if b in rejected else None, p)
-            for b, fs in by_bucket.items()]
+        self._statements = [bucket_statement(b, fs, None, p) for b, fs in by_bucket.items()]
         bad = [s for s in self._statements if s.state == "regressed"]
-        if bad or POOLED in rejected:
-            why = [s.statement for s in bad]
-            if POOLED in rejected:
-                why.append(f"all other buckets together regressed (adaptive betting sign-flip "
-                           f"test p={self._harm.p_pooled():.3g}, weighted Holm)")
-            return self._verdict("reject", "regression", *why)
+        if bad:
+            return self._verdict("reject", "regression", *(s.statement for s in bad))
         open_ = [f for fs in by_bucket.values() for f in fs if f.state == "undecided"]
-        if not open_:
-            return self._accept()
-        thin = [real(f.key) for f in open_ if f.suspect]  # fresh baseline trials too
-        # at most `round_trials` per task and round: trials of one round share one run (and
-        # its shocks), so a task's evidence is spread over runs
-        more = {real(f.key): min(p.round_trials, max(p.sweep_trials, f.need)) for f in open_}
-        req = self._request(more, "harm", f"harm not yet ruled out on {len(open_)} task(s): "
-                            + ", ".join(f.key[1] for f in open_[:8])
-                            + ("" if len(open_) <= 8 else ", ..."), paired=thin)
-        if req is not None:
-            return req
-        return self._verdict("inconclusive", "max trials", *(
-            s.statement for s in self._statements if s.state == "harm not ruled out"))
+        if open_:
+            thin = [real(f.key) for f in open_ if f.suspect]  # fresh baseline trials too
+            # `sweep_trials` (1) per task and round: trials of one round share one run (and
+            # its conditions), so a task's evidence is spread over runs
+            more = dict.fromkeys((real(f.key) for f in open_), p.sweep_trials)
+            req = self._request(more, "harm", f"harm not yet ruled out on {len(open_)} task(s)"
+                                ": " + ", ".join(f.key[1] for f in open_[:8])
+                                + ("" if len(open_) <= 8 else ", ..."), paired=thin)
+            if req is not None:
+                return req
+        # the final look: the bucket family, once (a fixed sample, so Holm holds)
+        pvals, pooled = self._bucket_family(by_bucket)
+        names = [*pvals, POOLED]
+        share = (1.0 - p.pooled_weight) / max(1, len(pvals))
+        rejected = [n for n, r in zip(names, holm([*pvals.values(), pooled], p.regression_alpha,
+                                                  [share] * len(pvals) + [p.pooled_weight]),
+                                      strict=True) if r]
+        if rejected:
+            self._statements = [bucket_statement(s.bucket, s.findings, pvals[s.bucket], p)
+                                if s.bucket in rejected else s for s in self._statements]
+            why = [s.statement for s in self._statements if s.state == "regressed"]
+            if POOLED in rejected:
+                why.append(f"all other buckets together regressed (stratified Fisher test "
+                           f"p={pooled:.3g}, weighted Holm at {p.regression_alpha:g})")
+            return self._verdict("reject", "regression", *why)
+        if open_:
+            return self._verdict("inconclusive", "max trials", *(
+                s.statement for s in self._statements if s.state == "harm not ruled out"))
+        return self._accept()
 
     def _accept(self) -> Verdict:
         assert self._target_comp is not None

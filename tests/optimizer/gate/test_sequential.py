@@ -143,8 +143,8 @@ def test_a_good_patch_is_accepted_only_once_every_bucket_says_no_harm() -> None:
     assert [b.state for b in v.buckets] == ["no harm"] * 2
     assert any(r.startswith("no bucket regressed") for r in v.reasons)
     harm = [r for r in reqs if r.stage == "harm"]
-    assert harm and all(k[0] != "target" for r in harm for k in r.indices)
-    assert "aGRAPA" in v.test and "Fisher" in v.test and "never decide" in v.test
+    assert harm  # the target's passing tasks (all fixed here) are none of harm's business
+    assert "stratified Fisher" in v.test and "Wald" in v.test and "never decide" in v.test
 
 
 def test_one_broken_task_elsewhere_rejects_and_is_named() -> None:

@@ -193,10 +193,9 @@ def test_over_broad_rule_is_rejected_and_branch_deleted(repo: Path, state: Path)
     rows = {r["bucket"]: r for r in it.verdict_table}
     assert rows["skip_trivial"]["status"] == "improved"
     assert rows["short_fact"]["status"] == "regressed"
-    # the pooled harm test over the other buckets (an anytime-valid sign-flip betting test)
-    # rejects during the sweep: the pairs that broke outweigh the rest by far
-    assert any("all other buckets together regressed" in r for r in it.reasons)
-    assert any("anytime-valid" in r for r in it.reasons)
+    # harm detection names the broken tasks, each by its exact test against its own record
+    assert any("bucket 'short_fact' regressed: task" in r and "Fisher exact" in r
+               for r in it.reasons)
     assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
     assert Ledger(state / "ledger.jsonl").entries()[-1].outcome == "rejected"
 
