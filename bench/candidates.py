@@ -71,10 +71,10 @@ def screen_trial(world: World, base_scores: dict[str, list[tuple[float, bool]]])
                                     {task: [index]}))
         t = run.trials[0]
         prior = base_scores[task]
+        if not prior or not t.counts:  # an errored trial on either side: no evidence
+            return Pair(task, index, 0.0, 0.0, False, False)
         b_score, b_pass = prior[slot % len(prior)]
-        c_score = t.score if t.counts else b_score
-        c_pass = t.passed if t.counts else b_pass
-        return Pair(task, index, b_score, c_score, b_pass, c_pass)
+        return Pair(task, index, b_score, t.score, b_pass, t.passed)
 
     return trial
 
