@@ -108,6 +108,20 @@ def get_grader(name: str) -> GraderSpec:
     return spec
 
 
+def is_judge(name: str) -> bool:
+    """The one test of "is this grader an LLM judge" (kind "model"). An unknown name counts as
+    a judge: a report may name a grader this version no longer has, and a judge is the
+    cautious reading (calibration asked for, not waived)."""
+    _load_builtin()
+    spec = _REGISTRY.get(name)
+    return spec is None or spec.kind == "model"
+
+
+def judge_graders() -> list[str]:
+    """Every registered judge grader, sorted."""
+    return [g for g in known_graders() if is_judge(g)]
+
+
 def validate_config(name: str, config: Mapping[str, Any] | BaseModel | None) -> GraderConfig:
     """Validate a task.json grader config; errors name the grader and the offending field."""
     spec = get_grader(name)

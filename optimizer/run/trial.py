@@ -29,7 +29,7 @@ from agents.registry import AgentOptions, get_agent
 from agents.runtime import TOOL_EXCEPTION, RuntimeConfig, run_agent
 from agents.transcript import Transcript
 from graders.base import GradeContext, Score
-from graders.registry import get_grader, run_grader, trial_passed
+from graders.registry import is_judge, run_grader, trial_passed
 from optimizer.core.results import TrialResult
 from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.adaptive import AdaptiveLimit
@@ -110,7 +110,7 @@ async def _grade(
 
 def judged(task: LoadedTask) -> bool:
     """Whether `task` has an LLM-judge grader."""
-    return any(get_grader(g.name).kind == "model" for g in task.spec.graders)
+    return any(is_judge(g.name) for g in task.spec.graders)
 
 
 @dataclass
