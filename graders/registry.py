@@ -8,7 +8,6 @@ ignored, as the original does (SPEC section 8); `config_warnings` names them for
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from agents.names import did_you_mean
 from graders.base import GradeContext, GraderConfig, Score, null_score, passes
 
 GraderKind = Literal["code", "model"]
@@ -100,10 +100,9 @@ def get_grader(name: str) -> GraderSpec:
     spec = _REGISTRY.get(name)
     if spec is None:
         known = sorted(_REGISTRY)
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise UnknownGraderError(
-            f"unknown grader {name!r}{hint}; known graders: {', '.join(known)}"
+            f"unknown grader {name!r}.{did_you_mean(name, known)} "
+            f"Known graders: {', '.join(known)}"
         )
     return spec
 

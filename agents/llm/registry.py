@@ -6,12 +6,12 @@ that provider is actually chosen.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from agents.llm.errors import ModelConfigError
 from agents.llm.types import ModelClient
+from agents.names import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,7 @@ def parse_model_id(model_id: str) -> tuple[str, str]:
     provider, sep, name = model_id.partition(":")
     provider = provider.strip().lower()
     if provider not in _known_providers():
-        hint = difflib.get_close_matches(provider, _known_providers(), n=1)
-        extra = f" Did you mean '{hint[0]}'?" if hint else ""
+        extra = did_you_mean(provider, _known_providers())
         raise ModelConfigError(
             f"unknown model provider '{provider}' in model id '{model_id}'. "
             f"Known providers: {', '.join(_known_providers())}.{extra}"

@@ -163,7 +163,8 @@ class Iteration:
         except (ProposerError, PatchError, ModelError) as err:
             unusable = isinstance(err, PatchError | UnusableProposalError)
             it.outcome = "refused" if unusable else "error"
-            it.reasons = [f"{type(err).__name__}: {err}"]
+            # a refusal says why in words; an error keeps its class (what broke)
+            it.reasons = [str(err) if unusable and str(err) else f"{type(err).__name__}: {err}"]
             self.entry = {"outcome": it.outcome, "reasons": it.reasons, "hypothesis": it.hypothesis}
             return
         it.diff = prepared.diff
