@@ -28,6 +28,7 @@ from typing import Any, Self
 
 import git
 
+from optimizer.core.config import STATE_ENV, STATE_FOLDER, state_folder
 from optimizer.core.killpoint import kill_point
 from optimizer.core.results import Provenance
 
@@ -395,16 +396,12 @@ def state_dir(explicit: Path | None = None) -> Path:
     The folder is added to the repository's `.git/info/exclude` so it never shows up as an
     untracked change in the user's checkout.
     """
-    if explicit is not None:
-        return explicit
-    env = os.environ.get("PROMPTLOOP_HOME")
-    if env:
-        return Path(env)
+    if explicit is not None or os.environ.get(STATE_ENV):
+        return state_folder(None, explicit)
     root = repo_root()
-    if root is None:
-        return Path.cwd() / ".promptloop"
-    add_exclude(root, ".promptloop/")
-    return root / ".promptloop"
+    if root is not None:
+        add_exclude(root, f"{STATE_FOLDER}/")
+    return state_folder(root)
 
 
 def provenance(root: Path | None = None) -> Provenance:

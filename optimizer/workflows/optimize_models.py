@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from agents.runtime import DEFAULT_MAX_TURNS
+from optimizer.core.config import STATE_FOLDER
 from optimizer.core.names import AgentName
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
@@ -60,7 +61,7 @@ class OptimizeConfig(BaseModel):
     max_runs: int = Field(4, ge=1)
     policy: GatePolicy = Field(default_factory=GatePolicy)
     repo: Path | None = None
-    state_dir: Path = Path(".promptloop")
+    state_dir: Path = Path(STATE_FOLDER)
     stop_on_accept: bool = True
     first_iteration: int = Field(1, ge=1)
     """Number of the first iteration to run (a resumed session skips finished ones)."""

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.core.buckets import bucket_prefix
-from optimizer.core.config import DEFAULT_AGENT_MODEL
+from optimizer.core.config import DEFAULT_AGENT_MODEL, STATE_FOLDER
 from optimizer.core.names import AgentName
 from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison, GatePolicy
@@ -38,7 +38,7 @@ class ReviewConfig(BaseModel):
     kinds: tuple[str, ...] = ("capability", "regression")
     policy: GatePolicy = Field(default_factory=GatePolicy)
     repo: Path | None = None
-    state_dir: Path = Path(".promptloop")
+    state_dir: Path = Path(STATE_FOLDER)
 
     @property
     def model_ids(self) -> ModelIds:

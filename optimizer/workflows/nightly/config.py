@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.llm.types import Usage
-from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError, default_judge
+from optimizer.core.config import DEFAULT_AGENT_MODEL, STATE_FOLDER, ConfigError, default_judge
 from optimizer.core.names import AgentName, agent_names
 from optimizer.core.pricing import ModelPrice, price_for
 from optimizer.core.suites import Suite
@@ -68,7 +68,7 @@ class NightlyConfig(BaseModel):
     kinds: tuple[str, ...] = ("capability", "regression")
     policy: GatePolicy = Field(default_factory=GatePolicy)
     repo: Path | None = None
-    state_dir: Path = Path(".promptloop")
+    state_dir: Path = Path(STATE_FOLDER)
 
     @property
     def judge_id(self) -> str:
