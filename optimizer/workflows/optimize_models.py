@@ -14,7 +14,7 @@ from optimizer.core.names import AgentName
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import GatePolicy
-from optimizer.run.models import ModelIds
+from optimizer.run.models import CommandModels
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Baseline:
     runs: list[RunResult]
 
 
-class OptimizeConfig(BaseModel):
+class OptimizeConfig(CommandModels):
     suite: AgentName
     bucket: str
     iterations: int = Field(3, ge=1)
@@ -35,10 +35,6 @@ class OptimizeConfig(BaseModel):
     """Patches asked per iteration; with more than one they are screened on the visible
     target tasks (successive halving) and only the winner goes to the gate."""
     trials: int | None = Field(None, ge=1)
-    agent_model: str = "local:smollm2"
-    judge_model: str | None = None
-    proposer_model: str | None = None
-    base_url: str | None = None
     base: str = "HEAD"
     max_changed_lines: int = Field(40, ge=1)
     max_removed_share: float = Field(0.3, gt=0, le=1)
@@ -69,19 +65,6 @@ class OptimizeConfig(BaseModel):
     @property
     def prompt_path(self) -> str:
         return f"prompts/{self.suite}.md"
-
-    @property
-    def proposer_id(self) -> str:
-        return self.proposer_model or self.agent_model
-
-    @property
-    def model_ids(self) -> ModelIds:
-        return ModelIds(
-            agent=self.agent_model,
-            judge=self.judge_model,
-            proposer=self.proposer_model,
-            base_url=self.base_url,
-        )
 
     @property
     def fmt(self) -> Literal["diff", "edits"]:
