@@ -8,13 +8,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agents.runtime import DEFAULT_MAX_TURNS
-from optimizer.core.config import STATE_FOLDER
 from optimizer.core.names import AgentName
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import GatePolicy
 from optimizer.run.models import CommandModels
+from optimizer.run.settings import RunSettings
 
 
 @dataclass(frozen=True)
@@ -27,14 +26,13 @@ class Baseline:
     runs: list[RunResult]
 
 
-class OptimizeConfig(CommandModels):
+class OptimizeConfig(CommandModels, RunSettings):
     suite: AgentName
     bucket: str
     iterations: int = Field(3, ge=1)
     candidates: int = Field(1, ge=1, le=16)
     """Patches asked per iteration; with more than one they are screened on the visible
     target tasks (successive halving) and only the winner goes to the gate."""
-    trials: int | None = Field(None, ge=1)
     base: str = "HEAD"
     max_changed_lines: int = Field(40, ge=1)
     max_removed_share: float = Field(0.3, gt=0, le=1)
@@ -46,18 +44,11 @@ class OptimizeConfig(CommandModels):
     proposer_format: Literal["auto", "diff", "edits"] = "auto"
     token_budget: int | None = None
     confirm_trials: int = Field(2, ge=0)
-    concurrency: int | None = None
-    batch: bool = False
-    """Send each run's judge calls as one provider batch (run/batching.py)."""
     kinds: tuple[str, ...] = ("capability", "regression")
     """Suite folders under tasks/<agent>/ that make up the gate (the target bucket's suite and
     every suite whose buckets must not regress)."""
-    max_turns: int = Field(DEFAULT_MAX_TURNS, ge=1)
-    """Turns per agent run; the default is the agent runtime's (the original's 20)."""
-    max_runs: int = Field(4, ge=1)
     policy: GatePolicy = Field(default_factory=GatePolicy)
     repo: Path | None = None
-    state_dir: Path = Path(STATE_FOLDER)
     stop_on_accept: bool = True
     first_iteration: int = Field(1, ge=1)
     """Number of the first iteration to run (a resumed session skips finished ones)."""

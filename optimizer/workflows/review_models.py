@@ -9,18 +9,18 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.core.buckets import bucket_prefix
-from optimizer.core.config import STATE_FOLDER
 from optimizer.core.names import AgentName
 from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison, GatePolicy
 from optimizer.gate.policy import BucketVerdict, ReviewDecision
 from optimizer.propose.package import FailingTrial, export_failing
 from optimizer.run.models import AgentJudgeModels
+from optimizer.run.settings import RunSettings
 
 REVIEW_VERSION = 1
 
 
-class ReviewConfig(AgentJudgeModels):
+class ReviewConfig(AgentJudgeModels, RunSettings):
     """Everything one review needs; the CLI flags map onto these fields one to one."""
 
     model_config = ConfigDict(extra="forbid")
@@ -29,13 +29,10 @@ class ReviewConfig(AgentJudgeModels):
     head: str = "HEAD"
     suite: AgentName | None = None
     """Review only this agent; None = every agent whose prompt differs."""
-    trials: int | None = Field(None, ge=1)
-    concurrency: int | None = Field(None, ge=1)
     confirm_trials: int = Field(2, ge=0)
     kinds: tuple[str, ...] = ("capability", "regression")
     policy: GatePolicy = Field(default_factory=GatePolicy)
     repo: Path | None = None
-    state_dir: Path = Path(STATE_FOLDER)
 
 
 
