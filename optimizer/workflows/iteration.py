@@ -345,19 +345,11 @@ class Iteration:
 
     # --- records --------------------------------------------------------------------------
     def _open_record(self, slots: list[Slot]) -> LedgerOpen:
-        c = self.c
         return LedgerOpen(
-            id=self.ledger_id,
+            **self._record_fields(),
             command=self.opt.command,
             pid=os.getpid(),
             host=socket.gethostname(),
-            suite=c.suite,
-            agent=c.suite,
-            bucket=c.bucket,
-            iteration=self.n,
-            base_commit=self.base.base_sha,
-            prompt_path=c.prompt_path,
-            proposer=c.proposer_cmd or c.proposer_id,
             repo=str(self.opt.git.root),
             branch=slots[0].branch,
             worktree=str(slots[0].folder / "worktree"),
@@ -365,17 +357,16 @@ class Iteration:
                   for s in slots[1:]],
         )
 
-    def _ledger_entry(self) -> LedgerEntry:
+    def _record_fields(self) -> dict[str, Any]:
+        """What both ledger records of the iteration say about it (`ledger._Record`)."""
         c = self.c
+        return {"id": self.ledger_id, "suite": c.suite, "agent": c.suite, "bucket": c.bucket,
+                "iteration": self.n, "base_commit": self.base.base_sha,
+                "prompt_path": c.prompt_path, "proposer": c.proposer_cmd or c.proposer_id}
+
+    def _ledger_entry(self) -> LedgerEntry:
         return LedgerEntry(
-            id=self.ledger_id,
-            suite=c.suite,
-            agent=c.suite,
-            bucket=c.bucket,
-            iteration=self.n,
-            base_commit=self.base.base_sha,
-            prompt_path=c.prompt_path,
-            proposer=c.proposer_cmd or c.proposer_id,
+            **self._record_fields(),
             tokens={"total": self.it.tokens},
             cost_usd=self.usd(),
             package_path=self.it.package_path,
