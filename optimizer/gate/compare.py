@@ -4,7 +4,8 @@ Each bucket gets the mean paired score difference (candidate - baseline), pass r
 fail->pass (`fixed`) and pass->fail (`broken`) counts, one-sided sign-flip p-values for
 improvement and for regression, the two-sided exact McNemar p-value on the pass flips, and a
 paired-bootstrap interval that is shown to readers but never decides anything: the
-decisions of `optimizer.gate.policy` and `optimizer.gate.sequential` use the exact p-values.
+decisions of `optimizer.gate.verdict` and `optimizer.gate.sequential` use the exact p-values.
+`GatePolicy` lives in `optimizer.gate.policy` (imported here too, for older imports).
 """
 
 from __future__ import annotations
@@ -15,79 +16,14 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from optimizer.core.results import RunResult
-from optimizer.gate.exact import Spending, mcnemar_pvalue, sign_flip_pvalue
+from optimizer.gate.exact import mcnemar_pvalue, sign_flip_pvalue
 from optimizer.gate.pairing import Pair, pair_runs
+from optimizer.gate.policy import GatePolicy  # re-exported: its home was this module
 
 BucketStatus = Literal["improved", "regressed", "unchanged", "inconclusive"]
-
-
-class GatePolicy(BaseModel):
-    """How the gate decides. Defaults are calibrated by bench/gate_calibration.py."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
-    """One-sided level of the target bucket's improvement test, spent across sequential looks."""
-    min_improvement: float = Field(default=0.05, ge=0.0, le=1.0)
-    """Minimum mean score gain of the target bucket (the practical effect size)."""
-    regression_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
-    """Family-wise level of the regression tests (Holm over the buckets + the pooled rest)."""
-    regression_tolerance: float = Field(default=0.25, ge=0.0, le=1.0)
-    """The drop in a task's mean score (graded and judge-scored tasks) that harm detection
-    must rule out before a task says "no harm"; review also calls a bucket whose mean score
-    fell by this much regressed once its tasks confirm it."""
-    suspect_p: float = Field(default=0.1, gt=0.0, le=1.0)
-    """Review only: uncorrected one-sided p-value below which a falling bucket is a suspect
-    worth confirming too."""
-    pooled_weight: float = Field(default=0.5, gt=0.0, lt=1.0)
-    """Share of the regression alpha given to the pooled test over all non-target buckets
-    (a broad, thin regression), the rest being shared by the per-bucket tests."""
-    max_trials: int = Field(default=8, ge=1)
-    """Trials per task the sequential gate may reach (baseline and candidate alike)."""
-    round_trials: int = Field(default=2, ge=1)
-    """Trials added per task and side in each round on the target or on held-out tasks."""
-    sweep_trials: int = Field(default=1, ge=1)
-    """Trials per task added in each round of harm detection (on top of the trials each task
-    needs on its clean path, which the first round asks for at once)."""
-    harm_max_trials: int = Field(default=32, ge=1)
-    """Candidate trials per task harm detection may reach (it rarely needs them: only tasks
-    whose trials stay undecided get there)."""
-    harm_break_alpha: float = Field(default=0.016, gt=0.0, lt=1.0)
-    """Level of each task's exact break test (candidate vs its own baseline record)."""
-    harm_pass_drop: float = Field(default=0.5, gt=0.0, le=1.0)
-    """The drop in a pass/fail task's pass rate each task must rule out to say "no harm"."""
-    harm_task_beta: float = Field(default=0.125, gt=0.0, lt=1.0)
-    """Wald's bound per task: a broken task says "no harm" with probability about this."""
-    harm_steady_beta: float = Field(default=1 / 6, gt=0.0, lt=1.0)
-    """Wald's bound for a task that passes 75-90% of its recorded trials."""
-    flaky_trials: int = Field(default=2, ge=1)
-    """Candidate trials a flaky task (under 75% of its recorded trials passed) needs before
-    its results can be called consistent with its own measured flakiness."""
-    history_min: int = Field(default=10, ge=0)
-    """A suspect task with fewer recorded baseline trials gets fresh baseline trials too."""
-    bucket_bet: float = Field(default=0.9, gt=0.0, lt=1.0)
-    """Largest stake of the adaptive (aGRAPA) betting tests on each bucket's and the pooled
-    paired differences."""
-    spending: Spending = "obrien-fleming"
-    """Lan-DeMets spending function of the target's looks (pocock: the Pocock-type function
-    alpha*ln(1+(e-1)t), tested at union-bound increments)."""
-    heldout_share: float = Field(default=1 / 3, ge=0.0, lt=1.0)
-    """Share of the target bucket's tasks never shown to the proposer (at least one task once
-    the bucket has `heldout_min_tasks`)."""
-    heldout_min_tasks: int = Field(default=3, ge=2)
-    heldout_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
-    heldout_spending: Spending = "obrien-fleming"
-    """Spending function of the held-out test's looks (most of its alpha at the last look:
-    a held-out task is a handful of trials, and its early looks rarely decide)."""
-    """One-sided level of the held-out improvement test (its own alpha, spent over looks)."""
-    confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
-    """Level of the displayed bootstrap interval (display only)."""
-    n_boot: int = Field(default=2000, ge=1)
-    seed: int = 0
-    require_significant_improvement: bool = True
 
 
 class BucketComparison(BaseModel):

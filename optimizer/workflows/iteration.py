@@ -40,8 +40,8 @@ from optimizer.core.ledger import (
 from optimizer.core.redact import redact
 from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison
-from optimizer.gate.policy import Verdict
 from optimizer.gate.sequential import TrialRequest
+from optimizer.gate.verdict import Verdict
 from optimizer.git import Candidate, candidate_folder
 from optimizer.propose.apply import render_unified
 from optimizer.propose.guards import PreparedPatch, prepare_patch

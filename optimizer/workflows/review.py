@@ -24,9 +24,9 @@ from optimizer.core.names import agent_names
 from optimizer.core.results import Provenance, RunResult, seeded_pairing
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import BucketComparison
-from optimizer.gate.policy import POOLED, ReviewVerdict, decide_review
-from optimizer.gate.review_harm import harm_method_text
+from optimizer.gate.policy import harm_method_text
 from optimizer.gate.sequential import TrialRequest
+from optimizer.gate.verdict import POOLED, ReviewVerdict, decide_review
 from optimizer.git import GitOps, GitOpsError
 from optimizer.report.store import default_store_dir
 from optimizer.run.models import ModelSet

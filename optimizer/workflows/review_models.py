@@ -12,7 +12,7 @@ from optimizer.core.buckets import bucket_prefix
 from optimizer.core.names import AgentName
 from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison, GatePolicy
-from optimizer.gate.policy import BucketVerdict, ReviewDecision
+from optimizer.gate.verdict import BucketVerdict, ReviewDecision
 from optimizer.propose.package import FailingTrial, export_failing
 from optimizer.run.models import AgentJudgeModels
 from optimizer.run.settings import RunSettings
