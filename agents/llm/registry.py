@@ -7,23 +7,12 @@ that provider is actually chosen.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from agents.llm.errors import ModelConfigError
+from agents.llm.options import Factory, ModelOptions
 from agents.llm.types import ModelClient
 from agents.names import did_you_mean
 
-
-@dataclass(frozen=True)
-class ModelOptions:
-    """Provider-independent client options (CLI flags / config)."""
-
-    base_url: str | None = None
-    timeout_s: float = 120.0
-    max_retries: int = 4
-
-
-Factory = Callable[[str, ModelOptions], ModelClient]
 _PROVIDERS: dict[str, Factory] = {}
 _SEEDED: dict[str, bool] = {"scripted": True}
 """Per provider: whether it sends `ModelSettings.seed` to the model (scripted models see the

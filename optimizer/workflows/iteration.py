@@ -15,7 +15,7 @@ import socket
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agents.llm.errors import ModelError
 from agents.llm.types import Usage
@@ -64,20 +64,17 @@ from optimizer.report.markdown import harm_lines, movement_lines
 from optimizer.report.table import verdict_table
 from optimizer.workflows.gating import run_gate
 from optimizer.workflows.judges import judge_notes, judge_statuses
-from optimizer.workflows.optimize_models import Baseline, IterationResult
+from optimizer.workflows.optimize_models import Baseline, IterationHost, IterationResult
 from optimizer.workflows.pr import commit_message, pr_body, trial_changes
 from optimizer.workflows.sources import MANUAL
 from optimizer.workflows.tournament import Slot, Tournament
-
-if TYPE_CHECKING:
-    from optimizer.workflows.optimize import Optimizer
-
 
 
 class Iteration:
     """Iteration `n` of the session `opt`, against its evaluated `baseline`."""
 
-    def __init__(self, opt: Optimizer, n: int, baseline: Baseline, literals: LiteralIndex) -> None:
+    def __init__(self, opt: IterationHost, n: int, baseline: Baseline,
+                 literals: LiteralIndex) -> None:
         self.opt, self.c, self.n = opt, opt.c, n
         self.base = baseline
         self.literals = literals

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -14,6 +14,14 @@ from optimizer.core.suites import Suite
 from optimizer.gate.compare import GatePolicy
 from optimizer.run.models import CommandModels
 from optimizer.run.settings import RunSettings
+
+if TYPE_CHECKING:
+    from optimizer.core.events import EventSink
+    from optimizer.core.ledger import Ledger
+    from optimizer.git import GitOps
+    from optimizer.run.adaptive import AdaptiveLimit
+    from optimizer.run.models import ModelSet
+    from optimizer.workflows.sources import RepoSource
 
 
 @dataclass(frozen=True)
@@ -98,3 +106,28 @@ class OptimizeResult(BaseModel):
     sources: list[str] = Field(default_factory=list)
     """What was evaluated and where it was read (`prompt: prompts/x.md @ HEAD 1a2b3c4`)."""
     warnings: list[str] = Field(default_factory=list)
+
+
+class IterationHost(Protocol):
+    """What one iteration (workflows/iteration.py) needs of the optimize session running it:
+    the session's config, clients, repository, ledger and runs. `Optimizer` is one; the
+    iteration never imports it."""
+
+    c: OptimizeConfig
+    command: str
+    """The command running the session (optimize | nightly), recorded in open ledger records."""
+    emit: EventSink
+    git: GitOps
+    ledger: Ledger
+    models: ModelSet
+    session: str
+    session_dir: Path
+    source: RepoSource
+    heldout: frozenset[str]
+    history: list[RunResult]
+
+    async def run(self, suite: Suite, prompt: str, label: str,
+                  indices: dict[str, list[int]] | None = None, *,
+                  limit: AdaptiveLimit | None = None) -> RunResult: ...
+
+    def target_runs(self, runs: list[RunResult]) -> tuple[RunResult, str]: ...

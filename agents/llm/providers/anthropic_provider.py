@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from agents.llm.errors import CredentialsError, ModelConfigError
+from agents.llm.options import ModelOptions
 from agents.llm.providers.common import (
     SDKProvider,
     env_value,
     json_schema_format,
 )
-from agents.llm.registry import ModelOptions
 from agents.llm.types import (
     Message,
     ModelResponse,

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from agents.llm.errors import CredentialsError, ModelConfigError, ModelError, ProviderError
-from agents.llm.registry import ModelOptions
+from agents.llm.options import ModelOptions
 from agents.llm.types import Message, ModelResponse, ModelSettings, ToolSpec
 
 C = TypeVar("C")

@@ -13,13 +13,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from agents.llm.errors import CredentialsError, ModelConfigError, ProviderError
+from agents.llm.options import ModelOptions
 from agents.llm.providers.common import (
     SDKProvider,
     env_value,
     is_local_url,
     json_schema_format,
 )
-from agents.llm.registry import ModelOptions
 from agents.llm.types import (
     Message,
     ModelResponse,
