@@ -70,7 +70,8 @@ def _text_map(outcome: Mapping[str, Any], key: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
 
 
-def _line_css(line: str) -> str:
+def line_css(line: str) -> str:
+    """The css class of one unified-diff line (add / del / hunk / ""), for every diff shown."""
     if line.startswith("+") and not line.startswith("+++"):
         return "add"
     if line.startswith("-") and not line.startswith("---"):
@@ -87,7 +88,7 @@ def modified_file(path: str, before: str, after: str, labels: tuple[str, str] | 
     lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), a, b, n=2,
                                       lineterm=""))
     shown = tuple(
-        (_line_css(x), x if len(x) <= DIFF_LINE_CHARS else x[:DIFF_LINE_CHARS] + "…")
+        (line_css(x), x if len(x) <= DIFF_LINE_CHARS else x[:DIFF_LINE_CHARS] + "…")
         for x in lines[:DIFF_LINES]
     )
     return DiffFile("modified", path, shown, max(0, len(lines) - DIFF_LINES))
