@@ -10,13 +10,13 @@ them from `$PROMPTLOOP_AGENT_OPTIONS`, a comma-separated list of option names.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import os
 from dataclasses import dataclass, fields
 from typing import Protocol
 
 from agents.base import AgentFactory, AgentInput, OutcomeSession
+from agents.names import did_you_mean
 from agents.workspace import Workspace
 
 AGENT_OPTIONS_VAR = "PROMPTLOOP_AGENT_OPTIONS"
@@ -50,11 +50,8 @@ class AgentOptions:
         known = cls.names()
         for name in wanted:
             if name not in known:
-                close = difflib.get_close_matches(name, known, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise AgentOptionsError(
-                    f"unknown agent option {name!r}{hint}; known: {', '.join(known)}"
-                )
+                raise AgentOptionsError(f"unknown agent option {name!r}."
+                                        f"{did_you_mean(name, known)} Known: {', '.join(known)}")
         return cls(**dict.fromkeys(wanted, True))
 
     @classmethod

@@ -19,6 +19,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -294,33 +295,49 @@ async def pkm_insight_quality_plus(ctx: GradeContext, config: NoConfig) -> Score
 )
 async def pkm_append_coherence(ctx: GradeContext, config: NoConfig) -> Score:
     """Judge whether the first Edit's new text fits the text it replaced (original)."""
-    name = "pkm_append_coherence"
+
+    def find() -> _Append | str:
+        before = (file_contents(ctx.outcome, "file_contents_before")
+                  if "file_contents_before" in ctx.outcome else None)
+        pick = first_edit(ctx.transcript.successful_calls(), before)
+        case = pick.case
+        if case is None:
+            return f"nothing to judge: {pick.reason}"
+        return _Append(case.path, "Edit", case.new_string, {
+            "path": case.path, "old_string": clip(case.old_string, 100_000),
+            "new_string": clip(case.new_string, 100_000)})
+
+    return await _judge_append(ctx, "pkm_append_coherence", "append_coherence",
+                               COHERENCE_DIMS, find)
+
+
+@dataclass(frozen=True)
+class _Append:
+    """What an append-coherence judge judges: the file, the tool, the new text and the
+    rubric's own variables."""
+
+    path: str
+    tool: str
+    new_text: str
+    variables: dict[str, str]
+
+
+async def _judge_append(ctx: GradeContext, name: str, rubric: str, dims: Sequence[str],
+                        find: Callable[[], _Append | str]) -> Score:
+    """The skeleton both append-coherence judges share: null when the agent skipped, null
+    with `find`'s reason when there is nothing to judge, else ask the judge with the rubric."""
     if ctx.outcome.get("skipped_pkm"):
         return null_score(name, "the agent skipped PKM organisation; nothing was appended")
-    before = (
-        file_contents(ctx.outcome, "file_contents_before")
-        if "file_contents_before" in ctx.outcome
-        else None
-    )
-    pick = first_edit(ctx.transcript.successful_calls(), before)
-    case = pick.case
-    if case is None:
-        return null_score(name, f"nothing to judge: {pick.reason}")
+    found = find()
+    if isinstance(found, str):
+        return null_score(name, found)
     if ctx.judge is None:
         return null_score(name, NO_JUDGE)
-    prompt = render(
-        load_rubric("append_coherence"),
-        {
-            "path": case.path,
-            "old_string": clip(case.old_string, 100_000),
-            "new_string": clip(case.new_string, 100_000),
-            "fact_id": ctx.fact_id,
-        },
-    )
+    prompt = render(load_rubric(rubric), {**found.variables, "fact_id": ctx.fact_id})
     reply, model_id, usage = await ask_judge(ctx, prompt)
-    meta = {"path": case.path, "tool": "Edit", "new_text": clip(case.new_string, 2000),
+    meta = {"path": found.path, "tool": found.tool, "new_text": clip(found.new_text, 2000),
             "usage": usage}
-    return judged_score(name, COHERENCE_DIMS, reply, model_id, meta)
+    return judged_score(name, dims, reply, model_id, meta)
 
 
 @register(
@@ -332,31 +349,20 @@ async def pkm_append_coherence(ctx: GradeContext, config: NoConfig) -> Score:
 )
 async def pkm_append_coherence_plus(ctx: GradeContext, config: NoConfig) -> Score:
     """Judge text added to an existing file (Edit or Write) against the whole original file."""
-    name = "pkm_append_coherence_plus"
-    if ctx.outcome.get("skipped_pkm"):
-        return null_score(name, "the agent skipped PKM organisation; nothing was appended")
-    if "file_contents_before" not in ctx.outcome:
-        raise ValueError("the outcome has no file_contents_before; cannot tell new from old files")
-    before = file_contents(ctx.outcome, "file_contents_before")
-    search = find_append(ctx.transcript.successful_calls(), before)
-    case = search.case
-    if case is None:
-        notes = "; ".join(search.notes) or "no successful Write/Edit"
-        return null_score(
-            name, f"no Edit or Write-append to a file that existed before the run ({notes})"
-        )
-    if ctx.judge is None:
-        return null_score(name, NO_JUDGE)
-    prompt = render(
-        load_rubric("append_coherence_plus"),
-        {
-            "path": case.path,
-            "original": clip(case.original, 100_000),
-            "change": case.describe_change(),
-            "fact_id": ctx.fact_id,
-        },
-    )
-    reply, model_id, usage = await ask_judge(ctx, prompt)
-    meta = {"path": case.path, "tool": case.tool, "new_text": clip(case.new_text, 2000),
-            "usage": usage}
-    return judged_score(name, COHERENCE_PLUS_DIMS, reply, model_id, meta)
+
+    def find() -> _Append | str:
+        if "file_contents_before" not in ctx.outcome:
+            raise ValueError("the outcome has no file_contents_before; "
+                             "cannot tell new from old files")
+        before = file_contents(ctx.outcome, "file_contents_before")
+        search = find_append(ctx.transcript.successful_calls(), before)
+        case = search.case
+        if case is None:
+            notes = "; ".join(search.notes) or "no successful Write/Edit"
+            return f"no Edit or Write-append to a file that existed before the run ({notes})"
+        return _Append(case.path, case.tool, case.new_text, {
+            "path": case.path, "original": clip(case.original, 100_000),
+            "change": case.describe_change()})
+
+    return await _judge_append(ctx, "pkm_append_coherence_plus", "append_coherence_plus",
+                               COHERENCE_PLUS_DIMS, find)

@@ -8,7 +8,6 @@ ignored, as the original does (SPEC section 8); `config_warnings` names them for
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from agents.names import did_you_mean
 from graders.base import GradeContext, GraderConfig, Score, null_score, passes
 
 GraderKind = Literal["code", "model"]
@@ -100,12 +100,25 @@ def get_grader(name: str) -> GraderSpec:
     spec = _REGISTRY.get(name)
     if spec is None:
         known = sorted(_REGISTRY)
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise UnknownGraderError(
-            f"unknown grader {name!r}{hint}; known graders: {', '.join(known)}"
+            f"unknown grader {name!r}.{did_you_mean(name, known)} "
+            f"Known graders: {', '.join(known)}"
         )
     return spec
+
+
+def is_judge(name: str) -> bool:
+    """The one test of "is this grader an LLM judge" (kind "model"). An unknown name counts as
+    a judge: a report may name a grader this version no longer has, and a judge is the
+    cautious reading (calibration asked for, not waived)."""
+    _load_builtin()
+    spec = _REGISTRY.get(name)
+    return spec is None or spec.kind == "model"
+
+
+def judge_graders() -> list[str]:
+    """Every registered judge grader, sorted."""
+    return [g for g in known_graders() if is_judge(g)]
 
 
 def validate_config(name: str, config: Mapping[str, Any] | BaseModel | None) -> GraderConfig:

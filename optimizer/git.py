@@ -17,7 +17,6 @@ import re
 import secrets
 import shutil
 import signal
-import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -28,6 +27,7 @@ from typing import Any, Self
 
 import git
 
+from optimizer.core.config import STATE_ENV, STATE_FOLDER, state_folder
 from optimizer.core.killpoint import kill_point
 from optimizer.core.results import Provenance
 
@@ -69,12 +69,13 @@ _HOOKS_INSTALLED = False
 _PREVIOUS_SIGTERM: Any = None
 
 
-def _remove_worktree(repo_dir: Path, wt: Path, tmp: Path) -> None:
-    """Best effort: `git worktree remove --force`, delete the folder, `git worktree prune`."""
-    subprocess.run(["git", *_SAFE_CONFIG, "worktree", "remove", "--force", str(wt)],
-                   cwd=repo_dir, capture_output=True, check=False)
-    shutil.rmtree(tmp, ignore_errors=True)
-    subprocess.run(["git", "worktree", "prune"], cwd=repo_dir, capture_output=True, check=False)
+def remove_worktree(repo_dir: Path, wt: Path, tmp: Path | None) -> None:
+    """The one removal of a candidate worktree, best effort (also at exit and on SIGTERM):
+    `git worktree remove --force`, delete its temporary folder `tmp`, `git worktree prune`."""
+    _plain(repo_dir, *_SAFE_CONFIG, "worktree", "remove", "--force", str(wt))
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
+    _plain(repo_dir, "worktree", "prune")
 
 
 def cleanup_live_worktrees() -> None:
@@ -82,7 +83,7 @@ def cleanup_live_worktrees() -> None:
     with _LOCK:
         items = list(_LIVE.items())
     for wt, (repo_dir, tmp) in items:
-        _remove_worktree(repo_dir, wt, tmp)
+        remove_worktree(repo_dir, wt, tmp)
         with _LOCK:
             _LIVE.pop(wt, None)
 
@@ -130,7 +131,7 @@ def sanitize_ref_component(text: str) -> str:
 
 
 def _plain(cwd: Path, *args: str) -> str | None:
-    """Output of a read-only git command run in `cwd`, None when git fails or is missing."""
+    """Output of a git command run in `cwd` (GitPython), None when git fails or is missing."""
     try:
         return str(git.Git(str(cwd)).execute(["git", *args])).strip()
     except (git.GitCommandError, git.GitCommandNotFound, OSError):
@@ -350,7 +351,7 @@ class GitOps:
             with _LOCK:
                 live = wt in _LIVE
             if live:
-                _remove_worktree(self.root, wt, tmp)
+                remove_worktree(self.root, wt, tmp)
                 with _LOCK:
                     _LIVE.pop(wt, None)
 
@@ -395,16 +396,12 @@ def state_dir(explicit: Path | None = None) -> Path:
     The folder is added to the repository's `.git/info/exclude` so it never shows up as an
     untracked change in the user's checkout.
     """
-    if explicit is not None:
-        return explicit
-    env = os.environ.get("PROMPTLOOP_HOME")
-    if env:
-        return Path(env)
+    if explicit is not None or os.environ.get(STATE_ENV):
+        return state_folder(None, explicit)
     root = repo_root()
-    if root is None:
-        return Path.cwd() / ".promptloop"
-    add_exclude(root, ".promptloop/")
-    return root / ".promptloop"
+    if root is not None:
+        add_exclude(root, f"{STATE_FOLDER}/")
+    return state_folder(root)
 
 
 def provenance(root: Path | None = None) -> Provenance:

@@ -19,11 +19,17 @@ without the ledger.
 from __future__ import annotations
 
 import contextlib
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from optimizer.git import BRANCH_PREFIX, WORKTREE_PREFIX, GitOps, GitOpsError, identity_env
+from optimizer.git import (
+    BRANCH_PREFIX,
+    WORKTREE_PREFIX,
+    GitOps,
+    GitOpsError,
+    identity_env,
+    remove_worktree,
+)
 
 VERDICT_TRAILER = "Promptloop-Verdict"
 BRANCH_TRAILER = "Promptloop-Branch"
@@ -113,17 +119,11 @@ class Sweeper(GitOps):
     def remove_worktree(self, path: Path) -> bool:
         """Remove a candidate worktree at `path` (registered or not) and its temp folder, then
         prune. Only folders named like ours are deleted from disk. True when anything was."""
-        removed = False
-        if any(w.path.resolve() == path.resolve() for w in self.worktrees()):
-            with contextlib.suppress(GitOpsError):
-                self._git("worktree", "remove", "--force", str(path))
-                removed = True
+        registered = any(w.path.resolve() == path.resolve() for w in self.worktrees())
         folder = path.parent
-        if folder.name.startswith(WORKTREE_PREFIX) and folder.exists():
-            shutil.rmtree(folder, ignore_errors=True)
-            removed = True
-        self.prune()
-        return removed
+        ours = folder.name.startswith(WORKTREE_PREFIX) and folder.exists()
+        remove_worktree(self.root, path, folder if ours else None)
+        return registered or ours
 
     def drop_branch(self, branch: str) -> bool:
         """Remove one of our half-made candidate branches and any worktree left holding it

@@ -103,3 +103,121 @@ def test_no_cycles_between_packages() -> None:
     for node in sorted(graph):
         if node not in seen:
             visit(node, [])
+
+
+# --- module-level cycles over agents, graders and optimizer -----------------------------------
+
+PROJECT = ROOT.parent
+PACKAGES = ("agents", "graders", "optimizer")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PROJECT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _top_level_imports(path: Path, known: set[str]) -> set[str]:
+    """Modules of the project `path` imports when it is imported: statements at module level
+    (also inside a top-level `if`/`try`), not those inside functions or `if TYPE_CHECKING:`."""
+    me = _module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    out: set[str] = set()
+
+    def resolve(name: str) -> str | None:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    def walk(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If):
+                test = node.test
+                if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+                    walk(node.orelse)
+                    continue
+                walk(node.body)
+                walk(node.orelse)
+            elif isinstance(node, ast.Try):
+                walk(node.body)
+                for h in node.handlers:
+                    walk(h.body)
+                walk(node.orelse)
+                walk(node.finalbody)
+            elif isinstance(node, ast.Import):
+                out.update(t for a in node.names if (t := resolve(a.name)))
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                for a in node.names:  # `from pkg import module` imports the module
+                    target = resolve(f"{base}.{a.name}") if f"{base}.{a.name}" in known \
+                        else resolve(base)
+                    if target:
+                        out.add(target)
+
+    walk(ast.parse(path.read_text(encoding="utf-8")).body)
+    out.discard(me)
+    return out
+
+
+def module_graph() -> dict[str, set[str]]:
+    paths = [p for pkg in PACKAGES for p in (PROJECT / pkg).rglob("*.py")]
+    known = {_module_name(p) for p in paths}
+    graph = {_module_name(p): _top_level_imports(p, known) for p in paths}
+    for name, deps in graph.items():  # importing a.b.c runs a/__init__ and a/b/__init__ too
+        deps.discard(name)
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    import sys
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                strong(v)
+    finally:
+        sys.setrecursionlimit(limit)
+    return out
+
+
+def test_find_cycles_sees_a_cycle() -> None:
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_level_import_cycle() -> None:
+    cycles = find_cycles(module_graph())
+    assert not cycles, "module-level import cycles:\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)

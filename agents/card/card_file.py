@@ -7,8 +7,6 @@ scalar per line, never folded (SPEC section 8).
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ import yaml
 from filelock import FileLock
 
 from agents.card.card_yaml import dump_yaml
+from agents.files import write_atomic
 
 KEY_ORDER = (
     "fact_id",
@@ -65,19 +64,7 @@ def write_card_atomic(path: Path, card: dict[str, Any], *, durable: bool = True)
 
     `durable=False` skips the fsync: the rename stays atomic for readers, only crash
     durability is lost, which a throw-away trial workspace does not need."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(dump_card(card))
-            fh.flush()
-            if durable:
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, dump_card(card), durable=durable)
 
 
 def _lock(path: Path) -> FileLock:

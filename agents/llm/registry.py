@@ -6,24 +6,13 @@ that provider is actually chosen.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from agents.llm.errors import ModelConfigError
+from agents.llm.options import Factory, ModelOptions
 from agents.llm.types import ModelClient
+from agents.names import did_you_mean
 
-
-@dataclass(frozen=True)
-class ModelOptions:
-    """Provider-independent client options (CLI flags / config)."""
-
-    base_url: str | None = None
-    timeout_s: float = 120.0
-    max_retries: int = 4
-
-
-Factory = Callable[[str, ModelOptions], ModelClient]
 _PROVIDERS: dict[str, Factory] = {}
 _SEEDED: dict[str, bool] = {"scripted": True}
 """Per provider: whether it sends `ModelSettings.seed` to the model (scripted models see the
@@ -50,8 +39,7 @@ def parse_model_id(model_id: str) -> tuple[str, str]:
     provider, sep, name = model_id.partition(":")
     provider = provider.strip().lower()
     if provider not in _known_providers():
-        hint = difflib.get_close_matches(provider, _known_providers(), n=1)
-        extra = f" Did you mean '{hint[0]}'?" if hint else ""
+        extra = did_you_mean(provider, _known_providers())
         raise ModelConfigError(
             f"unknown model provider '{provider}' in model id '{model_id}'. "
             f"Known providers: {', '.join(_known_providers())}.{extra}"

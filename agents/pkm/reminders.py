@@ -16,11 +16,11 @@ working; the next recorded session writes both histories into `pkm_stats.json`.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from agents.files import write_atomic
 from agents.pkm.paths import Sandbox
 from agents.tools import ToolError
 
@@ -167,11 +167,8 @@ def append_session(workspace_root: Path, fact_id: str, at: str, edited: Sequence
     sessions = load_sessions(workspace_root)
     sessions.append({"fact_id": fact_id, "at": at, "edited": [p.lstrip("/") for p in edited]})
     path = workspace_root / STATS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
     payload = {"version": STATS_VERSION, "sessions": sessions}
-    tmp.write_text(json.dumps(payload, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
 
 
 def read_reminders(

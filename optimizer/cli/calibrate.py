@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from optimizer.cli import ui
-from optimizer.cli.lifecycle_common import JsonOpt, StateOpt, run_command
+from optimizer.cli.common import JsonOpt, StateOpt
+from optimizer.cli.util import guarded
 from optimizer.report import fmt
 
 
@@ -60,4 +61,4 @@ def calibrate(
         (ui.info if status.calibrated else ui.warn)(status.message)
         ui.info(f"Saved {path}")
 
-    run_command(body)
+    guarded(body)

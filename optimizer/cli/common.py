@@ -124,6 +124,12 @@ RegressionToleranceOpt = Annotated[
         "more trials and rejects if the drop survives.",
     ),
 ]
+MaxTurnsOpt = Annotated[int, typer.Option(
+    "--max-turns", min=1, envvar="PROMPTLOOP_MAX_TURNS", rich_help_panel=RUN,
+    help="Agent turns per run.")]
+MaxRunsOpt = Annotated[int, typer.Option(
+    "--max-runs", min=1, envvar="PROMPTLOOP_MAX_RUNS", rich_help_panel=RUN,
+    help="Agent runs per trial.")]
 StateOpt = Annotated[
     Path | None,
     typer.Option(

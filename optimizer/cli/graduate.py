@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from optimizer.cli import ui
-from optimizer.cli.lifecycle_common import JsonOpt, StateOpt, run_command
-from optimizer.cli.util import require_repo
+from optimizer.cli.common import JsonOpt, StateOpt
+from optimizer.cli.util import guarded, require_repo
 
 
 def graduate(
@@ -69,4 +69,4 @@ def graduate(
         if record.commit:
             ui.info(f"Commit {record.commit[:12]}; PR body: {record.pr_body_path}")
 
-    run_command(body)
+    guarded(body)

@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from optimizer.cli import ui
-from optimizer.cli.lifecycle_common import JsonOpt, StateOpt, run_command
+from optimizer.cli.common import JsonOpt, StateOpt
+from optimizer.cli.util import guarded
 
 
 def _suite_name(suite: str, kind: str) -> str:
@@ -103,4 +104,4 @@ def health(
             ui.show_table(ambiguous_table(result.ambiguous), "Ambiguous or flaky tasks")
         ui.info(f"Saved {path}")
 
-    run_command(body)
+    guarded(body)

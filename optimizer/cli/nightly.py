@@ -11,13 +11,13 @@ from pydantic import ValidationError
 
 from optimizer.cli import ui
 from optimizer.cli.common import (
-    OUTPUT,
     PUBLISH,
     AgentModelOpt,
     BaseUrlOpt,
     BatchOpt,
     ConcurrencyOpt,
     EventsOpt,
+    JsonOpt,
     JudgeModelOpt,
     ProposerModelOpt,
     StateOpt,
@@ -87,8 +87,6 @@ MaxTokensOpt = Annotated[int | None, Opt(
 MaxWallOpt = Annotated[float | None, Opt(
     envvar="PROMPTLOOP_MAX_WALL_MINUTES", metavar="MIN", rich_help_panel=BUDGET,
     help="Budget in wall-clock minutes.")]
-NightJsonOpt = Annotated[bool, Opt(
-    "--json", rich_help_panel=OUTPUT, help="Print the night's summary as JSON.")]
 
 
 def nightly(
@@ -114,7 +112,7 @@ def nightly(
     max_wall_minutes: MaxWallOpt = None,
     state_dir: StateOpt = None,
     events: EventsOpt = None,
-    as_json: NightJsonOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Run one unattended night: baselines, then optimize iterations within the budgets.
 

@@ -14,7 +14,6 @@ from agents.runtime import DEFAULT_MAX_TURNS
 from optimizer.cli import ui
 from optimizer.cli.common import (
     GATE,
-    RUN,
     AgentModelOpt,
     AllOpt,
     BaseUrlOpt,
@@ -22,6 +21,8 @@ from optimizer.cli.common import (
     EventsOpt,
     JsonOpt,
     JudgeModelOpt,
+    MaxRunsOpt,
+    MaxTurnsOpt,
     MinImprovementOpt,
     ProposerModelOpt,
     RegressionToleranceOpt,
@@ -92,10 +93,6 @@ RoundTrialsOpt = Annotated[int, Opt(
 MaxTrialsOpt = Annotated[int, Opt(
     "--max-trials", min=1, envvar="PROMPTLOOP_MAX_TRIALS", rich_help_panel=GATE,
     help="Trials per task the sequential gate may reach before it stops undecided.")]
-MaxTurnsOpt = Annotated[int, Opt(
-    min=1, envvar="PROMPTLOOP_MAX_TURNS", rich_help_panel=RUN, help="Agent turns per run.")]
-MaxRunsOpt = Annotated[int, Opt(
-    min=1, envvar="PROMPTLOOP_MAX_RUNS", rich_help_panel=RUN, help="Agent runs per trial.")]
 
 
 def optimize(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from agents.runtime import DEFAULT_MAX_TURNS
 from optimizer.cli import ui
 from optimizer.cli.common import (
     GATE,
@@ -16,10 +17,13 @@ from optimizer.cli.common import (
     AgentModelOpt,
     AllOpt,
     BaseUrlOpt,
+    BatchOpt,
     ConcurrencyOpt,
     EventsOpt,
     JsonOpt,
     JudgeModelOpt,
+    MaxRunsOpt,
+    MaxTurnsOpt,
     MinImprovementOpt,
     RegressionToleranceOpt,
     RunLog,
@@ -85,6 +89,9 @@ def review(
     fail_on_regression: FailOnRegressionOpt = False,
     trials: TrialsOpt = None,
     concurrency: ConcurrencyOpt = None,
+    batch: BatchOpt = False,
+    max_turns: MaxTurnsOpt = DEFAULT_MAX_TURNS,
+    max_runs: MaxRunsOpt = 4,
     output: OutputOpt = None,
     post: PostOpt = False,
     pr: PrOpt = None,

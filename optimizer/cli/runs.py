@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import shutil
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from optimizer.cli import ui
+from optimizer.cli.common import JsonOpt, StateOpt
 from optimizer.cli.util import guarded
 from optimizer.core.config import ConfigError
 from optimizer.core.names import did_you_mean
@@ -79,14 +79,8 @@ def runs(
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Show only the newest N runs.")
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the runs' index entries as JSON.")
-    ] = False,
-    state_dir: Annotated[
-        Path | None,
-        typer.Option("--state-dir", envvar="PROMPTLOOP_HOME",
-                     help="State folder (default: <repo>/.promptloop)."),
-    ] = None,
+    as_json: JsonOpt = False,
+    state_dir: StateOpt = None,
 ) -> None:
     """List saved runs, newest first: suite, agent, model, prompt hash, commit, pass rates."""
     from optimizer.git import state_dir as resolve_state

@@ -120,8 +120,9 @@ def column_widths(view: TableView, layout: Layout) -> tuple[list[int], list[int]
     for i in keep:
         title = view.columns[i].brief if layout.brief else view.columns[i].title
         texts = [title, *(row[i].text for row in view.rows)]
-        lows.append(max(_longest_word(t) for t in texts) or 1)
         highs.append(max(cell_len(t) for t in texts) or 1)
+        cells = [row[i].text for row in view.rows] if view.columns[i].nowrap else []
+        lows.append(max([_longest_word(t) for t in texts] + [cell_len(t) for t in cells]) or 1)
     return lows, highs
 
 

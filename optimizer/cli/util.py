@@ -14,6 +14,7 @@ from optimizer.cli import ui
 from optimizer.core.config import ConfigError
 from optimizer.core.suites import SuiteError
 from optimizer.git import GitOpsError
+from optimizer.lifecycle.errors import LifecycleError
 from optimizer.report.store import ReportError
 from optimizer.run.runner import AllTrialsErroredError
 
@@ -22,15 +23,18 @@ EXIT_OK, EXIT_USER, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def guarded(fn: Callable[[], T]) -> T:
-    """Run a command body, mapping errors to one `Error:` line and a meaningful exit code:
-    1 for user/configuration errors, 2 for infrastructure failures, 130 for Ctrl-C."""
+    """Run a command body, mapping errors to one `Error:` line and the README's exit code:
+    1 for user/configuration errors (unknown names, refused graduations, bad labels, git refs,
+    unreadable reports), 2 for infrastructure failures (models, every trial errored, the disk),
+    130 for Ctrl-C. The one mapping every command uses."""
     try:
         return fn()
-    except (ConfigError, SuiteError, ReportError, GitOpsError, ValueError) as err:
+    except (ConfigError, SuiteError, ReportError, GitOpsError, LifecycleError, ValueError) as err:
         ui.error(str(err))  # ui.error escapes: a name from a user's file may look like markup
         raise typer.Exit(EXIT_USER) from None
-    except (ModelError, AllTrialsErroredError) as err:
-        ui.error(f"{type(err).__name__}: {err}")
+    except (ModelError, AllTrialsErroredError, OSError) as err:
+        # the message says what failed; a class name (CredentialsError) is not for the user
+        ui.error(str(err) or type(err).__name__)
         raise typer.Exit(EXIT_INFRA) from None
     except KeyboardInterrupt:
         ui.error("interrupted")
@@ -40,7 +44,8 @@ def guarded(fn: Callable[[], T]) -> T:
 def option_errors(err: ValidationError) -> str:
     """A pydantic error of a command's config as `--option: problem` pairs."""
     return "; ".join(
-        f"--{'.'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}"
+        f"--{'.'.join(str(p) for p in e['loc']).replace('_', '-')}: "
+        f"{e['msg'].removeprefix('Value error, ')}"
         for e in err.errors()
     )
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import webbrowser
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from optimizer.cli import ui
+from optimizer.cli.common import StateOpt
 from optimizer.cli.util import guarded
 from optimizer.core.config import ConfigError
 from optimizer.git import state_dir as resolve_state
@@ -25,11 +25,7 @@ def view(
                           help="Address to bind. The default is loopback only; anything else "
                           "shows your runs and transcripts to the network.")
     ] = "127.0.0.1",
-    state_dir: Annotated[
-        Path | None,
-        typer.Option("--state-dir", envvar="PROMPTLOOP_HOME",
-                     help="State folder to serve (default: <repo>/.promptloop)."),
-    ] = None,
+    state_dir: StateOpt = None,
     open_browser: Annotated[
         bool, typer.Option("--open/--no-open", help="Open the runs list in a web browser.")
     ] = False,

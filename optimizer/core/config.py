@@ -1,4 +1,4 @@
-"""Shared configuration: defaults, `promptloop.toml`, the state directory and provenance.
+"""Shared configuration: defaults, `promptloop.toml` and where the state folder is.
 
 Precedence of settings (flag > env var > promptloop.toml > default) is implemented once, in the
 CLI (`optimizer/cli/common.py`); this module only reads the file.
@@ -6,6 +6,7 @@ CLI (`optimizer/cli/common.py`); this module only reads the file.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,9 @@ from agents.llm.registry import parse_model_id
 
 DEFAULT_AGENT_MODEL = "local:smollm2"
 CONFIG_FILE = "promptloop.toml"
+STATE_FOLDER = ".promptloop"
+"""The state folder's name at the repository root (the one place this literal is written)."""
+STATE_ENV = "PROMPTLOOP_HOME"
 
 # A judge should be a different, stronger model than the agent (SPEC section 5).
 _DEFAULT_JUDGES = {
@@ -26,6 +30,18 @@ _DEFAULT_JUDGES = {
 
 class ConfigError(Exception):
     """A user configuration problem (exit code 1)."""
+
+
+def state_folder(root: Path | None, explicit: Path | None = None) -> Path:
+    """The one resolver of the state folder, without side effects: `explicit` (--state-dir),
+    else $PROMPTLOOP_HOME, else <root>/.promptloop (the current folder outside a repository).
+    `git.state_dir` adds the folder to the repository's exclude file on top."""
+    if explicit is not None:
+        return explicit
+    env = os.environ.get(STATE_ENV)
+    if env:
+        return Path(env)
+    return (root or Path.cwd()) / STATE_FOLDER
 
 
 def default_judge(agent_model: str) -> str:

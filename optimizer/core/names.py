@@ -3,17 +3,11 @@
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable
 from typing import Annotated
 
 from pydantic import AfterValidator
 
-
-def did_you_mean(value: str, options: Iterable[str]) -> str:
-    """` Did you mean 'x'?` for the closest option, or '' when none is close."""
-    hint = difflib.get_close_matches(value, list(options), n=1)
-    return f" Did you mean '{hint[0]}'?" if hint else ""
+from agents.names import did_you_mean
 
 
 def agent_names() -> tuple[str, ...]:

@@ -4,7 +4,8 @@ Each bucket gets the mean paired score difference (candidate - baseline), pass r
 fail->pass (`fixed`) and pass->fail (`broken`) counts, one-sided sign-flip p-values for
 improvement and for regression, the two-sided exact McNemar p-value on the pass flips, and a
 paired-bootstrap interval that is shown to readers but never decides anything: the
-decisions of `optimizer.gate.policy` and `optimizer.gate.sequential` use the exact p-values.
+decisions of `optimizer.gate.verdict` and `optimizer.gate.sequential` use the exact p-values.
+`GatePolicy` lives in `optimizer.gate.policy` (imported here too, for older imports).
 """
 
 from __future__ import annotations
@@ -15,15 +16,17 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from optimizer.core.results import RunResult
-from optimizer.gate.exact import Spending, mcnemar_pvalue, sign_flip_pvalue
+from optimizer.gate.exact import mcnemar_pvalue, sign_flip_pvalue
 from optimizer.gate.pairing import Pair, pair_runs
+from optimizer.gate.policy import GatePolicy  # re-exported: its home was this module
 
 BucketStatus = Literal["improved", "regressed", "unchanged", "inconclusive"]
 
 
+<<<<<<< HEAD
 class GatePolicy(BaseModel):
     """How the gate decides. Defaults are calibrated by bench/gate_calibration.py."""
 
@@ -90,6 +93,8 @@ class GatePolicy(BaseModel):
     require_significant_improvement: bool = True
 
 
+=======
+>>>>>>> h-dedup
 class BucketComparison(BaseModel):
     """Base vs candidate on one bucket. Mean/CI/rate fields are None when no pair survived."""
 

@@ -23,8 +23,8 @@ from typing import Literal
 from optimizer.gate.compare import GatePolicy
 from optimizer.gate.exact import anytime_pvalue, betting_log_wealth, holm
 from optimizer.gate.pairing import Pair
-from optimizer.gate.policy import POOLED
 from optimizer.gate.tasks import TaskFinding
+from optimizer.gate.verdict import POOLED
 
 HarmState = Literal["no harm", "harm not ruled out", "regressed"]
 

@@ -1,177 +1,126 @@
-"""Verdicts from bucket comparisons: the verdict models and review's regression family. Pure.
+"""How the gate decides, and how its verdicts name their statistics. Pure.
 
-`regression_family` is the fixed-sample family `decide_review` uses on a prompt change with no
-target bucket: one-sided sign-flip tests, one per bucket plus one pooled over every pair (a
-thin regression spread over many buckets), corrected with the weighted Holm procedure at
-`regression_alpha` (family-wise). A bucket whose mean score drops by at least
-`regression_tolerance` is a suspect even when not significant; review confirms suspects with
-more trials. The sequential gate of optimize (`optimizer.gate.sequential`) tests the same
-hypotheses with their anytime-valid form (`optimizer.gate.harm`), since it picks its trials
-as it goes.
+`GatePolicy` holds every threshold of the gate (optimize's sequential gate, review's fixed
+family and harm detection); the method texts below are the one place a verdict's "tests: ..."
+reason is worded, for optimize (`gate_method_text`) and review (`review_method_text`,
+`harm_method_text`). A new gate test names itself here. The verdicts themselves are built in
+`optimizer.gate.verdict` (review) and `optimizer.gate.sequential` (optimize).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
-from optimizer.gate.compare import BucketComparison, GatePolicy, compare_bucket, describe
-from optimizer.gate.exact import holm
-from optimizer.gate.pairing import Pair
-
-Decision = Literal["accept", "reject", "inconclusive"]
-POOLED = "(all other buckets)"
+from optimizer.gate.exact import Spending
 
 
-class RegressionFindings(BaseModel):
-    """What the regression family found among the non-target buckets."""
+class GatePolicy(BaseModel):
+    """How the gate decides. Defaults are calibrated by bench/gate_calibration.py."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    significant: list[str] = Field(default_factory=list)
-    """Buckets (or POOLED) whose regression test is rejected by weighted Holm."""
-    past_margin: list[str] = Field(default_factory=list)
-    """Buckets whose mean score dropped by at least the practical margin."""
-    suspects: list[str] = Field(default_factory=list)
-    """Buckets worth confirming: past the margin, or uncorrected p below `suspect_p`."""
-    pooled: BucketComparison | None = None
-    tested: int = 0
-    """Number of hypotheses in the family (buckets with pairs, + the pooled test)."""
-
-
-def regression_family(
-    comps: Sequence[BucketComparison],
-    pooled_pairs: Sequence[Pair],
-    policy: GatePolicy,
-) -> RegressionFindings:
-    """Apply the regression family to the non-target comparisons `comps`."""
-    usable = [c for c in comps if c.n_pairs and c.delta is not None]
-    out = RegressionFindings()
-    if not usable:
-        return out
-    pooled = compare_bucket(POOLED, pooled_pairs, policy, interval=False)
-    out.pooled = pooled
-    share = (1.0 - policy.pooled_weight) / len(usable)
-    pvals = [c.p_regress for c in usable] + [pooled.p_regress]
-    weights = [share] * len(usable) + [policy.pooled_weight]
-    rejected = holm(pvals, policy.regression_alpha, weights)
-    out.tested = len(pvals)
-    names = [c.bucket for c in usable] + [POOLED]
-    out.significant = [n for n, r in zip(names, rejected, strict=True) if r]
-    for c in usable:
-        assert c.delta is not None
-        if c.delta <= -policy.regression_tolerance + 1e-12:
-            out.past_margin.append(c.bucket)
-        if c.delta < 0 and (c.bucket in out.past_margin or c.p_regress <= policy.suspect_p):
-            out.suspects.append(c.bucket)
-    return out
-
-
-class BucketVerdict(BaseModel):
-    """One non-target bucket's harm statement (`optimizer.gate.harm`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    bucket: str
-    state: Literal["no harm", "harm not ruled out", "regressed"]
-    statement: str
-
-
-class Verdict(BaseModel):
-    """The gate's decision with its evidence; `reasons` are for humans (ledger, PR body)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    decision: Decision
-    target_bucket: str
-    reasons: list[str] = Field(default_factory=list)
-    suspected_regressions: list[str] = Field(default_factory=list)
-    target: BucketComparison | None = None
-    test: str = ""
-    """The statistics behind the decision, named as in a methods section."""
-    stopped: str = ""
-    """Why the sequential gate stopped (screen, efficacy, futility, max trials, regression)."""
-    looks: int = 0
-    trials_per_task: int = 0
-    """Trials per target task (each side) when the gate stopped."""
-    model_trials: int = 0
-    """Trials run for this decision (baseline extensions + candidate), cached ones excluded."""
-    visible: BucketComparison | None = None
-    heldout: BucketComparison | None = None
-    heldout_tasks: list[str] = Field(default_factory=list)
-    buckets: list[BucketVerdict] = Field(default_factory=list)
-    """Every non-target bucket's statement: no harm, harm not ruled out, or regressed."""
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    """One-sided level of the target bucket's improvement test, spent across sequential looks."""
+    min_improvement: float = Field(default=0.05, ge=0.0, le=1.0)
+    """Minimum mean score gain of the target bucket (the practical effect size)."""
+    regression_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    """Family-wise level of the regression tests (Holm over the buckets + the pooled rest)."""
+    regression_tolerance: float = Field(default=0.25, ge=0.0, le=1.0)
+    """The drop in a task's mean score (graded and judge-scored tasks) that harm detection
+    must rule out before a task says "no harm"; review also calls a bucket whose mean score
+    fell by this much regressed once its tasks confirm it."""
+    suspect_p: float = Field(default=0.1, gt=0.0, le=1.0)
+    """Review only: uncorrected one-sided p-value below which a falling bucket is a suspect
+    worth confirming too."""
+    pooled_weight: float = Field(default=0.5, gt=0.0, lt=1.0)
+    """Share of the regression alpha given to the pooled test over all non-target buckets
+    (a broad, thin regression), the rest being shared by the per-bucket tests."""
+    max_trials: int = Field(default=8, ge=1)
+    """Trials per task the sequential gate may reach (baseline and candidate alike)."""
+    round_trials: int = Field(default=2, ge=1)
+    """Trials added per task and side in each round on the target or on held-out tasks."""
+    sweep_trials: int = Field(default=1, ge=1)
+    """Trials per task added in each round of harm detection (on top of the trials each task
+    needs on its clean path, which the first round asks for at once)."""
+    harm_max_trials: int = Field(default=32, ge=1)
+    """Candidate trials per task harm detection may reach (it rarely needs them: only tasks
+    whose trials stay undecided get there)."""
+    harm_break_alpha: float = Field(default=0.016, gt=0.0, lt=1.0)
+    """Level of each task's exact break test (candidate vs its own baseline record)."""
+    harm_pass_drop: float = Field(default=0.5, gt=0.0, le=1.0)
+    """The drop in a pass/fail task's pass rate each task must rule out to say "no harm"."""
+    harm_task_beta: float = Field(default=0.125, gt=0.0, lt=1.0)
+    """Wald's bound per task: a broken task says "no harm" with probability about this."""
+    harm_steady_beta: float = Field(default=1 / 6, gt=0.0, lt=1.0)
+    """Wald's bound for a task that passes 75-90% of its recorded trials."""
+    flaky_trials: int = Field(default=2, ge=1)
+    """Candidate trials a flaky task (under 75% of its recorded trials passed) needs before
+    its results can be called consistent with its own measured flakiness."""
+    history_min: int = Field(default=10, ge=0)
+    """A suspect task with fewer recorded baseline trials gets fresh baseline trials too."""
+    bucket_bet: float = Field(default=0.9, gt=0.0, lt=1.0)
+    """Largest stake of the adaptive (aGRAPA) betting tests on each bucket's and the pooled
+    paired differences."""
+    spending: Spending = "obrien-fleming"
+    """Lan-DeMets spending function of the target's looks (pocock: the Pocock-type function
+    alpha*ln(1+(e-1)t), tested at union-bound increments)."""
+    heldout_share: float = Field(default=1 / 3, ge=0.0, lt=1.0)
+    """Share of the target bucket's tasks never shown to the proposer (at least one task once
+    the bucket has `heldout_min_tasks`)."""
+    heldout_min_tasks: int = Field(default=3, ge=2)
+    heldout_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    heldout_spending: Spending = "obrien-fleming"
+    """Spending function of the held-out test's looks (most of its alpha at the last look:
+    a held-out task is a handful of trials, and its early looks rarely decide)."""
+    """One-sided level of the held-out improvement test (its own alpha, spent over looks)."""
+    confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
+    """Level of the displayed bootstrap interval (display only)."""
+    n_boot: int = Field(default=2000, ge=1)
+    seed: int = 0
+    require_significant_improvement: bool = True
 
 
-ReviewDecision = Literal["regresses", "improves", "neutral", "inconclusive"]
+def _harm_per_task(p: GatePolicy) -> str:
+    """Harm detection per task, as optimize and review both run it."""
+    return (f"one-sided Fisher exact / two-sample permutation test against the task's own "
+            f"baseline record at {p.harm_break_alpha:g} (break), Wald's ratio >= "
+            f"{1 / p.harm_task_beta:g} (tasks passing 75-90%: {1 / p.harm_steady_beta:g}) "
+            f"against a drop of {p.harm_pass_drop:g} in pass rate or "
+            f"{p.regression_tolerance:g} in mean score")
 
 
-class ReviewVerdict(BaseModel):
-    """The gate's verdict on a change with no target bucket (a prompt PR under review)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    decision: ReviewDecision
-    reasons: list[str] = Field(default_factory=list)
-    regressed: list[str] = Field(default_factory=list)
-    improved: list[str] = Field(default_factory=list)
-    suspects: list[str] = Field(default_factory=list)
-    open: list[str] = Field(default_factory=list)
-    """Buckets whose harm detection ended "harm not ruled out"."""
-    buckets: list[BucketVerdict] = Field(default_factory=list)
-    """Every bucket's harm statement (empty when harm detection did not run)."""
+def _harm_per_bucket(p: GatePolicy) -> str:
+    """Review's bucket family (its pairs ran side by side: anytime-valid betting tests)."""
+    return (f"per bucket and pooled: adaptive (aGRAPA) sign-flip betting tests, anytime-valid, "
+            f"weighted Holm at alpha={p.regression_alpha:g}")
 
 
-def decide_review(
-    comparisons: Sequence[BucketComparison],
-    policy: GatePolicy | None = None,
-    pooled_pairs: Sequence[Pair] = (),
-    harm: Sequence[BucketVerdict] | None = None,
-    harm_pooled: bool = False,
-    harm_reasons: Sequence[str] = (),
-) -> ReviewVerdict:
-    """`regresses` if harm detection says a bucket regressed (`harm`, `harm_pooled`: all
-    buckets pooled), or the fixed-sample family rejects a bucket (Holm), or a drop past the
-    margin stands; else `inconclusive` when some bucket's harm was not ruled out; else
-    `improves` if a bucket improved (Holm-corrected one-sided test), `neutral` otherwise.
-    With `harm` given, `improves` and `neutral` therefore need every bucket to say "no harm".
-    `suspects` lists buckets worth confirming with more trials."""
-    pol = policy or GatePolicy()
-    fam = regression_family(comparisons, pooled_pairs, pol)
-    harmed = [b.bucket for b in harm or () if b.state == "regressed"]
-    regressed = sorted({*fam.significant, *fam.past_margin, *harmed} - {POOLED})
-    if POOLED in fam.significant or harm_pooled:
-        regressed.append(POOLED)
-    open_ = [b.bucket for b in harm or () if b.state == "harm not ruled out"]
-    usable = [c for c in comparisons if c.n_pairs and c.delta is not None]
-    rej = holm([c.p_improve for c in usable], pol.alpha) if usable else []
-    improved = [c.bucket for c, r in zip(usable, rej, strict=True)
-                if r and c.delta is not None and c.delta >= pol.min_improvement]
-    by_name = {c.bucket: c for c in comparisons}
-    family = {*fam.significant, *fam.past_margin}
-    reasons = [f"bucket {b!r} regressed: {describe(by_name[b])}" for b in regressed
-               if b in by_name and b in family]
-    if POOLED in fam.significant and fam.pooled is not None:
-        reasons.append(f"all other buckets together regressed: {describe(fam.pooled)}")
-    reasons += [f"bucket {b!r} improved: {describe(by_name[b])}" for b in improved]
-    reasons += harm_reasons
-    if not regressed and open_:
-        reasons.append(f"inconclusive: harm not ruled out in bucket(s) {', '.join(open_)}")
-    elif not regressed and not improved:
-        reasons.append(f"no bucket changed beyond the thresholds ({len(usable)} bucket(s) with "
-                       "paired trials)" if usable else "no bucket has paired trials")
-    reasons.append(method_text(pol, fam.tested))
-    _dropped_reason(comparisons, reasons)
-    decision: ReviewDecision = ("regresses" if regressed else "inconclusive" if open_
-                                else "improves" if improved else "neutral")
-    return ReviewVerdict(decision=decision, reasons=reasons, regressed=regressed,
-                         improved=improved, suspects=fam.suspects, open=open_,
-                         buckets=list(harm or ()))
+def _harm_family(p: GatePolicy) -> str:
+    """Optimize's bucket family: the candidate against the tasks' records, once, at the end
+    (the cached baseline's pairs would carry the drift since it ran)."""
+    return ("per bucket and pooled: one-sided exact stratified Fisher tests of the candidate's "
+            f"passes against the tasks' records on the final look, weighted Holm at "
+            f"alpha={p.regression_alpha:g}")
 
 
-def method_text(policy: GatePolicy, tested: int) -> str:
+def gate_method_text(policy: GatePolicy, harm: bool = True) -> str:
+    """The statistics of an optimize verdict (the sequential gate), named as in a methods
+    section; without `harm` only the target's tests (the gate stopped before harm detection)."""
+    p = policy
+    target = (f"tests: target improvement on the visible tasks by a one-sided exact "
+              f"stratified Fisher test of the candidate's passes against each task's own "
+              f"record (lineage history + baseline) at alpha={p.alpha:g}, spent over looks by "
+              f"the Lan-DeMets {p.spending}-type function at union-bound increments; held-out "
+              f"tasks that failed on the baseline by the same test at their own "
+              f"alpha={p.heldout_alpha:g} ({p.heldout_spending}-type spending)")
+    if not harm:
+        return target
+    return (f"{target}; harm per task: {_harm_per_task(p)}, graded scores net of the "
+            f"suite-wide median drift (no harm); {_harm_family(p)}; McNemar p-values are "
+            "shown, never decide")
+
+
+def review_method_text(policy: GatePolicy, tested: int) -> str:
     """The statistics of review's fixed-sample decision, for the reasons list."""
     return (f"tests: one-sided paired sign-flip permutation tests (exact), weighted Holm, fixed "
             f"sample (no sequential looks): improvement per bucket at alpha={policy.alpha:g} "
@@ -181,8 +130,9 @@ def method_text(policy: GatePolicy, tested: int) -> str:
             "decide")
 
 
-def _dropped_reason(comparisons: Sequence[BucketComparison], reasons: list[str]) -> None:
-    dropped = [c for c in comparisons if c.n_dropped]
-    if dropped:
-        parts = ", ".join(f"{c.bucket}: {c.n_dropped}" for c in dropped)
-        reasons.append(f"pairs dropped as errored/skipped (infrastructure, not evidence): {parts}")
+def harm_method_text(policy: GatePolicy) -> str:
+    """The statistics of review's harm detection, named as in a methods section."""
+    p = policy
+    return (f"harm per task (every bucket, no target): {_harm_per_task(p)} (no harm); "
+            f"{_harm_per_bucket(p)}; trials added in rounds of {p.round_trials} up to "
+            f"{p.harm_max_trials} per task")

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field, replace
 from optimizer.gate.compare import GatePolicy
 from optimizer.gate.harm import BucketHarm, HarmEvidence, bucket_statement, summary
 from optimizer.gate.pairing import Pair
-from optimizer.gate.policy import POOLED, BucketVerdict
 from optimizer.gate.sequential import Observations, TrialRequest
 from optimizer.gate.tasks import TaskFinding, TaskKey, TaskRecord, graded_shift, judge_task
+from optimizer.gate.verdict import POOLED, BucketVerdict
 
 
 @dataclass(frozen=True)
@@ -67,19 +67,6 @@ class HarmResult:
         if self.statements:
             out.append("harm detection: " + summary(self.statements))
         return out
-
-
-def harm_method_text(policy: GatePolicy) -> str:
-    """The statistics of review's harm detection, named as in a methods section."""
-    p = policy
-    return (f"harm per task (every bucket, no target): one-sided Fisher exact / two-sample "
-            f"permutation test against the task's own baseline record at "
-            f"{p.harm_break_alpha:g} (break); Wald's ratio >= {1 / p.harm_task_beta:g} "
-            f"(tasks passing 75-90%: {1 / p.harm_steady_beta:g}) against a drop of "
-            f"{p.harm_pass_drop:g} in pass rate or {p.regression_tolerance:g} in mean score "
-            f"(no harm); per bucket and pooled: adaptive (aGRAPA) sign-flip betting tests, "
-            f"anytime-valid, weighted Holm at alpha={p.regression_alpha:g}; trials added in "
-            f"rounds of {p.round_trials} up to {p.harm_max_trials} per task")
 
 
 @dataclass

@@ -36,7 +36,7 @@ from optimizer.gate.compare import BucketComparison, GatePolicy, compare_bucket
 from optimizer.gate.exact import holm, look_alpha, stratified_greater_pvalue, stratified_pvalue
 from optimizer.gate.harm import BucketHarm, bucket_statement, summary
 from optimizer.gate.pairing import Pair
-from optimizer.gate.policy import POOLED, BucketVerdict, Decision, Verdict
+from optimizer.gate.policy import gate_method_text
 from optimizer.gate.tasks import (
     TaskFinding,
     TaskKey,
@@ -46,12 +46,12 @@ from optimizer.gate.tasks import (
     judge_task,
     reliable,
 )
+from optimizer.gate.verdict import POOLED, BucketVerdict, Decision, Verdict
 
 Side = Literal["base", "cand"]
 Stage = Literal["screen", "target", "heldout", "harm", "done"]
 Observations = Mapping[TaskKey, TaskRecord]
-__all__ = ["Observations", "SequentialGate", "TaskKey", "TrialRequest", "heldout_tasks",
-           "method_text"]
+__all__ = ["Observations", "SequentialGate", "TaskKey", "TrialRequest", "heldout_tasks"]
 
 
 @dataclass(frozen=True)
@@ -95,28 +95,6 @@ def heldout_tasks(task_ids: Sequence[str], policy: GatePolicy, salt: str = "",
 
 FAILING = 0.5
 """A task fails on the baseline when under half of its recorded trials passed."""
-
-
-def method_text(policy: GatePolicy, harm: bool = True) -> str:
-    """The statistics of a gate verdict, named as in a methods section."""
-    p = policy
-    target = (f"tests: target improvement on the visible tasks by a one-sided exact "
-              f"stratified Fisher test of the candidate's passes against each task's own "
-              f"record (lineage history + baseline) at alpha={p.alpha:g}, spent over looks by "
-              f"the Lan-DeMets {p.spending}-type function at union-bound increments; held-out "
-              f"tasks that failed on the baseline by the same test at their own "
-              f"alpha={p.heldout_alpha:g} ({p.heldout_spending}-type spending)")
-    if not harm:
-        return target
-    return (f"{target}; harm per task: one-sided Fisher exact / two-sample permutation test "
-            f"against the task's own baseline record at {p.harm_break_alpha:g} (break), "
-            f"Wald's ratio >= {1 / p.harm_task_beta:g} "
-            f"(tasks passing 75-90%: {1 / p.harm_steady_beta:g}) against a drop of "
-            f"{p.harm_pass_drop:g} in pass rate or {p.regression_tolerance:g} in mean score, "
-            "graded scores net of the suite-wide median drift (no harm); per bucket and "
-            "pooled: one-sided exact stratified Fisher tests of the candidate's passes against "
-            f"the tasks' records on the final look, weighted Holm at "
-            f"alpha={p.regression_alpha:g}; McNemar p-values are shown, never decide")
 
 
 @dataclass
@@ -450,7 +428,7 @@ class SequentialGate:
         target = self._pairs(keys)
         visible = self._pairs(self.visible)
         hidden = self._pairs([k for k in keys if k[1] in self.heldout])
-        method = method_text(p, harm=bool(self._statements))
+        method = gate_method_text(p, harm=bool(self._statements))
         statements = [s.statement for s in self._statements
                       if s.statement not in reasons and s.state != "no harm"]
         if self._statements:

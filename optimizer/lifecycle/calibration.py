@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from graders.registry import UnknownGraderError, get_grader, known_graders
+from graders.registry import UnknownGraderError, get_grader, is_judge, judge_graders
 from optimizer.core.files import atomic_write_text
 from optimizer.core.results import RunResult
 from optimizer.lifecycle.agreement import (
@@ -131,7 +131,7 @@ def calibrate(items: Sequence[LabelledItem], grader: str, threshold: float, *,
 
 def judge_grader(name: str) -> float:
     """The pass threshold of judge grader `name`; unknown or code graders are user errors."""
-    judges = [g for g in known_graders() if get_grader(g).kind == "model"]
+    judges = judge_graders()
     try:
         spec = get_grader(name)
     except UnknownGraderError:
@@ -257,10 +257,7 @@ def calibration_status(state_dir: Path, grader: str, *, judge_model: str | None 
                        min_alpha: float = DEFAULT_MIN_ALPHA,
                        min_items: int = DEFAULT_MIN_ITEMS) -> CalibrationStatus:
     """Whether `grader` is calibrated, from the state folder (for reports and the gate)."""
-    try:
-        is_judge = get_grader(grader).kind == "model"
-    except UnknownGraderError:
-        is_judge = True
-    report = load_calibration(state_dir, grader) if is_judge else None
-    return status_of(report, grader, is_judge=is_judge, judge_model=judge_model,
+    judge = is_judge(grader)
+    report = load_calibration(state_dir, grader) if judge else None
+    return status_of(report, grader, is_judge=judge, judge_model=judge_model,
                      min_alpha=min_alpha, min_items=min_items)

@@ -95,21 +95,16 @@ def load_health(state_dir: Path, suite_name: str) -> SuiteHealth | None:
 # --- rendering -------------------------------------------------------------------------
 
 
-def _trend_cell(b_trend: Trend) -> Cell:
-    if b_trend.slope_per_run is None:
-        return Cell(fmt.NA)
-    text = f"{b_trend.slope_per_run * 100:+.1f} pp/run"
-    if b_trend.low is not None and b_trend.high is not None:
-        text += f" [{b_trend.low * 100:+.1f}, {b_trend.high * 100:+.1f}]"
-    tone: fmt.Tone = ("up" if b_trend.direction == "improving" else
-                      "down" if b_trend.direction == "declining" else "")
-    return Cell(text, b_trend.slope_per_run, tone=tone)
+def _trend_cell(t: Trend) -> Cell:
+    return Cell(fmt.slope(t.slope_per_run, t.low, t.high), t.slope_per_run,
+                tone=fmt.tone(t.slope_per_run, t.low, t.high))
 
 
 def bucket_table(buckets: Sequence[BucketHealth]) -> Table:
     columns = (Column("bucket", "Bucket"), Column("tasks", "Tasks", numeric=True),
                Column("trials", "Trials", numeric=True), Column("rate", "Pass rate", True),
-               Column("trend", "Trend (95% CI)", True), Column("mature", "Mature tasks", True),
+               Column("trend", "Trend (95% CI)", True, nowrap=True),
+               Column("mature", "Mature tasks", True),
                Column("streak", "Mature runs", True), Column("graduate", "Graduate?"))
     rows = tuple((
         Cell(b.bucket, b.bucket, code=True), Cell(str(len(b.task_ids)), len(b.task_ids)),

@@ -106,20 +106,31 @@ class Slope:
         return "flat"
 
 
+def slope(values: Sequence[float | None]) -> float | None:
+    """Least-squares slope of the defined values against their position (per step; a None is a
+    gap, e.g. a run without the bucket); None with fewer than 2 defined values."""
+    pts = [(float(i), v) for i, v in enumerate(values) if v is not None]
+    if len(pts) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / sxx
+
+
 def ols_slope(ys: Sequence[float], confidence: float = 0.95) -> Slope:
     """Slope of `ys` per step, with a `confidence` t-interval on n - 2 degrees of freedom."""
     n = len(ys)
-    if n < 2:
+    est = slope(ys)
+    if est is None:
         return Slope(n, None, None, None)
     x_mean = (n - 1) / 2.0
     y_mean = sum(ys) / n
     sxx = sum((i - x_mean) ** 2 for i in range(n))
-    sxy = sum((i - x_mean) * (y - y_mean) for i, y in enumerate(ys))
-    slope = sxy / sxx
     if n < 3:
-        return Slope(n, slope, None, None)
-    intercept = y_mean - slope * x_mean
-    sse = sum((y - intercept - slope * i) ** 2 for i, y in enumerate(ys))
+        return Slope(n, est, None, None)
+    intercept = y_mean - est * x_mean
+    sse = sum((y - intercept - est * i) ** 2 for i, y in enumerate(ys))
     se = math.sqrt(max(sse, 0.0) / (n - 2) / sxx)
     half = t_quantile(0.5 + confidence / 2.0, n - 2) * se
-    return Slope(n, slope, slope - half, slope + half)
+    return Slope(n, est, est - half, est + half)

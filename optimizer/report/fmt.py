@@ -56,11 +56,37 @@ def delta(base: float | None, cand: float | None, digits: int = 3) -> str:
     return "" if base is None or cand is None else signed(cand - base, digits)
 
 
+SAME_WITHIN = 0.0005
+"""The one tone threshold: a change smaller than this is `same`. It is what the text cannot
+show: under 0.05 percentage points (`+0.0 pp`, `+0.0 pp/run`) or 0.0005 of a score (`+0.000`)."""
+
+
+def tone(change: float | None, low: float | None = None, high: float | None = None) -> Tone:
+    """The one tone rule for a higher-is-better change (a delta, a slope per run).
+
+    With an interval, the side of 0 the whole interval lies on (`same` when it holds 0, as the
+    health trend's direction); without one, the sign of `change` beyond `SAME_WITHIN`; `` when
+    the change is unknown."""
+    if change is None:
+        return ""
+    if low is not None and high is not None:
+        return "up" if low > 0 else "down" if high < 0 else "same"
+    return "up" if change >= SAME_WITHIN else "down" if change <= -SAME_WITHIN else "same"
+
+
 def trend(base: float | None, cand: float | None) -> Tone:
-    """`up`, `down` or `same` for a higher-is-better value; `same` when a side is unknown."""
-    if base is None or cand is None or abs(cand - base) < 1e-9:
-        return "same"
-    return "up" if cand > base else "down"
+    """`tone` of the change from `base` to `cand`; `same` when a side is unknown."""
+    return tone(None if base is None or cand is None else cand - base) or "same"
+
+
+def slope(per_run: float | None, low: float | None = None, high: float | None = None) -> str:
+    """A trend in percentage points per run with its interval: `+2.5 pp/run [-1.0, +6.0]`."""
+    if per_run is None:
+        return NA
+    text = f"{per_run * 100:+.1f} pp/run"
+    if low is not None and high is not None:
+        text += f" [{low * 100:+.1f}, {high * 100:+.1f}]"
+    return text
 
 
 def usd(value: float | None) -> str:

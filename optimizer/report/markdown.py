@@ -13,7 +13,7 @@ from typing import Any
 from graders.base import Score
 from optimizer.core.results import RunResult, TrialResult
 from optimizer.gate.compare import BucketComparison, describe
-from optimizer.gate.policy import Verdict
+from optimizer.gate.verdict import Verdict
 from optimizer.report.fmt import num, pct, seconds, short, usd
 from optimizer.report.summary import RunSummary, failed_text, task_order
 from optimizer.report.table import (

@@ -30,6 +30,8 @@ class Column:
     """Supporting evidence an output short of room (a narrow terminal) may leave out."""
     short: str = ""
     """Abbreviated title for an output short of room ("" when `title` is short already)."""
+    nowrap: bool = False
+    """Cells that read as one value (a trend with its interval): a terminal never folds them."""
 
     @property
     def brief(self) -> str:

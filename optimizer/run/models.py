@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
+from pydantic import BaseModel
+
 from agents.llm.errors import ModelConfigError
 from agents.llm.registry import ModelOptions, create_client, parse_model_id
 from agents.llm.types import ModelClient, Usage
@@ -65,6 +67,35 @@ class ModelIds:
 
     def of(self, role: Role) -> str:
         return {"agent": self.agent, "judge": self.judge_id, "proposer": self.proposer_id}[role]
+
+
+class AgentJudgeModels(BaseModel):
+    """The model fields of a command's config (review: agent and judge), in one place: the
+    defaults (the embedded model; the judge a stronger model of the agent's provider, see
+    `core.config.default_judge`) and the ids they resolve to."""
+
+    agent_model: str = DEFAULT_AGENT_MODEL
+    judge_model: str | None = None
+    base_url: str | None = None
+
+    @property
+    def model_ids(self) -> ModelIds:
+        return ModelIds(agent=self.agent_model, judge=self.judge_model,
+                        proposer=getattr(self, "proposer_model", None), base_url=self.base_url)
+
+    @property
+    def judge_id(self) -> str:
+        return self.model_ids.judge_id
+
+
+class CommandModels(AgentJudgeModels):
+    """`AgentJudgeModels` plus the proposer (optimize, nightly): the agent model by default."""
+
+    proposer_model: str | None = None
+
+    @property
+    def proposer_id(self) -> str:
+        return self.model_ids.proposer_id
 
 
 class _RoleClient(MeteredClient):

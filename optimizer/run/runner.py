@@ -17,7 +17,7 @@ from agents.base import load_prompt
 from agents.llm.batch_backends import backend_for
 from agents.llm.rounds import RoundBatchingClient
 from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
-from graders.registry import get_grader
+from graders.registry import is_judge
 from optimizer.core.events import (
     EventSink,
     RunFinished,
@@ -57,7 +57,7 @@ def default_concurrency(agent_name: str, options: RunOptions) -> int:
 
 
 def needs_judge(suite: Suite) -> bool:
-    return any(get_grader(g.name).kind == "model" for t in suite.tasks for g in t.spec.graders)
+    return any(is_judge(g.name) for t in suite.tasks for g in t.spec.graders)
 
 
 def make_run_name(suite_name: str) -> str:

@@ -29,7 +29,8 @@ from agents.registry import AgentOptions, get_agent
 from agents.runtime import TOOL_EXCEPTION, RuntimeConfig, run_agent
 from agents.transcript import Transcript
 from graders.base import GradeContext, Score
-from graders.registry import get_grader, run_grader, trial_passed
+from graders.registry import is_judge, run_grader, trial_passed
+from optimizer.core.config import STATE_FOLDER
 from optimizer.core.results import TrialResult
 from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.adaptive import AdaptiveLimit
@@ -47,7 +48,7 @@ class RunOptions:
     """Override of trials_per_run for every task (None = the task's own)."""
     concurrency: int | None = None
     mode: Mode = "live"
-    state_dir: Path = Path(".promptloop")
+    state_dir: Path = Path(STATE_FOLDER)
     prompt_text: str | None = None
     """The system prompt to evaluate; None = read prompts/<agent>.md now."""
     prompts_dir: Path | None = None
@@ -110,7 +111,7 @@ async def _grade(
 
 def judged(task: LoadedTask) -> bool:
     """Whether `task` has an LLM-judge grader."""
-    return any(get_grader(g.name).kind == "model" for g in task.spec.graders)
+    return any(is_judge(g.name) for g in task.spec.graders)
 
 
 @dataclass

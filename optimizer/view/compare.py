@@ -9,7 +9,6 @@ pass, then score changes, then the rest, each linking to the two transcripts sid
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,7 +17,7 @@ from optimizer.gate.compare import BucketComparison, GatePolicy
 from optimizer.report import fmt
 from optimizer.report.html.kit import Chart
 from optimizer.report.html.page import bucket_chart_rows
-from optimizer.report.html.trials import DiffFile
+from optimizer.report.html.trials import DiffFile, modified_file
 from optimizer.report.summary import RunSummary, task_order
 from optimizer.report.table import Cell, Column, Table, gate_rows, gate_table
 from optimizer.run.cache import text_hash
@@ -156,23 +155,13 @@ def recover_prompt(run: RunResult) -> PromptSide:
     return PromptSide(run.agent_name, digest, None)
 
 
-def _css(line: str) -> str:
-    if line.startswith("@@"):
-        return "hunk"
-    if line.startswith("+") and not line.startswith("+++"):
-        return "add"
-    return "del" if line.startswith("-") and not line.startswith("---") else ""
-
-
 def prompt_diff(base: RunResult, cand: RunResult) -> PromptDiff:
     b, c = recover_prompt(base), recover_prompt(cand)
     files = []
     if b.text is not None and c.text is not None and b.hash != c.hash:
         name = f"prompts/{cand.agent_name}.md"
-        lines = difflib.unified_diff(b.text.splitlines(), c.text.splitlines(),
-                                     f"a/{name} ({base.run_name})",
-                                     f"b/{name} ({cand.run_name})", n=3, lineterm="")
-        files.append(DiffFile("modified", name, tuple((_css(x), x) for x in lines)))
+        files.append(modified_file(name, b.text, c.text, (f"a/{name} ({base.run_name})",
+                                                          f"b/{name} ({cand.run_name})")))
     return PromptDiff(b, c, files)
 
 

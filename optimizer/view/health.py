@@ -19,6 +19,7 @@ from optimizer.lifecycle.flaky import AmbiguousTask, EvidenceRow
 from optimizer.lifecycle.graduation import Readiness, readiness
 from optimizer.lifecycle.health import BucketHealth, SuiteHealth, TaskHealth, Trend
 from optimizer.lifecycle.labels import parse_trial_id
+from optimizer.report import fmt
 from optimizer.report.store import RunIndexEntry
 from optimizer.view.render import href
 from optimizer.view.trend import Spark
@@ -32,14 +33,11 @@ def trend_text(t: Trend) -> str:
     """`+2.5 pp/run [-1.0, +6.0]`, or why there is no slope."""
     if t.slope_per_run is None:
         return f"n/a ({t.runs} run(s); a trend needs 3)"
-    text = f"{t.slope_per_run * 100:+.1f} pp/run"
-    if t.low is not None and t.high is not None:
-        text += f" [{t.low * 100:+.1f}, {t.high * 100:+.1f}]"
-    return text
+    return fmt.slope(t.slope_per_run, t.low, t.high)
 
 
 def trend_tone(t: Trend) -> str:
-    return {"improving": "up", "declining": "down", "flat": "same"}.get(t.direction, "")
+    return fmt.tone(t.slope_per_run, t.low, t.high)
 
 
 @dataclass(frozen=True)

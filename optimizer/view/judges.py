@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from graders.registry import get_grader, known_graders
+from graders.registry import judge_graders
 from optimizer.core.results import RunResult, TrialResult
 from optimizer.lifecycle.calibration import (
     DEFAULT_LEVELS,
@@ -43,7 +43,7 @@ def state_label(status: CalibrationStatus) -> str:
 
 
 def registered_judges() -> list[str]:
-    return sorted(g for g in known_graders() if get_grader(g).kind == "model")
+    return judge_graders()
 
 
 # --- calibration pages --------------------------------------------------------------------

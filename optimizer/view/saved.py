@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from graders.registry import UnknownGraderError, get_grader
+from graders.registry import is_judge
 from optimizer.lifecycle.calibration import (
     CALIBRATION_DIR,
     CalibrationReport,
@@ -107,12 +107,6 @@ def health_of(state: StateFolder, suite: str) -> SuiteHealth | None:
 # --- judge calibration --------------------------------------------------------------------
 
 
-def is_judge(grader: str) -> bool:
-    """A model (LLM-judge) grader; an unknown name is treated as a judge (as the gate does)."""
-    try:
-        return get_grader(grader).kind == "model"
-    except UnknownGraderError:
-        return True
 
 
 def calibrations(state: StateFolder) -> dict[str, CalibrationReport | str]:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from optimizer.core.ledger import CandidateRecord, LedgerEntry
-from optimizer.report.html.trials import DiffFile
+from optimizer.report.html.trials import DiffFile, line_css
 from optimizer.report.table import Table, gate_table
 from optimizer.view.state import Session, StateFolder, session_of
 
@@ -25,15 +25,7 @@ def diff_view(diff: str, path: str) -> list[DiffFile]:
     """A proposal's unified diff as coloured lines for the report's `diff` macro."""
     if not diff.strip():
         return []
-
-    def css(line: str) -> str:
-        if line.startswith("@@"):
-            return "hunk"
-        if line.startswith("+") and not line.startswith("+++"):
-            return "add"
-        return "del" if line.startswith("-") and not line.startswith("---") else ""
-
-    return [DiffFile("modified", path, tuple((css(x), x) for x in diff.splitlines()))]
+    return [DiffFile("modified", path, tuple((line_css(x), x) for x in diff.splitlines()))]
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from optimizer.lifecycle.stats import slope
 from optimizer.report import fmt
 from optimizer.report.store import RunIndexEntry
 from optimizer.report.summary import RunSummary
@@ -20,17 +21,6 @@ from optimizer.report.summary import RunSummary
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 200
 ALL = "all trials"
-
-
-def slope(values: Sequence[float | None]) -> float | None:
-    """Least-squares slope of the defined values against the run number (per run)."""
-    pts = [(float(i), v) for i, v in enumerate(values) if v is not None]
-    if len(pts) < 2:
-        return None
-    mx = sum(x for x, _ in pts) / len(pts)
-    my = sum(y for _, y in pts) / len(pts)
-    sxx = sum((x - mx) ** 2 for x, _ in pts)
-    return sum((x - mx) * (y - my) for x, y in pts) / sxx
 
 
 @dataclass(frozen=True)
@@ -105,13 +95,11 @@ class Spark:
 
     @property
     def slope_text(self) -> str:
-        s = self.slope
-        return "n/a" if s is None else f"{s * 100:+.1f} pp/run"
+        return fmt.slope(self.slope)
 
     @property
     def tone(self) -> str:
-        s = self.slope
-        return "" if s is None else "up" if s > 0.005 else "down" if s < -0.005 else "same"
+        return fmt.tone(self.slope)
 
 
 @dataclass(frozen=True)

@@ -187,15 +187,13 @@ def suite_roots(tasks_dir: Path) -> list[Path]:
 
 
 def check_suite(root: Path, agent_model: str, judge_model: str | None) -> SuiteStatus:
-    from graders.registry import get_grader
+    from graders.registry import is_judge
 
     try:
         suite = load_suite(root)
     except SuiteError as err:
         return SuiteStatus(path=str(root), loads=False, error=str(err))
-    judges = sorted(
-        {g.name for t in suite.tasks for g in t.spec.graders if get_grader(g.name).kind == "model"}
-    )
+    judges = sorted({g.name for t in suite.tasks for g in t.spec.graders if is_judge(g.name)})
     prompt = _prompt_file(root, suite.agent_name)
     return SuiteStatus(
         path=str(root),

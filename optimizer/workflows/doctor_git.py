@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from optimizer.core.config import state_folder
 from optimizer.core.events import IterationAbandoned
 from optimizer.git import GitOpsError, repo_root
 from optimizer.git_sweep import Sweeper
@@ -77,11 +78,6 @@ class Cleanup(BaseModel):
                 + [f"removed stray worktree {w}" for w in s.worktrees]
                 + [f"removed leftover folder {f}" for f in s.folders]
                 + [f"deleted unfinished branch {b}" for b in s.branches])
-
-
-def state_folder(root: Path, explicit: Path | None) -> Path:
-    """The state folder doctor reads (no side effects, unlike `git.state_dir`)."""
-    return explicit if explicit is not None else root / ".promptloop"
 
 
 def _branch_state(verdict: str | None) -> BranchState:

@@ -27,10 +27,10 @@ from optimizer.core.results import (
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import BucketComparison, GatePolicy
 from optimizer.gate.pairing import Pair, merge_runs, pair_runs
-from optimizer.gate.policy import Verdict
 from optimizer.gate.review_harm import HarmOnlyGate, HarmResult
 from optimizer.gate.sequential import SequentialGate, TaskKey, TrialRequest
 from optimizer.gate.tasks import TaskRecord
+from optimizer.gate.verdict import Verdict
 from optimizer.lifecycle.lineage import prompt_hash
 from optimizer.report.store import ReportError, list_runs, load_run
 from optimizer.workflows.paired import RunFn, compare_suite_runs

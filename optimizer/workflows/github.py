@@ -41,10 +41,16 @@ def head_branch(repo: Path, head_ref: str) -> str | None:
         return None
 
 
-def _gh(gh: str, repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [gh, *args], cwd=repo, capture_output=True, text=True, check=False, timeout=120
-    )
+GH_TIMEOUT = 120.0
+"""Seconds any one gh command may take (a hung network call must not hang a night)."""
+
+
+def run_gh(repo: Path, *args: str, gh: str = "gh") -> subprocess.CompletedProcess[str]:
+    """The one way promptloop runs the GitHub CLI (review comments, nightly PRs): in `repo`,
+    output captured, never raising on a failed exit; `subprocess.TimeoutExpired` after
+    GH_TIMEOUT. git itself goes through optimizer.git."""
+    return subprocess.run([gh, *args], cwd=repo, capture_output=True, text=True, check=False,
+                          timeout=GH_TIMEOUT)
 
 
 def detect_pr(gh: str, repo: Path, head_ref: str) -> int | None:
@@ -52,7 +58,7 @@ def detect_pr(gh: str, repo: Path, head_ref: str) -> int | None:
     branch = head_branch(repo, head_ref)
     if branch is None:
         return None
-    proc = _gh(gh, repo, "pr", "view", branch, "--json", "number")
+    proc = run_gh(repo, "pr", "view", branch, "--json", "number", gh=gh)
     try:
         number = json.loads(proc.stdout).get("number") if proc.returncode == 0 else None
     except (json.JSONDecodeError, AttributeError):
@@ -82,7 +88,7 @@ def post_comment(body_file: Path, *, repo: Path, head_ref: str, pr: int | None) 
             False, "the gh CLI is not installed; post the comment with:", command(pr), pr
         )
     try:
-        if _gh(gh, repo, "auth", "status").returncode != 0:
+        if run_gh(repo, "auth", "status", gh=gh).returncode != 0:
             return PostResult(
                 False,
                 "gh is not authenticated (run `gh auth login`); then post the comment with:",
@@ -99,7 +105,7 @@ def post_comment(body_file: Path, *, repo: Path, head_ref: str, pr: int | None) 
                     command(None),
                     None,
                 )
-        proc = _gh(gh, repo, "pr", "comment", str(pr), "--body-file", str(body_file))
+        proc = run_gh(repo, "pr", "comment", str(pr), "--body-file", str(body_file), gh=gh)
     except subprocess.TimeoutExpired:
         return PostResult(
             False, "gh timed out; post the comment with:", command(pr), pr, failed=True

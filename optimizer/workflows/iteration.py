@@ -15,7 +15,7 @@ import socket
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agents.llm.errors import ModelError
 from agents.llm.types import Usage
@@ -40,8 +40,8 @@ from optimizer.core.ledger import (
 from optimizer.core.redact import redact
 from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison
-from optimizer.gate.policy import Verdict
 from optimizer.gate.sequential import TrialRequest
+from optimizer.gate.verdict import Verdict
 from optimizer.git import Candidate, candidate_folder
 from optimizer.propose.apply import render_unified
 from optimizer.propose.guards import PreparedPatch, prepare_patch
@@ -64,20 +64,17 @@ from optimizer.report.markdown import harm_lines, movement_lines
 from optimizer.report.table import verdict_table
 from optimizer.workflows.gating import run_gate
 from optimizer.workflows.judges import judge_notes, judge_statuses
-from optimizer.workflows.optimize_models import Baseline, IterationResult
+from optimizer.workflows.optimize_models import Baseline, IterationHost, IterationResult
 from optimizer.workflows.pr import commit_message, pr_body, trial_changes
 from optimizer.workflows.sources import MANUAL
 from optimizer.workflows.tournament import Slot, Tournament
-
-if TYPE_CHECKING:
-    from optimizer.workflows.optimize import Optimizer
-
 
 
 class Iteration:
     """Iteration `n` of the session `opt`, against its evaluated `baseline`."""
 
-    def __init__(self, opt: Optimizer, n: int, baseline: Baseline, literals: LiteralIndex) -> None:
+    def __init__(self, opt: IterationHost, n: int, baseline: Baseline,
+                 literals: LiteralIndex) -> None:
         self.opt, self.c, self.n = opt, opt.c, n
         self.base = baseline
         self.literals = literals
@@ -163,7 +160,8 @@ class Iteration:
         except (ProposerError, PatchError, ModelError) as err:
             unusable = isinstance(err, PatchError | UnusableProposalError)
             it.outcome = "refused" if unusable else "error"
-            it.reasons = [f"{type(err).__name__}: {err}"]
+            # a refusal says why in words; an error keeps its class (what broke)
+            it.reasons = [str(err) if unusable and str(err) else f"{type(err).__name__}: {err}"]
             self.entry = {"outcome": it.outcome, "reasons": it.reasons, "hypothesis": it.hypothesis}
             return
         it.diff = prepared.diff
@@ -344,19 +342,11 @@ class Iteration:
 
     # --- records --------------------------------------------------------------------------
     def _open_record(self, slots: list[Slot]) -> LedgerOpen:
-        c = self.c
         return LedgerOpen(
-            id=self.ledger_id,
+            **self._record_fields(),
             command=self.opt.command,
             pid=os.getpid(),
             host=socket.gethostname(),
-            suite=c.suite,
-            agent=c.suite,
-            bucket=c.bucket,
-            iteration=self.n,
-            base_commit=self.base.base_sha,
-            prompt_path=c.prompt_path,
-            proposer=c.proposer_cmd or c.proposer_id,
             repo=str(self.opt.git.root),
             branch=slots[0].branch,
             worktree=str(slots[0].folder / "worktree"),
@@ -364,17 +354,16 @@ class Iteration:
                   for s in slots[1:]],
         )
 
-    def _ledger_entry(self) -> LedgerEntry:
+    def _record_fields(self) -> dict[str, Any]:
+        """What both ledger records of the iteration say about it (`ledger._Record`)."""
         c = self.c
+        return {"id": self.ledger_id, "suite": c.suite, "agent": c.suite, "bucket": c.bucket,
+                "iteration": self.n, "base_commit": self.base.base_sha,
+                "prompt_path": c.prompt_path, "proposer": c.proposer_cmd or c.proposer_id}
+
+    def _ledger_entry(self) -> LedgerEntry:
         return LedgerEntry(
-            id=self.ledger_id,
-            suite=c.suite,
-            agent=c.suite,
-            bucket=c.bucket,
-            iteration=self.n,
-            base_commit=self.base.base_sha,
-            prompt_path=c.prompt_path,
-            proposer=c.proposer_cmd or c.proposer_id,
+            **self._record_fields(),
             tokens={"total": self.it.tokens},
             cost_usd=self.usd(),
             package_path=self.it.package_path,

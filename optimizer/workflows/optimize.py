@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from agents.llm.types import ModelClient
-from agents.runtime import RuntimeConfig
 from optimizer.core.buckets import BucketError, BucketId, qualified, resolve_bucket
 from optimizer.core.config import ConfigError
 from optimizer.core.events import BaselineReady, EventSink, Phase, RunWarning, ignore
@@ -30,7 +29,7 @@ from optimizer.propose.literals import build_literal_index
 from optimizer.report.store import default_store_dir
 from optimizer.run.adaptive import AdaptiveLimit
 from optimizer.run.models import ModelSet
-from optimizer.run.runner import RunOptions, needs_judge
+from optimizer.run.runner import needs_judge
 from optimizer.run.usage import Role
 from optimizer.workflows.gating import bucket_tasks, lineage_history
 from optimizer.workflows.iteration import Iteration
@@ -94,18 +93,8 @@ class Optimizer:
     ) -> RunResult:
         """One run of `suite` under `prompt`; `limit` bounds it together with other runs going
         on at once (not in batch mode, where every trial of a run goes at once)."""
-        options = RunOptions(
-            agent_model=self.c.agent_model,
-            trials=self.c.trials,
-            concurrency=self.c.concurrency,
-            batch=self.c.batch,
-            state_dir=self.c.state_dir,
-            prompt_text=prompt,
-            trial_indices=indices,
-            runtime=RuntimeConfig(max_turns=self.c.max_turns, max_runs=self.c.max_runs),
-            label=f"{label} {suite.name}",
-            limit=None if self.c.batch else limit,
-        )
+        options = self.c.run_options(self.c.agent_model, prompt, f"{label} {suite.name}",
+                                     indices, limit=limit)
         if self._provenance is None:  # one git look per session, not one per gate stage
             self._provenance = provenance(self.c.repo)
         saved = await run_and_save(suite, options, self.models, self.emit, self._provenance)

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from agents.runtime import DEFAULT_MAX_TURNS
 from optimizer.core.names import AgentName
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import GatePolicy
-from optimizer.run.models import ModelIds
+from optimizer.run.models import CommandModels
+from optimizer.run.settings import RunSettings
+
+if TYPE_CHECKING:
+    from optimizer.core.events import EventSink
+    from optimizer.core.ledger import Ledger
+    from optimizer.git import GitOps
+    from optimizer.run.adaptive import AdaptiveLimit
+    from optimizer.run.models import ModelSet
+    from optimizer.workflows.sources import RepoSource
 
 
 @dataclass(frozen=True)
@@ -26,18 +34,13 @@ class Baseline:
     runs: list[RunResult]
 
 
-class OptimizeConfig(BaseModel):
+class OptimizeConfig(CommandModels, RunSettings):
     suite: AgentName
     bucket: str
     iterations: int = Field(3, ge=1)
     candidates: int = Field(1, ge=1, le=16)
     """Patches asked per iteration; with more than one they are screened on the visible
     target tasks (successive halving) and only the winner goes to the gate."""
-    trials: int | None = Field(None, ge=1)
-    agent_model: str = "local:smollm2"
-    judge_model: str | None = None
-    proposer_model: str | None = None
-    base_url: str | None = None
     base: str = "HEAD"
     max_changed_lines: int = Field(40, ge=1)
     max_removed_share: float = Field(0.3, gt=0, le=1)
@@ -49,18 +52,11 @@ class OptimizeConfig(BaseModel):
     proposer_format: Literal["auto", "diff", "edits"] = "auto"
     token_budget: int | None = None
     confirm_trials: int = Field(2, ge=0)
-    concurrency: int | None = None
-    batch: bool = False
-    """Send each run's judge calls as one provider batch (run/batching.py)."""
     kinds: tuple[str, ...] = ("capability", "regression")
     """Suite folders under tasks/<agent>/ that make up the gate (the target bucket's suite and
     every suite whose buckets must not regress)."""
-    max_turns: int = Field(DEFAULT_MAX_TURNS, ge=1)
-    """Turns per agent run; the default is the agent runtime's (the original's 20)."""
-    max_runs: int = Field(4, ge=1)
     policy: GatePolicy = Field(default_factory=GatePolicy)
     repo: Path | None = None
-    state_dir: Path = Path(".promptloop")
     stop_on_accept: bool = True
     first_iteration: int = Field(1, ge=1)
     """Number of the first iteration to run (a resumed session skips finished ones)."""
@@ -68,19 +64,6 @@ class OptimizeConfig(BaseModel):
     @property
     def prompt_path(self) -> str:
         return f"prompts/{self.suite}.md"
-
-    @property
-    def proposer_id(self) -> str:
-        return self.proposer_model or self.agent_model
-
-    @property
-    def model_ids(self) -> ModelIds:
-        return ModelIds(
-            agent=self.agent_model,
-            judge=self.judge_model,
-            proposer=self.proposer_model,
-            base_url=self.base_url,
-        )
 
     @property
     def fmt(self) -> Literal["diff", "edits"]:
@@ -123,3 +106,28 @@ class OptimizeResult(BaseModel):
     sources: list[str] = Field(default_factory=list)
     """What was evaluated and where it was read (`prompt: prompts/x.md @ HEAD 1a2b3c4`)."""
     warnings: list[str] = Field(default_factory=list)
+
+
+class IterationHost(Protocol):
+    """What one iteration (workflows/iteration.py) needs of the optimize session running it:
+    the session's config, clients, repository, ledger and runs. `Optimizer` is one; the
+    iteration never imports it."""
+
+    c: OptimizeConfig
+    command: str
+    """The command running the session (optimize | nightly), recorded in open ledger records."""
+    emit: EventSink
+    git: GitOps
+    ledger: Ledger
+    models: ModelSet
+    session: str
+    session_dir: Path
+    source: RepoSource
+    heldout: frozenset[str]
+    history: list[RunResult]
+
+    async def run(self, suite: Suite, prompt: str, label: str,
+                  indices: dict[str, list[int]] | None = None, *,
+                  limit: AdaptiveLimit | None = None) -> RunResult: ...
+
+    def target_runs(self, runs: list[RunResult]) -> tuple[RunResult, str]: ...

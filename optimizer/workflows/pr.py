@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison
-from optimizer.gate.policy import Verdict
+from optimizer.gate.verdict import Verdict
 from optimizer.git_sweep import verdict_trailers
 from optimizer.report.fmt import shorten_title, usd
 from optimizer.report.markdown import verdict_markdown

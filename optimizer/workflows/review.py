@@ -24,13 +24,12 @@ from optimizer.core.names import agent_names
 from optimizer.core.results import Provenance, RunResult, seeded_pairing
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import BucketComparison
-from optimizer.gate.policy import POOLED, ReviewVerdict, decide_review
-from optimizer.gate.review_harm import harm_method_text
+from optimizer.gate.policy import harm_method_text
 from optimizer.gate.sequential import TrialRequest
+from optimizer.gate.verdict import POOLED, ReviewVerdict, decide_review
 from optimizer.git import GitOps, GitOpsError
 from optimizer.report.store import default_store_dir
 from optimizer.run.models import ModelSet
-from optimizer.run.runner import RunOptions
 from optimizer.workflows.gating import HarmRun, lineage_history, paired, run_harm
 from optimizer.workflows.paired import (
     agent_suites,
@@ -71,16 +70,9 @@ class Reviewer:
     async def _run(
         self, suite: Suite, prompt: str, label: str, indices: dict[str, list[int]] | None = None
     ) -> RunResult:
-        options = RunOptions(
-            agent_model=self.c.agent_model,
-            trials=self.c.trials,
-            concurrency=self.c.concurrency,
-            state_dir=self.c.state_dir,
-            prompt_text=prompt,
-            trial_indices=indices,
-            run_name=f"{suite.name}-review-{self.review_id}-{label.replace(' ', '-')}",
-            label=f"{label} {suite.name}",
-        )
+        options = self.c.run_options(
+            self.c.agent_model, prompt, f"{label} {suite.name}", indices,
+            run_name=f"{suite.name}-review-{self.review_id}-{label.replace(' ', '-')}")
         # the prompt is read at a ref: its commit is the provenance (the checkout is not used)
         prov = Provenance(git_commit=self._commits.get(prompt), git_dirty=False)
         saved = await run_and_save(suite, options, self.models, self.emit, prov)

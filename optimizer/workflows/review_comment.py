@@ -14,7 +14,7 @@ from typing import Protocol
 
 from optimizer.core.results import pairing_text
 from optimizer.gate.compare import BucketComparison, GatePolicy
-from optimizer.gate.policy import ReviewDecision
+from optimizer.gate.verdict import ReviewDecision
 from optimizer.propose.package import FailingTrial, fence
 from optimizer.report.fmt import num, short
 from optimizer.report.markdown import cell, table_lines

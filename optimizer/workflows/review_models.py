@@ -9,18 +9,18 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.core.buckets import bucket_prefix
-from optimizer.core.config import DEFAULT_AGENT_MODEL
 from optimizer.core.names import AgentName
 from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison, GatePolicy
-from optimizer.gate.policy import BucketVerdict, ReviewDecision
+from optimizer.gate.verdict import BucketVerdict, ReviewDecision
 from optimizer.propose.package import FailingTrial, export_failing
-from optimizer.run.models import ModelIds
+from optimizer.run.models import AgentJudgeModels
+from optimizer.run.settings import RunSettings
 
 REVIEW_VERSION = 1
 
 
-class ReviewConfig(BaseModel):
+class ReviewConfig(AgentJudgeModels, RunSettings):
     """Everything one review needs; the CLI flags map onto these fields one to one."""
 
     model_config = ConfigDict(extra="forbid")
@@ -29,20 +29,11 @@ class ReviewConfig(BaseModel):
     head: str = "HEAD"
     suite: AgentName | None = None
     """Review only this agent; None = every agent whose prompt differs."""
-    agent_model: str = DEFAULT_AGENT_MODEL
-    judge_model: str | None = None
-    base_url: str | None = None
-    trials: int | None = Field(None, ge=1)
-    concurrency: int | None = Field(None, ge=1)
     confirm_trials: int = Field(2, ge=0)
     kinds: tuple[str, ...] = ("capability", "regression")
     policy: GatePolicy = Field(default_factory=GatePolicy)
     repo: Path | None = None
-    state_dir: Path = Path(".promptloop")
 
-    @property
-    def model_ids(self) -> ModelIds:
-        return ModelIds(agent=self.agent_model, judge=self.judge_model, base_url=self.base_url)
 
 
 class TrialChange(BaseModel):

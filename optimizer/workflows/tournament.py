@@ -41,8 +41,8 @@ from optimizer.core.ledger import CandidateRecord, CandidateStatus, ScreenTrial,
 from optimizer.core.redact import redact
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
-from optimizer.gate.policy import Verdict
 from optimizer.gate.screen import Screening, screen_indices, screen_pairs
+from optimizer.gate.verdict import Verdict
 from optimizer.git import Candidate
 from optimizer.propose.apply import render_unified
 from optimizer.propose.patch import PatchError

@@ -60,7 +60,7 @@ def test_unknown_grader_lists_known_names_and_suggests() -> None:
     with pytest.raises(UnknownGraderError) as err:
         get_grader("card_complete")
     message = str(err.value)
-    assert "did you mean 'card_completion'" in message
+    assert "Did you mean 'card_completion'" in message
     assert "pkm_fact_id_placement" in message and "terminal_path" in message
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from agents.llm.registry import Factory
+from agents.llm.options import Factory
 
 
 class Register(Protocol):

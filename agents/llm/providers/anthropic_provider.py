@@ -8,17 +8,16 @@ turn travel together in a single user message of `tool_result` blocks.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from agents.llm.errors import CredentialsError, ModelConfigError, ProviderError
+from agents.llm.errors import CredentialsError, ModelConfigError
+from agents.llm.options import ModelOptions
 from agents.llm.providers.common import (
     SDKProvider,
     env_value,
     json_schema_format,
-    map_sdk_error,
-    send_parsed,
 )
-from agents.llm.registry import ModelOptions
 from agents.llm.types import (
     Message,
     ModelResponse,
@@ -147,6 +146,7 @@ class AnthropicProvider(SDKProvider["AsyncAnthropic"]):
     PROVIDER = "anthropic"
     KEY_VAR = KEY_VAR
     BASE_URL_VAR = BASE_URL_VAR
+    LABEL = _LABEL
 
     def _sdk(self) -> AsyncAnthropic:
         if self._client is None:
@@ -164,20 +164,6 @@ class AnthropicProvider(SDKProvider["AsyncAnthropic"]):
                 timeout=self._options.timeout_s,
             )
         return self._client
-
-    async def complete(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | tuple[ToolSpec, ...] = (),
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        sdk = self._sdk()
-        kwargs = self.request_params(messages, tools, settings)
-        if settings is not None:
-            kwargs["timeout"] = settings.timeout_s
-        message, retries = await self._send(sdk, kwargs)
-        return from_anthropic(message, retries=retries, fallback_model=self.model)
 
     def request_params(
         self,
@@ -205,36 +191,20 @@ class AnthropicProvider(SDKProvider["AsyncAnthropic"]):
             kwargs["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
         return kwargs
 
-    async def _send(self, sdk: AsyncAnthropic, kwargs: dict[str, Any]) -> tuple[Any, int]:
+    def _create(self, sdk: AsyncAnthropic) -> Callable[..., Awaitable[Any]]:
+        return sdk.messages.with_raw_response.create
+
+    def _api_error(self) -> type[Exception]:
         import anthropic
 
-        try:
-            return await send_parsed(
-                lambda: sdk.messages.with_raw_response.create(**kwargs),
-                label=_LABEL,
-                max_retries=self._options.max_retries,
-            )
-        except anthropic.APIError as err:
-            raise map_sdk_error(
-                err, label=_LABEL, key_var=KEY_VAR, secrets=self._secrets()
-            ) from None
+        return anthropic.APIError
 
-    async def preflight(self) -> None:
-        """One 1-token request: checks the key and the model name before any trial runs."""
-        sdk = self._sdk()
-        try:
-            await self._send(
-                sdk,
-                {
-                    "model": self.model,
-                    "max_tokens": 1,
-                    "messages": [{"role": "user", "content": "ping"}],
-                },
-            )
-        except ProviderError as err:
-            if err.status == 404:
-                raise ModelConfigError(f"{_LABEL} does not know the model '{self.model}'") from None
-            raise
+    def _response(self, raw: Any, retries: int) -> ModelResponse:
+        return from_anthropic(raw, retries=retries, fallback_model=self.model)
+
+    def _ping(self) -> dict[str, Any]:
+        return {"model": self.model, "max_tokens": 1,
+                "messages": [{"role": "user", "content": "ping"}]}
 
 
 def create(model: str, options: ModelOptions) -> AnthropicProvider:

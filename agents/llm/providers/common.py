@@ -15,7 +15,8 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from agents.llm.errors import CredentialsError, ModelConfigError, ModelError, ProviderError
-from agents.llm.registry import ModelOptions
+from agents.llm.options import ModelOptions
+from agents.llm.types import Message, ModelResponse, ModelSettings, ToolSpec
 
 C = TypeVar("C")
 
@@ -162,11 +163,74 @@ __all__ = [
 
 class SDKProvider(Generic[C]):
     """What the SDK-backed providers share: model id, options, an injectable SDK client that
-    is otherwise built on first use, a repr without secrets, and closing what it owns."""
+    is otherwise built on first use, a repr without secrets, closing what it owns, and the
+    `complete()` / `preflight()` flow (build the SDK client, the request, send it with retry
+    counting and error mapping, parse the reply). A provider overrides only what differs:
+    `_sdk`, `request_params`, `_create` (the SDK's raw-response call), `_api_error`,
+    `_response`, `_ping` and, if it likes, `_unknown_model`."""
 
     PROVIDER = ""
     KEY_VAR = ""
     BASE_URL_VAR = ""
+    LABEL = ""
+    """How error messages name the API (e.g. "Anthropic API")."""
+
+    def _sdk(self) -> C:
+        raise NotImplementedError
+
+    def request_params(self, messages: list[Message],
+                       tools: list[ToolSpec] | tuple[ToolSpec, ...] = (),
+                       settings: ModelSettings | None = None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _create(self, sdk: C) -> Callable[..., Awaitable[Any]]:
+        """The SDK's raw-response create call (e.g. `sdk.messages.with_raw_response.create`)."""
+        raise NotImplementedError
+
+    def _api_error(self) -> type[Exception]:
+        """The SDK's base error class (imported lazily)."""
+        raise NotImplementedError
+
+    def _response(self, raw: Any, retries: int) -> ModelResponse:
+        """The SDK reply as a ModelResponse."""
+        raise NotImplementedError
+
+    def _ping(self) -> dict[str, Any]:
+        """The parameters of preflight's 1-token request."""
+        raise NotImplementedError
+
+    def _unknown_model(self) -> str:
+        return f"{self.LABEL} does not know the model '{self.model}'"
+
+    async def complete(self, messages: list[Message], *,
+                       tools: list[ToolSpec] | tuple[ToolSpec, ...] = (),
+                       settings: ModelSettings | None = None) -> ModelResponse:
+        sdk = self._sdk()
+        kwargs = self.request_params(messages, tools, settings)
+        if settings is not None:
+            kwargs["timeout"] = settings.timeout_s
+        raw, retries = await self._send(sdk, kwargs)
+        return self._response(raw, retries)
+
+    async def _send(self, sdk: C, kwargs: dict[str, Any]) -> tuple[Any, int]:
+        create = self._create(sdk)
+        try:
+            return await send_parsed(lambda: create(**kwargs), label=self.LABEL,
+                                     max_retries=self._options.max_retries)
+        except self._api_error() as err:
+            raise map_sdk_error(err, label=self.LABEL, key_var=self.KEY_VAR,
+                                secrets=self._secrets()) from None
+
+    async def preflight(self) -> None:
+        """One 1-token request: checks the key, the server and the model name before any
+        trial runs."""
+        sdk = self._sdk()
+        try:
+            await self._send(sdk, self._ping())
+        except ProviderError as err:
+            if err.status == 404:
+                raise ModelConfigError(self._unknown_model()) from None
+            raise
 
     def __init__(
         self,

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from agents.llm.errors import ModelConfigError, ModelError
+from agents.llm.options import ModelOptions
 from agents.llm.providers.openai_provider import LOCAL_PLACEHOLDER_KEY, OpenAIProvider
-from agents.llm.registry import ModelOptions
 from agents.llm.structured import StructuredToolClient
 from agents.llm.types import Message, ModelResponse, ModelSettings, ToolSpec
 

@@ -9,18 +9,17 @@ Tool-call arguments that are not a JSON object never raise; they become `ToolCal
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from agents.llm.errors import CredentialsError, ModelConfigError, ProviderError
+from agents.llm.options import ModelOptions
 from agents.llm.providers.common import (
     SDKProvider,
     env_value,
     is_local_url,
     json_schema_format,
-    map_sdk_error,
-    send_parsed,
 )
-from agents.llm.registry import ModelOptions
 from agents.llm.types import (
     Message,
     ModelResponse,
@@ -154,6 +153,7 @@ class OpenAIProvider(SDKProvider["AsyncOpenAI"]):
     PROVIDER = "openai"
     KEY_VAR = KEY_VAR
     BASE_URL_VAR = BASE_URL_VAR
+    LABEL = _LABEL
 
     def _sdk(self) -> AsyncOpenAI:
         if self._client is None:
@@ -178,20 +178,6 @@ class OpenAIProvider(SDKProvider["AsyncOpenAI"]):
 
     def _official(self) -> bool:
         return self._base_url() is None or "api.openai.com" in (self._base_url() or "")
-
-    async def complete(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | tuple[ToolSpec, ...] = (),
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        sdk = self._sdk()
-        kwargs = self.request_params(messages, tools, settings)
-        if settings is not None:
-            kwargs["timeout"] = settings.timeout_s
-        completion, retries = await self._send(sdk, kwargs)
-        return from_openai(completion, retries=retries, fallback_model=self.model)
 
     def request_params(
         self,
@@ -225,40 +211,25 @@ class OpenAIProvider(SDKProvider["AsyncOpenAI"]):
             }
         return kwargs
 
-    async def _send(self, sdk: AsyncOpenAI, kwargs: dict[str, Any]) -> tuple[Any, int]:
+    def _create(self, sdk: AsyncOpenAI) -> Callable[..., Awaitable[Any]]:
+        return sdk.chat.completions.with_raw_response.create
+
+    def _api_error(self) -> type[Exception]:
         import openai
 
-        try:
-            return await send_parsed(
-                lambda: sdk.chat.completions.with_raw_response.create(**kwargs),
-                label=_LABEL,
-                max_retries=self._options.max_retries,
-            )
-        except openai.APIError as err:
-            raise map_sdk_error(
-                err, label=_LABEL, key_var=KEY_VAR, secrets=self._secrets()
-            ) from None
+        return openai.APIError
 
-    async def preflight(self) -> None:
-        """One 1-token completion: checks the key, the server and the model name."""
-        sdk = self._sdk()
+    def _response(self, raw: Any, retries: int) -> ModelResponse:
+        return from_openai(raw, retries=retries, fallback_model=self.model)
+
+    def _ping(self) -> dict[str, Any]:
         limit_key = "max_completion_tokens" if self._official() else "max_tokens"
-        try:
-            await self._send(
-                sdk,
-                {
-                    "model": self.model,
-                    "messages": [{"role": "user", "content": "ping"}],
-                    limit_key: 1,
-                },
-            )
-        except ProviderError as err:
-            if err.status == 404:
-                raise ModelConfigError(
-                    f"{_LABEL} at {self._base_url() or 'api.openai.com'} does not know the "
-                    f"model '{self.model}'"
-                ) from None
-            raise
+        return {"model": self.model, "messages": [{"role": "user", "content": "ping"}],
+                limit_key: 1}
+
+    def _unknown_model(self) -> str:
+        return (f"{_LABEL} at {self._base_url() or 'api.openai.com'} does not know the "
+                f"model '{self.model}'")
 
 
 def create(model: str, options: ModelOptions) -> OpenAIProvider:

@@ -70,7 +70,8 @@ def _text_map(outcome: Mapping[str, Any], key: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
 
 
-def _line_css(line: str) -> str:
+def line_css(line: str) -> str:
+    """The css class of one unified-diff line (add / del / hunk / ""), for every diff shown."""
     if line.startswith("+") and not line.startswith("+++"):
         return "add"
     if line.startswith("-") and not line.startswith("---"):
@@ -78,11 +79,16 @@ def _line_css(line: str) -> str:
     return "hunk" if line.startswith("@@") else ""
 
 
-def _modified(path: str, before: str, after: str) -> DiffFile:
-    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), f"a/{path}",
-                                      f"b/{path}", n=2, lineterm=""))
+def modified_file(path: str, before: str, after: str, labels: tuple[str, str] | None = None,
+                  ) -> DiffFile:
+    """The one diff of a modified file every page shows (a trial's workspace, the prompts of
+    two runs): unified, 2 lines of context, coloured, at most DIFF_LINES lines of at most
+    DIFF_LINE_CHARS characters. `labels` name the sides (default a/<path>, b/<path>)."""
+    a, b = labels or (f"a/{path}", f"b/{path}")
+    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), a, b, n=2,
+                                      lineterm=""))
     shown = tuple(
-        (_line_css(x), x if len(x) <= DIFF_LINE_CHARS else x[:DIFF_LINE_CHARS] + "…")
+        (line_css(x), x if len(x) <= DIFF_LINE_CHARS else x[:DIFF_LINE_CHARS] + "…")
         for x in lines[:DIFF_LINES]
     )
     return DiffFile("modified", path, shown, max(0, len(lines) - DIFF_LINES))
@@ -100,7 +106,7 @@ def diff_files(outcome: Mapping[str, Any]) -> list[DiffFile] | None:
     for kind in ("created", "modified", "deleted"):
         for path in (str(p) for p in diff.get(kind, [])):
             if kind == "modified" and path in before and path in after:
-                out.append(_modified(path, before[path], after[path]))
+                out.append(modified_file(path, before[path], after[path]))
             elif kind == "deleted" and path in before:
                 out.append(DiffFile(kind, path, block=before[path], block_css="del-block"))
             elif path in snippets:

@@ -10,16 +10,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from agents.llm.types import Usage
-from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError, default_judge
+from optimizer.core.config import STATE_FOLDER, ConfigError
 from optimizer.core.names import AgentName, agent_names
 from optimizer.core.pricing import ModelPrice, price_for
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import GatePolicy
 from optimizer.run.cache import text_hash, trial_cache_key
-from optimizer.run.models import ModelIds
+from optimizer.run.models import CommandModels
 from optimizer.run.runner import needs_judge
 from optimizer.workflows.nightly.budget import Budget
 from optimizer.workflows.nightly.state import BucketRank
@@ -32,17 +32,13 @@ _SHARED_WITH_OPTIMIZE = {
 }
 
 
-class NightlyConfig(BaseModel):
+class NightlyConfig(CommandModels):
     """The `[nightly]` table of promptloop.toml (flags and PROMPTLOOP_* env vars override it)."""
 
     model_config = ConfigDict(extra="forbid")
 
     suites: list[AgentName] = Field(default_factory=lambda: list(agent_names()), min_length=1)
     """The agents whose suites the night runs (default: every registered agent)."""
-    agent_model: str = DEFAULT_AGENT_MODEL
-    judge_model: str | None = None
-    proposer_model: str | None = None
-    base_url: str | None = None
     base: str = "HEAD"
     iterations_per_bucket: int = Field(2, ge=1)
     candidates: int = Field(1, ge=1, le=16)
@@ -68,29 +64,12 @@ class NightlyConfig(BaseModel):
     kinds: tuple[str, ...] = ("capability", "regression")
     policy: GatePolicy = Field(default_factory=GatePolicy)
     repo: Path | None = None
-    state_dir: Path = Path(".promptloop")
-
-    @property
-    def judge_id(self) -> str:
-        return self.judge_model or default_judge(self.agent_model)
-
-    @property
-    def proposer_id(self) -> str:
-        return self.proposer_model or self.agent_model
+    state_dir: Path = Path(STATE_FOLDER)
 
     @property
     def budget(self) -> Budget:
         return Budget(max_usd=self.max_usd, max_tokens=self.max_tokens,
                       max_wall_minutes=self.max_wall_minutes)
-
-    @property
-    def model_ids(self) -> ModelIds:
-        return ModelIds(
-            agent=self.agent_model,
-            judge=self.judge_model,
-            proposer=self.proposer_model,
-            base_url=self.base_url,
-        )
 
     @property
     def models(self) -> dict[str, str]:

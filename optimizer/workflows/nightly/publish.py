@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from optimizer.git import GitOps, GitOpsError
+from optimizer.workflows.github import GH_TIMEOUT, run_gh
 from optimizer.workflows.nightly.state import Checkpoint, PublishRecord, StepRecord
 
 
@@ -23,9 +24,13 @@ def accepted_steps(cp: Checkpoint) -> list[StepRecord]:
 
 
 def _gh(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """A GitHub CLI command (`args` starts with "gh"); git itself goes through optimizer.git."""
+    """`github.run_gh` for a command spelled out (`args` starts with "gh"); a timeout is a
+    failed command whose stderr says so."""
     assert args[0] == "gh"
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
+    try:
+        return run_gh(cwd, *args[1:])
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(args, 1, "", f"gh timed out after {GH_TIMEOUT:g} s")
 
 
 def pr_title(repo: Path, branch: str) -> str:

@@ -107,3 +107,15 @@ def test_bare_command_prints_help_and_exits_0() -> None:
     out = runner.invoke(app, [])
     assert out.exit_code == 0
     assert "Commands" in out.stdout and "optimize" in out.stdout
+
+
+def test_error_lines_name_no_class_or_validator_prefix(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    state = str(tmp_path / "state")
+    bad = runner.invoke(app, ["optimize", "--suite", "pkm", "--bucket", "x", "--state-dir", state])
+    assert bad.exit_code == 1
+    assert "Error: --suite: unknown agent 'pkm'" in bad.stderr and "Value error" not in bad.stderr
+    key = runner.invoke(app, ["eval", "--suite", "card_agent", "--agent-model",
+                              "anthropic:claude-haiku-4-5", "--state-dir", state],
+                        env={"ANTHROPIC_API_KEY": ""})
+    assert key.exit_code == 2
+    assert "Error: no Anthropic API key" in key.stderr and "CredentialsError" not in key.stderr

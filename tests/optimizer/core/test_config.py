@@ -73,3 +73,14 @@ def test_nightly_settings_without_a_flag_are_checked(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "nightly setting 'estimate_margn'" in result.output
     assert "unknown agent 'pkm'" in result.output and "card_agent, pkm_agent" in result.output
+
+
+def test_one_state_folder_resolver_honours_the_flag_then_promptloop_home(
+        tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from optimizer.core.config import STATE_FOLDER, state_folder
+
+    monkeypatch.delenv("PROMPTLOOP_HOME", raising=False)
+    assert state_folder(tmp_path) == tmp_path / STATE_FOLDER == tmp_path / ".promptloop"
+    monkeypatch.setenv("PROMPTLOOP_HOME", str(tmp_path / "home"))
+    assert state_folder(tmp_path) == tmp_path / "home"
+    assert state_folder(tmp_path, tmp_path / "flag") == tmp_path / "flag"

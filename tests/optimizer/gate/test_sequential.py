@@ -9,10 +9,10 @@ import pytest
 
 from optimizer.gate.compare import GatePolicy
 from optimizer.gate.harm import bucket_statement
-from optimizer.gate.policy import Verdict
 from optimizer.gate.review_harm import HarmOnlyGate, HarmResult
 from optimizer.gate.sequential import SequentialGate, TaskKey, TrialRequest, heldout_tasks
 from optimizer.gate.tasks import TaskRecord, judge_task
+from optimizer.gate.verdict import Verdict
 
 POLICY = GatePolicy()
 

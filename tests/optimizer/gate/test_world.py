@@ -11,8 +11,8 @@ import pytest
 
 from optimizer.gate import world as W
 from optimizer.gate.compare import GatePolicy
-from optimizer.gate.policy import Verdict
 from optimizer.gate.sequential import heldout_tasks
+from optimizer.gate.verdict import Verdict
 from optimizer.workflows.gating import bucket_tasks, run_gate
 from optimizer.workflows.nightly.config import rank_buckets
 from optimizer.workflows.optimize_models import Baseline

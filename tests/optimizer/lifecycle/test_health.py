@@ -183,3 +183,29 @@ def test_refresh_renders_ambiguous_tasks_with_evidence(tmp_path: Path) -> None:
     assert ("- `r1/event-a#1` failed: score: 0.00; failing graders: card_completion 0.00 fail"
             in md)
     assert "- ... 1 more in the health JSON" in md
+
+
+def test_trend_cell_stays_on_one_line_at_80_columns() -> None:
+    from rich.console import Console
+
+    from optimizer.cli.ui import table_renderable
+    from optimizer.lifecycle.health_io import bucket_table
+
+    rates = [[T, T, T, T], [T, T, T, F], [T, T, F, F], [T, F, F, F], [F, F, F, F]]
+    runs = [run(f"d{i}", {f"a_long_bucket_name_{k}-1": r for k in range(3)}, day=i)
+            for i, r in enumerate(rates)]
+    view = bucket_table(compute_health(lineage_of(runs)).buckets)
+    trend = view.rows[0][4].text
+    assert trend.startswith("-25.0 pp/run [")
+    console = Console(width=80, record=True)
+    console.print(table_renderable(view, "", 80)[0])
+    assert sum(trend in line for line in console.export_text().splitlines()) == 3
+
+
+def test_one_tone_rule_for_deltas_slopes_and_trends() -> None:
+    from optimizer.report import fmt
+
+    assert fmt.trend(0.5, 0.5004) == fmt.tone(0.0004) == "same"
+    assert fmt.trend(0.5, 0.501) == fmt.tone(0.001) == "up"
+    assert fmt.tone(-0.2, -0.3, 0.1) == "same" and fmt.tone(-0.2, -0.3, -0.1) == "down"
+    assert fmt.tone(None) == "" and fmt.trend(None, 0.5) == "same"

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from optimizer.cli import ui
 from optimizer.gate.compare import BucketComparison
-from optimizer.gate.policy import Verdict
+from optimizer.gate.verdict import Verdict
 from optimizer.report.html.kit import macro
 from optimizer.report.markdown import table_lines, verdict_markdown
 from optimizer.report.summary import summarize

@@ -123,7 +123,7 @@ def test_agent_options_parse_and_reach_the_sessions(
     assert AgentOptions.parse("") == AgentOptions()
     both = AgentOptions.parse("strict_templates, require_skip_evidence")
     assert both.key() == "strict_templates,require_skip_evidence"
-    with pytest.raises(AgentOptionsError, match="did you mean 'strict_insight'"):
+    with pytest.raises(AgentOptionsError, match="Did you mean 'strict_insight'"):
         AgentOptions.parse("strict_insights")
     monkeypatch.setenv(AGENT_OPTIONS_VAR, "strict_insight")
     assert RunOptions(agent_model="scripted:pkm").agent_options == AgentOptions(

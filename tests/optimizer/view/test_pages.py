@@ -15,6 +15,7 @@ from agents.llm.types import Message
 from agents.transcript import Transcript
 from optimizer.core.ledger import Ledger
 from optimizer.gate.compare import GatePolicy
+from optimizer.lifecycle.stats import slope
 from optimizer.report import fmt
 from optimizer.report.store import list_runs
 from optimizer.report.summary import summarize
@@ -22,7 +23,6 @@ from optimizer.run.cache import text_hash
 from optimizer.view import state as state_module
 from optimizer.view.app import ViewApp
 from optimizer.view.compare import prompt_diff, recover_prompt
-from optimizer.view.trend import slope
 from optimizer.workflows.paired import compare_suite_runs
 from tests.optimizer.report.test_report import mk_run, tr
 from tests.optimizer.view.builders import EVIL_BASE, EVIL_SUITE, ViewState, load

@@ -216,7 +216,7 @@ def test_unsafe_proposals_are_refused_before_evaluation(repo: Path, state: Path)
     reasons = [" ".join(it.reasons) for it in result.iterations]
     assert "tasks/pkm_agent/capability/suite.json" in reasons[0]
     assert "Harbor Clinic" in reasons[1] or "harbor clinic" in reasons[1].lower()
-    assert "no applicable proposal" in reasons[2]
+    assert "no applicable proposal" in reasons[2] and "Error:" not in reasons[2]
     assert "does not change" in reasons[3]
     # nothing was evaluated: the agent model saw only the baseline
     assert len(agent.calls) == baseline_calls

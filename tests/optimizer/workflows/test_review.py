@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from optimizer.cli.app import app
 from optimizer.gate.compare import BucketComparison
-from optimizer.gate.policy import decide_review
+from optimizer.gate.verdict import decide_review
 from optimizer.workflows.review import ReviewConfig, ReviewResult, review
 from tests import policies
 from tests.optimizer.workflows.test_optimize import PROMPT, _git, checkout_state

@@ -20,8 +20,8 @@ from agents.llm.scripted import Request, ScriptedModel, call, reply
 from agents.llm.types import ModelResponse
 from optimizer.core.events import CandidateStopped, Event, ScreeningRound
 from optimizer.core.ledger import Ledger, LedgerEntry
-from optimizer.gate.policy import Verdict
 from optimizer.gate.screen import SCREEN_INDEX_OFFSET
+from optimizer.gate.verdict import Verdict
 from optimizer.workflows import iteration as iteration_module
 from optimizer.workflows.gating import GateRun
 from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
