@@ -38,17 +38,6 @@ class AgentFactory(Protocol):
     ) -> OutcomeSession: ...
 
 
-def published_at(at: datetime) -> str:
-    """`2026-03-14 09:30:05 UTC+00:00 (UTC)`: the local time, its UTC offset and its zone, as
-    both agents' first message writes a publish time (SPEC section 8). A naive time is taken
-    as the machine's local time."""
-    local = at if at.tzinfo is not None else at.astimezone()
-    offset = local.strftime("%z")
-    offset = f"{offset[:3]}:{offset[3:]}" if offset else "+00:00"
-    zone = getattr(local.tzinfo, "key", None) or local.tzname() or "local"
-    return f"{local:%Y-%m-%d %H:%M:%S} UTC{offset} ({zone})"
-
-
 def load_prompt(agent_name: str, prompts_dir: Path | None = None) -> str:
     """Read the agent's system prompt from `prompts/<agent>.md` at run time."""
     path = (prompts_dir or PROMPTS_DIR) / f"{agent_name}.md"

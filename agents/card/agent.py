@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agents.base import AgentInput, published_at
+from agents.base import AgentInput
 from agents.card.card_file import CardFileError, read_card
 from agents.card.tools import (
     METADATA_TOOL,
@@ -24,6 +24,7 @@ from agents.tools import Tool
 from agents.transcript import Transcript
 from agents.workspace import FactId, FactIdError, Workspace
 
+PUBLISHED_FORMAT = "%Y-%m-%d %H:%M:%S"
 PUBLISHED_NOTE = "Do not show this date in the card."
 
 CHECKS: dict[str, str] = {
@@ -185,7 +186,11 @@ class CardAgentSession:
 def published_time(at: datetime) -> str:
     """The `Published time:` value: local time, UTC offset and zone, and the note not to show
     the date in the card (SPEC section 8). A naive time is taken as the machine's local time."""
-    return f"{published_at(at)}. {PUBLISHED_NOTE}"
+    local = at if at.tzinfo is not None else at.astimezone()
+    offset = local.strftime("%z")
+    offset = f"{offset[:3]}:{offset[3:]}" if offset else "+00:00"
+    zone = getattr(local.tzinfo, "key", None) or local.tzname() or "local"
+    return f"{local.strftime(PUBLISHED_FORMAT)} UTC{offset} ({zone}). {PUBLISHED_NOTE}"
 
 
 def _normalise_fact_id(raw: str) -> str:

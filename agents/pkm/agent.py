@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import Field
 
-from agents.base import AgentInput, published_at
+from agents.base import AgentInput
 from agents.card.card_file import CardFileError, read_card, update_card
 from agents.pkm.fs_tools import FileTools
 from agents.pkm.paths import Sandbox
@@ -100,11 +100,12 @@ REQUIREMENT_TEXT = {
 
 
 def published_text(published: datetime) -> str:
-    """`2026-03-14 09:30:05 UTC+00:00 (UTC), Saturday`: the time, UTC offset and zone written
-    as the Card Agent writes them (`base.published_at`), then the weekday. A naive time is
-    taken as the machine's local time."""
+    """`2026-03-14 09:30:05 UTC+0000 (UTC, Saturday)`: the time with its UTC offset, zone and
+    weekday, written as the Card Agent writes it (SPEC section 8). A naive time is taken as the
+    machine's local time."""
     local = published if published.tzinfo is not None else published.astimezone()
-    return f"{published_at(local)}, {local:%A}"
+    zone = getattr(local.tzinfo, "key", None) or local.tzname() or "local"
+    return f"{local:%Y-%m-%d %H:%M:%S} UTC{local:%z} ({zone}, {local:%A})"
 
 
 class PkmAgentSession:

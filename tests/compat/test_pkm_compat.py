@@ -426,10 +426,10 @@ async def test_twenty_turns_then_loop_detection(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("published", "text"),
     [
-        (PUBLISHED, "Published Time: 2026-03-14 09:30:05 UTC+00:00 (UTC), Saturday"),
+        (PUBLISHED, "Published Time: 2026-03-14 09:30:05 UTC+0000 (UTC, Saturday)"),
         (
             datetime(2026, 3, 14, 21, 5, 0, tzinfo=ZoneInfo("Asia/Shanghai")),
-            "Published Time: 2026-03-14 21:05:00 UTC+08:00 (Asia/Shanghai), Saturday",
+            "Published Time: 2026-03-14 21:05:00 UTC+0800 (Asia/Shanghai, Saturday)",
         ),
     ],
 )

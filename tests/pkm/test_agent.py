@@ -46,7 +46,7 @@ def test_first_message_and_registry(workspace: Workspace, tmp_path: Path) -> Non
     assert "  Areas/\n    Health/\n      sleep.md" in text
     assert "User language: German" in text
     # SPEC section 8: the publish time carries the UTC offset and zone
-    assert "Published Time: 2026-03-14 09:30:05 UTC+00:00 (UTC), Saturday" in text
+    assert "Published Time: 2026-03-14 09:30:05 UTC+0000 (UTC, Saturday)" in text
     assert f"Raw Input ID (fact_id): {FACT_ID}" in text
     assert text.endswith(f"Raw Input Content:\n{CONTENT}")
     empty = make_session(Workspace(tmp_path / "fresh"))
