@@ -101,8 +101,10 @@ REQUIREMENT_TEXT = {
 
 def published_text(published: datetime) -> str:
     """`2026-03-14 09:30:05 UTC+0000 (UTC, Saturday)`: the time with its UTC offset, zone and
-    weekday, written as the Card Agent writes it (SPEC section 8). A naive time is taken as the
-    machine's local time."""
+    weekday, as the original PKM Agent writes it (the compatibility tests pin it). The Card
+    Agent writes its own original form, `UTC+00:00 (zone). note` (agents/card/agent.py): the
+    two agents' formats differ, as the originals' do. A naive time is taken as the machine's
+    local time."""
     local = published if published.tzinfo is not None else published.astimezone()
     zone = getattr(local.tzinfo, "key", None) or local.tzname() or "local"
     return f"{local:%Y-%m-%d %H:%M:%S} UTC{local:%z} ({zone}, {local:%A})"

@@ -35,13 +35,13 @@ class GatePolicy(BaseModel):
     pooled_weight: float = Field(default=0.5, gt=0.0, lt=1.0)
     """Share of the regression alpha given to the pooled test over all non-target buckets
     (a broad, thin regression), the rest being shared by the per-bucket tests."""
-    max_trials: int = Field(default=8, ge=1)
+    max_trials: int = Field(default=12, ge=1)
     """Trials per task the sequential gate may reach (baseline and candidate alike)."""
     round_trials: int = Field(default=2, ge=1)
     """Trials added per task and side in each round on the target or on held-out tasks."""
     sweep_trials: int = Field(default=1, ge=1)
-    """Trials per task added in each round of harm detection (on top of the trials each task
-    needs on its clean path, which the first round asks for at once)."""
+    """Trials per task in each round of harm detection, while the task is undecided (one run
+    per round, so a task's evidence spreads over runs and their conditions)."""
     harm_max_trials: int = Field(default=32, ge=1)
     """Candidate trials per task harm detection may reach (it rarely needs them: only tasks
     whose trials stay undecided get there)."""
