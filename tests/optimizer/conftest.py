@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.optimizer.workflows.test_optimize import PROMPT, TASKS, _git, _write_suite
+from tests.optimizer.workflows.test_optimize import PROMPT, TASKS, _write_suite, commit_base
 
 
 @pytest.fixture
@@ -30,9 +30,4 @@ def pkm_repo(repo: Path) -> Path:
             ]
         },
     )
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "dev@example.com")
-    _git(repo, "config", "user.name", "Dev")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
-    return repo
+    return commit_base(repo)

@@ -191,9 +191,9 @@ def test_fixed_clock_is_the_published_time(tmp_path: Path, state: Path) -> None:
         sb.suite(tmp_path / "b", [pkm_task], agent="pkm_agent", clock="2026-07-01T08:00:00")
     )
     asyncio.run(run_suite(pkm, options(state), pkm_model))
-    # SPEC section 8: the publish time carries the UTC offset and zone, as the card's does
+    # SPEC section 8: the publish time carries the UTC offset and zone (the original PKM form)
     first = pkm_model.calls[0].messages[1].content
-    assert "Published Time: 2026-07-01 08:00:00 UTC" in first and "), Wednesday" in first
+    assert "Published Time: 2026-07-01 08:00:00 UTC+0000 (UTC, Wednesday)" in first
 
 
 def test_trial_cache_key_follows_the_prompt(tmp_path: Path, state: Path) -> None:

@@ -18,7 +18,15 @@ from agents.llm.types import ModelResponse
 from optimizer.core.events import Phase
 from optimizer.workflows.nightly.engine import NightlyConfig, NightResult, run_nightly
 from tests import policies
-from tests.optimizer.workflows.test_optimize import BROAD, GOOD, PROMPT, TASKS, _git, _write_suite
+from tests.optimizer.workflows.test_optimize import (
+    BROAD,
+    GOOD,
+    PROMPT,
+    TASKS,
+    _git,
+    _write_suite,
+    commit_base,
+)
 
 CARD_PROMPT = """# Card agent
 
@@ -83,12 +91,7 @@ def make_repo(repo: Path) -> Path:
     write_card_suite(repo / "tasks" / "card_agent" / "capability", "capability", CARD_TASKS, 40)
     write_card_suite(repo / "tasks" / "card_agent" / "regression", "regression",
                      CARD_REGRESSION, 60)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "dev@example.com")
-    _git(repo, "config", "user.name", "Dev")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
-    return repo
+    return commit_base(repo)
 
 
 def agent_policy(req: Request) -> ModelResponse:

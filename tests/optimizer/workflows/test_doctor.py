@@ -13,7 +13,7 @@ from agents.llm.errors import ModelConfigError
 from optimizer.cli.app import app
 from optimizer.core.suites import TASKS_DIR
 from optimizer.workflows import doctor as doctor_mod
-from tests.optimizer.workflows.test_optimize import PROMPT, TASKS, _git, _write_suite
+from tests.optimizer.workflows.test_optimize import PROMPT, TASKS, _git, _write_suite, commit_base
 
 runner = CliRunner()
 SECRET_A = "zq-anth-7Hk2LmQ9pR4tV8wX1yZ3"
@@ -26,12 +26,7 @@ def repo(tmp_path: Path) -> Path:
     (repo / "prompts").mkdir(parents=True)
     (repo / "prompts" / "pkm_agent.md").write_text(PROMPT)
     _write_suite(repo / "tasks" / "pkm_agent" / "capability", "capability", TASKS)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "dev@example.com")
-    _git(repo, "config", "user.name", "Dev")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
-    return repo
+    return commit_base(repo)
 
 
 @pytest.fixture

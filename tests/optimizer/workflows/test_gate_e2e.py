@@ -26,7 +26,7 @@ from optimizer.gate.sequential import heldout_tasks
 from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
 from optimizer.workflows.review import ReviewConfig, review
 from tests import policies
-from tests.optimizer.workflows.test_optimize import PROMPT, _git, _write_suite
+from tests.optimizer.workflows.test_optimize import PROMPT, _git, _write_suite, commit_base
 
 TASKS = {
     "skip_trivial": [("greet-hi", "hi", "skip"), ("emoji-thumb", "👍", "skip"),
@@ -75,12 +75,7 @@ def repo(tmp_path: Path) -> Path:
     (repo / "prompts" / "pkm_agent.md").write_text(PROMPT)
     _write_suite(repo / "tasks" / "pkm_agent" / "capability", "capability", TASKS)
     _write_suite(repo / "tasks" / "pkm_agent" / "regression", "regression", REGRESSION)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "dev@example.com")
-    _git(repo, "config", "user.name", "Dev")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
-    return repo
+    return commit_base(repo)
 
 
 def heldout() -> str:

@@ -59,6 +59,16 @@ def _git(repo: Path, *args: str) -> str:
     ).stdout
 
 
+def commit_base(repo: Path) -> Path:
+    """`git init` the folder and commit everything in it as the base (user Dev)."""
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "dev@example.com")
+    _git(repo, "config", "user.name", "Dev")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    return repo
+
+
 def _write_suite(root: Path, kind: str, buckets: dict[str, list[tuple[str, str, str]]]) -> None:
     (root / "suite.json").parent.mkdir(parents=True, exist_ok=True)
     (root / "suite.json").write_text(
