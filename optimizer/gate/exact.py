@@ -306,3 +306,10 @@ def stratified_pvalue(strata: Sequence[tuple[int, int, int, int]],
 def stratified_greater_pvalue(strata: Sequence[tuple[int, int, int, int]]) -> float:
     """`stratified_pvalue(strata, "greater")`."""
     return stratified_pvalue(strata, "greater")
+
+
+def wilson_lower(successes: float, n: int, z: float = 1.2816) -> float:
+    """Lower end of the Wilson score interval of a rate (one-sided 90% at the default z)."""
+    if n <= 0:
+        return 0.0
+    return 1.0 - wilson_upper(n - successes, n, z)

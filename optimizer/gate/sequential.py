@@ -44,7 +44,7 @@ from optimizer.gate.tasks import (
     first_trials,
     graded_shift,
     judge_task,
-    reliable,
+    passes_record,
 )
 from optimizer.gate.verdict import POOLED, BucketVerdict, Decision, Verdict
 
@@ -145,7 +145,7 @@ class SequentialGate:
     def _passes_record(self, k: TaskKey) -> bool:
         """At least 90% of the task's recorded trials passed: nothing there to improve."""
         rec = self._obs.get(k)
-        return rec is not None and reliable(rec)
+        return rec is not None and passes_record(rec)
 
     @property
     def efficacy_keys(self) -> list[TaskKey]:

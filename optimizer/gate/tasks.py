@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from optimizer.gate.compare import GatePolicy
-from optimizer.gate.exact import two_sample_pvalue, wilson_upper
+from optimizer.gate.exact import two_sample_pvalue, wilson_lower, wilson_upper
 from optimizer.gate.pairing import Pair
 
 TaskKey = tuple[str, str]
@@ -176,7 +176,15 @@ def steady(rec: TaskRecord) -> bool:
 
 
 def reliable(rec: TaskRecord) -> bool:
-    """At least 90% of the task's recorded trials passed."""
+    """The task passes reliably on its record: the lower end of the one-sided 90% Wilson
+    interval of its recorded pass rate is at least 0.8 (12 of 12, 19 of 20; not 11 of 12). A
+    flaky task's lucky record rarely clears it, so its failures need more evidence."""
+    passed = [ok for _, ok in (*rec.history, *rec.base.values())]
+    return bool(passed) and wilson_lower(sum(passed), len(passed)) >= 0.8
+
+
+def passes_record(rec: TaskRecord) -> bool:
+    """At least 90% of the task's recorded trials passed (point estimate)."""
     passed = [ok for _, ok in (*rec.history, *rec.base.values())]
     return bool(passed) and sum(passed) >= 0.9 * len(passed)
 

@@ -176,7 +176,9 @@ def test_harm_only_gate_for_review() -> None:
     clean, reqs = drive(g, agent(fixed={"t0"}))
     assert isinstance(clean, HarmResult) and clean.regressed == [] and clean.open == []
     assert all(min(r.indices[k]) >= 2 for r in reqs for k in r.indices)
-    capped = HarmOnlyGate(POLICY.model_copy(update={"harm_max_trials": 2}), BUCKETS,
+    strict = POLICY.model_copy(update={"harm_max_trials": 2, "harm_task_beta": 0.01,
+                                       "harm_steady_beta": 0.01})
+    capped = HarmOnlyGate(strict, BUCKETS,
                           {(b, t): (2, 2) for b, ts in BUCKETS.items() for t in ts})
     open_, reqs = drive(capped, agent(fixed=set()))
     assert isinstance(open_, HarmResult) and not reqs and open_.stopped == "max trials"
