@@ -120,8 +120,9 @@ RegressionToleranceOpt = Annotated[
         "--regression-tolerance",
         envvar="PROMPTLOOP_REGRESSION_TOLERANCE",
         rich_help_panel=GATE,
-        help="Practical margin: a bucket whose mean score drops this much is confirmed with "
-        "more trials and rejects if the drop survives.",
+        help="The drop in a judge-scored or partial-credit task's mean score that harm "
+        "detection must rule out before the task says 'no harm' (a median drop this large on "
+        "fresh trials is also a break); review also confirms a bucket that fell this much.",
     ),
 ]
 MaxTurnsOpt = Annotated[int, typer.Option(
