@@ -221,3 +221,19 @@ def test_no_module_level_import_cycle() -> None:
     cycles = find_cycles(module_graph())
     assert not cycles, "module-level import cycles:\n" + "\n".join(
         " <-> ".join(c) for c in cycles)
+
+
+CLI_TYPES = {"optimizer.core.events", "optimizer.core.results"}
+"""What the CLI may import from core: the types it renders (events, run results)."""
+
+
+def test_the_cli_calls_workflows_not_core_or_git_internals() -> None:
+    """Every command goes through `workflows` (`workflows/context.py` for the lookups a command
+    makes before it starts one); from core it takes only the types it renders."""
+    wrong = []
+    for path in sorted((ROOT / "cli").glob("*.py")):
+        for name in imports(path):
+            inner = name.startswith(("optimizer.core", "optimizer.git"))
+            if inner and name not in CLI_TYPES:
+                wrong.append(f"{path.name}: {name}")
+    assert not wrong, wrong

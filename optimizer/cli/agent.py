@@ -14,8 +14,7 @@ from agents.runtime import DEFAULT_MAX_TURNS
 from optimizer.cli import ui
 from optimizer.cli.common import RUN, AgentModelOpt, BaseUrlOpt, JsonOpt
 from optimizer.cli.util import guarded
-from optimizer.core.config import DEFAULT_AGENT_MODEL
-from optimizer.core.names import agent_names
+from optimizer.workflows.context import DEFAULT_AGENT_MODEL, agent_names
 
 _AGENTS = " or ".join(agent_names())
 

@@ -35,8 +35,8 @@ def calibrate(
 
     Exit codes: 0 ok, 1 unknown grader, bad labels file (file, line and field named) or a
     label naming an unknown trial, 2 unreadable state folder."""
-    from optimizer.git import state_dir
     from optimizer.lifecycle.calibration import run_calibration, status_of
+    from optimizer.workflows.context import state_dir
 
     def body() -> None:
         report, path = run_calibration(state_dir(out), grader, labels, levels)

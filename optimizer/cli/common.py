@@ -19,7 +19,6 @@ import typer
 from optimizer.cli import ui
 from optimizer.cli.command import renamed_keys
 from optimizer.cli.util import EXIT_USER
-from optimizer.core.config import ConfigError, load_toml
 from optimizer.core.events import (
     Event,
     EventLog,
@@ -28,6 +27,7 @@ from optimizer.core.events import (
     RunStarted,
     fan_out,
 )
+from optimizer.workflows.context import ConfigError, load_toml
 
 # --- option panels of --help ---------------------------------------------------------------
 

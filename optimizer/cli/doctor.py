@@ -10,7 +10,7 @@ import typer
 from optimizer.cli import ui
 from optimizer.cli.common import AgentModelOpt, BaseUrlOpt, JsonOpt, JudgeModelOpt, StateOpt
 from optimizer.cli.util import EXIT_USER, guarded
-from optimizer.core.config import DEFAULT_AGENT_MODEL
+from optimizer.workflows.context import DEFAULT_AGENT_MODEL
 from optimizer.workflows.doctor import DoctorReport, diagnose
 
 

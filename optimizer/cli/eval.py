@@ -23,8 +23,7 @@ from optimizer.cli.common import (
     listening,
 )
 from optimizer.cli.util import EXIT_INFRA, guarded
-from optimizer.core.config import DEFAULT_AGENT_MODEL
-from optimizer.core.names import agent_names
+from optimizer.workflows.context import DEFAULT_AGENT_MODEL, agent_names
 
 
 class Mode(StrEnum):
@@ -76,9 +75,9 @@ def eval_(
 
     Exit 0 when the run completed (whatever the pass rate), 1 for a usage/config error, 2 when
     the infrastructure failed (bad key, provider down, every trial errored)."""
-    from optimizer.git import state_dir as resolve_state
     from optimizer.run.models import ModelIds
     from optimizer.run.runner import AllTrialsErroredError, RunOptions
+    from optimizer.workflows.context import state_dir as resolve_state
     from optimizer.workflows.evaluate import EvalRequest, evaluate
 
     def body() -> None:

@@ -45,9 +45,9 @@ def graduate(
 
     Exit codes: 0 branch created (or --dry-run plan shown), 1 unknown suite or bucket, not
     ready, conflicting files or ids, 2 unreadable state folder."""
-    from optimizer.git import state_dir
     from optimizer.lifecycle.graduate_git import GraduateRequest
     from optimizer.lifecycle.graduate_git import graduate as run_graduate
+    from optimizer.workflows.context import state_dir
 
     def body() -> None:
         root = require_repo("graduate")

@@ -16,8 +16,7 @@ from optimizer.cli.util import guarded
 def _suite_name(suite: str, kind: str) -> str:
     """The stored suite name: an agent name + --kind names a suite folder; anything else is
     taken as a stored suite name (checked against the store by the lineage)."""
-    from optimizer.core.names import agent_names
-    from optimizer.core.suites import SuiteError, resolve_suite_path
+    from optimizer.workflows.context import SuiteError, agent_names, resolve_suite_path
 
     if suite not in agent_names():
         return suite
@@ -60,7 +59,6 @@ def health(
     <state>/health/<suite>.json (format promptloop.health/1).
 
     Exit codes: 0 ok, 1 unknown suite or no runs in the lineage, 2 unreadable state folder."""
-    from optimizer.git import repo_root, state_dir
     from optimizer.lifecycle.errors import UnknownNameError
     from optimizer.lifecycle.health_io import (
         ambiguous_table,
@@ -71,6 +69,7 @@ def health(
     )
     from optimizer.lifecycle.lineage import stored_suite_names
     from optimizer.report.store import default_store_dir
+    from optimizer.workflows.context import repo_root, state_dir
 
     def body() -> None:
         state = state_dir(out)
@@ -79,8 +78,8 @@ def health(
             result = build_health(state, name, repo=repo_root(), ref=ref, agent_model=model,
                                   window=window, any_prompt=any_prompt)
         except UnknownNameError as err:
-            from optimizer.core.names import agent_names
             from optimizer.lifecycle.errors import LifecycleError
+            from optimizer.workflows.context import agent_names
 
             store = default_store_dir(state)
             if suite in agent_names():

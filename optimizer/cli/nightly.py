@@ -27,9 +27,8 @@ from optimizer.cli.common import (
     use_toml,
 )
 from optimizer.cli.util import EXIT_USER, guarded, require_repo
-from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError
-from optimizer.core.names import agent_names
 from optimizer.report import fmt
+from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError, agent_names
 
 if TYPE_CHECKING:
     from optimizer.workflows.nightly.config import NightlyConfig
@@ -177,7 +176,7 @@ def _failure(result: NightResult) -> str:
 
 
 def _config(settings: dict[str, Any], state_dir: Path | None) -> NightlyConfig:
-    from optimizer.git import state_dir as resolve_state
+    from optimizer.workflows.context import state_dir as resolve_state
     from optimizer.workflows.nightly.config import NightlyConfig
 
     root = require_repo("nightly")

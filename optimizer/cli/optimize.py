@@ -33,8 +33,7 @@ from optimizer.cli.common import (
 )
 from optimizer.cli.report import compare_command
 from optimizer.cli.util import guarded, option_errors, require_repo
-from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError
-from optimizer.core.names import agent_names
+from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError, agent_names
 
 if TYPE_CHECKING:
     from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult
@@ -164,7 +163,7 @@ def compare_commands(result: OptimizeResult, runs: RunLog, state: Path | None) -
 
 def _config(flags: dict[str, Any]) -> OptimizeConfig:
     from optimizer.gate.compare import GatePolicy
-    from optimizer.git import state_dir as resolve_state
+    from optimizer.workflows.context import state_dir as resolve_state
     from optimizer.workflows.optimize import OptimizeConfig
 
     root = require_repo("optimize")

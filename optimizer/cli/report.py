@@ -14,8 +14,8 @@ import typer
 from optimizer.cli import ui
 from optimizer.cli.common import OUTPUT, AllOpt, JsonOpt, StateOpt
 from optimizer.cli.util import guarded
-from optimizer.core.config import ConfigError
 from optimizer.report.fmt import json_text as fmt_json
+from optimizer.workflows.context import ConfigError
 
 if TYPE_CHECKING:
     from optimizer.core.results import RunResult
@@ -30,7 +30,7 @@ def suites(
     as_json: JsonOpt = False,
 ) -> None:
     """List suites with their tasks and failure buckets."""
-    from optimizer.core.suites import TASKS_DIR, load_suite
+    from optimizer.workflows.context import TASKS_DIR, load_suite
 
     def body() -> None:
         root = path or TASKS_DIR
@@ -116,7 +116,7 @@ def report(
     --all), as a terminal table, Markdown or JSON; --format html keeps the unpaired page of
     one run against one base run. optimize and review print this command for their
     comparisons."""
-    from optimizer.git import state_dir as resolve_state
+    from optimizer.workflows.context import state_dir as resolve_state
 
     def body() -> None:
         state = resolve_state(state_dir)

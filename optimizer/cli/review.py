@@ -33,9 +33,8 @@ from optimizer.cli.common import (
 )
 from optimizer.cli.report import compare_command
 from optimizer.cli.util import EXIT_INFRA, guarded, option_errors, require_repo
-from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError
-from optimizer.core.names import agent_names
 from optimizer.gate.compare import BucketComparison
+from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError, agent_names
 
 if TYPE_CHECKING:
     from optimizer.workflows.github import PostResult
@@ -147,7 +146,7 @@ def review(
 
 def _config(flags: dict[str, Any]) -> ReviewConfig:
     from optimizer.gate.compare import GatePolicy
-    from optimizer.git import state_dir as resolve_state
+    from optimizer.workflows.context import state_dir as resolve_state
     from optimizer.workflows.review import ReviewConfig
 
     root = require_repo("review")

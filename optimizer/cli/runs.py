@@ -15,10 +15,9 @@ import typer
 from optimizer.cli import ui
 from optimizer.cli.common import JsonOpt, StateOpt
 from optimizer.cli.util import guarded
-from optimizer.core.config import ConfigError
-from optimizer.core.names import did_you_mean
 from optimizer.report import fmt
 from optimizer.report.store import RunIndexEntry, default_store_dir, list_runs
+from optimizer.workflows.context import ConfigError, did_you_mean
 
 COLUMNS = ("run", "suite", "kind", "agent", "model", "prompt", "commit", "task pass",
            "trial pass", "trials", "errored", "started (UTC)")
@@ -83,7 +82,7 @@ def runs(
     state_dir: StateOpt = None,
 ) -> None:
     """List saved runs, newest first: suite, agent, model, prompt hash, commit, pass rates."""
-    from optimizer.git import state_dir as resolve_state
+    from optimizer.workflows.context import state_dir as resolve_state
 
     def body() -> None:
         store = default_store_dir(resolve_state(state_dir))

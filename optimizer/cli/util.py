@@ -11,12 +11,10 @@ from pydantic import ValidationError
 
 from agents.llm.errors import ModelError
 from optimizer.cli import ui
-from optimizer.core.config import ConfigError
-from optimizer.core.suites import SuiteError
-from optimizer.git import GitOpsError
 from optimizer.lifecycle.errors import LifecycleError
 from optimizer.report.store import ReportError
 from optimizer.run.runner import AllTrialsErroredError
+from optimizer.workflows.context import ConfigError, GitOpsError, SuiteError
 
 T = TypeVar("T")
 EXIT_OK, EXIT_USER, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -52,7 +50,7 @@ def option_errors(err: ValidationError) -> str:
 
 def require_repo(command: str) -> Path:
     """The git repository holding the current folder; a user error naming `command` outside one."""
-    from optimizer.git import repo_root
+    from optimizer.workflows.context import repo_root
 
     root = repo_root()
     if root is None:

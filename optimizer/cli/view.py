@@ -10,9 +10,9 @@ import typer
 from optimizer.cli import ui
 from optimizer.cli.common import StateOpt
 from optimizer.cli.util import guarded
-from optimizer.core.config import ConfigError
-from optimizer.git import state_dir as resolve_state
 from optimizer.view.server import ViewServer, make_server
+from optimizer.workflows.context import ConfigError
+from optimizer.workflows.context import state_dir as resolve_state
 
 
 def view(
