@@ -15,8 +15,8 @@
   scores against its own baseline record (history + baseline trials). With pass/fail scores it
   is Fisher's exact test (hypergeometric); with graded scores it enumerates every split when
   there are at most `max_splits` of them, else draws seeded random splits.
-- `stratified_greater_pvalue`: the exact stratified Fisher test that the candidate passes more
-  often than each task's own record (held-out tasks' generalisation).
+- `stratified_pvalue`: the exact stratified Fisher test that the candidate passes more (or
+  less) often than each task's own record (efficacy, held-out tasks, the bucket family).
 - `holm`: Holm's step-down correction, with optional weights (weighted Bonferroni-Holm).
 - `spent_alpha`: Lan-DeMets alpha-spending functions (a Pocock-type function, an O'Brien-
   Fleming-type one and a linear one). `look_alpha` tests each look at the alpha spent since
@@ -31,10 +31,6 @@
   The stake is adaptive (aGRAPA, Waudby-Smith & Ramdas 2023): before each difference it is the
   growth-rate-optimal stake for the differences seen so far, clipped to [0, `max_bet`], so a
   consistent drop is bet on ever harder and noise is bet on little.
-- `sprt_log_ratio`: Wald's log-likelihood ratio of "the mean difference is -drop" against "it
-  is 0" (normal model, observed variance); the gate uses it only to stop sampling once the
-  data favour "no drop" (a futility bound: it never rejects a patch, so it cannot raise the
-  false rejection rate; the miss rate it allows is measured by bench/gate_calibration.py).
 
 Any number k of identical non-zero differences gets exactly the p-value of the sign-flip test,
 2^-k one-sided: six equal drops give 1/64, never 0: the zero spread of such a sample is never
@@ -219,20 +215,6 @@ def anytime_pvalue(max_log_wealth: float) -> float:
     return 1.0 if max_log_wealth <= 0.0 else math.exp(-max_log_wealth)
 
 
-def sprt_log_ratio(diffs: Sequence[float], drop: float) -> float:
-    """Wald's log-likelihood ratio of mean difference -drop against 0, normal model with the
-    observed variance: n * drop * (-mean - drop / 2) / variance. Negative favours no drop."""
-    n = len(diffs)
-    if n == 0:
-        return 0.0
-    mean = math.fsum(diffs) / n
-    var = math.fsum((d - mean) ** 2 for d in diffs) / n
-    num = n * drop * (-mean - drop / 2.0)
-    if var <= 1e-15:
-        return math.copysign(math.inf, num) if num else 0.0
-    return num / var
-
-
 def _hypergeom_lower(base_pass: int, base_n: int, cand_pass: int, cand_n: int) -> float:
     """P(X <= cand_pass), X the candidate's share of all passes when the labels are shuffled."""
     total, passes = base_n + cand_n, base_pass + cand_pass
@@ -301,11 +283,6 @@ def stratified_pvalue(strata: Sequence[tuple[int, int, int, int]],
         dist = nxt
     tail = dist[observed:] if alternative == "greater" else dist[:observed + 1]
     return min(1.0, math.fsum(tail))
-
-
-def stratified_greater_pvalue(strata: Sequence[tuple[int, int, int, int]]) -> float:
-    """`stratified_pvalue(strata, "greater")`."""
-    return stratified_pvalue(strata, "greater")
 
 
 def wilson_lower(successes: float, n: int, z: float = 1.2816) -> float:

@@ -2,11 +2,12 @@
 
 Each bucket ends with exactly one of three statements:
 
-- "regressed": one of its tasks is broken (`tasks.judge_task`), or its paired differences,
-  or those of all other buckets pooled, are rejected by the weighted Holm family of adaptive
-  (aGRAPA) sign-flip betting tests at `regression_alpha`;
-- "no harm": every one of its tasks ruled out its drop on evidence (`tasks.judge_task`: the
-  task could not lose that much, or Wald's ratio favours no change by 1/`harm_task_beta`);
+- "regressed": one of its tasks is broken (`tasks.judge_task`), or a bucket family rejects
+  it: optimize's stratified Fisher family at the final look (`gate.sequential`), review's
+  anytime-valid betting family (`HarmEvidence`, `gate.review_harm`);
+- "no harm": every one of its tasks ruled out its drop on evidence (`tasks.judge_task`: Wald's
+  ratio, a record that cannot lose that much, or a flaky task consistent with its own record;
+  the statement says how many of each);
 - "harm not ruled out": anything else, with the trials that would decide it.
 
 A test that found nothing is never read as "no harm": a task that was not run, or whose
@@ -102,9 +103,16 @@ def bucket_statement(bucket: str, findings: Sequence[TaskFinding], family_p: flo
         return BucketHarm(bucket, "harm not ruled out",
                           f"bucket {bucket!r}: harm not ruled out (would need {need} more "
                           f"trial(s) of tasks {names}); {moved}", tuple(findings))
-    return BucketHarm(bucket, "no harm", f"bucket {bucket!r}: no harm: within -"
-                      f"{policy.harm_pass_drop:g} (pass rate) / -{policy.regression_tolerance:g} "
-                      f"(mean score) of the baseline on every task, {moved}", tuple(findings))
+    bases = {b: sum(f.basis == b for f in findings)
+             for b in ("wald", "cannot lose", "flakiness")}
+    how = ", ".join(f"{n} {label}" for b, label in (
+        ("wald", "by Wald's ratio against the drop"),
+        ("cannot lose", "whose record cannot lose it"),
+        ("flakiness", "flaky and within their own record's band")) if (n := bases[b]))
+    return BucketHarm(bucket, "no harm", f"bucket {bucket!r}: no harm: each task ruled out a "
+                      f"drop of {policy.harm_pass_drop:g} in pass rate or "
+                      f"{policy.regression_tolerance:g} in mean score ({how}); {moved}",
+                      tuple(findings))
 
 
 def summary(statements: Sequence[BucketHarm]) -> str:

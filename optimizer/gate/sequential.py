@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from optimizer.gate.compare import BucketComparison, GatePolicy, compare_bucket
-from optimizer.gate.exact import holm, look_alpha, stratified_greater_pvalue, stratified_pvalue
+from optimizer.gate.exact import holm, look_alpha, stratified_pvalue
 from optimizer.gate.harm import BucketHarm, bucket_statement, summary
 from optimizer.gate.pairing import Pair
 from optimizer.gate.policy import gate_method_text
@@ -116,7 +116,6 @@ class SequentialGate:
     _base_n: dict[TaskKey, int] = field(default_factory=dict)
     _obs: Observations = field(default_factory=dict)
     _target_comp: BucketComparison | None = None
-    _heldout_comp: BucketComparison | None = None
     _heldout_text: str = ""
     _target_text: str = ""
     _statements: list[BucketHarm] = field(default_factory=list)
@@ -257,7 +256,7 @@ class SequentialGate:
         keys = self.efficacy_keys
         self._target_comp = compare_bucket(self.target, self._pairs(keys), p, interval=False)
         strata, gain = self._strata(keys)
-        p_value = stratified_greater_pvalue(strata)
+        p_value = stratified_pvalue(strata)
         self.looks += 1
         n = self.trials_per_task(keys)
         t = min(1.0, n / p.max_trials)
@@ -301,10 +300,8 @@ class SequentialGate:
         keys = self._failing_heldout()
         if not keys:
             return self._start_harm(why or "no held-out task failed on the baseline")
-        comp = compare_bucket(f"{self.target} (held-out)", self._pairs(keys), p, interval=False)
-        self._heldout_comp = comp
         strata, gain = self._strata(keys)
-        p_value = stratified_greater_pvalue(strata)
+        p_value = stratified_pvalue(strata)
         n = self.trials_per_task(keys)
         t = min(1.0, n / p.max_trials)
         a = look_alpha(t, self._h_before, p.heldout_alpha, p.heldout_spending)

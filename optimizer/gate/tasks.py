@@ -94,6 +94,8 @@ class TaskFinding:
     n_cand: int
     cand_failed: list[int] = field(default_factory=list)
     """Candidate trial indices that failed."""
+    basis: str = ""
+    """What a "no harm" rests on: "wald", "cannot lose" or "flakiness"."""
 
     @property
     def suspect(self) -> bool:
@@ -244,9 +246,9 @@ def judge_task(rec: TaskRecord, policy: GatePolicy) -> TaskFinding:
     cand_mean = math.fsum(cand) / len(cand) if cand else None
 
     def finding(state: TaskState, why: str, p: float = 1.0, ratio: float = 0.0,
-                need: int = 0) -> TaskFinding:
+                need: int = 0, basis: str = "") -> TaskFinding:
         return TaskFinding(rec.key, state, why, p, ratio, need, ref_mean, cand_mean, len(ref),
-                           len(cand), failed)
+                           len(cand), failed, basis)
 
     if not ref:
         return finding("undecided", "no baseline trial counted (all errored)", need=1)
@@ -259,17 +261,17 @@ def judge_task(rec: TaskRecord, policy: GatePolicy) -> TaskFinding:
     if ratio is None:
         what = "pass rate" if not rec.graded else "mean score"
         return finding("no harm", f"no harm: its baseline {what} is below the drop the gate "
-                       "rules out, so it cannot lose that much", p)
+                       "rules out, so it cannot lose that much", p, basis="cannot lose")
     if not steady(rec):
         ok, why = _consistent(rec, policy)
         if ok:
-            return finding("no harm", why, p)
+            return finding("no harm", why, p, basis="flakiness")
         need = max(1, policy.flaky_trials - len(cand))
         return finding("undecided", why, p, need=need)
     llr, gain, bound, what = ratio
     if llr >= bound - 1e-12:
         return finding("no harm", f"no harm: Wald's ratio favours no change over {what} by "
-                       f"{math.exp(llr):.3g} >= {math.exp(bound):.3g}", p, llr)
+                       f"{math.exp(llr):.3g} >= {math.exp(bound):.3g}", p, llr, basis="wald")
     need = max(1, math.ceil((bound - llr) / gain - 1e-9))
     return finding("undecided", f"{what} not ruled out yet (Wald ratio {math.exp(llr):.3g}, "
                    f"needs {math.exp(bound):.3g})", p, llr, need)
@@ -279,10 +281,6 @@ def first_trials(rec: TaskRecord, policy: GatePolicy) -> int:
     """Candidate trials a task needs on the clean path (0 when it cannot lose the drop)."""
     f = judge_task(rec, policy)
     return 0 if f.state == "no harm" else min(f.need, policy.harm_max_trials)
-
-
-def fmt_trials(findings: Sequence[TaskFinding]) -> str:
-    return "; ".join(f.describe() for f in findings)
 
 
 def graded_shift(records: Sequence[TaskRecord], limit: float = 0.1, least: int = 6) -> float:

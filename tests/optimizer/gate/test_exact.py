@@ -17,7 +17,6 @@ from optimizer.gate.exact import (
     mcnemar_pvalue,
     sign_flip_pvalue,
     spent_alpha,
-    sprt_log_ratio,
 )
 from optimizer.gate.pairing import Pair
 
@@ -157,12 +156,3 @@ def test_betting_wealth_and_its_pvalue() -> None:
         betting_log_wealth([1.0], 1.0)
 
 
-def test_wald_log_ratio() -> None:
-    # n * drop * (-mean - drop / 2) / variance
-    diffs = [-1.0, 0.0, 0.0, 1.0, -1.0, 0.0]
-    mean = -1 / 6
-    var = sum((d - mean) ** 2 for d in diffs) / 6
-    assert sprt_log_ratio(diffs, 0.2) == pytest.approx(6 * 0.2 * (1 / 6 - 0.1) / var)
-    assert sprt_log_ratio([], 0.2) == 0.0
-    assert sprt_log_ratio([0.0] * 10, 0.2) == -math.inf  # nothing moved: no drop favoured
-    assert sprt_log_ratio([-1.0] * 10, 0.2) == math.inf
