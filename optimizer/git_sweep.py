@@ -123,7 +123,8 @@ class Sweeper(GitOps):
         folder = path.parent
         ours = folder.name.startswith(WORKTREE_PREFIX) and folder.exists()
         remove_worktree(self.root, path, folder if ours else None)
-        return registered or ours
+        # only what is gone counts as cleaned: a removal git refused is not reported as done
+        return (registered or ours) and not path.exists()
 
     def drop_branch(self, branch: str) -> bool:
         """Remove one of our half-made candidate branches and any worktree left holding it

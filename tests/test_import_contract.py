@@ -164,10 +164,7 @@ def _top_level_imports(path: Path, known: set[str]) -> set[str]:
 def module_graph() -> dict[str, set[str]]:
     paths = [p for pkg in PACKAGES for p in (PROJECT / pkg).rglob("*.py")]
     known = {_module_name(p) for p in paths}
-    graph = {_module_name(p): _top_level_imports(p, known) for p in paths}
-    for name, deps in graph.items():  # importing a.b.c runs a/__init__ and a/b/__init__ too
-        deps.discard(name)
-    return graph
+    return {_module_name(p): _top_level_imports(p, known) for p in paths}
 
 
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from agents.llm.errors import ModelError
 from optimizer.cli import ui
 from optimizer.lifecycle.errors import LifecycleError
-from optimizer.report.store import ReportError
+from optimizer.report.store import ReportError, RunNotFoundError
 from optimizer.run.runner import AllTrialsErroredError
 from optimizer.workflows.context import ConfigError, GitOpsError, SuiteError
 
@@ -22,15 +22,17 @@ EXIT_OK, EXIT_USER, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 def guarded(fn: Callable[[], T]) -> T:
     """Run a command body, mapping errors to one `Error:` line and the README's exit code:
-    1 for user/configuration errors (unknown names, refused graduations, bad labels, git refs,
-    unreadable reports), 2 for infrastructure failures (models, every trial errored, the disk),
-    130 for Ctrl-C. The one mapping every command uses."""
+    1 for user/configuration errors (unknown names and runs, refused graduations, bad labels,
+    git refs), 2 for infrastructure failures (models, every trial errored, the disk, an
+    unreadable report or index in the state folder), 130 for Ctrl-C. The one mapping every
+    command uses."""
     try:
         return fn()
-    except (ConfigError, SuiteError, ReportError, GitOpsError, LifecycleError, ValueError) as err:
+    except (ConfigError, SuiteError, RunNotFoundError, GitOpsError, LifecycleError,
+            ValueError) as err:
         ui.error(str(err))  # ui.error escapes: a name from a user's file may look like markup
         raise typer.Exit(EXIT_USER) from None
-    except (ModelError, AllTrialsErroredError, OSError) as err:
+    except (ModelError, AllTrialsErroredError, ReportError, OSError) as err:
         # the message says what failed; a class name (CredentialsError) is not for the user
         ui.error(str(err) or type(err).__name__)
         raise typer.Exit(EXIT_INFRA) from None

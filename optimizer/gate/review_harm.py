@@ -29,7 +29,7 @@ from optimizer.gate.harm import BucketHarm, HarmEvidence, bucket_statement, summ
 from optimizer.gate.pairing import Pair
 from optimizer.gate.sequential import Observations, TrialRequest
 from optimizer.gate.tasks import TaskFinding, TaskKey, TaskRecord, graded_shift, judge_task
-from optimizer.gate.verdict import POOLED, BucketVerdict
+from optimizer.gate.verdict import HARM_ORDER, POOLED, BucketVerdict
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,8 @@ class HarmResult:
     pooled_p: float
     rounds: int
     stopped: str
-    """"decided" (every bucket regressed or no harm) or "max trials"."""
+    """"decided" (every bucket regressed or said no harm), "regressed" (a bucket regressed
+    while others were still open: no more trials were spent) or "max trials"."""
 
     @property
     def regressed(self) -> list[str]:
@@ -59,8 +60,7 @@ class HarmResult:
 
     def reasons(self) -> list[str]:
         """Each bucket's statement (regressed and open ones first), then the pooled test."""
-        order = {"regressed": 0, "harm not ruled out": 1, "no harm": 2}
-        out = [s.statement for s in sorted(self.statements, key=lambda s: order[s.state])]
+        out = [s.statement for s in sorted(self.statements, key=lambda s: HARM_ORDER[s.state])]
         if self.pooled_rejected:
             out.append(f"all buckets together regressed (adaptive betting sign-flip test "
                        f"p={self.pooled_p:.3g}, weighted Holm)")
@@ -81,6 +81,8 @@ class HarmOnlyGate:
     _cand_n: dict[TaskKey, int] = field(default_factory=dict)
     _base_n: dict[TaskKey, int] = field(default_factory=dict)
     _evidence: HarmEvidence | None = None
+    _since: dict[TaskKey, int] = field(default_factory=dict)
+    """Suspect task -> the first head trial index after it became a suspect."""
 
     def __post_init__(self) -> None:
         for k in self.keys:
@@ -91,15 +93,18 @@ class HarmOnlyGate:
     def keys(self) -> list[TaskKey]:
         return [(b, t) for b, ts in self.bucket_tasks.items() for t in ts]
 
-    def first(self, obs: Observations) -> TrialRequest | HarmResult:
-        return self.step(obs)
-
     def _findings(self, obs: Observations) -> dict[str, list[TaskFinding]]:
         records = [obs.get(k, TaskRecord(k)) for k in self.keys]
         shift = graded_shift(records)
         out: dict[str, list[TaskFinding]] = {b: [] for b in self.bucket_tasks}
         for k, rec in zip(self.keys, records, strict=True):
-            out[k[0]].append(judge_task(replace(rec, shift=shift), self.policy))
+            found = judge_task(replace(rec, shift=shift, since=self._since.get(k)), self.policy)
+            if found.suspect and k not in self._since:
+                # as in optimize: the trials that raised the suspicion are no evidence of a
+                # break; only the head trials run after it count in the break test
+                self._since[k] = max(rec.cand, default=-1) + 1
+                found = judge_task(replace(rec, shift=shift, since=self._since[k]), self.policy)
+            out[k[0]].append(found)
         return out
 
     @staticmethod
@@ -118,10 +123,10 @@ class HarmOnlyGate:
         statements = [bucket_statement(b, fs, self._evidence.p_bucket(b)
                                        if b in rejected else None, p)
                       for b, fs in by_bucket.items()]
-        result = HarmResult(statements, POOLED in rejected, self._evidence.p_pooled(),
-                            self.rounds, "decided")
         open_ = [f for s in statements if s.state == "harm not ruled out" for f in s.findings
                  if f.state == "undecided"]
+        result = HarmResult(statements, POOLED in rejected, self._evidence.p_pooled(),
+                            self.rounds, "regressed" if open_ else "decided")
         if not open_ or result.regressed:
             return result
         req = self._request(open_, obs)

@@ -70,6 +70,10 @@ def regression_family(
     return out
 
 
+HARM_ORDER = {"regressed": 0, "harm not ruled out": 1, "no harm": 2}
+"""How bucket statements are listed: regressions first, then open ones, then no harm."""
+
+
 class BucketVerdict(BaseModel):
     """One non-target bucket's harm statement (`optimizer.gate.harm`)."""
 

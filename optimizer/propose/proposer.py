@@ -23,6 +23,7 @@ from typing import Literal
 from agents.data import data_dir
 from agents.llm.types import Message, ModelClient, ModelSettings, Usage
 from agents.placeholders import render
+from optimizer.core.files import atomic_write_text
 from optimizer.core.ledger import LedgerEntry
 from optimizer.core.redact import redact
 from optimizer.core.results import RunResult
@@ -166,10 +167,9 @@ class Package:
     def write(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / "package.md"
-        path.write_text(
-            f"<!-- system message -->\n{self.system}\n\n<!-- user message -->\n{self.user}\n",
-            encoding="utf-8",
-        )
+        # redacted like every state file: the package is also copied into a proposer's sandbox
+        atomic_write_text(
+            path, f"<!-- system message -->\n{self.system}\n\n<!-- user message -->\n{self.user}\n")
         return path
 
 

@@ -20,6 +20,7 @@ empty folder; no git config of yours but your name and email), and runs the comm
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from agents import trees
 from optimizer.core.redact import register_secret
 from optimizer.propose.guards import GuardCode, GuardViolation
 from optimizer.propose.proposer import ProposerError, run_command
@@ -240,19 +242,17 @@ def create_sandbox(root: Path, repo: Path, base_sha: str, package: Path) -> Sand
 
 
 def remove_tree(path: Path) -> None:
-    """Remove `path` also where the command left folders without write permission."""
-    def retry(_func: object, failed: str, _exc: object) -> None:
-        target = Path(failed)
-        try:
-            target.parent.chmod(target.parent.stat().st_mode | stat.S_IRWXU)
-            if target.is_dir() and not target.is_symlink():
-                target.chmod(stat.S_IRWXU)
-                shutil.rmtree(target, ignore_errors=True)
-            else:
-                target.unlink(missing_ok=True)
-        except OSError:
-            return
-    shutil.rmtree(path, onerror=retry)
+    """Remove `path` also where the command left folders without write permission (and
+    however deep it made them): folders made writable by an iterative walk, then
+    `agents.trees.remove_tree`, which never recurses."""
+    if not path.is_dir() or path.is_symlink():
+        trees.remove_tree(path)
+        return
+    for folder in [path, *(e for e in trees.iter_entries(path)
+                           if e.is_dir() and not e.is_symlink())]:
+        with contextlib.suppress(OSError):
+            folder.chmod(folder.stat().st_mode | stat.S_IRWXU)
+    trees.remove_tree(path)
 
 
 def copy_changes(before: Snapshot, after: Snapshot, prompt_path: str) -> list[GuardViolation]:
@@ -313,6 +313,12 @@ async def run_sandboxed(cmd: str, *, repo: Path, base_sha: str, package: Path,
     `others` are more candidate worktrees to watch (the other candidates of an iteration with
     `--candidates K`). The sandbox is removed in every case."""
     using = using or isolation()
+    # refused before anything is created or removed: the cleanup below deletes `root`, so it
+    # must be a new folder of ours, never inside the repository or already there
+    if root.resolve().is_relative_to(repo.resolve()):
+        raise ProposerError(f"the proposer's sandbox {root} would be inside the repository")
+    if root.exists():
+        raise ProposerError(f"the proposer's sandbox {root} already exists")
     try:
         sandbox = create_sandbox(root, repo, base_sha, package)
         watched = proposer_watch(repo, worktree, homes=(Path.home(),), others=others)

@@ -13,7 +13,7 @@ from typing import Any
 from graders.base import Score
 from optimizer.core.results import RunResult, TrialResult
 from optimizer.gate.compare import BucketComparison, describe
-from optimizer.gate.verdict import Verdict
+from optimizer.gate.verdict import HARM_ORDER, Verdict
 from optimizer.report.fmt import num, pct, seconds, short, usd
 from optimizer.report.summary import RunSummary, failed_text, task_order
 from optimizer.report.table import (
@@ -212,7 +212,6 @@ def movement_lines(verdict: Verdict) -> list[str]:
     return out
 
 
-_ORDER = {"regressed": 0, "harm not ruled out": 1, "no harm": 2}
 
 
 def harm_lines(verdict: Verdict) -> list[str]:
@@ -220,7 +219,7 @@ def harm_lines(verdict: Verdict) -> list[str]:
     says "no bucket regressed" only when every bucket said "no harm"."""
     if not verdict.buckets:
         return []
-    ordered = sorted(verdict.buckets, key=lambda b: _ORDER.get(b.state, 3))
+    ordered = sorted(verdict.buckets, key=lambda b: HARM_ORDER.get(b.state, 3))
     out = [f"[{b.state}] {b.statement}" for b in ordered]
     bad = [b.bucket for b in ordered if b.state == "regressed"]
     open_ = [b.bucket for b in ordered if b.state == "harm not ruled out"]

@@ -250,7 +250,7 @@ async def run_harm(
     gate = HarmOnlyGate(policy, tasks, ran)
     base, head = list(base_runs), list(head_runs)
     spent = 0
-    step: TrialRequest | HarmResult = gate.first(observations(base, head, past))
+    step: TrialRequest | HarmResult = gate.step(observations(base, head, past))
     while isinstance(step, TrialRequest):
         if on_stage is not None:
             on_stage(step)
@@ -260,7 +260,8 @@ async def run_harm(
                 ids = {t: n for (b, t), n in wanted.items() if where[(b, t)] == i}
                 if not ids:
                     continue
-                got = await run(suite.select(task_ids=list(ids)), prompt, f"harm {side}", ids)
+                got = await run(suite.select(task_ids=list(ids)), prompt,
+                                f"harm {side} {gate.rounds}", ids)
                 spent += sum(not t.cached for t in got.trials)
                 runs = base if side == "base" else head
                 runs[i] = merge_runs(runs[i], got)

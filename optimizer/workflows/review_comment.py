@@ -14,7 +14,7 @@ from typing import Protocol
 
 from optimizer.core.results import pairing_text
 from optimizer.gate.compare import BucketComparison, GatePolicy
-from optimizer.gate.verdict import ReviewDecision
+from optimizer.gate.verdict import HARM_ORDER, ReviewDecision
 from optimizer.propose.package import FailingTrial, fence
 from optimizer.report.fmt import num, short
 from optimizer.report.markdown import cell, table_lines
@@ -183,9 +183,8 @@ def harm_lines(a: AgentReviewLike) -> list[str]:
     """Every bucket's harm statement, regressed and open ones first."""
     if not a.buckets:
         return []
-    order = {"regressed": 0, "harm not ruled out": 1, "no harm": 2}
     out = [f"**Harm detection per bucket** ({a.harm_trials} trial(s) added for it):", ""]
-    for b in sorted(a.buckets, key=lambda b: order.get(b.state, 3)):
+    for b in sorted(a.buckets, key=lambda b: HARM_ORDER.get(b.state, 3)):
         out.append(f"- `{b.bucket}`: {_HARM.get(b.state, b.state)}: {cell(b.statement)}")
     return out
 

@@ -105,7 +105,7 @@ def drive(g: SequentialGate | HarmOnlyGate, outcome: Outcome, ran: int = 2
                 ok = outcome(key, side)
                 getattr(rec, side)[i] = (float(ok), ok)
     requests: list[TrialRequest] = []
-    step = g.first() if isinstance(g, SequentialGate) else g.first(obs)
+    step = g.first() if isinstance(g, SequentialGate) else g.step(obs)
     while isinstance(step, TrialRequest):
         requests.append(step)
         for side, wanted in (("base", step.base), ("cand", step.indices)):

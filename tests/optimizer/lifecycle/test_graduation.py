@@ -195,5 +195,5 @@ def test_graduate_and_health_commands(repo: Path, state: Path,
     (state / "runs" / "index.jsonl").write_text("not json\n")
     res = runner.invoke(app, ["health", "--suite", "card_agent_capability",
                               "--state-dir", str(state)])
-    assert res.exit_code == 1 and "index.jsonl" in res.stderr
+    assert res.exit_code == 2 and "index.jsonl" in res.stderr
     assert "--bucket" in runner.invoke(app, ["graduate", "--help"]).stdout
