@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
+import json
 import os
 import re
 import secrets
 import shutil
 import signal
+import socket
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -74,6 +77,7 @@ def remove_worktree(repo_dir: Path, wt: Path, tmp: Path | None) -> None:
     `git worktree remove --force`, delete its temporary folder `tmp`, `git worktree prune`."""
     _plain(repo_dir, *_SAFE_CONFIG, "worktree", "remove", "--force", str(wt))
     if tmp is not None:
+        release_owner(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
     _plain(repo_dir, "worktree", "prune")
 
@@ -106,6 +110,69 @@ def _install_hooks() -> None:
     if threading.current_thread() is threading.main_thread():
         with contextlib.suppress(ValueError, OSError):
             _PREVIOUS_SIGTERM = signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+OWNER_MARKER = "promptloop-owner.json"
+"""Written into every candidate folder: which repository made it. `doctor --fix` removes a
+folder only when this repository's ledger names it, or when this marker names this repository
+and no live process holds the marker's lock (`folder_owner`, `owner_locked`)."""
+_OWNER_LOCKS: dict[Path, int] = {}  # candidate folder -> open fd holding its marker's flock
+
+
+def repository_id(root: Path) -> str:
+    """What names a repository in an owner marker: its git common folder, resolved (the same
+    for every worktree of one repository, different for any other repository)."""
+    common = _plain(root, "rev-parse", "--git-common-dir") or ".git"
+    return str((root / common).resolve())
+
+
+def mark_owner(folder: Path, repo_id: str) -> None:
+    """Write the owner marker into `folder` and hold its lock while this process lives (the
+    kernel drops the lock when the process dies, whatever its pid namespace)."""
+    marker = folder / OWNER_MARKER
+    marker.write_text(json.dumps({"repository": repo_id, "pid": os.getpid(),
+                                  "host": socket.gethostname()}), encoding="utf-8")
+    fd = os.open(marker, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return
+    with _LOCK:
+        _OWNER_LOCKS[folder] = fd
+
+
+def release_owner(folder: Path) -> None:
+    with _LOCK:
+        fd = _OWNER_LOCKS.pop(folder, None)
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def folder_owner(folder: Path) -> str | None:
+    """The repository id an owner marker in `folder` names; None without a readable marker."""
+    try:
+        data = json.loads((folder / OWNER_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    repo = data.get("repository") if isinstance(data, dict) else None
+    return repo if isinstance(repo, str) else None
+
+
+def owner_locked(folder: Path) -> bool:
+    """A live process (any pid namespace sharing this file system) holds `folder`'s marker."""
+    try:
+        fd = os.open(folder / OWNER_MARKER, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def candidate_folder() -> Path:
@@ -339,6 +406,7 @@ class GitOps:
         _install_hooks()
         tmp = folder or candidate_folder()
         tmp.mkdir(parents=True)
+        mark_owner(tmp, repository_id(self.root))
         wt = tmp / "worktree"
         with _LOCK:
             _LIVE[wt] = (self.root, tmp)

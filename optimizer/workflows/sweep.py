@@ -7,10 +7,15 @@ folder, `git worktree prune`), its `promptloop/...` branch deleted, and a closin
 outcome `abandoned` naming what was cleaned. Records of live processes (a run going on in
 another terminal, this process's own) and of other hosts are left alone.
 
-`fix_strays` (doctor --fix only) also cleans what no ledger of this state folder knows about:
-worktrees in candidate folders of dead processes, candidate folders git has forgotten, and
-`promptloop/...` branches that carry no verdict (the iteration never committed) and are not
-held by a live run. Accepted and kept branches carry a verdict trailer and are never touched.
+`fix_strays` (doctor --fix only) also cleans this repository's strays: worktrees of this
+repository in candidate folders of dead processes, `promptloop/...` branches that carry no
+verdict (the iteration never committed) and are not held by a live run, and candidate folders
+in the temporary folder that git has forgotten, but only those it owns: a folder the ledger of
+this state folder names, or one whose owner marker (`git.OWNER_MARKER`) names this repository
+and whose lock no live process holds. A folder of another repository, of a run in another
+container or pid namespace, or without a marker is never removed: a process id in a folder's
+name says nothing about who made it. Accepted and kept branches carry a verdict trailer and
+are never touched.
 """
 
 from __future__ import annotations
@@ -25,7 +30,13 @@ from pydantic import BaseModel, Field
 
 from optimizer.core.events import EventSink, IterationAbandoned, ignore
 from optimizer.core.ledger import Ledger, LedgerOpen
-from optimizer.git import WORKTREE_PREFIX, GitOpsError
+from optimizer.git import (
+    WORKTREE_PREFIX,
+    GitOpsError,
+    folder_owner,
+    owner_locked,
+    repository_id,
+)
 from optimizer.git_sweep import Sweeper, folder_pid
 from optimizer.run.workspaces import pid_alive
 
@@ -114,14 +125,36 @@ def fix_strays(repo: Path, state_dir: Path) -> StrayCleanup:
                       if verdict is None and b not in claimed and b not in held]
         out.branches += git.drop_branches(unfinished)
     registered = {str(wt) for wt in out.worktrees}
+    named = _ledger_folders(state_dir)
+    me = repository_id(repo)
     for folder in Path(tempfile.gettempdir()).glob(f"{WORKTREE_PREFIX}*"):
-        if str(folder / "worktree") in registered or _live(folder_pid(folder)):
+        if str(folder / "worktree") in registered or not _owned(folder, named, me):
             continue
-        if folder_pid(folder) is None and (folder / "worktree").exists():
-            continue  # an older run's folder that git may still use: left to `git worktree`
         shutil.rmtree(folder, ignore_errors=True)
         out.folders.append(str(folder))
     return out
+
+
+def _ledger_folders(state_dir: Path) -> set[Path]:
+    """Candidate folders the ledger of `state_dir` names, except those of iterations that may
+    still be running (open, and not known to be dead)."""
+    ledger = ledger_of(state_dir)
+    if not ledger.path.is_file():
+        return set()
+    running = {r.id for r in ledger.unclosed() if not is_dead(r)}
+    return {Path(w).parent.resolve() for r in ledger.records()
+            if isinstance(r, LedgerOpen) and r.id not in running
+            for w in (r.worktree, *(s.worktree for s in r.more))}
+
+
+def _owned(folder: Path, named: set[Path], repo_id: str) -> bool:
+    """`folder` is this repository's to remove: not in use by a live process, and named by
+    this state folder's ledger or marked as made by this repository."""
+    if _live(folder_pid(folder)) or owner_locked(folder):
+        return False
+    if folder.resolve() in named:
+        return True
+    return folder_owner(folder) == repo_id
 
 
 __all__ = ["StrayCleanup", "fix_strays", "is_dead", "ledger_of", "sweep_abandoned"]

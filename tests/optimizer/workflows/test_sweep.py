@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -18,7 +19,15 @@ from typer.testing import CliRunner
 from optimizer.cli.app import app
 from optimizer.core.events import Event, IterationAbandoned
 from optimizer.core.ledger import Ledger, LedgerOpen
-from optimizer.git import GitOps
+from optimizer.git import (
+    OWNER_MARKER,
+    GitOps,
+    folder_owner,
+    mark_owner,
+    owner_locked,
+    release_owner,
+    repository_id,
+)
 from optimizer.git_sweep import Sweeper, trailers, verdict_trailers
 from optimizer.workflows import doctor as doctor_mod
 from optimizer.workflows.doctor_git import check_git
@@ -188,3 +197,43 @@ def test_doctor_fix_cleans_what_killed_runs_left(
         assert "cleaned (--fix)" in human and "nothing to clean" in human
     finally:
         _git(repo, "worktree", "remove", "--force", str(running))
+
+
+def test_doctor_fix_never_removes_a_folder_another_repository_made(
+    repo: Path, state: Path, dead_pid: int, tmp_path: Path
+) -> None:
+    """Issue 26: a candidate-named folder of another repository, or of a run in another pid
+    namespace (its pid looks dead here), or with no owner marker, survives `fix_strays`."""
+    temp = Path(tempfile.gettempdir())
+    foreign = temp / f"promptloop-wt-{dead_pid}-foreign"
+    (foreign / "worktree").mkdir(parents=True)
+    (foreign / "worktree" / "work.txt").write_text("someone else's", encoding="utf-8")
+    (foreign / OWNER_MARKER).write_text(json.dumps({"repository": str(tmp_path / "other.git")}))
+    unmarked = temp / f"promptloop-wt-{dead_pid}-unmarked"
+    unmarked.mkdir()
+    (unmarked / "data.txt").write_text("no marker", encoding="utf-8")
+    mine = temp / f"promptloop-wt-{dead_pid}-mine"
+    mine.mkdir()
+    (mine / OWNER_MARKER).write_text(json.dumps({"repository": repository_id(repo)}))
+    locked = temp / f"promptloop-wt-{dead_pid}-locked"
+    locked.mkdir()
+    try:
+        mark_owner(locked, repository_id(repo))  # held by this (live) process
+        cleaned = fix_strays(repo, state)
+        assert str(foreign) not in cleaned.folders and foreign.exists()
+        assert (foreign / "worktree" / "work.txt").read_text() == "someone else's"
+        assert str(unmarked) not in cleaned.folders and unmarked.exists()
+        assert str(locked) not in cleaned.folders and locked.exists()
+        assert str(mine) in cleaned.folders and not mine.exists()
+    finally:
+        release_owner(locked)
+        for folder in (foreign, unmarked, mine, locked):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_candidate_folder_carries_its_owner_marker_and_lock(repo: Path) -> None:
+    with GitOps(repo) as git, git.candidate("HEAD", BRANCH + "marked") as cand:
+        folder = cand.path.parent
+        assert folder_owner(folder) == repository_id(repo)
+        assert owner_locked(folder)
+    assert not folder.exists()
