@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from agents.data import data_dir
 from agents.runtime import AgentSession
@@ -36,6 +36,19 @@ class AgentFactory(Protocol):
     def __call__(
         self, workspace: Workspace, agent_input: AgentInput, system_prompt: str
     ) -> OutcomeSession: ...
+
+
+SESSION_FACTORY_MARK = "promptloop_session_factory"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def session_factory(fn: F) -> F:
+    """Mark a python adapter entry as an in-process session builder: called as
+    `fn(workspace, agent_input, system_prompt, options)`, it returns an `OutcomeSession` that
+    promptloop's agent loop runs with the trial's model client, transcript and limits."""
+    setattr(fn, SESSION_FACTORY_MARK, True)
+    return fn
 
 
 def load_prompt(agent_name: str, prompts_dir: Path | None = None) -> str:

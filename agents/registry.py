@@ -1,21 +1,23 @@
-"""Agents by name: `get_agent("card_agent")` returns a factory that builds a session.
+"""Python adapters: loading the `package.module:function` a promptloop.toml entry names.
 
-Each agent module is imported only when its factory is called, so one agent's missing or
-broken module does not stop the other from running.
+Agents are declared in promptloop.toml (optimizer/core/project.py), not here; the bundled card
+and PKM agents are entries like any other (`agents.card.adapter:session`). An entry marked
+`@session_factory` builds an in-process session that promptloop's agent loop runs.
 
 `AgentOptions` are our opt-in agent behaviours (SPEC section 8: by default both agents behave
-as the original harness). They reach a run through `get_agent(name, options)`; the runner takes
-them from `$PROMPTLOOP_AGENT_OPTIONS`, a comma-separated list of option names.
+as the original harness). They reach a run through `session_builder(entry, options)`; the
+runner takes them from `$PROMPTLOOP_AGENT_OPTIONS`, a comma-separated list of option names.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 from dataclasses import dataclass, fields
-from typing import Protocol
+from typing import Any, Protocol
 
-from agents.base import AgentFactory, AgentInput, OutcomeSession
+from agents.base import SESSION_FACTORY_MARK, AgentFactory, AgentInput, OutcomeSession
 from agents.names import did_you_mean
 from agents.workspace import Workspace
 
@@ -67,36 +69,10 @@ class AgentOptions:
         return ",".join(n for n in self.names() if getattr(self, n))
 
 
-def _card_agent(
-    workspace: Workspace,
-    agent_input: AgentInput,
-    system_prompt: str,
-    options: AgentOptions | None = None,
-) -> OutcomeSession:
-    from agents.card.agent import CardAgentSession
+class SessionBuilder(Protocol):
+    """A python adapter's in-process form (`@session_factory`): builds an agent session that
+    promptloop's agent loop runs with the trial's model client."""
 
-    opts = options or AgentOptions()
-    return CardAgentSession(
-        workspace, agent_input, system_prompt, strict_templates=opts.strict_templates
-    )
-
-
-def _pkm_agent(
-    workspace: Workspace,
-    agent_input: AgentInput,
-    system_prompt: str,
-    options: AgentOptions | None = None,
-) -> OutcomeSession:
-    from agents.pkm.agent import PkmAgentSession, PkmOptions
-
-    opts = options or AgentOptions()
-    pkm = PkmOptions(
-        strict_insight=opts.strict_insight, require_skip_evidence=opts.require_skip_evidence
-    )
-    return PkmAgentSession(workspace, agent_input, system_prompt, pkm)
-
-
-class _Builder(Protocol):
     def __call__(
         self,
         workspace: Workspace,
@@ -106,19 +82,42 @@ class _Builder(Protocol):
     ) -> OutcomeSession: ...
 
 
-_BUILDERS: dict[str, _Builder] = {"card_agent": _card_agent, "pkm_agent": _pkm_agent}
-AGENTS: dict[str, AgentFactory] = dict(_BUILDERS.items())
+class EntryError(ValueError):
+    """A python adapter's `entry` that cannot be imported or is not callable."""
 
 
-def get_agent(name: str, options: AgentOptions | None = None) -> AgentFactory:
-    """The factory registered under `name`, building sessions with `options` (None: the
-    original's behaviour); unknown names list the known ones."""
+def load_entry(entry: str) -> Any:
+    """The object `package.module:function` names (imported now)."""
+    module, _, attr = entry.partition(":")
+    if not module or not attr:
+        raise EntryError(f"entry {entry!r} is not 'package.module:function'")
     try:
-        builder = _BUILDERS[name]
-    except KeyError:
-        known = ", ".join(sorted(_BUILDERS))
-        raise ValueError(f"unknown agent {name!r}; known agents: {known}") from None
+        obj: Any = importlib.import_module(module)
+    except Exception as err:  # the user's module: any import error is theirs to see
+        raise EntryError(f"entry {entry!r}: cannot import {module}: "
+                         f"{type(err).__name__}: {err}") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise EntryError(f"entry {entry!r}: {module} has no {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise EntryError(f"entry {entry!r} is not callable")
+    return obj
+
+
+def is_session_factory(obj: object) -> bool:
+    """Whether a python adapter's entry is an in-process session builder."""
+    return bool(getattr(obj, SESSION_FACTORY_MARK, False))
+
+
+def session_builder(entry: str, options: AgentOptions | None = None) -> AgentFactory:
+    """The session factory `entry` names, building sessions with `options` (None: the
+    original's behaviour)."""
+    builder = load_entry(entry)
+    if not is_session_factory(builder):
+        raise EntryError(f"entry {entry!r} is not a session factory (@session_factory)")
     return functools.partial(builder, options=options)
 
 
-__all__ = ["AGENTS", "AGENT_OPTIONS_VAR", "AgentOptions", "AgentOptionsError", "get_agent"]
+__all__ = ["AGENT_OPTIONS_VAR", "AgentOptions", "AgentOptionsError", "EntryError",
+           "SessionBuilder", "is_session_factory", "load_entry", "session_builder"]

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agents.base import AgentInput, load_prompt, prepare_workspace
 from agents.llm.scripted import Request, ScriptedModel, call, reply
 from agents.llm.types import ModelResponse
-from agents.registry import get_agent
+from optimizer.run.agents import get_agent
 from agents.runtime import run_agent
 from agents.workspace import Workspace
 

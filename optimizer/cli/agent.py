@@ -14,9 +14,9 @@ from agents.runtime import DEFAULT_MAX_TURNS
 from optimizer.cli import ui
 from optimizer.cli.common import RUN, AgentModelOpt, BaseUrlOpt, JsonOpt
 from optimizer.cli.util import guarded
-from optimizer.workflows.context import DEFAULT_AGENT_MODEL, agent_names
+from optimizer.workflows.context import DEFAULT_AGENT_MODEL
 
-_AGENTS = " or ".join(agent_names())
+_AGENTS = "an agent promptloop.toml declares (card_agent, pkm_agent in promptloop's own)"
 
 
 def agent(

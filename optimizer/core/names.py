@@ -11,10 +11,10 @@ from agents.names import did_you_mean
 
 
 def agent_names() -> tuple[str, ...]:
-    """The agents promptloop can run, from the agent registry (sorted)."""
-    from agents.registry import AGENTS
+    """The agents promptloop can run: those the active promptloop.toml declares (sorted)."""
+    from optimizer.core.project import active_project
 
-    return tuple(sorted(AGENTS))
+    return active_project().agent_names()
 
 
 def check_agent(name: str) -> str:

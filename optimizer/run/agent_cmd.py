@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from agents.base import AgentInput, load_prompt, prepare_workspace
-from agents.registry import AgentOptions, get_agent
+from agents.registry import AgentOptions
 from agents.runtime import DEFAULT_MAX_TURNS, RuntimeConfig, run_agent
 from agents.transcript import Transcript
 from agents.trees import copy_tree
 from agents.workspace import FactId, FactIdError, Workspace
 from optimizer.core.config import ConfigError
 from optimizer.core.names import check_agent
+from optimizer.run.agents import get_agent
 from optimizer.run.models import ModelIds, ModelSet
 
 

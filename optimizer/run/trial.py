@@ -25,7 +25,7 @@ from agents.llm.errors import ModelError, ProviderError
 from agents.llm.registry import accepts_seed
 from agents.llm.rounds import RoundBatchingClient
 from agents.llm.types import ModelClient, ModelSettings
-from agents.registry import AgentOptions, get_agent
+from agents.registry import AgentOptions
 from agents.runtime import TOOL_EXCEPTION, RuntimeConfig, run_agent
 from agents.transcript import Transcript
 from graders.base import GradeContext, Score
@@ -34,6 +34,7 @@ from optimizer.core.config import STATE_FOLDER
 from optimizer.core.results import TrialResult
 from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.adaptive import AdaptiveLimit
+from optimizer.run.agents import get_agent
 from optimizer.run.batching import JudgeBatch
 from optimizer.run.cache import Mode, RecordReplayClient
 from optimizer.run.trial_input import agent_input_for

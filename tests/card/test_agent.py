@@ -13,10 +13,12 @@ from agents.card.agent import CHECKS, CardAgentSession
 from agents.card.templates import TEMPLATE_IDS
 from agents.card.tools import ALLOWED_TAGS, METADATA_TOOL, SAVE_TOOL
 from agents.llm.scripted import ScriptedModel, call, reply
-from agents.registry import AGENTS, get_agent
 from agents.runtime import RuntimeConfig, run_agent
 from agents.transcript import Transcript
 from agents.workspace import Workspace
+from optimizer.core.config import ConfigError
+from optimizer.core.names import agent_names
+from optimizer.run.agents import get_agent
 from tests.card.support import CONTENT, FACT_ID, PUBLISHED
 
 OUTCOME_KEYS = {
@@ -219,9 +221,11 @@ def test_prompt_covers_every_template_and_tag() -> None:
     assert "## " in prompt and SAVE_TOOL in prompt
 
 
-def test_registry(workspace: Workspace, agent_input: AgentInput) -> None:
-    assert {"card_agent", "pkm_agent"} <= set(AGENTS)
+def test_the_project_declares_the_card_agent(
+    workspace: Workspace, agent_input: AgentInput
+) -> None:
+    assert {"card_agent", "pkm_agent"} <= set(agent_names())
     session = get_agent("card_agent")(workspace, agent_input, "prompt")
     assert isinstance(session, CardAgentSession) and session.name == "card_agent"
-    with pytest.raises(ValueError, match=r"card_agent.*pkm_agent"):
+    with pytest.raises(ConfigError, match=r"promptloop.toml: card_agent, pkm_agent"):
         get_agent("cards")

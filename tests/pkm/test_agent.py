@@ -8,9 +8,9 @@ from agents.base import AgentInput, load_prompt, prepare_workspace
 from agents.llm.scripted import ScriptedModel, call, reply
 from agents.llm.types import ToolCall
 from agents.pkm.agent import PkmAgentSession
-from agents.registry import get_agent
 from agents.runtime import RuntimeConfig, run_agent
 from agents.workspace import Workspace
+from optimizer.run.agents import get_agent
 from tests.pkm.conftest import CONTENT, FACT_ID, OLD_FACT_ID, PUBLISHED, make_session
 
 SLEEP = "/Areas/Health/sleep.md"

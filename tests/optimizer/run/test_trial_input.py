@@ -12,7 +12,8 @@ import pytest
 from agents.card.agent import CardAgentSession
 from agents.llm.scripted import ScriptedModel
 from agents.pkm.agent import PkmAgentSession
-from agents.registry import AGENT_OPTIONS_VAR, AgentOptions, AgentOptionsError, get_agent
+from agents.registry import AGENT_OPTIONS_VAR, AgentOptions, AgentOptionsError
+from optimizer.run.agents import get_agent
 from agents.runtime import DEFAULT_MAX_TURNS, RuntimeConfig
 from agents.workspace import Workspace
 from optimizer.core.suites import LoadedTask, Suite, load_suite

@@ -1,0 +1,357 @@
+"""The project file: `promptloop.toml` declares the agents promptloop evaluates and optimizes.
+
+One `[agents.<name>]` table per agent: its prompt targets (a file, a string literal named by its
+variable, or the text between two marker comments), its suite folders, how one trial runs (an
+adapter: `python`, `command`, `worker` or `http`, docs/agents.md), the models it needs and the
+command graders its tasks may name. promptloop's own two agents are declared the same way in
+the repository's promptloop.toml (`PACKAGED_PROJECT` is that file, shipped in the wheel): they
+are the first users of the road a third agent takes.
+
+Every command finds the file from the current folder upward (`find_project`; `--config` picks
+one), validates it whole before anything runs, and names the file, the table and the key of
+every problem (with a did-you-mean for misspelled keys). `active_project()` is the project the
+running command uses; `use_project` sets it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agents.names import did_you_mean
+from optimizer.core.config import CONFIG_FILE, ConfigError
+
+ADAPTERS = ("python", "command", "worker", "http")
+AGENT_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]*$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PromptTarget(_Strict):
+    """One prompt promptloop may patch: a whole file, a string literal named by `variable`, or
+    the lines between the `begin` and `end` marker lines."""
+
+    name: str = "system"
+    path: str
+    variable: str | None = None
+    begin: str | None = None
+    end: str | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _relative(cls, v: str) -> str:
+        p = Path(v)
+        if not v.strip() or p.is_absolute() or ".." in p.parts:
+            raise ValueError("must be a path relative to the repository root, inside it")
+        return p.as_posix()
+
+    def describe(self) -> str:
+        if self.variable:
+            return f"literal {self.variable} in {self.path}"
+        if self.begin:
+            return f"text between {self.begin!r} and {self.end!r} in {self.path}"
+        return self.path
+
+    @property
+    def whole_file(self) -> bool:
+        return self.variable is None and self.begin is None
+
+
+class CommandGrader(_Strict):
+    command: list[str] = Field(min_length=1)
+    timeout: float = Field(30.0, gt=0)
+
+
+class AgentConfig(_Strict):
+    """One `[agents.<name>]` table."""
+
+    description: str = ""
+    prompt: str | None = None
+    """Short form: one prompt target, a whole file."""
+    prompts: list[PromptTarget] = Field(default_factory=list)
+    suites: list[str] = Field(min_length=1)
+    """Suite folders (each with a suite.json) or folders of suite folders."""
+    adapter: Literal["python", "command", "worker", "http"]
+    entry: str | None = None
+    """python: `package.module:function`."""
+    command: list[str] | None = None
+    """command and worker: the argv (run in the trial's workspace)."""
+    url: str | None = None
+    """http: where each request is POSTed."""
+    request: Literal["stdin", "file"] = "stdin"
+    result: Literal["stdout", "file"] = "stdout"
+    env: list[str] = Field(default_factory=list)
+    """Environment variables passed to the agent process besides the model's."""
+    timeout: float | None = Field(None, gt=0)
+    """Seconds per trial (default: each task's timeout_seconds)."""
+    max_output_bytes: int = Field(10_000_000, gt=0)
+    concurrency: int | None = Field(None, ge=1)
+    model: str | None = None
+    judge: str | None = None
+    graders: dict[str, CommandGrader] = Field(default_factory=dict)
+
+    def targets(self) -> list[PromptTarget]:
+        if self.prompt is not None:
+            return [PromptTarget(name="system", path=self.prompt), *self.prompts]
+        return list(self.prompts)
+
+
+@dataclass(frozen=True)
+class Agent:
+    """A declared agent, with the file it was declared in."""
+
+    name: str
+    config: AgentConfig
+    project: Project
+
+    @property
+    def table(self) -> str:
+        return f"[agents.{self.name}]"
+
+    def targets(self) -> list[PromptTarget]:
+        return self.config.targets()
+
+    def target(self, name: str | None = None) -> PromptTarget:
+        """The prompt target `name` (None: the agent's first)."""
+        targets = self.targets()
+        if name is None:
+            return targets[0]
+        for t in targets:
+            if t.name == name:
+                return t
+        known = [t.name for t in targets]
+        raise ConfigError(f"{self.project.where}: {self.table} has no prompt {name!r}."
+                          f"{did_you_mean(name, known)} Prompts: {', '.join(known)}")
+
+    @property
+    def prompt_path(self) -> str:
+        return self.target().path
+
+
+@dataclass(frozen=True)
+class Project:
+    """A validated promptloop.toml: its agents and the command tables (settings)."""
+
+    path: Path | None
+    """The file (None: the packaged project, when no promptloop.toml was found)."""
+    agents: dict[str, AgentConfig]
+    tables: dict[str, Any]
+    """Every other top-level table: command settings (`[optimize]`, ...)."""
+
+    @property
+    def where(self) -> str:
+        return str(self.path) if self.path is not None else f"{CONFIG_FILE} (packaged)"
+
+    @property
+    def root(self) -> Path | None:
+        return self.path.parent if self.path is not None else None
+
+    def agent_names(self) -> tuple[str, ...]:
+        return tuple(sorted(self.agents))
+
+    def agent(self, name: str) -> Agent:
+        try:
+            return Agent(name, self.agents[name], self)
+        except KeyError:
+            known = self.agent_names()
+            raise ConfigError(
+                f"unknown agent {name!r}.{did_you_mean(name, known)} Agents declared in "
+                f"{self.where}: {', '.join(known) or 'none'}"
+            ) from None
+
+    def commands(self) -> dict[str, list[list[str]]]:
+        """Every command an agent table names (adapters and command graders), per agent: what
+        review takes from the base ref only."""
+        out: dict[str, list[list[str]]] = {}
+        for name, a in self.agents.items():
+            cmds = [a.command] if a.command else []
+            cmds += [g.command for g in a.graders.values()]
+            out[name] = [list(c) for c in cmds]
+        return out
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _errors(where: str, name: str, err: ValidationError) -> str:
+    lines = []
+    fields = list(AgentConfig.model_fields)
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        key = _loc(loc) or "(table)"
+        if e["type"] == "extra_forbidden":
+            last = str(loc[-1])
+            options = list(PromptTarget.model_fields) if "prompts" in loc else (
+                list(CommandGrader.model_fields) if "graders" in loc else fields)
+            lines.append(f"{where}: [agents.{name}] key '{key}': unknown key."
+                         f"{did_you_mean(last, options)} Known keys: {', '.join(options)}")
+        elif e["type"] == "missing":
+            lines.append(f"{where}: [agents.{name}] key '{key}': required, missing")
+        else:
+            lines.append(f"{where}: [agents.{name}] key '{key}': {e['msg']} "
+                         f"(got {e.get('input')!r})")
+    return "\n".join(lines)
+
+
+def _check_agent(where: str, name: str, cfg: AgentConfig) -> list[str]:
+    table = f"{where}: [agents.{name}]"
+    problems: list[str] = []
+    if not cfg.targets():
+        problems.append(f"{table} key 'prompt': required (a prompt file, or [[agents.{name}."
+                        "prompts]] tables)")
+    names = [t.name for t in cfg.targets()]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"{table} key 'prompts': the name {dup!r} is used twice")
+    for i, t in enumerate(cfg.prompts):
+        if t.variable and (t.begin or t.end):
+            problems.append(f"{table} key 'prompts[{i}]': give 'variable' or 'begin'/'end', "
+                            "not both")
+        if bool(t.begin) != bool(t.end):
+            problems.append(f"{table} key 'prompts[{i}]': 'begin' and 'end' go together")
+    needs = {"python": "entry", "command": "command", "worker": "command", "http": "url"}
+    key = needs[cfg.adapter]
+    if getattr(cfg, key) in (None, []):
+        problems.append(f"{table} key '{key}': required by adapter = {cfg.adapter!r}")
+    if cfg.adapter == "python" and cfg.entry and ":" not in cfg.entry:
+        problems.append(f"{table} key 'entry': {cfg.entry!r} is not 'package.module:function'")
+    if cfg.adapter == "http" and cfg.url and not cfg.url.startswith(("http://", "https://")):
+        problems.append(f"{table} key 'url': {cfg.url!r} is not an http(s) URL")
+    return problems
+
+
+def parse_project(text: str, path: Path | None) -> Project:
+    """Validate the text of a promptloop.toml; every problem in one ConfigError (exit 1)."""
+    where = str(path) if path is not None else f"{CONFIG_FILE} (packaged)"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{where}: invalid TOML: {err}") from None
+    raw_agents = data.pop("agents", {})
+    if not isinstance(raw_agents, dict):
+        raise ConfigError(f"{where}: key 'agents' must be a table of [agents.<name>] tables")
+    import re
+
+    agents: dict[str, AgentConfig] = {}
+    problems: list[str] = []
+    for name, table in raw_agents.items():
+        if not re.match(AGENT_NAME_PATTERN, name):
+            problems.append(f"{where}: [agents.{name}]: an agent name is letters, digits, "
+                            "'_' and '-', starting with a letter")
+            continue
+        if not isinstance(table, dict):
+            problems.append(f"{where}: [agents.{name}] must be a table")
+            continue
+        try:
+            cfg = AgentConfig.model_validate(table)
+        except ValidationError as err:
+            problems.append(_errors(where, name, err))
+            continue
+        found = _check_agent(where, name, cfg)
+        problems += found
+        if not found:
+            agents[name] = cfg
+    for key, value in data.items():
+        if not isinstance(value, dict):
+            problems.append(f"{where}: top-level key '{key}' must be a table "
+                            "([agents.<name>] or a command's settings such as [optimize])")
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return Project(path, agents, data)
+
+
+def find_project(start: Path | None = None, explicit: Path | None = None) -> Path | None:
+    """`explicit` (must exist), else the nearest promptloop.toml from `start` upward, stopping
+    at the repository top (a folder holding .git)."""
+    if explicit is not None:
+        if not explicit.is_file():
+            raise ConfigError(f"{explicit}: config file not found (--config)")
+        return explicit
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / CONFIG_FILE
+        if candidate.is_file():
+            return candidate
+        if (folder / ".git").exists():
+            return None
+    return None
+
+
+def load_project(path: Path) -> Project:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+    return parse_project(text, path)
+
+
+def packaged_project() -> Project:
+    """promptloop's own promptloop.toml (its two agents), as shipped in the package."""
+    path = Path(__file__).with_name("default_project.toml")  # a link to the repository's file
+    return parse_project(path.read_text(encoding="utf-8"), None)
+
+
+_ACTIVE: list[Project] = []
+
+
+def active_project() -> Project:
+    """The project of the running command: set by `use_project`, else the nearest
+    promptloop.toml with agents from the current folder, else the packaged project."""
+    if _ACTIVE:
+        return _ACTIVE[-1]
+    found = find_project()
+    if found is not None:
+        project = load_project(found)
+        if project.agents:
+            return project
+        return Project(found, packaged_project().agents, project.tables)
+    return packaged_project()
+
+
+def use_project(project: Project) -> None:
+    """Make `project` the running command's (replacing any earlier one)."""
+    _ACTIVE[:] = [project]
+
+
+@contextlib.contextmanager
+def project_scope(project: Project) -> Iterator[Project]:
+    """`project` active inside the block (tests, review's two refs)."""
+    saved = list(_ACTIVE)
+    _ACTIVE[:] = [project]
+    try:
+        yield project
+    finally:
+        _ACTIVE[:] = saved
+
+
+def agent_names() -> tuple[str, ...]:
+    return active_project().agent_names()
+
+
+__all__ = [
+    "ADAPTERS",
+    "Agent",
+    "AgentConfig",
+    "CommandGrader",
+    "Project",
+    "PromptTarget",
+    "active_project",
+    "agent_names",
+    "find_project",
+    "load_project",
+    "packaged_project",
+    "parse_project",
+    "project_scope",
+    "use_project",
+]
