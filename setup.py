@@ -14,6 +14,7 @@ setup(
     package_data={
         "optimizer.report.html": ["templates/*.j2", "static/*.css", "static/*.js"],
         "optimizer.report.schemas": ["*.json"],
+        "optimizer.adapters": ["schema/*.json"],
         "optimizer.core": ["default_project.toml"],
         "optimizer.view": ["templates/*.j2", "static/*.css", "static/*.js"],
         **{package: ["**/*", "**/.*"] for package in DATA},

@@ -1,0 +1,221 @@
+"""Process hygiene shared by the `command` and `worker` adapters.
+
+- The environment is built from nothing: PATH, HOME, LANG, LC_ALL, TMPDIR, the names the agent's
+  table lists in `env`, and the model variables (OPENAI_BASE_URL, OPENAI_API_KEY = the gateway's
+  URL and per-run token, PROMPTLOOP_MODEL, PROMPTLOOP_REPO). HOME and TMPDIR point into a private
+  scratch folder made for the process (removed after it); list "HOME" in `env` to pass the real
+  one (a Dart or Node tool that needs its package cache there).
+- Each process starts its own session (process group); on a timeout or oversize output the
+  whole group gets SIGTERM, then SIGKILL after 2 s; leftovers of a finished command are killed.
+- Output is read incrementally and never held beyond the cap; stderr keeps only its tail.
+- Every message or stderr tail handed back is redacted (`optimizer.core.redact`: any variable
+  whose name says key, token or secret, plus the per-run token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from optimizer.adapters.contract import TrialRequest
+from optimizer.adapters.spec import MB, AdapterSpec
+from optimizer.core.redact import redact
+
+BASE_VARS = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
+KILL_GRACE_S = 2.0
+TAIL_BYTES = 4000
+"""Characters of stderr kept for a message."""
+CHUNK = 64 * 1024
+
+
+def size_text(n: int) -> str:
+    """`10 MB`, `512 KB`, `100 bytes`."""
+    if n >= MB:
+        return f"{n / MB:g} MB"
+    if n >= 1024:
+        return f"{n / 1024:g} KB"
+    return f"{n} bytes"
+
+
+def resolve_argv(argv: list[str], repo_root: Path) -> list[str]:
+    """`argv` as run from the repository root, whatever the working folder: an argument that
+    names an existing file or folder relative to the root (`agent/agent.js`) becomes absolute.
+    A bare program name (`node`) is left to PATH."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        if arg and not arg.startswith("-") and not os.path.isabs(arg) and (
+            i > 0 or "/" in arg
+        ) and (repo_root / arg).exists():
+            out.append(str((repo_root / arg).resolve()))
+        else:
+            out.append(arg)
+    return out
+
+
+def build_env(
+    spec: AdapterSpec,
+    request: TrialRequest,
+    repo_root: Path,
+    scratch: Path,
+    extra: Mapping[str, str] | None = None,
+    source: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The whole environment of an agent process (nothing else of promptloop's)."""
+    source = os.environ if source is None else source
+    env = {k: source[k] for k in ("PATH", "LANG", "LC_ALL") if k in source}
+    env.setdefault("PATH", os.defpath)
+    home, tmp = scratch / "home", scratch / "tmp"
+    home.mkdir(parents=True, exist_ok=True)
+    tmp.mkdir(parents=True, exist_ok=True)
+    env["HOME"], env["TMPDIR"] = str(home), str(tmp)
+    env.update({k: source[k] for k in spec.env if k in source})
+    env.update(
+        OPENAI_BASE_URL=request.model.base_url,
+        OPENAI_API_KEY=request.model.api_key,
+        PROMPTLOOP_MODEL=request.model.model,
+        PROMPTLOOP_REPO=str(repo_root),
+    )
+    env.update(extra or {})
+    return env
+
+
+def new_scratch(prefix: str = "promptloop-adapter-") -> Path:
+    """A private folder (mode 0700) for one process's HOME, TMPDIR and contract files."""
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def remove_scratch(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def clean(text: str, request: TrialRequest | None = None, extra: Iterable[str] = ()) -> str:
+    """`text` with every known secret and the run's token replaced by `***`."""
+    token = [request.model.api_key] if request is not None else []
+    return redact(text, [*token, *extra])
+
+
+class Tail:
+    """The last bytes a stream wrote, and how many it wrote in all (to take what one trial of a
+    long-lived worker wrote)."""
+
+    def __init__(self, keep: int = 4 * TAIL_BYTES) -> None:
+        self.keep = keep
+        self.total = 0
+        self.buf = bytearray()
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        self.buf += data
+        if len(self.buf) > self.keep:
+            del self.buf[: len(self.buf) - self.keep]
+
+    def since(self, mark: int = 0, chars: int = TAIL_BYTES) -> str:
+        n = min(self.total - mark, len(self.buf))
+        text = bytes(self.buf[len(self.buf) - n:]).decode("utf-8", "replace") if n > 0 else ""
+        text = text.strip()
+        return text if len(text) <= chars else "..." + text[-chars:]
+
+
+async def drain(stream: asyncio.StreamReader | None, tail: Tail) -> None:
+    """Read `stream` to its end into `tail` (stderr: keep only the end)."""
+    if stream is None:
+        return
+    while chunk := await stream.read(CHUNK):
+        tail.add(chunk)
+
+
+class Oversize(Exception):
+    """The process printed more than the cap."""
+
+
+async def read_capped(stream: asyncio.StreamReader | None, cap: int) -> bytes:
+    """The whole stream, raising Oversize as soon as it passes `cap` bytes."""
+    if stream is None:
+        return b""
+    out = bytearray()
+    while chunk := await stream.read(CHUNK):
+        out += chunk
+        if len(out) > cap:
+            raise Oversize
+    return bytes(out)
+
+
+def signal_group(pid: int, sig: int) -> bool:
+    """Send `sig` to the process group `pid` leads; False when no such group is left."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+async def kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM to the process's whole group, SIGKILL after KILL_GRACE_S, then reap it."""
+    if proc.returncode is None:
+        signal_group(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
+        except TimeoutError:
+            pass
+    signal_group(proc.pid, signal.SIGKILL)  # whatever of the group is left
+    with contextlib.suppress(ProcessLookupError):
+        if proc.returncode is None:
+            proc.kill()
+    await proc.wait()
+
+
+async def spawn(
+    argv: list[str], *, cwd: Path, env: dict[str, str], limit: int = 2**16
+) -> asyncio.subprocess.Process:
+    """Start `argv` in its own session with piped stdin, stdout and stderr."""
+    return await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+        limit=limit,
+    )
+
+
+async def feed(proc: asyncio.subprocess.Process, data: bytes, close: bool = True) -> None:
+    """Write `data` to the process's stdin (a process that does not read it is fine)."""
+    stdin = proc.stdin
+    if stdin is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        if data:
+            stdin.write(data)
+            await stdin.drain()
+        if close:
+            stdin.close()
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                await stdin.wait_closed()
+
+
+__all__ = [
+    "BASE_VARS",
+    "KILL_GRACE_S",
+    "Oversize",
+    "Tail",
+    "build_env",
+    "clean",
+    "drain",
+    "feed",
+    "kill_group",
+    "new_scratch",
+    "read_capped",
+    "remove_scratch",
+    "resolve_argv",
+    "signal_group",
+    "size_text",
+    "spawn",
+]

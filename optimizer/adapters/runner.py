@@ -1,0 +1,319 @@
+"""One trial through the agent's adapter: `run_adapter_trial`.
+
+- `command`: the argv runs once per trial with cwd = the workspace (relative paths in the argv
+  are read from the repository root, `process.resolve_argv`), the request on stdin or in the file
+  named by $PROMPTLOOP_REQUEST (written in a private folder, mode 0600), the result on stdout or
+  in the file named by $PROMPTLOOP_RESULT. Its process group is killed at the time limit and
+  when it prints more than the cap; what it leaves running after it exits is killed too.
+- `worker`: `worker.WorkerPool`.
+- `http`: POST the request to `url`; a non-2xx status, an unreachable server, a timeout or an
+  oversize body is an errored trial.
+- `python`: `entry = "package.module:function"`, awaited (or run in a thread) in promptloop's
+  interpreter with the request and a `TrialContext`, under the time limit; its exceptions
+  (TimeoutError included) propagate to the caller, which classifies them as for the bundled
+  agents.
+
+Whatever a command, worker or server does, the answer is an `AdapterOutcome`: never an
+exception. The time limit is the request's `timeout_s` (the caller puts the agent's `timeout`
+or the task's `timeout_seconds` there). Files written outside the workspace: `escape`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import importlib
+import inspect
+import os
+import signal
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from optimizer.adapters.contract import TrialContext, TrialRequest
+from optimizer.adapters.escape import Snapshot
+from optimizer.adapters.outcome import (
+    AdapterConfigError,
+    AdapterOutcome,
+    TrialLabel,
+    parse_result,
+    validate_doc,
+)
+from optimizer.adapters.process import (
+    Oversize,
+    Tail,
+    build_env,
+    drain,
+    feed,
+    kill_group,
+    new_scratch,
+    read_capped,
+    remove_scratch,
+    resolve_argv,
+    signal_group,
+    size_text,
+    spawn,
+)
+from optimizer.adapters.spec import AdapterSpec
+from optimizer.adapters.worker import WorkerPool
+
+REQUEST_VAR = "PROMPTLOOP_REQUEST"
+RESULT_VAR = "PROMPTLOOP_RESULT"
+EOF_GRACE_S = 1.0
+"""How long the readers wait for end of file once the command exited and its group is gone."""
+
+
+async def run_adapter_trial(
+    spec: AdapterSpec,
+    request: TrialRequest,
+    *,
+    repo_root: Path,
+    agent: str,
+    context: TrialContext | None = None,
+    pool: WorkerPool | None = None,
+) -> AdapterOutcome:
+    """Run one trial of `agent` through `spec`'s adapter.
+
+    `pool`: the run's WorkerPool for a worker adapter (without one, a pool is started and closed
+    for this trial alone). `context`: what a python adapter's function gets. Raises
+    AdapterConfigError when the adapter cannot run at all (a python entry that does not import),
+    and lets a python function's exceptions through; everything else is an outcome.
+    """
+    label = TrialLabel(agent, request)
+    if spec.kind == "command":
+        return await run_command(spec, request, repo_root=repo_root, label=label)
+    if spec.kind == "worker":
+        if pool is not None:
+            return await pool.run(request, agent=agent)
+        async with WorkerPool(spec, repo_root=repo_root, agent=agent, size=1) as alone:
+            return await alone.run(request)
+    if spec.kind == "http":
+        return await run_http(spec, request, label=label)
+    return await run_python(spec, request, context, label=label)
+
+
+# --- command ---------------------------------------------------------------------------------
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+
+
+def _exit_text(code: int) -> str:
+    return f"was killed by signal {-code}" if code < 0 else f"exited {code}"
+
+
+async def run_command(spec: AdapterSpec, request: TrialRequest, *, repo_root: Path,
+                      label: TrialLabel) -> AdapterOutcome:
+    workspace = Path(request.workspace)
+    scratch = new_scratch()
+    try:
+        got = await _command(spec, request, repo_root, workspace, scratch, label)
+    finally:
+        remove_scratch(scratch)
+    return got
+
+
+async def _command(spec: AdapterSpec, request: TrialRequest, repo_root: Path,
+                   workspace: Path, scratch: Path, label: TrialLabel) -> AdapterOutcome:
+    payload = request.model_dump_json().encode()
+    extra: dict[str, str] = {}
+    stdin_data = payload
+    if spec.request == "file":
+        _write_private(scratch / "request.json", payload)
+        extra[REQUEST_VAR], stdin_data = str(scratch / "request.json"), b""
+    result_file = scratch / "result.json"
+    if spec.result == "file":
+        extra[RESULT_VAR] = str(result_file)
+    env = build_env(spec, request, repo_root, scratch, extra)
+    argv = resolve_argv(spec.command, repo_root)
+    snap = Snapshot.take(workspace, repo_root)
+    try:
+        proc = await spawn(argv, cwd=workspace, env=env)
+    except OSError as err:
+        return label.errored(f"could not start {spec.command[0]!r}: {err.strerror or err}")
+    got = await _drive(spec, request, proc, stdin_data, result_file, label)
+    strays = snap.strays()
+    if strays:
+        more = f" (and {len(strays) - 1} more)" if len(strays) > 1 else ""
+        got = label.failed(f"wrote outside its workspace: {strays[0]}{more}",
+                           stderr=got.stderr_tail, result=got.result)
+    return got
+
+
+async def _drive(spec: AdapterSpec, request: TrialRequest, proc: asyncio.subprocess.Process,
+                 stdin_data: bytes, result_file: Path, label: TrialLabel) -> AdapterOutcome:
+    """Feed, read and wait for one command under the time limit."""
+    err_tail, log_tail = Tail(), Tail()
+    cap = spec.max_output_bytes
+    to_stdout = spec.result == "stdout"
+    tasks: list[asyncio.Task[Any]] = [
+        asyncio.create_task(drain(proc.stderr, err_tail)),
+        asyncio.create_task(feed(proc, stdin_data)),
+    ]
+    reader: asyncio.Task[Any] = asyncio.create_task(
+        read_capped(proc.stdout, cap) if to_stdout else drain(proc.stdout, log_tail)
+    )
+    limit = request.timeout_s
+    try:
+        async with asyncio.timeout(limit):
+            waiter = asyncio.create_task(proc.wait())
+            tasks.append(waiter)
+            await asyncio.wait({reader, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if reader.done() and reader.exception() is not None:
+                raise reader.exception()  # type: ignore[misc]
+            code = await waiter
+            signal_group(proc.pid, signal.SIGKILL)  # what it left running in its group
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(reader), EOF_GRACE_S)
+            out = reader.result() if reader.done() else b""
+    except TimeoutError:
+        await kill_group(proc)
+        got = label.errored(f"exceeded {limit:g}s; process group killed",
+                            stderr=err_tail.since(), timed_out=True)
+    except Oversize:
+        await kill_group(proc)
+        got = label.errored(f"printed more than {size_text(cap)}", stderr=err_tail.since())
+    else:
+        got = await _read_result(spec, code, out if to_stdout else None, result_file, label,
+                                 err_tail)
+    finally:
+        for task in (reader, *tasks):
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(reader, *tasks, return_exceptions=True)
+    return got
+
+
+async def _read_result(spec: AdapterSpec, code: int, out: bytes | None, result_file: Path,
+                       label: TrialLabel, err_tail: Tail) -> AdapterOutcome:
+    stderr = err_tail.since()
+    if out is None:  # result = "file"
+        try:
+            size = result_file.stat().st_size
+        except FileNotFoundError:
+            size = -1
+        if size > spec.max_output_bytes:
+            return label.errored(
+                f"wrote more than {size_text(spec.max_output_bytes)} in its result file",
+                stderr=stderr)
+        if size < 0 and code == 0:
+            return label.errored(f"wrote no result file (${RESULT_VAR})", stderr=stderr,
+                                 quote_stderr=True)
+        out = result_file.read_bytes() if size >= 0 else b""
+        source = "wrote in its result file"
+    else:
+        source = "printed"
+    if code != 0:
+        # a result that says what went wrong is taken at its word; anything else is errored
+        said = parse_result(out, label, source, stderr=stderr)
+        if said.result is not None and said.result.error is not None:
+            return said
+        return label.errored(f"command {_exit_text(code)}", stderr=stderr, quote_stderr=True)
+    return parse_result(out, label, source, stderr=stderr)
+
+
+# --- http ------------------------------------------------------------------------------------
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def _post(url: str, body: bytes, timeout: float, cap: int) -> tuple[int, bytes]:
+    """(status, body up to cap + 1 bytes); raises URLError / OSError when unreachable."""
+    host = urlsplit(url).hostname or ""
+    handlers = [urllib.request.ProxyHandler({})] if host in _LOOPBACK else []
+    opener = urllib.request.build_opener(*handlers)
+    req = urllib.request.Request(url, data=body, method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json"})
+    try:
+        with opener.open(req, timeout=timeout) as resp:
+            return resp.status, resp.read(cap + 1)
+    except urllib.error.HTTPError as err:
+        with err:
+            return err.code, err.read(2000)
+
+
+async def run_http(spec: AdapterSpec, request: TrialRequest, *,
+                   label: TrialLabel) -> AdapterOutcome:
+    assert spec.url is not None
+    limit = request.timeout_s
+    cap = spec.max_output_bytes
+    call = asyncio.to_thread(_post, spec.url, request.model_dump_json().encode(), limit, cap)
+    try:
+        status, body = await asyncio.wait_for(call, limit)
+    except TimeoutError:
+        return label.errored(f"{spec.url} did not answer within {limit:g}s", timed_out=True)
+    except urllib.error.URLError as err:
+        if isinstance(err.reason, TimeoutError):
+            return label.errored(f"{spec.url} did not answer within {limit:g}s",
+                                 timed_out=True)
+        return label.errored(f"could not reach {spec.url}: {err.reason}")
+    except OSError as err:
+        return label.errored(f"could not reach {spec.url}: {err}")
+    if not 200 <= status < 300:
+        text = body.decode("utf-8", "replace").strip()[:500]
+        return label.errored(f"{spec.url} answered HTTP {status}" + (f": {text}" if text else ""))
+    if len(body) > cap:
+        return label.errored(f"{spec.url} answered more than {size_text(cap)}")
+    return parse_result(body, label, "answered")
+
+
+# --- python ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def load_entry(entry: str) -> Callable[..., Any]:
+    """The function `package.module:function` names (`function` may be dotted), or an
+    AdapterConfigError naming the entry."""
+    module_name, _, attr = entry.partition(":")
+    if not module_name or not attr:
+        raise AdapterConfigError(f"python adapter entry {entry!r}: expected "
+                                 "'package.module:function'")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as err:
+        raise AdapterConfigError(f"python adapter entry {entry!r}: cannot import "
+                                 f"{module_name}: {type(err).__name__}: {err}") from err
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise AdapterConfigError(f"python adapter entry {entry!r}: {module_name} has no "
+                                     f"{attr!r}") from None
+    if not callable(target):
+        raise AdapterConfigError(f"python adapter entry {entry!r}: {attr} is not callable")
+    return target
+
+
+async def run_python(spec: AdapterSpec, request: TrialRequest, context: TrialContext | None,
+                     *, label: TrialLabel) -> AdapterOutcome:
+    assert spec.entry is not None
+    fn = load_entry(spec.entry)
+    async with asyncio.timeout(request.timeout_s):
+        if inspect.iscoroutinefunction(fn):
+            value = await fn(request, context)
+        else:
+            value = await asyncio.to_thread(fn, request, context)
+            if inspect.isawaitable(value):
+                value = await value
+    return validate_doc(value, label, "returned")
+
+
+__all__ = [
+    "REQUEST_VAR",
+    "RESULT_VAR",
+    "AdapterConfigError",
+    "AdapterOutcome",
+    "WorkerPool",
+    "load_entry",
+    "run_adapter_trial",
+    "run_command",
+    "run_http",
+    "run_python",
+]
