@@ -27,7 +27,7 @@ from optimizer.core.events import (
     RunStarted,
     fan_out,
 )
-from optimizer.workflows.context import ConfigError, load_toml
+from optimizer.workflows.context import ConfigError, did_you_mean, extra_settings, open_project
 
 # --- option panels of --help ---------------------------------------------------------------
 
@@ -166,6 +166,25 @@ EventsOpt = Annotated[
     ),
 ]
 
+AgentOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--agent",
+        envvar="PROMPTLOOP_AGENT",
+        metavar="NAME",
+        help="An agent promptloop.toml declares ([agents.NAME]); default: the one --suite names.",
+    ),
+]
+PromptOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prompt",
+        metavar="NAME",
+        help="Which of the agent's prompt targets ([[agents.NAME.prompts]] name); default: its "
+        "first.",
+    ),
+]
+
 # --- promptloop.toml ----------------------------------------------------------------------------
 
 
@@ -181,18 +200,49 @@ def command_table(data: dict[str, Any], command: str) -> dict[str, Any]:
 
 
 def use_toml(ctx: typer.Context, path: Path | None, command: str | None = None) -> None:
-    """Make promptloop.toml the defaults below flags and env vars: every command's table
-    (root `--config`), or one command's (that command's own `--config`)."""
+    """Find promptloop.toml (`path`, else the nearest from the current folder upward), make its
+    agents the project every command uses, and its command tables the defaults below flags and
+    env vars: every command's table (root `--config`), or one command's (that command's own
+    `--config`). Unknown tables and keys are errors naming the file, table and key."""
     try:
-        data = load_toml(path)
+        project = open_project(path)
+        data = dict(project.tables) if project is not None else {}
+        where = project.where if project is not None else "promptloop.toml"
         if command is None:
-            tables = [cmd for cmd, table in data.items() if isinstance(table, dict)]
-            ctx.default_map = {cmd: command_table(data, cmd) for cmd in tables}
+            _check_tables(ctx, data, where)
+            ctx.default_map = {cmd: command_table(data, cmd) for cmd in data}
         else:
             ctx.default_map = command_table(data, command)
     except ConfigError as err:
         ui.error(str(err))
         raise typer.Exit(EXIT_USER) from None
+
+
+def _check_tables(ctx: typer.Context, data: dict[str, Any], where: str) -> None:
+    """Every table names a command and every key one of its options (or, for nightly, one of
+    its settings): a misspelling is an error with a did-you-mean, never silently ignored."""
+    commands = getattr(ctx.command, "commands", {})
+    problems: list[str] = []
+    for name, table in data.items():
+        cmd = commands.get(name)
+        if cmd is None:
+            known = sorted([*commands, "agents"])
+            problems.append(f"{where}: [{name}]: unknown table.{did_you_mean(name, known)} "
+                            f"Tables: [agents.<name>] and one per command: {', '.join(known)}")
+            continue
+        allowed = {p.name for p in cmd.params if p.name} | set(extra_settings(name))
+        allowed |= {o.lstrip("-").replace("-", "_") for p in cmd.params
+                    for o in getattr(p, "opts", []) if o.startswith("--")}
+        renamed = renamed_keys(name)
+        for key in table:
+            normal = key.replace("-", "_")
+            if renamed.get(normal, normal) not in allowed:
+                options = sorted(a.replace("_", "-") for a in allowed)
+                problems.append(f"{where}: [{name}] key '{key}': unknown key."
+                                f"{did_you_mean(key.replace('_', '-'), options)} "
+                                f"Keys: {', '.join(options)}")
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 def toml_only(ctx: typer.Context) -> dict[str, Any]:

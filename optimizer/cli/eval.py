@@ -12,18 +12,20 @@ from optimizer.cli import ui
 from optimizer.cli.common import (
     RUN,
     AgentModelOpt,
+    AgentOpt,
     BaseUrlOpt,
     BatchOpt,
     ConcurrencyOpt,
     EventsOpt,
     JsonOpt,
     JudgeModelOpt,
+    PromptOpt,
     StateOpt,
     TrialsOpt,
     listening,
 )
 from optimizer.cli.util import EXIT_INFRA, guarded
-from optimizer.workflows.context import DEFAULT_AGENT_MODEL, agent_names
+from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError, agent_names, split_suite
 
 
 class Mode(StrEnum):
@@ -32,12 +34,13 @@ class Mode(StrEnum):
     replay = "replay"
 
 
-SuiteOpt = Annotated[str, typer.Option(
+SuiteOpt = Annotated[str | None, typer.Option(
     "--suite", envvar="PROMPTLOOP_SUITE", metavar="SUITE",
-    help=f"{', '.join(agent_names())}, or the path of a suite folder (with suite.json).")]
+    help="An agent (its capability suite), one of its suites (card_agent/quickstart, or "
+    "--agent card_agent --suite quickstart), or a suite folder (with suite.json).")]
 KindOpt = Annotated[str, typer.Option(
-    "--kind", envvar="PROMPTLOOP_KIND", metavar="KIND",
-    help="Suite folder of a named suite: capability, regression, quickstart...")]
+    "--kind", envvar="PROMPTLOOP_KIND", metavar="KIND", hidden=True,
+    help="Old spelling of the suite's name: --suite AGENT/NAME.")]
 BucketsOpt = Annotated[list[str] | None, typer.Option(
     "--bucket", metavar="BUCKET", help="Only this bucket (repeat).")]
 TasksOpt = Annotated[list[str] | None, typer.Option(
@@ -54,7 +57,9 @@ RefOpt = Annotated[str | None, typer.Option(
 
 
 def eval_(
-    suite: SuiteOpt,
+    suite: SuiteOpt = None,
+    agent: AgentOpt = None,
+    prompt: PromptOpt = None,
     kind: KindOpt = "capability",
     bucket: BucketsOpt = None,
     task: TasksOpt = None,
@@ -82,9 +87,14 @@ def eval_(
 
     def body() -> None:
         state = resolve_state(state_dir)
+        agent_name, which = split_suite(agent, suite)
+        if agent_name is None and which is None:
+            raise ConfigError("give --agent NAME or --suite (an agent, AGENT/SUITE or a suite "
+                              f"folder); agents: {', '.join(agent_names()) or 'none'}")
         request = EvalRequest(
-            suite=suite,
-            kind=kind,
+            suite=agent_name or which or "",
+            kind=(which or kind) if agent_name else kind,
+            prompt=prompt,
             buckets=tuple(bucket or ()),
             task_ids=tuple(task or ()),
             ref=ref,

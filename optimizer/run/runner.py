@@ -18,6 +18,7 @@ from agents.llm.batch_backends import backend_for
 from agents.llm.rounds import RoundBatchingClient
 from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
 from graders.registry import is_judge
+from optimizer.core.config import ConfigError
 from optimizer.core.events import (
     EventSink,
     RunFinished,
@@ -28,6 +29,8 @@ from optimizer.core.events import (
     ignore,
 )
 from optimizer.core.files import atomic_write_text
+from optimizer.core.project import active_project
+from optimizer.core.prompt_target import open_target
 from optimizer.core.results import Provenance, RunResult, TaskInfo, TrialResult
 from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.adaptive import AdaptiveLimit, overloaded, provider_key
@@ -54,6 +57,25 @@ def default_concurrency(agent_name: str, options: RunOptions) -> int:
     if options.agent_model.startswith("local:"):
         return 1
     return CONCURRENCY_BY_AGENT.get(agent_name, DEFAULT_CONCURRENCY)
+
+
+def _working_tree_prompt(agent_name: str, prompts_dir: Path | None) -> str:
+    """The agent's first prompt target as the working tree holds it (`prompts_dir`: the
+    `<agent>.md` there; a Python caller's choice, e.g. a benchmark or a test)."""
+    if prompts_dir is not None:
+        return load_prompt(agent_name, prompts_dir)
+    project = active_project()
+    agent = project.agent(agent_name)
+    target = agent.target()
+    path = (project.root or Path.cwd()) / target.path
+    if not path.is_file() and project.path is None:
+        return load_prompt(agent_name)  # promptloop's own agent, outside its repository
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{project.where}: {agent.table} key 'prompt': cannot read {path}: "
+                          f"{err.strerror}") from None
+    return open_target(agent, target, text).text
 
 
 def needs_judge(suite: Suite) -> bool:
@@ -113,7 +135,7 @@ async def run_suite(
     prompt = (
         options.prompt_text
         if options.prompt_text is not None
-        else load_prompt(suite.agent_name, options.prompts_dir)
+        else _working_tree_prompt(suite.agent_name, options.prompts_dir)
     )
     await _warn_and_preflight(suite, options, agent, judge, emit)
     sweep_stale_trials()

@@ -31,6 +31,7 @@ from agents.transcript import Transcript
 from graders.base import GradeContext, Score
 from graders.registry import is_judge, run_grader, trial_passed
 from optimizer.core.config import STATE_FOLDER
+from optimizer.core.prompt_target import PromptSource
 from optimizer.core.results import TrialResult
 from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.adaptive import AdaptiveLimit
@@ -51,7 +52,11 @@ class RunOptions:
     mode: Mode = "live"
     state_dir: Path = Path(STATE_FOLDER)
     prompt_text: str | None = None
-    """The system prompt to evaluate; None = read prompts/<agent>.md now."""
+    """The system prompt to evaluate (a region's source text); None = read the agent's
+    first prompt target from the working tree now."""
+    prompt_source: PromptSource | None = None
+    """Where `prompt_text` was read and how it becomes the text an agent runs with (a
+    literal's escapes decoded); None: a whole file, used as it is."""
     prompts_dir: Path | None = None
     reuse: bool = True
     timeout_s: float | None = None

@@ -8,22 +8,79 @@ agent model, and the errors a command turns into exit codes.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError, load_toml
 from optimizer.core.names import agent_names, did_you_mean
+from optimizer.core.project import (
+    Project,
+    active_project,
+    find_project,
+    load_project,
+    packaged_project,
+    use_project,
+)
 from optimizer.core.suites import TASKS_DIR, SuiteError, load_suite, resolve_suite_path
 from optimizer.git import GitOpsError, repo_root, state_dir
+
+
+def open_project(explicit: Path | None = None) -> Project | None:
+    """Find (`explicit`, else upward from the current folder), validate and activate the
+    project file; None when there is none (promptloop's own agents are then the project, read
+    from the repository they would live in). ConfigError names the file, table and key."""
+    found = find_project(explicit=explicit)
+    if found is None:
+        use_project(packaged_project())
+        return None
+    project = load_project(found)
+    if not project.agents:  # a settings-only file: the agents are promptloop's own
+        project = Project(found, packaged_project().agents, project.tables)
+    use_project(project)
+    return project
+
+
+def extra_settings(command: str) -> list[str]:
+    """Keys a command's promptloop.toml table may hold that are no option of it."""
+    if command == "nightly":
+        from optimizer.workflows.nightly.config import NightlyConfig
+
+        return list(NightlyConfig.model_fields)
+    return []
+
+
+def split_suite(agent: str | None, suite: str | None) -> tuple[str | None, str | None]:
+    """`--agent` and `--suite` -> (agent name, suite name or folder). `--suite` is an agent
+    (all its suites), one of its suites (`pkm_agent/quickstart`, or `--agent pkm_agent --suite
+    quickstart`), or a suite folder (a path holding suite.json)."""
+    names = active_project().agent_names()
+    if suite is None:
+        return agent, None
+    if agent is None and suite in names:
+        return suite, None
+    head, sep, tail = suite.partition("/")
+    if agent is None and sep and head in names and not (Path(suite) / "suite.json").is_file():
+        return head, tail
+    if agent is not None and suite == agent:
+        return agent, None
+    return agent, suite
+
 
 __all__ = [
     "DEFAULT_AGENT_MODEL",
     "TASKS_DIR",
     "ConfigError",
     "GitOpsError",
+    "Project",
     "SuiteError",
+    "active_project",
     "agent_names",
     "did_you_mean",
+    "extra_settings",
     "load_suite",
     "load_toml",
+    "open_project",
     "repo_root",
     "resolve_suite_path",
+    "split_suite",
     "state_dir",
 ]

@@ -35,6 +35,8 @@ class EvalRequest:
     """Read the prompt and the suite at this git ref; None: the working tree."""
     repo: Path | None = None
     """A folder inside the repository to read from (default: the current folder)."""
+    prompt: str | None = None
+    """The agent's prompt target to evaluate (default: its first)."""
 
 
 def _suite_folder(request: EvalRequest, source: RepoSource) -> Path:
@@ -72,7 +74,7 @@ async def evaluate(
     """Run the suite; the run's provenance lists where its prompt and tasks were read."""
     with RepoSource.find(request.ref, state, request.repo) as source:
         suite = load_selected(request, source)
-        prompt = source.read(f"prompts/{suite.agent_name}.md")
+        prompt = source.prompt(suite.agent_name, request.prompt)
     sources = [s.line() for s in source.served]
     emit = emit or ignore
     for line in sources:
@@ -84,7 +86,8 @@ async def evaluate(
         prov = prov.model_copy(update={"git_commit": source.sha, "git_dirty": False})
     base = request.options or RunOptions(agent_model=request.models.agent)
     options = replace(base, state_dir=state, label=base.label or f"eval {request.suite}",
-                      prompt_text=prompt.text if base.prompt_text is None else base.prompt_text)
+                      prompt_text=prompt.text if base.prompt_text is None else base.prompt_text,
+                      prompt_source=prompt)
     async with ModelSet(request.models) as models:
         if options.mode != "replay":  # a bad key or model fails here, before any trial
             await models.preflight("agent", *(("judge",) if needs_judge(suite) else ()))

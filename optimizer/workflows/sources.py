@@ -13,6 +13,7 @@ command's output and the run's provenance.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from typing import Literal
 
 from agents.data import DATA_FOLDERS, data_dir
 from optimizer.core.config import ConfigError
+from optimizer.core.project import active_project
+from optimizer.core.prompt_target import PromptSource, open_target
 from optimizer.core.suites import FIXTURES_DIR
 from optimizer.git import GitOps, GitOpsError, repo_root
 from optimizer.git_read import export_tree, folder_files, has_file, subfolders, tree_files
@@ -152,6 +155,19 @@ class RepoSource:
         return self._bundled_file(rel, "not in this repository" if self.root else
                                   "no git repository here")
 
+    def prompt(self, agent: str, name: str | None = None) -> PromptSource:
+        """Prompt target `name` (default: the agent's first) of `agent`, read from its file
+        here: never from promptloop's bundled copy, since what is evaluated must be what the
+        repository holds (a missing file is an error naming the project file and key)."""
+        declared = active_project().agent(agent)
+        target = declared.target(name)
+        try:
+            sourced = self.read(target.path, bundled=False)
+        except (ConfigError, GitOpsError) as err:
+            raise ConfigError(f"{declared.project.where}: {declared.table} key 'prompt': "
+                              f"{err}. Start a project with `promptloop init`") from None
+        return open_target(declared, target, sourced.text)
+
     def _bundled_file(self, rel: str, note: str) -> Sourced:
         path = _bundled(rel)
         if path is None or not path.is_file():
@@ -194,9 +210,59 @@ class RepoSource:
 
     # --- suites ----------------------------------------------------------------------------
     def suite(self, agent: str, kind: str) -> Sourced | None:
-        """The suite folder tasks/<agent>/<kind>, None when neither the repository nor the
-        bundled copy has it."""
-        return self.suite_at(f"tasks/{agent}/{kind}")
+        """The agent's suite `kind`: the suite folder of that name among the folders its
+        promptloop.toml table lists (`suites`), else the first whose suite.json has that
+        `kind`; None when it has none."""
+        folders = self.suite_folders(agent)
+        rel = folders.get(kind)
+        if rel is None:
+            rel = next((r for r in folders.values() if self._suite_kind(r) == kind), None)
+        return self.suite_at(rel) if rel is not None else None
+
+    def suite_folders(self, agent: str) -> dict[str, str]:
+        """Suite name -> folder (relative to the repository top) of every suite the agent's
+        `suites` list names, here (at the ref or in the working tree) or, for promptloop's own
+        agents outside their repository, in the bundled copy."""
+        out: dict[str, str] = {}
+        for entry in active_project().agent(agent).config.suites:
+            entry = entry.strip("/")
+            if self._exists(f"{entry}/suite.json"):
+                out.setdefault(entry.rsplit("/", 1)[-1], entry)
+                continue
+            for name in self._subfolders(entry):
+                if self._exists(f"{entry}/{name}/suite.json"):
+                    out.setdefault(name, f"{entry}/{name}")
+        return out
+
+    def _exists(self, rel: str) -> bool:
+        if self.sha is not None:
+            assert self.ops is not None
+            if has_file(self.ops, self.sha, rel):
+                return True
+        elif self.root is not None and (self.root / rel).is_file():
+            return True
+        bundled = _bundled(rel)
+        return bundled is not None and bundled.is_file()
+
+    def _subfolders(self, rel: str) -> list[str]:
+        found: set[str] = set()
+        if self.sha is not None:
+            assert self.ops is not None
+            found |= set(subfolders(self.ops, self.sha, rel))
+        elif self.root is not None and (self.root / rel).is_dir():
+            found |= {p.name for p in (self.root / rel).iterdir() if p.is_dir()}
+        bundled = _bundled(rel)
+        if bundled is not None and bundled.is_dir():
+            found |= {p.name for p in bundled.iterdir() if p.is_dir()}
+        return sorted(found)
+
+    def _suite_kind(self, rel: str) -> str | None:
+        try:
+            data = json.loads(self.read(f"{rel}/suite.json").text)
+        except (ValueError, OSError, ConfigError, GitOpsError):
+            return None
+        kind = data.get("kind") if isinstance(data, dict) else None
+        return kind if isinstance(kind, str) else None
 
     def suite_at(self, rel: str) -> Sourced | None:
         """The suite folder `rel` (relative to the repository top)."""
@@ -217,16 +283,8 @@ class RepoSource:
         return self._serve(Sourced(rel, Origin("bundled", note=note), folder=path))
 
     def kinds(self, agent: str) -> list[str]:
-        """Suite kinds of `agent` here and in the bundled copy (for error messages)."""
-        rel = f"tasks/{agent}"
-        found = {p.parent.name for p in (data_dir("tasks") / agent).glob("*/suite.json")}
-        if self.sha is not None:
-            assert self.ops is not None
-            found |= {k for k in subfolders(self.ops, self.sha, rel)
-                      if has_file(self.ops, self.sha, f"{rel}/{k}/suite.json")}
-        elif self.root is not None:
-            found |= {p.parent.name for p in (self.root / rel).glob("*/suite.json")}
-        return sorted(found)
+        """The names of `agent`'s suites (for error messages)."""
+        return sorted(self.suite_folders(agent))
 
     def _folder_note(self, rel: str) -> str:
         head = self.head()
