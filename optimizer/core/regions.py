@@ -383,7 +383,7 @@ def _decl_re(lang: Language, v: str) -> re.Pattern[str]:
     else:
         head = (r"^[ \t]*(?:export[ \t]+)?(?:(?:const|let|var|static|readonly|public|private"
                 rf"|protected|declare)[ \t]+)*(?P<name>{v})[ \t]*(?:[?!]?[ \t]*:[^=\n]*)?")
-    return re.compile(head + r"=(?![=>])[ \t]*", re.MULTILINE)
+    return re.compile(head + r"=(?![=>])\s*", re.MULTILINE)
 
 
 def _line_of(text: str, offset: int) -> int:
