@@ -23,7 +23,7 @@ AgentName = Literal["card_agent", "pkm_agent"]
 GradeFn = Callable[[GradeContext, Any], Awaitable[Score]]
 C = TypeVar("C", bound=GraderConfig)
 
-_BUILTIN_MODULES = ("graders.card", "graders.pkm", "graders.judge")
+_BUILTIN_MODULES = ("graders.card", "graders.pkm", "graders.judge", "graders.general")
 
 
 class GraderError(ValueError):

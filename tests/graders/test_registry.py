@@ -41,6 +41,11 @@ CONTRACT = {
     "terminal_path": ("code", 1.0, "pkm_agent"),
     "pkm_no_redundant_file": ("code", 1.0, "pkm_agent"),
     "pkm_fact_id_placement": ("code", 1.0, "pkm_agent"),
+    # general graders any agent may name (graders/general.py)
+    "json_path": ("code", 1.0, None),
+    "json_schema": ("code", 1.0, None),
+    "rubric_judge": ("model", 0.6, None),
+    "command": ("code", 1.0, None),
 }
 
 
