@@ -155,26 +155,61 @@ def signal_group(pid: int, sig: int) -> bool:
     return True
 
 
-async def kill_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM to the process's whole group, SIGKILL after KILL_GRACE_S, then reap it."""
-    if proc.returncode is None:
+async def kill_group(proc: asyncio.subprocess.Process, exited: asyncio.Event,
+                     close: bool = True) -> None:
+    """SIGTERM to the process's whole group, SIGKILL after KILL_GRACE_S (to whatever of the
+    group is left, in any case), then (`close`) its pipes read to their end and the process
+    reaped."""
+    if not exited.is_set():
         signal_group(proc.pid, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
-        except TimeoutError:
-            pass
-    signal_group(proc.pid, signal.SIGKILL)  # whatever of the group is left
-    with contextlib.suppress(ProcessLookupError):
-        if proc.returncode is None:
-            proc.kill()
-    await proc.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(exited.wait(), KILL_GRACE_S)
+    signal_group(proc.pid, signal.SIGKILL)
+    if not exited.is_set():
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()  # a leader that left its group
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(exited.wait(), KILL_GRACE_S)
+    if close:
+        await close_pipes(proc)
+
+
+async def close_pipes(proc: asyncio.subprocess.Process, grace: float = 1.0) -> None:
+    """Read what is left on the process's stdout and stderr (bounded: the group is gone) so
+    asyncio closes its pipes, and reap it; a pipe still held open after `grace` is closed."""
+    sink = Tail(keep=0)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.gather(drain(proc.stdout, sink), drain(proc.stderr, sink),
+                                              return_exceptions=True), grace)
+    try:
+        await asyncio.wait_for(proc.wait(), grace)
+    except TimeoutError:
+        transport = getattr(proc, "_transport", None)
+        if transport is not None:
+            transport.close()
+
+
+class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's protocol for a subprocess, telling when the process itself exited (asyncio's
+    `Process.wait()` also waits for its pipes, which a child left running may hold open)."""
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()
 
 
 async def spawn(
     argv: list[str], *, cwd: Path, env: dict[str, str], limit: int = 2**16
-) -> asyncio.subprocess.Process:
-    """Start `argv` in its own session with piped stdin, stdout and stderr."""
-    return await asyncio.create_subprocess_exec(
+) -> tuple[asyncio.subprocess.Process, asyncio.Event]:
+    """Start `argv` in its own session with piped stdin, stdout and stderr; the process and an
+    event set as soon as it exits."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.subprocess_exec(
+        lambda: _Protocol(limit, loop),
         *argv,
         cwd=cwd,
         env=env,
@@ -182,8 +217,8 @@ async def spawn(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
-        limit=limit,
     )
+    return asyncio.subprocess.Process(transport, protocol, loop), protocol.exited
 
 
 async def feed(proc: asyncio.subprocess.Process, data: bytes, close: bool = True) -> None:
@@ -208,6 +243,7 @@ __all__ = [
     "Tail",
     "build_env",
     "clean",
+    "close_pipes",
     "drain",
     "feed",
     "kill_group",

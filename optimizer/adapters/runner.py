@@ -135,10 +135,10 @@ async def _command(spec: AdapterSpec, request: TrialRequest, repo_root: Path,
     argv = resolve_argv(spec.command, repo_root)
     snap = Snapshot.take(workspace, repo_root)
     try:
-        proc = await spawn(argv, cwd=workspace, env=env)
+        proc, exited = await spawn(argv, cwd=workspace, env=env)
     except OSError as err:
         return label.errored(f"could not start {spec.command[0]!r}: {err.strerror or err}")
-    got = await _drive(spec, request, proc, stdin_data, result_file, label)
+    got = await _drive(spec, request, (proc, exited), stdin_data, result_file, label)
     strays = snap.strays()
     if strays:
         more = f" (and {len(strays) - 1} more)" if len(strays) > 1 else ""
@@ -147,48 +147,52 @@ async def _command(spec: AdapterSpec, request: TrialRequest, repo_root: Path,
     return got
 
 
-async def _drive(spec: AdapterSpec, request: TrialRequest, proc: asyncio.subprocess.Process,
-                 stdin_data: bytes, result_file: Path, label: TrialLabel) -> AdapterOutcome:
+async def _drive(spec: AdapterSpec, request: TrialRequest,
+                 child: tuple[asyncio.subprocess.Process, asyncio.Event], stdin_data: bytes,
+                 result_file: Path, label: TrialLabel) -> AdapterOutcome:
     """Feed, read and wait for one command under the time limit."""
+    proc, exited = child
     err_tail, log_tail = Tail(), Tail()
     cap = spec.max_output_bytes
     to_stdout = spec.result == "stdout"
-    tasks: list[asyncio.Task[Any]] = [
-        asyncio.create_task(drain(proc.stderr, err_tail)),
-        asyncio.create_task(feed(proc, stdin_data)),
-    ]
+    stderr = asyncio.create_task(drain(proc.stderr, err_tail))
+    feeder = asyncio.create_task(feed(proc, stdin_data))
     reader: asyncio.Task[Any] = asyncio.create_task(
         read_capped(proc.stdout, cap) if to_stdout else drain(proc.stdout, log_tail)
     )
+    waiter = asyncio.create_task(exited.wait())
     limit = request.timeout_s
+    problem: str | None = None
+    out, code = b"", 0
     try:
         async with asyncio.timeout(limit):
-            waiter = asyncio.create_task(proc.wait())
-            tasks.append(waiter)
             await asyncio.wait({reader, waiter}, return_when=asyncio.FIRST_COMPLETED)
             if reader.done() and reader.exception() is not None:
                 raise reader.exception()  # type: ignore[misc]
-            code = await waiter
+            await waiter
+            code = proc.returncode if proc.returncode is not None else -1
             signal_group(proc.pid, signal.SIGKILL)  # what it left running in its group
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(reader), EOF_GRACE_S)
-            out = reader.result() if reader.done() else b""
+                await asyncio.wait_for(asyncio.shield(asyncio.gather(reader, stderr)),
+                                       EOF_GRACE_S)
+            out = reader.result() if reader.done() and to_stdout else b""
     except TimeoutError:
-        await kill_group(proc)
-        got = label.errored(f"exceeded {limit:g}s; process group killed",
-                            stderr=err_tail.since(), timed_out=True)
+        problem = "timeout"
     except Oversize:
-        await kill_group(proc)
-        got = label.errored(f"printed more than {size_text(cap)}", stderr=err_tail.since())
-    else:
-        got = await _read_result(spec, code, out if to_stdout else None, result_file, label,
-                                 err_tail)
+        problem = "oversize"
     finally:
-        for task in (reader, *tasks):
+        for task in (reader, stderr, feeder, waiter):
             if not task.done():
                 task.cancel()
-        await asyncio.gather(reader, *tasks, return_exceptions=True)
-    return got
+        await asyncio.gather(reader, stderr, feeder, waiter, return_exceptions=True)
+        await kill_group(proc, exited)
+    if problem == "timeout":
+        return label.errored(f"exceeded {limit:g}s; process group killed",
+                             stderr=err_tail.since(), timed_out=True)
+    if problem == "oversize":
+        return label.errored(f"printed more than {size_text(cap)}", stderr=err_tail.since())
+    return await _read_result(spec, code, out if to_stdout else None, result_file, label,
+                              err_tail)
 
 
 async def _read_result(spec: AdapterSpec, code: int, out: bytes | None, result_file: Path,

@@ -23,6 +23,7 @@ from optimizer.adapters.process import (
     KILL_GRACE_S,
     Tail,
     build_env,
+    close_pipes,
     drain,
     kill_group,
     new_scratch,
@@ -46,6 +47,7 @@ class _Slot:
     scratch: Path | None = None
     tail: Tail = field(default_factory=Tail)
     stderr_task: asyncio.Task[None] | None = None
+    exited: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def alive(self) -> bool:
@@ -55,16 +57,18 @@ class _Slot:
         """End the slot's process (`polite`: close its stdin and let it exit first)."""
         proc, self.proc = self.proc, None
         if proc is not None:
-            if polite and proc.returncode is None and proc.stdin is not None:
+            if polite and not self.exited.is_set() and proc.stdin is not None:
                 with contextlib.suppress(Exception):
                     proc.stdin.close()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
-            await kill_group(proc)
+                    await asyncio.wait_for(self.exited.wait(), KILL_GRACE_S)
+            await kill_group(proc, self.exited, close=False)
         if self.stderr_task is not None:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(self.stderr_task, REAP_S)
             self.stderr_task = None
+        if proc is not None:
+            await close_pipes(proc)
         if self.scratch is not None:
             remove_scratch(self.scratch)
             self.scratch = None
@@ -103,7 +107,7 @@ class WorkerPool:
         slot.scratch = new_scratch("promptloop-worker-")
         env = build_env(self.spec, request, self.repo_root, slot.scratch)
         slot.tail = Tail()
-        slot.proc = await spawn(resolve_argv(self.spec.command, self.repo_root),
+        slot.proc, slot.exited = await spawn(resolve_argv(self.spec.command, self.repo_root),
                                 cwd=self.repo_root, env=env, limit=self.spec.max_output_bytes + 1)
         self.starts += 1
         slot.stderr_task = asyncio.create_task(drain(slot.proc.stderr, slot.tail))
@@ -169,7 +173,8 @@ class WorkerPool:
         code = None
         if proc is not None:
             with contextlib.suppress(TimeoutError):
-                code = await asyncio.wait_for(proc.wait(), REAP_S)
+                await asyncio.wait_for(slot.exited.wait(), REAP_S)
+            code = proc.returncode
         if slot.stderr_task is not None:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(slot.stderr_task), REAP_S)
