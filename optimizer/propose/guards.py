@@ -30,7 +30,7 @@ from optimizer.propose.textmatch import hidden_characters
 GuardCode = Literal[
     "other_file", "path_escape", "git_internal", "created", "deleted", "renamed", "mode_change",
     "symlink", "binary", "hidden_text", "too_large", "too_much_removed", "too_many_lines",
-    "eval_literal", "no_change", "outside_write"]
+    "eval_literal", "no_change", "outside_write", "breaks_literal", "outside_region"]
 DEFAULT_MAX_CHANGED_LINES = 40
 DEFAULT_MAX_REMOVED_SHARE = 0.3
 DEFAULT_MAX_ADDED_CHARS = 6000

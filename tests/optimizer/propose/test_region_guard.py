@@ -1,0 +1,180 @@
+"""A prompt region of a Dart file is packaged, patched and guarded like a Markdown prompt."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimizer.core.regions import RegionSpec, locate, splice, value_of
+from optimizer.propose.apply import numbered, render_unified
+from optimizer.propose.edits import Edit, EditProposal, edits_to_diff
+from optimizer.propose.guards import prepare_patch
+from optimizer.propose.literals import EvalLiteral, LiteralIndex
+from optimizer.propose.patch import PatchError
+from optimizer.propose.proposer import PackageInput, build_package
+from optimizer.propose.region_guard import (
+    check_region_patch,
+    prepare_region_patch,
+    region_diff_from_edit,
+    region_violation,
+)
+from tests.optimizer.core.test_regions import DART, DART_PATH, assert_only_region
+
+SPEC = RegionSpec(DART_PATH, variable="cardAgentSystemPrompt")
+REGION = locate(SPEC, DART)
+NAME = "triple-quoted string cardAgentSystemPrompt in lib/agent/card_agent/prompts.dart"
+NO_LITERALS = LiteralIndex.from_literals([])
+RULE_BEFORE = "- Prefer one precise card over two vague ones.\n"
+RULE_AFTER = RULE_BEFORE + "- A bare link is a card of type link, titled by its page.\n"
+
+
+def region_diff(new_text: str) -> str:
+    """A diff against the region text, as the diff proposer writes it (and as edits render)."""
+    return render_unified(REGION.text, new_text, DART_PATH)
+
+
+def test_package_numbers_the_region_only() -> None:
+    package = build_package(PackageInput(
+        prompt_path=DART_PATH, prompt_text=REGION.text, bucket="links", failing_md="(none)",
+        counter_md="(none)", manual="(manual)", rejected=[], max_changed_lines=40))
+    assert numbered(REGION.text) in package.user
+    assert "   2  You are the Memex card agent." in package.user
+    assert "import 'package:memex" not in package.user
+    assert "cardAgentSystemPromptV2" not in package.user
+
+
+def test_a_diff_inside_the_region_applies_and_touches_only_its_lines() -> None:
+    new_region = REGION.text.replace(RULE_BEFORE, RULE_AFTER)
+    diff = region_diff(new_region)
+    assert "@@ -3" not in diff and "@@ -1," not in diff  # region-relative, far from line 1
+    patch = prepare_region_patch(diff, spec=SPEC, file_text=DART,
+                                 protected_literals=NO_LITERALS)
+    assert patch.accepted, patch.prepared.violations
+    assert patch.prepared.new_text == new_region
+    assert patch.file_text == splice(SPEC, DART, new_region)
+    assert_only_region(DART, patch.file_text, REGION)
+    body = patch.file_diff.splitlines()[3:]
+    assert [ln for ln in body if ln[:1] in "+-"] == ["+- A bare link is a card of type link, "
+                                                     "titled by its page."]
+    assert "- A bare link is a card of type link" in patch.value
+    assert patch.value == value_of(locate(SPEC, patch.file_text))
+    assert patch.value.startswith("You are the Memex card agent.")
+    # the same patch as the iteration's plain prepare_patch sees it: the region is the prompt
+    plain = prepare_patch(diff, target_path=DART_PATH, original=REGION.text,
+                          protected_literals=NO_LITERALS)
+    assert plain.new_text == new_region and plain.diff == patch.prepared.diff
+
+
+def test_a_hand_written_diff_with_region_line_numbers_applies() -> None:
+    lines = REGION.text.split("\n")
+    at = lines.index(RULE_BEFORE.strip()) + 1  # 1-based region line
+    diff = (f"--- a/{DART_PATH}\n+++ b/{DART_PATH}\n@@ -{at},2 +{at},3 @@\n"
+            f" {lines[at - 1]}\n+- Links are cards too.\n {lines[at]}\n")
+    patch = prepare_region_patch(diff, spec=SPEC, file_text=DART,
+                                 protected_literals=NO_LITERALS)
+    assert patch.accepted
+    assert_only_region(DART, patch.file_text, REGION)
+
+
+def test_edits_proposal_on_the_region() -> None:
+    proposal = EditProposal(hypothesis="links", edits=[
+        Edit(action="insert_after", anchor=RULE_BEFORE.strip(), text="- Links are cards.")])
+    diff = edits_to_diff(REGION.text, proposal, DART_PATH)
+    patch = prepare_region_patch(diff, spec=SPEC, file_text=DART,
+                                 protected_literals=NO_LITERALS)
+    assert patch.accepted
+    assert_only_region(DART, patch.file_text, REGION)
+
+
+@pytest.mark.parametrize(("added", "reason"), [
+    ('""";\nconst String evil = """', "contains '\"\"\"', the literal's closing delimiter"),
+    ("- Prices in ${user.currency} only.", "adds the interpolation '${user.currency}'"),
+    ("- It costs $5.", "'$' not followed by a name"),
+])
+def test_a_patch_that_breaks_the_literal_is_refused_naming_the_region(added: str,
+                                                                      reason: str) -> None:
+    new_region = REGION.text.replace(RULE_BEFORE, RULE_BEFORE + added + "\n")
+    patch = prepare_region_patch(region_diff(new_region), spec=SPEC, file_text=DART,
+                                 protected_literals=NO_LITERALS)
+    assert not patch.accepted
+    (violation,) = patch.prepared.violations
+    assert violation.code == "breaks_literal"
+    assert NAME in violation.message and reason in violation.message
+    assert patch.file_text == DART and patch.file_diff == ""  # nothing to commit
+    assert patch.prepared.diff  # the ledger still records what was proposed
+    reason_text = check_region_patch(SPEC, DART, new_region)
+    assert reason_text == violation.message
+    assert region_violation(SPEC, DART, new_region) == violation
+
+
+def test_a_patch_ending_in_a_backslash_is_refused() -> None:
+    new_region = REGION.text + "See C:\\"
+    patch = prepare_region_patch(region_diff(new_region), spec=SPEC, file_text=DART,
+                                 protected_literals=NO_LITERALS)
+    assert [v.code for v in patch.prepared.violations] == ["breaks_literal"]
+    assert "odd number of backslashes" in patch.prepared.violations[0].message
+
+
+def test_context_outside_the_region_does_not_apply_and_names_the_region() -> None:
+    changed = DART.replace("import 'package:memex/agent/card_agent/card_tools.dart';\n",
+                           "import 'package:memex/agent/card_agent/card_tools.dart';\n"
+                           "import 'dart:io';\n")
+    diff = render_unified(DART, changed, DART_PATH)  # a file diff: context from the imports
+    with pytest.raises(PatchError):  # the iteration's own apply fails on the region text
+        prepare_patch(diff, target_path=DART_PATH, original=REGION.text,
+                      protected_literals=NO_LITERALS)
+    with pytest.raises(PatchError) as err:
+        prepare_region_patch(diff, spec=SPEC, file_text=DART, protected_literals=NO_LITERALS)
+    message = str(err.value)
+    assert f"outside {NAME}" in message and "only the region may change" in message
+    assert f"its line 1 is file line {REGION.start_line}" in message
+
+
+def test_a_file_diff_whose_lines_are_all_in_the_region_applies() -> None:
+    """Hunks are located by content: file line numbers in the header are only a hint."""
+    changed = DART.replace("at most 8 words", "at most 6 words")
+    diff = render_unified(DART, changed, DART_PATH)
+    assert f"@@ -{REGION.file_line(2) + 1}," in diff  # file line numbers
+    patch = prepare_region_patch(diff, spec=SPEC, file_text=DART,
+                                 protected_literals=NO_LITERALS)
+    assert patch.accepted and patch.file_text == changed
+
+
+def test_a_hunk_reaching_the_opener_line_does_not_apply() -> None:
+    changed = DART.replace("You are the Memex card agent.", "You are Memex's card agent.")
+    diff = render_unified(DART, changed, DART_PATH)  # its context holds the opener line
+    with pytest.raises(PatchError, match=f"outside {NAME}"):
+        prepare_region_patch(diff, spec=SPEC, file_text=DART, protected_literals=NO_LITERALS)
+
+
+def test_a_diff_that_matches_nothing_names_the_region() -> None:
+    diff = (f"--- a/{DART_PATH}\n+++ b/{DART_PATH}\n@@ -1,1 +1,2 @@\n"
+            " A line that is nowhere.\n+New.\n")
+    with pytest.raises(PatchError) as err:
+        prepare_region_patch(diff, spec=SPEC, file_text=DART, protected_literals=NO_LITERALS)
+    assert "does not apply" in str(err.value) and NAME in str(err.value)
+
+
+def test_the_usual_guards_run_on_the_region() -> None:
+    index = LiteralIndex.from_literals([EvalLiteral("Okafor", "word", ("card-tax (input)",))])
+    new_region = REGION.text.replace(RULE_BEFORE, RULE_BEFORE + "- Okafor is an adviser.\n")
+    patch = prepare_region_patch(region_diff(new_region), spec=SPEC, file_text=DART,
+                                 protected_literals=index)
+    assert [v.code for v in patch.prepared.violations] == ["eval_literal"]
+    other = render_unified("x\n", "y\n", "lib/main.dart")
+    patch = prepare_region_patch(other, spec=SPEC, file_text=DART,
+                                 protected_literals=NO_LITERALS)
+    assert "other_file" in [v.code for v in patch.prepared.violations]
+    same = prepare_region_patch(region_diff(REGION.text + "\n"), spec=SPEC, file_text=DART,
+                                protected_literals=NO_LITERALS)
+    assert [v.code for v in same.prepared.violations] == ["no_change"]
+
+
+def test_an_external_proposers_whole_file_edit() -> None:
+    edited = DART.replace("at most 8 words", "at most 6 words")
+    diff = region_diff_from_edit(SPEC, DART, edited)
+    patch = prepare_region_patch(diff, spec=SPEC, file_text=DART,
+                                 protected_literals=NO_LITERALS)
+    assert patch.accepted and patch.file_text == edited
+    outside = edited.replace("final cardAgentTools", "final evilTools")
+    with pytest.raises(PatchError, match=f"outside {NAME}"):
+        region_diff_from_edit(SPEC, DART, outside)
