@@ -16,6 +16,7 @@ setup(
         "optimizer.report.schemas": ["*.json"],
         "optimizer.adapters": ["schema/*.json"],
         "optimizer.core": ["default_project.toml"],
+        "optimizer.init_template": ["promptloop.toml", "example_agent/*", "evals/**/*.json"],
         "optimizer.view": ["templates/*.j2", "static/*.css", "static/*.js"],
         **{package: ["**/*", "**/.*"] for package in DATA},
     },
