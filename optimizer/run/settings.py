@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from agents.runtime import DEFAULT_MAX_TURNS, RuntimeConfig
 from optimizer.core.config import STATE_FOLDER
+from optimizer.core.prompt_target import PromptSource
 from optimizer.run.adaptive import AdaptiveLimit
 from optimizer.run.trial import RunOptions
 
@@ -29,7 +30,7 @@ class RunSettings(BaseModel):
     def run_options(self, agent_model: str, prompt: str, label: str,
                     indices: dict[str, list[int]] | None = None, *,
                     limit: AdaptiveLimit | None = None, run_name: str | None = None,
-                    ) -> RunOptions:
+                    prompt_source: PromptSource | None = None) -> RunOptions:
         """One suite run of `prompt` under these settings; `limit` bounds it together with
         other runs going on at once (not in batch mode, where every trial of a run goes at
         once)."""
@@ -40,6 +41,7 @@ class RunSettings(BaseModel):
             batch=self.batch,
             state_dir=self.state_dir,
             prompt_text=prompt,
+            prompt_source=prompt_source,
             trial_indices=indices,
             runtime=RuntimeConfig(max_turns=self.max_turns, max_runs=self.max_runs),
             run_name=run_name,

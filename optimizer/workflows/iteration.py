@@ -66,6 +66,7 @@ from optimizer.workflows.gating import run_gate
 from optimizer.workflows.judges import judge_notes, judge_statuses
 from optimizer.workflows.optimize_models import Baseline, IterationHost, IterationResult
 from optimizer.workflows.pr import commit_message, pr_body, trial_changes
+from optimizer.workflows.prompt_file import RegionRefusal, region_refusal, splice_prompt
 from optimizer.workflows.sources import MANUAL
 from optimizer.workflows.tournament import Slot, Tournament
 
@@ -170,7 +171,10 @@ class Iteration:
         if violations:
             self._refuse(violations, prepared.diff)
             return
-        (cand.path / self.c.prompt_path).write_text(prepared.new_text, encoding="utf-8")
+        spliced = splice_prompt(self.base, cand.path, prepared.new_text)
+        if isinstance(spliced, RegionRefusal):
+            self._refuse([{"code": "region", "message": spliced.why}], prepared.diff)
+            return
         self.opt.emit(CandidateEvaluating(iteration=self.n, branch=cand.branch))
         await self._conclude(cand, prepared.new_text)
 
@@ -307,6 +311,9 @@ class Iteration:
     def _violations(self, prepared: PreparedPatch) -> list[dict[str, str]]:
         """Guard refusals of a prepared patch, plus a repeat of an idea already in the ledger."""
         out = [{"code": v.code, "message": v.message} for v in prepared.violations]
+        region = region_refusal(self.base, prepared.new_text)
+        if region is not None:
+            out.append({"code": "region", "message": region.why})
         seen = self.opt.ledger.seen_diff(self.c.suite, self.c.bucket, diff_hash(prepared.diff))
         if seen is not None and not out:
             out.append(

@@ -19,6 +19,7 @@ from optimizer.core.config import ConfigError
 from optimizer.core.events import BaselineReady, EventSink, Phase, RunWarning, ignore
 from optimizer.core.killpoint import kill_point
 from optimizer.core.ledger import Ledger
+from optimizer.core.prompt_target import PromptSource
 from optimizer.core.results import Provenance, RunResult
 from optimizer.core.suites import Suite
 from optimizer.gate.sequential import heldout_tasks
@@ -77,6 +78,8 @@ class Optimizer:
         self.heldout: frozenset[str] = frozenset()
         self.history: list[RunResult] = []
         """Earlier runs of the base prompt's lineage: each task's measured flakiness."""
+        self.prompt_source: PromptSource | None = None
+        """The prompt target's file at the base (set with the baseline)."""
         self._provenance: Provenance | None = None
         """Target-bucket tasks the proposer never sees (the gate's held-out check)."""
         self.source = RepoSource(self.git.root, config.base, config.state_dir / "sources",
@@ -94,7 +97,7 @@ class Optimizer:
         """One run of `suite` under `prompt`; `limit` bounds it together with other runs going
         on at once (not in batch mode, where every trial of a run goes at once)."""
         options = self.c.run_options(self.c.agent_model, prompt, f"{label} {suite.name}",
-                                     indices, limit=limit)
+                                     indices, limit=limit, prompt_source=self.prompt_source)
         if self._provenance is None:  # one git look per session, not one per gate stage
             self._provenance = provenance(self.c.repo)
         saved = await run_and_save(suite, options, self.models, self.emit, self._provenance)
@@ -152,7 +155,8 @@ class Optimizer:
         c = self.c
         assert self.source.sha is not None
         base_sha = self.source.sha
-        base_prompt = self.source.read(c.prompt_path, bundled=False).text
+        self.prompt_source = self.source.prompt(c.suite, c.prompt)
+        base_prompt = self.prompt_source.text
         suites = self.suites()
         for item in self.source.take_new():
             self.emit(Phase(message=item.line()))
@@ -164,7 +168,7 @@ class Optimizer:
         for s in suites:
             runs.append(await self.run(s, base_prompt, "baseline"))
             kill_point("baseline")
-        return Baseline(base_sha, base_prompt, suites, runs)
+        return Baseline(base_sha, base_prompt, suites, runs, self.prompt_source)
 
     async def optimize(self, baseline: Baseline | None = None) -> OptimizeResult:
         """Run the session; `baseline` (from `run_baseline`) skips evaluating the base again."""

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 from pydantic import BaseModel, Field
 
 from optimizer.core.names import AgentName
+from optimizer.core.project import active_project
+from optimizer.core.prompt_target import PromptSource
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import GatePolicy
@@ -30,8 +32,11 @@ class Baseline:
 
     base_sha: str
     base_prompt: str
+    """The prompt target's text at the base (a region's source text)."""
     suites: list[Suite]
     runs: list[RunResult]
+    prompt_source: PromptSource | None = None
+    """The target's file at the base: how a new text is checked and spliced into it."""
 
 
 class OptimizeConfig(CommandModels, RunSettings):
@@ -61,9 +66,13 @@ class OptimizeConfig(CommandModels, RunSettings):
     first_iteration: int = Field(1, ge=1)
     """Number of the first iteration to run (a resumed session skips finished ones)."""
 
+    prompt: str | None = None
+    """The agent's prompt target to patch (`--prompt`; default: its first)."""
+
     @property
     def prompt_path(self) -> str:
-        return f"prompts/{self.suite}.md"
+        """The file of the prompt target being optimized (relative to the repository)."""
+        return active_project().agent(self.suite).target(self.prompt).path
 
     @property
     def fmt(self) -> Literal["diff", "edits"]:

@@ -59,6 +59,7 @@ from optimizer.propose.several import ask_several, merge_request, several_reques
 from optimizer.propose.watch import OutsideWriteError
 from optimizer.run.adaptive import AdaptiveLimit
 from optimizer.run.runner import RunOptions, default_concurrency
+from optimizer.workflows.prompt_file import RegionRefusal, splice_prompt
 
 if TYPE_CHECKING:
     from optimizer.workflows.iteration import Iteration
@@ -245,7 +246,8 @@ class Tournament:
                 self.i.base.base_sha, e.slot.branch, e.slot.folder))
             e.stack = stack
         if e.new_text:
-            (e.cand.path / self.c.prompt_path).write_text(e.new_text, encoding="utf-8")
+            spliced = splice_prompt(self.i.base, e.cand.path, e.new_text)
+            assert not isinstance(spliced, RegionRefusal), "checked when the entrant was guarded"
         return e.cand
 
     def _close(self, e: Entrant) -> None:

@@ -28,6 +28,8 @@ from optimizer.core.events import (
     TrialFinished,
     ignore,
 )
+from optimizer.core.project import active_project
+from optimizer.core.prompt_target import open_target
 from optimizer.git import GitOps, GitOpsError, sanitize_ref_component
 from optimizer.lifecycle.errors import LifecycleError
 from optimizer.report.store import default_store_dir, load_run
@@ -316,10 +318,11 @@ class NightlyEngine:
         """A finished baseline step, rebuilt from the saved runs (no trial is run again)."""
         cp = self._cp()
         runs = [load_run(default_store_dir(self.state), name) for name in done.runs]
-        prompt = opt.git.read_file(cp.base_commit, opt.c.prompt_path)
-        return Baseline(
-            cp.base_commit, prompt, opt.suites(), runs
-        )
+        agent = active_project().agent(opt.c.suite)
+        target = agent.target(opt.c.prompt)
+        source = open_target(agent, target, opt.git.read_file(cp.base_commit, target.path))
+        opt.prompt_source = source
+        return Baseline(cp.base_commit, source.text, opt.suites(), runs, source)
 
     async def _bucket_steps(self, rank: BucketRank, baseline: Baseline) -> bool:
         """Iterations on one bucket; False when a budget stopped the night."""

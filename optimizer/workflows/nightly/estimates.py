@@ -60,7 +60,7 @@ def per_trial(cp: Checkpoint, c: NightlyConfig, suite: str) -> tuple[Spend, floa
 def estimate_baseline(cp: Checkpoint, c: NightlyConfig, repo: Path, suite: str) -> Estimate:
     with GitOps(repo) as git:
         source = RepoSource(repo, cp.base_commit, c.state_dir / "sources", ops=git)
-        prompt = source.read(f"prompts/{suite}.md", bundled=False).text
+        prompt = source.prompt(suite).text
         suites = agent_suites(suite, c.kinds, source)
     n = uncached_trials(suites, prompt, c)
     per, secs, basis = per_trial(cp, c, suite)
