@@ -54,6 +54,10 @@ class RegionError(ValueError):
     that would break it. The message names the file and the variable or markers."""
 
 
+class BreaksLiteralError(RegionError):
+    """New text that would break the region for its host language (`check_literal`)."""
+
+
 def language_of(path: str) -> Language:
     """The host language of `path`, from its suffix ("other" for Markdown, YAML...)."""
     dot = path.rfind(".")
@@ -149,14 +153,16 @@ class Region:
             return f"line {self.start_line}"
         return f"lines {self.start_line}-{self.end_line}"
 
-    def describe(self) -> str:
-        """'template literal SYSTEM_PROMPT in agent/prompt.js (lines 4-31)'."""
+    def describe(self, *, with_path: bool = True) -> str:
+        """'template literal SYSTEM_PROMPT in agent/prompt.js (lines 4-31)'; without the path
+        ('template literal SYSTEM_PROMPT (lines 4-31)') for a trial request's `region`."""
+        where = f" in {self.path}" if with_path else ""
         if self.kind == "file":
-            return f"the whole file {self.path}"
+            return f"the whole file {self.path}" if with_path else "the whole file"
         if self.kind == "markers":
-            return (f"the region between {self.spec.begin!r} and {self.spec.end!r} in "
-                    f"{self.path} ({self.lines()})")
-        return f"{self._what()} {self.spec.variable} in {self.path} ({self.lines()})"
+            return (f"the region between {self.spec.begin!r} and {self.spec.end!r}{where} "
+                    f"({self.lines()})")
+        return f"{self._what()} {self.spec.variable}{where} ({self.lines()})"
 
     def file_line(self, region_line: int) -> int:
         """The file line of the region's line `region_line` (both 1-based)."""
@@ -673,53 +679,54 @@ def _region_line(text: str, offset: int) -> int:
     return text.count("\n", 0, max(offset, 0)) + 1
 
 
+def _broken(region: Region, why: str) -> BreaksLiteralError:
+    return BreaksLiteralError(f"the new text would break {region.describe()}: {why}")
+
+
 def _check_in_literal(region: Region, new_text: str, quote: str, raw: bool,
                       fstring: bool) -> None:
     lang = region.language
-    what = region.describe()
     escapes = not (lang == "dart" and raw)
     single_line = len(quote) == 1 and quote != "`"
     trailing = len(new_text) - len(new_text.rstrip("\\"))
     if escapes and trailing % 2 == 1:
-        raise RegionError(f"the new text would break {what}: it ends with an odd number of "
-                          f"backslashes ({trailing}), which would escape the closing {quote!r}")
+        raise _broken(region, f"it ends with an odd number of backslashes ({trailing}), which "
+                      f"would escape the closing {quote!r}")
     if single_line:
         for k, c in enumerate(new_text):
             if c != "\n":
                 continue
             backslashes = len(new_text[:k]) - len(new_text[:k].rstrip("\\"))
             if lang == "dart" or backslashes % 2 == 0:
-                raise RegionError(f"the new text would break {what}: it has a line break, "
-                                  "which a one-line string literal cannot hold; write \\n "
-                                  "instead of a new line")
+                raise _broken(region, "it has a line break, which a one-line string literal "
+                              "cannot hold; write \\n instead of a new line")
     try:
         body = _body(new_text + quote, 0, quote, raw, fstring, lang)
     except _Unterminated:
-        raise RegionError(f"the new text would break {what}: it opens an interpolation "
-                          "('${' or '{') that is never closed, which would swallow the closing "
-                          f"{quote!r}") from None
+        raise _broken(region, "it opens an interpolation ('${' or '{') that is never closed, "
+                      f"which would swallow the closing {quote!r}") from None
     if body.content_end < len(new_text):
         at = body.content_end
         line = _region_line(new_text, at)
         if new_text.startswith(quote, at):
-            raise RegionError(f"the new text would break {what}: it contains {quote!r}, the "
-                              f"literal's closing delimiter, unescaped (region line {line}); "
-                              f"escape it ({_escape_hint(lang, quote, raw)})")
-        raise RegionError(f"the new text would break {what}: it ends with "
-                          f"{new_text[at:]!r}, which would run into the closing {quote!r} "
-                          f"and end the literal early (region line {line}); escape it")
+            raise _broken(region, f"it contains {quote!r}, the literal's closing delimiter, "
+                          f"unescaped (region line {line}); escape it "
+                          f"({_escape_hint(lang, quote, raw)})")
+        raise _broken(region, f"it ends with {new_text[at:]!r}, which would run into the "
+                      f"closing {quote!r} and end the literal early (region line {line}); "
+                      "escape it")
     if body.bad_dollars:
         line = _region_line(new_text, body.bad_dollars[0])
-        raise RegionError(f"the new text would break {what}: a '$' not followed by a name or "
-                          f"'{{' is an error in a Dart string (region line {line}); write '\\$'")
+        raise _broken(region, "a '$' not followed by a name or '{' is an error in a Dart "
+                      f"string (region line {line}); write '\\$'")
     old = set(_interp_texts(region.text, lang, quote, raw, fstring))
     for start, end in body.interps:
         interp = new_text[start:end]
         if interp not in old:
-            raise RegionError(f"the new text would break {what}: it adds the interpolation "
-                              f"{interp!r} (region line {_region_line(new_text, start)}), "
-                              "which the original does not have and would run code at run "
-                              f"time; {_interp_hint(lang, fstring)}")
+            raise _broken(region, f"it adds the interpolation {interp!r} (region line "
+                          f"{_region_line(new_text, start)}), which the original does not "
+                          "have and would run code at run time; "
+                          f"{_interp_hint(lang, fstring)}")
     try:
         _decode(new_text, lang, quote, raw, fstring)
     except _BadEscape as err:
@@ -727,8 +734,8 @@ def _check_in_literal(region: Region, new_text: str, quote: str, raw: bool,
             _decode(region.text, lang, quote, raw, fstring)
         except _BadEscape:
             return  # the original has such escapes too: the host accepts them
-        raise RegionError(f"the new text would break {what}: it has an invalid escape "
-                          f"{err.args[0]!r}; write '\\\\' for a backslash") from None
+        raise _broken(region, f"it has an invalid escape {err.args[0]!r}; write '\\\\' for "
+                      "a backslash") from None
 
 
 def _interp_texts(text: str, lang: Language, quote: str, raw: bool,
@@ -762,8 +769,8 @@ def check_literal(region: Region, new_text: str) -> None:
         for what, marker in (("begin", region.spec.begin), ("end", region.spec.end)):
             if marker in new_text:
                 line = _region_line(new_text, new_text.find(marker))
-                raise RegionError(f"the new text would break {region.describe()}: it contains "
-                                  f"the {what} marker {marker!r} (region line {line})")
+                raise _broken(region, f"it contains the {what} marker {marker!r} (region "
+                              f"line {line})")
         if region.enclosing is not None:
             quote, _, raw, fstring = region.enclosing
             _check_in_literal(region, new_text, quote, raw, fstring)
@@ -780,20 +787,21 @@ def splice(spec: RegionSpec, file_text: str, new_text: str) -> str:
     out = file_text[:region.start] + new_text + file_text[region.end:]
     again = locate(spec, out)
     if again.start != region.start or again.text != new_text:
-        raise RegionError(f"the new text would break {region.describe()}: after the change "
-                          "the region no longer ends where the new text does")
+        raise _broken(region, "after the change the region no longer ends where the new text "
+                      "does")
     return out
 
 
 def edited_region_text(spec: RegionSpec, old_file: str, new_file: str) -> str:
-    """The region's new text when `new_file` is `old_file` with only the region changed (an
-    external proposer edits the whole file); RegionError when anything outside changed."""
+    """The region's new text when `new_file` is `old_file` with only the region's content
+    changed (an external proposer edits the whole file). RegionError when anything outside
+    changed; BreaksLiteralError when the new content would break the literal."""
     old = locate(spec, old_file)
-    try:
-        new = locate(spec, new_file)
-    except RegionError as err:
-        raise RegionError(f"the edited file breaks {old.describe()}: {err}") from None
-    if old_file[:old.start] != new_file[:new.start] or old_file[old.end:] != new_file[new.end:]:
+    prefix, suffix = old_file[:old.start], old_file[old.end:]
+    if (len(new_file) < len(prefix) + len(suffix) or not new_file.startswith(prefix)
+            or not new_file.endswith(suffix)):
         raise RegionError(f"the edit changes {spec.path} outside {old.describe()}; only the "
                           "region's text may change")
-    return new.text
+    new_text = new_file[len(prefix):len(new_file) - len(suffix)]
+    splice(spec, old_file, new_text)
+    return new_text

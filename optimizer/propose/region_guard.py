@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from optimizer.core.regions import (
+    BreaksLiteralError,
     Region,
     RegionError,
     RegionSpec,
@@ -30,12 +31,14 @@ from optimizer.propose.guards import (
     DEFAULT_MAX_ADDED_CHARS,
     DEFAULT_MAX_CHANGED_LINES,
     DEFAULT_MAX_REMOVED_SHARE,
+    GuardCode,
     GuardViolation,
     PreparedPatch,
     prepare_patch,
 )
 from optimizer.propose.literals import LiteralIndex
 from optimizer.propose.patch import PatchError, parse_diff
+from optimizer.propose.watch import OutsideWriteError
 
 
 def check_region_patch(spec: RegionSpec, file_text: str, new_text: str) -> str | None:
@@ -134,11 +137,15 @@ def prepare_region_patch(
 
 def region_diff_from_edit(spec: RegionSpec, old_file: str, new_file: str) -> str:
     """The region-relative diff of an external proposer's edit of the whole file (what
-    `prepare_region_patch` takes); `PatchError` naming the region when the edit changed
-    anything outside it or broke it."""
+    `prepare_region_patch` takes). An edit that changed the file outside the region
+    (`outside_region`), or broke the literal so the region cannot be found
+    (`breaks_literal`), is an `OutsideWriteError`, refused like a write outside the prompt
+    file; its message names the region."""
     region = locate(spec, old_file)
     try:
         new_region = edited_region_text(spec, old_file, new_file)
     except RegionError as err:
-        raise PatchError(str(err)) from None
+        code: GuardCode = ("breaks_literal" if isinstance(err, BreaksLiteralError)
+                           else "outside_region")
+        raise OutsideWriteError([GuardViolation(code, str(err))]) from None
     return render_unified(region.text, new_region, spec.path)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from optimizer.core.regions import (
+    BreaksLiteralError,
     Region,
     RegionError,
     RegionSpec,
@@ -272,7 +273,7 @@ def test_dart_splice_roundtrip_and_only_region_lines() -> None:
 ])
 def test_dart_refusals(new_end: str, reason: str) -> None:
     r = locate(DART_SPEC, DART)
-    with pytest.raises(RegionError, match="cardAgentSystemPrompt in lib/agent") as err:
+    with pytest.raises(BreaksLiteralError, match="cardAgentSystemPrompt in lib/agent") as err:
         splice(DART_SPEC, DART, r.text + new_end)
     assert reason in str(err.value)
     assert "would break triple-quoted string cardAgentSystemPrompt" in str(err.value)
@@ -382,6 +383,8 @@ def test_js_locate_value_splice() -> None:
     value = value_of(r)
     assert "(${today()} is today)" in value  # interpolation as written
     assert "write `none` when" in value and "such as ${amount} is text" in value
+    assert r.describe(with_path=False) == (f"template literal SYSTEM_PROMPT "
+                                           f"(lines {r.start_line}-{r.end_line})")
     assert splice(JS_SPEC, JS, r.text) == JS
     out = splice(JS_SPEC, JS, r.text.replace("Return JSON only.",
                                              "Merge duplicate items.\nReturn JSON only."))

@@ -17,6 +17,7 @@ from optimizer.propose.region_guard import (
     region_diff_from_edit,
     region_violation,
 )
+from optimizer.propose.watch import OutsideWriteError
 from tests.optimizer.core.test_regions import DART, DART_PATH, assert_only_region
 
 SPEC = RegionSpec(DART_PATH, variable="cardAgentSystemPrompt")
@@ -176,5 +177,12 @@ def test_an_external_proposers_whole_file_edit() -> None:
                                  protected_literals=NO_LITERALS)
     assert patch.accepted and patch.file_text == edited
     outside = edited.replace("final cardAgentTools", "final evilTools")
-    with pytest.raises(PatchError, match=f"outside {NAME}"):
+    with pytest.raises(OutsideWriteError) as err:
         region_diff_from_edit(SPEC, DART, outside)
+    (violation,) = err.value.violations
+    assert violation.code == "outside_region" and f"outside {NAME}" in violation.message
+    broken = DART.replace("at most 8 words", 'at most 8 words""";\nconst x = """')
+    with pytest.raises(OutsideWriteError) as err:
+        region_diff_from_edit(SPEC, DART, broken)
+    (violation,) = err.value.violations
+    assert violation.code == "breaks_literal" and NAME in violation.message
