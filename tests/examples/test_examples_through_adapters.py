@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.adapters.contract import ModelEndpoint, PromptInfo, TrialInfo, TrialRequest
+from optimizer.adapters.contract import TrialRequest
 from optimizer.adapters.runner import run_adapter_trial
 from optimizer.adapters.spec import AdapterSpec
 from optimizer.adapters.worker import WorkerPool
@@ -29,23 +29,25 @@ REPLIES = {"items": ITEMS, "triage": '{"category": "billing", "urgency": "high"}
 def spec_of(root: Path, agent: str) -> AdapterSpec:
     cfg = load_project(root / "promptloop.toml").agent(agent).config
     assert cfg.command is not None
-    return AdapterSpec(kind=cfg.adapter, command=cfg.command, timeout=cfg.timeout, env=cfg.env)
+    return AdapterSpec.model_validate({"kind": cfg.adapter, "command": cfg.command,
+                                       "timeout": cfg.timeout, "env": cfg.env})
 
 
 def trial_request(base_url: str, workspace: Path, model: str, agent: str,
                   index: int) -> TrialRequest:
     workspace.mkdir(parents=True, exist_ok=True)
-    return TrialRequest(
-        agent=agent,
-        task={"id": f"t{index}", "description": "d",
-              "input": {"content": "Priya will send the budget by Friday."}},
-        prompt=PromptInfo(name="system", text="Answer in JSON.", path="p", ref="working tree"),
-        workspace=str(workspace),
-        model=ModelEndpoint(base_url=base_url, model=model, api_key=KEY),
-        trial=TrialInfo(index=index, seed=index),
-        published_at="2026-03-10T10:00:00",
-        timeout_s=30,
-    )
+    return TrialRequest.model_validate({
+        "agent": agent,
+        "task": {"id": f"t{index}", "description": "d",
+                 "input": {"content": "Priya will send the budget by Friday."}},
+        "prompt": {"name": "system", "text": "Answer in JSON.", "path": "p",
+                   "ref": "working tree"},
+        "workspace": str(workspace),
+        "model": {"base_url": base_url, "model": model, "api_key": KEY},
+        "trial": {"index": index, "seed": index},
+        "published_at": "2026-03-10T10:00:00",
+        "timeout_s": 30,
+    })
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
