@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.examples.contract_check import check_request, check_result
 from tests.examples.fake_chat import FakeChat
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "action-items"
@@ -57,6 +58,8 @@ def request(base_url: str, workspace: Path, model: str, **extra: Any) -> dict[st
         "timeout_s": 20,
     }
     req.update(extra)
+    if "prompt" in req:
+        check_request(req)
     return req
 
 
@@ -78,6 +81,7 @@ def single(req: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(lines[0])
     assert result["contract"] == CONTRACT
     assert isinstance(result["outcome"], dict)
+    check_result(result)
     return result
 
 
@@ -125,6 +129,8 @@ def test_worker_answers_one_line_per_request_in_order(tmp_path: Path) -> None:
         proc = run_agent("\n".join(lines) + "\n\n{not json\n", "--worker")
     assert proc.returncode == 0, proc.stderr
     results = [json.loads(line) for line in proc.stdout.splitlines()]
+    for result in results:
+        check_result(result)
     assert len(results) == len(models) + 1  # the blank line is skipped, the bad one answered
     causes = [(r["error"] or {}).get("cause") for r in results]
     assert causes == [None, "agent", "infrastructure", None, "infrastructure", "agent",
@@ -252,3 +258,14 @@ def test_suite_loads_with_the_suite_loader() -> None:
         raise
     assert suite.name == "action_items" and suite.agent_name == "action_items"
     assert len(suite.tasks) >= 16 and len(suite.buckets) >= 4
+
+
+def test_the_prompt_region_is_the_literal_node_reads() -> None:
+    from optimizer.core.regions import RegionSpec, locate, value_of
+
+    if NODE is None:
+        pytest.skip("node is not installed")
+    region = locate(RegionSpec("agent/prompt.js", variable="SYSTEM_PROMPT"),
+                    PROMPT.read_text(encoding="utf-8"))
+    assert value_of(region) == source_prompt()
+    assert region.describe().startswith("template literal SYSTEM_PROMPT in agent/prompt.js")

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from optimizer.workflows.init import TEMPLATE_DIR
+from tests.examples.contract_check import check_request, check_result
 from tests.examples.fake_chat import FakeChat
 
 AGENT = TEMPLATE_DIR / "example_agent" / "agent.py"
@@ -40,6 +41,8 @@ def request(base_url: str, workspace: Path, model: str, **extra: Any) -> dict[st
         "timeout_s": 20,
     }
     req.update(extra)
+    if "prompt" in req:
+        check_request(req)
     return req
 
 
@@ -59,6 +62,7 @@ def single(req: dict[str, Any], cwd: Path | None = None) -> dict[str, Any]:
     assert len(lines) == 1
     result: dict[str, Any] = json.loads(lines[0])
     assert result["contract"] == CONTRACT and isinstance(result["outcome"], dict)
+    check_result(result)
     return result
 
 
@@ -86,6 +90,8 @@ def test_worker_mode_and_error_causes(tmp_path: Path) -> None:
         lines = [json.dumps(request(fake.base_url, tmp_path, m)) for m in models]
         proc = run_agent("\n".join(lines) + "\n[]\n", "--worker")
     results = [json.loads(line) for line in proc.stdout.splitlines()]
+    for result in results:
+        check_result(result)
     causes = [(r["error"] or {}).get("cause") for r in results]
     assert causes == [None, None, "agent", "agent", "infrastructure", "infrastructure",
                       "infrastructure", "infrastructure"]
