@@ -31,10 +31,11 @@ from optimizer.cli.common import (
     TrialsOpt,
     listening,
 )
+from optimizer.cli.common import AgentOpt as AgentNameOpt
 from optimizer.cli.report import compare_command
 from optimizer.cli.util import EXIT_INFRA, guarded, option_errors, require_repo
 from optimizer.gate.compare import BucketComparison
-from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError, agent_names
+from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError, split_suite
 
 if TYPE_CHECKING:
     from optimizer.workflows.github import PostResult
@@ -56,7 +57,11 @@ HeadRefOpt = Annotated[str, Opt(
     help="Git ref of the change (the PR head).")]
 AgentOpt = Annotated[str | None, Opt(
     "--suite", envvar="PROMPTLOOP_SUITE", metavar="AGENT",
-    help=f"{' or '.join(agent_names())} (default: every agent whose prompt changed).")]
+    help="The agent to review, as --agent (default: every agent whose prompt changed).")]
+TrustHeadOpt = Annotated[bool, Opt(
+    "--trust-head", rich_help_panel=GATE,
+    help="Run the adapters and command graders of the head's promptloop.toml. By default the "
+    "base's are used, so a PR cannot run its own code in your CI: unsafe for PRs from forks.")]
 ConfirmTrialsOpt = Annotated[int, Opt(
     "--confirm-trials", min=0, envvar="PROMPTLOOP_CONFIRM_TRIALS", rich_help_panel=GATE,
     help="Extra trials per task to confirm a suspected regression (0: no confirmation).")]
@@ -79,6 +84,8 @@ def review(
     base: BaseRefOpt,
     head: HeadRefOpt = "HEAD",
     suite: AgentOpt = None,
+    agent: AgentNameOpt = None,
+    trust_head: TrustHeadOpt = False,
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     judge_model: JudgeModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -151,6 +158,8 @@ def _config(flags: dict[str, Any]) -> ReviewConfig:
 
     root = require_repo("review")
     fields = {k: v for k, v in flags.items() if k in ReviewConfig.model_fields}
+    named, which = split_suite(flags["agent"], flags["suite"])
+    fields["suite"] = named or which  # review runs every suite of an agent
     try:
         return ReviewConfig.model_validate(
             fields

@@ -20,7 +20,8 @@ from agents.llm.types import ModelClient
 from optimizer.core.config import ConfigError
 from optimizer.core.events import EventSink, Phase, RunWarning, ignore
 from optimizer.core.killpoint import kill_point
-from optimizer.core.names import agent_names
+from optimizer.core.project import project_scope
+from optimizer.core.prompt_target import PromptSource, open_target
 from optimizer.core.results import Provenance, RunResult, seeded_pairing
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import BucketComparison
@@ -46,6 +47,7 @@ from optimizer.workflows.review_models import (
     combine,
     trial_flips,
 )
+from optimizer.workflows.review_trust import ReviewProjects, review_projects
 from optimizer.workflows.sources import RepoSource
 from optimizer.workflows.sweep import sweep_abandoned
 
@@ -63,6 +65,9 @@ class Reviewer:
         self.review_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
         self.review_dir = config.state_dir / "review" / self.review_id
         self._commits: dict[str, str] = {}
+        self._target: PromptSource | None = None
+        """The prompt target of the agent under review (how its text reaches the agent)."""
+        self._projects: ReviewProjects | None = None
         self.source = RepoSource(self.repo, config.head, config.state_dir / "sources")
         """Tasks as the head ref holds them (prompts are read at both refs)."""
 
@@ -72,7 +77,8 @@ class Reviewer:
     ) -> RunResult:
         options = self.c.run_options(
             self.c.agent_model, prompt, f"{label} {suite.name}", indices,
-            run_name=f"{suite.name}-review-{self.review_id}-{label.replace(' ', '-')}")
+            run_name=f"{suite.name}-review-{self.review_id}-{label.replace(' ', '-')}",
+            prompt_source=self._target)
         # the prompt is read at a ref: its commit is the provenance (the checkout is not used)
         prov = Provenance(git_commit=self._commits.get(prompt), git_dirty=False)
         saved = await run_and_save(suite, options, self.models, self.emit, prov)
@@ -98,7 +104,9 @@ class Reviewer:
         return await run_harm(suites, base, head, prompts, self.c.policy, self._run,
                               history=history, on_stage=stage)
 
-    async def _review_agent(self, agent: str, base_text: str, head_text: str) -> AgentReview:
+    async def _review_agent(self, agent: str, base_text: str, head_text: str,
+                            target: PromptSource | None = None) -> AgentReview:
+        self._target = target
         suites = agent_suites(agent, self.c.kinds, self.source)
         for item in self.source.take_new():
             self.emit(Phase(message=item.line()))
@@ -139,7 +147,7 @@ class Reviewer:
             fixed += fx
         return AgentReview(
             agent=agent,
-            prompt_path=f"prompts/{agent}.md",
+            prompt_path=target.path if target is not None else "",
             decision=verdict.decision,
             reasons=verdict.reasons,
             regressed=verdict.regressed,
@@ -163,36 +171,70 @@ class Reviewer:
     # --- the review ---------------------------------------------------------------------
     def _changed_prompts(
         self, git: GitOps, base_sha: str, head_sha: str, result: ReviewResult
-    ) -> list[tuple[str, str, str]]:
-        """(agent, base text, head text) of every agent to review; fills unchanged/notes."""
-        changed = []
-        for agent in [self.c.suite] if self.c.suite else list(agent_names()):
-            path = f"prompts/{agent}.md"
+    ) -> list[tuple[str, str, str, PromptSource]]:
+        """(agent, base text, head text, head target) of every prompt target to review; fills
+        unchanged/notes. Each side's target is found with its own ref's promptloop.toml."""
+        assert self._projects is not None
+        changed: list[tuple[str, str, str, PromptSource]] = []
+        head_project = self._projects.head
+        for agent in [self.c.suite] if self.c.suite else list(head_project.agent_names()):
+            if agent not in head_project.agents:
+                continue
+            found = self._target_texts(git, agent, base_sha, head_sha)
+            if not found:
+                result.notes.append(f"{agent}: no prompt target to compare")
+                continue
+            for path, base_text, head_text, target in found:
+                self._one_prompt(agent, path, base_text, head_text, target, result, changed)
+        return changed
+
+    def _target_texts(self, git: GitOps, agent: str, base_sha: str, head_sha: str
+                      ) -> list[tuple[str, str | None, str | None, PromptSource | None]]:
+        """(path, base text, head text, head source) per prompt target of `agent`."""
+        assert self._projects is not None
+        head_agent = self._projects.head.agent(agent)
+        base_agent = (self._projects.base.agent(agent)
+                      if agent in self._projects.base.agents else head_agent)
+        out: list[tuple[str, str | None, str | None, PromptSource | None]] = []
+        for target in head_agent.targets():
+            base_target = next((t for t in base_agent.targets() if t.name == target.name),
+                               target)
             texts: list[str | None] = []
-            for sha in (base_sha, head_sha):
+            head_source: PromptSource | None = None
+            for sha, who, tgt in ((base_sha, base_agent, base_target),
+                                  (head_sha, head_agent, target)):
                 try:
-                    texts.append(git.read_file(sha, path))
+                    src = open_target(who, tgt, git.read_file(sha, tgt.path))
                 except GitOpsError:
                     texts.append(None)
-            base_text, head_text = texts
-            if base_text is None or head_text is None:
-                where = (
-                    "either ref"
-                    if base_text is None and head_text is None
-                    else "the base"
-                    if base_text is None
-                    else "the head"
-                )
-                if self.c.suite:
-                    raise ConfigError(f"{path} does not exist at {where}: nothing to compare")
-                if base_text is not None or head_text is not None:
-                    result.notes.append(f"{path} does not exist at {where}: not reviewed")
-                continue
-            if base_text == head_text:
+                    continue
+                texts.append(src.text)
+                head_source = src if sha == head_sha else head_source
+            out.append((target.path, texts[0], texts[1], head_source))
+        return out
+
+    def _one_prompt(self, agent: str, path: str, base_text: str | None,
+                    head_text: str | None, target: PromptSource | None, result: ReviewResult,
+                    changed: list[tuple[str, str, str, PromptSource]]) -> None:
+        if base_text is None or head_text is None:
+            where = (
+                "either ref"
+                if base_text is None and head_text is None
+                else "the base"
+                if base_text is None
+                else "the head"
+            )
+            if self.c.suite:
+                raise ConfigError(f"{path} does not exist at {where}: nothing to compare")
+            if base_text is not None or head_text is not None:
+                result.notes.append(f"{path} does not exist at {where}: not reviewed")
+            return
+        if base_text == head_text:
+            if agent not in result.unchanged:
                 result.unchanged.append(agent)
-            else:
-                changed.append((agent, base_text, head_text))
-        return changed
+        else:
+            assert target is not None
+            changed.append((agent, base_text, head_text, target))
 
     async def review(self) -> ReviewResult:
         try:
@@ -200,13 +242,14 @@ class Reviewer:
         finally:
             self.source.close()
 
-    def _announce(self, changed: list[tuple[str, str, str]], result: ReviewResult) -> None:
+    def _announce(self, changed: list[tuple[str, str, str, PromptSource]],
+                  result: ReviewResult) -> None:
         """Say what is compared and where it was read; warn about unevaluated edits."""
         base, head = (f"{r} {s[:7]}" for r, s in ((self.c.base, result.base_commit),
                                                   (self.c.head, result.head_commit)))
-        for agent, *_ in changed:
-            path = f"prompts/{agent}.md"
-            result.sources.append(f"prompt: {path} @ {base} vs {head}")
+        for *_, target in changed:
+            path = target.path
+            result.sources.append(f"prompt: {target.describe()} @ {base} vs {head}")
             warning = self.source.unevaluated_warning(path, "review")
             if warning:
                 result.notes.append(warning)
@@ -230,10 +273,16 @@ class Reviewer:
                 policy=self.c.policy,
                 confirm_trials=self.c.confirm_trials,
             )
+            self._projects = review_projects(git, (self.c.base, base_sha),
+                                             (self.c.head, head_sha), self.c.trust_head)
+            for note in self._projects.ignored:
+                result.notes.append(note)
+                self.emit(RunWarning(message=note))
             changed = self._changed_prompts(git, base_sha, head_sha, result)
             if not changed:
                 result.status = "nothing_to_review"
-                which = f"prompts/{self.c.suite}.md" if self.c.suite else "no agent prompt"
+                which = (self._projects.head.agent(self.c.suite).prompt_path if self.c.suite
+                         else "no agent prompt")
                 result.message = (
                     f"nothing to review: {which} {'is unchanged' if self.c.suite else 'changed'}"
                     f" between {self.c.base} ({base_sha[:10]}) and {self.c.head} "
@@ -241,12 +290,14 @@ class Reviewer:
                 )
                 return result
             result.diff = git.diff_files(
-                base_sha, head_sha, [f"prompts/{a}.md" for a, *_ in changed]
+                base_sha, head_sha, sorted({t.path for *_, t in changed})
             )
             self._announce(changed, result)
-        for agent, base_text, head_text in changed:
-            self._commits[base_text], self._commits[head_text] = base_sha, head_sha
-            result.agents.append(await self._review_agent(agent, base_text, head_text))
+        with project_scope(self._projects.head):
+            for agent, base_text, head_text, target in changed:
+                self._commits[base_text], self._commits[head_text] = base_sha, head_sha
+                result.agents.append(
+                    await self._review_agent(agent, base_text, head_text, target))
         result.sources += [s.line() for s in self.source.served]
         result.decision = combine([a.decision for a in result.agents])
         result.tokens = self.models.usage.total_tokens

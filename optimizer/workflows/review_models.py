@@ -33,7 +33,9 @@ class ReviewConfig(AgentJudgeModels, RunSettings):
     kinds: tuple[str, ...] = ("capability", "regression")
     policy: GatePolicy = Field(default_factory=GatePolicy)
     repo: Path | None = None
-
+    trust_head: bool = False
+    """Run the head's promptloop.toml commands (adapters, command graders); by default the
+    base's are used, so a PR cannot run code in the reviewer's CI (unsafe for forks)."""
 
 
 class TrialChange(BaseModel):

@@ -1,0 +1,75 @@
+"""What review may run: the commands of promptloop.toml at the base ref, never the PR's head.
+
+A pull request is reviewed on its head's prompts and suites, but every command promptloop would
+run for it (an agent's adapter: `command`, `url`, `entry`, its `env` list; command graders) is
+taken from the project file at the base ref: a PR cannot make a reviewer's CI run its code by
+editing promptloop.toml. What the head changed there is ignored and said in the comment;
+`--trust-head` (unsafe for PRs from forks) uses the head's file as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from optimizer.core.config import CONFIG_FILE, ConfigError
+from optimizer.core.project import AgentConfig, Project, active_project, parse_project
+from optimizer.git import GitOps, GitOpsError
+
+COMMAND_KEYS = ("adapter", "entry", "command", "url", "request", "result", "env", "graders")
+"""The keys of an agent table that decide what runs (taken from the base unless trusted)."""
+
+
+@dataclass
+class ReviewProjects:
+    base: Project
+    head: Project
+    """The head's agents and suites, with the base's commands (unless trusted)."""
+    ignored: list[str] = field(default_factory=list)
+    """What of the head's promptloop.toml was not used, one sentence each."""
+
+
+def project_at(git: GitOps, sha: str, ref: str) -> Project:
+    """promptloop.toml as commit `sha` holds it (the active project when it has none)."""
+    try:
+        text = git.read_file(sha, CONFIG_FILE)
+    except GitOpsError:
+        return active_project()
+    project = parse_project(text, Path(f"{CONFIG_FILE}@{ref}"))
+    if not project.agents:
+        return Project(project.path, active_project().agents, project.tables)
+    return project
+
+
+def review_projects(git: GitOps, base: tuple[str, str], head: tuple[str, str],
+                    trust_head: bool = False) -> ReviewProjects:
+    """The projects of a review of `head` against `base` ((ref, sha) each)."""
+    base_p = project_at(git, base[1], base[0])
+    head_p = project_at(git, head[1], head[0])
+    if trust_head:
+        return ReviewProjects(base_p, head_p)
+    agents: dict[str, AgentConfig] = {}
+    ignored: list[str] = []
+    for name, cfg in head_p.agents.items():
+        known = base_p.agents.get(name)
+        if known is None:
+            ignored.append(f"agent {name!r} is not declared at the base ({base[0]}): its "
+                           "adapter was ignored and it is not reviewed (--trust-head runs it)")
+            continue
+        changed = [k for k in COMMAND_KEYS if getattr(cfg, k) != getattr(known, k)]
+        if changed:
+            ignored.append(f"the head's {', '.join(changed)} of [agents.{name}] "
+                           f"{'was' if len(changed) == 1 else 'were'} ignored: the base's "
+                           "are used (--trust-head uses the head's)")
+        agents[name] = cfg.model_copy(update={k: getattr(known, k) for k in COMMAND_KEYS})
+    return ReviewProjects(base_p, Project(head_p.path, agents, head_p.tables), ignored)
+
+
+def undeclared_command_graders(project: Project, agent: str, names: set[str]) -> list[str]:
+    """Command graders the head's tasks name that the base does not declare for `agent`."""
+    declared = set(project.agents[agent].graders) if agent in project.agents else set()
+    return sorted(names - declared)
+
+
+__all__ = ["COMMAND_KEYS", "ConfigError", "ReviewProjects", "project_at", "review_projects",
+           "undeclared_command_graders"]
