@@ -34,7 +34,7 @@ import os
 import re
 import signal
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -593,21 +593,39 @@ def _env() -> dict[str, str]:
     return env
 
 
-async def _read_capped(stream: asyncio.StreamReader | None, cap: int) -> tuple[bytes, bool]:
-    """Up to `cap` bytes, and whether there was more."""
+async def _read_capped(stream: asyncio.StreamReader | None, cap: int,
+                       on_overflow: Callable[[], None] = lambda: None) -> tuple[bytes, bool]:
+    """Up to `cap` bytes, and whether there was more. Reads on to the end (discarding), so
+    the pipe closes and the process can be waited for; `on_overflow` runs once at the cap."""
     data = bytearray()
+    over = False
     if stream is None:
         return b"", False
     while chunk := await stream.read(65536):
+        if over:
+            continue
         data += chunk
         if len(data) > cap:
-            return bytes(data[:cap]), True
-    return bytes(data), False
+            over = True
+            on_overflow()
+    return bytes(data[:cap]), over
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+async def _reap(proc: asyncio.subprocess.Process, readers: Sequence[asyncio.Future[Any]]) -> None:
+    """Kill the command's process group and wait (briefly: a child that left the group may
+    hold a pipe open) for it and its pipes."""
+    if proc.returncode is None:
+        _kill(proc)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.gather(proc.wait(), *readers,
+                                              return_exceptions=True), 5)
+    for reader in readers:
+        reader.cancel()
 
 
 async def run_command(argv: Sequence[str], payload: bytes, timeout_s: float,
@@ -617,40 +635,30 @@ async def run_command(argv: Sequence[str], payload: bytes, timeout_s: float,
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, cwd=cwd, env=_env(), start_new_session=True)
-    except OSError as err:
-        raise CommandFailed("start", f"could not start {argv[0]!r}: {err}") from None
+    except OSError as error:
+        raise CommandFailed("start", f"could not start {argv[0]!r}: {error}") from None
+    out = asyncio.ensure_future(_read_capped(proc.stdout, COMMAND_OUTPUT_CAP,
+                                             lambda: _kill(proc)))
+    err = asyncio.ensure_future(_read_capped(proc.stderr, 64_000))
 
-    async def feed() -> None:
+    async def talk() -> None:
         assert proc.stdin is not None
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             proc.stdin.write(payload)
             await proc.stdin.drain()
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             proc.stdin.close()
-
-    async def talk() -> tuple[tuple[bytes, bool], tuple[bytes, bool]]:
-        out = asyncio.ensure_future(_read_capped(proc.stdout, COMMAND_OUTPUT_CAP))
-        err = asyncio.ensure_future(_read_capped(proc.stderr, 64_000))
-        await feed()
-        got_out = await out
-        if got_out[1]:
-            _kill(proc)
-        got_err = await err
+        await asyncio.gather(out, err)
         await proc.wait()
-        return got_out, got_err
 
     try:
-        (stdout, too_much), (stderr, _) = await asyncio.wait_for(talk(), timeout_s)
+        await asyncio.wait_for(talk(), timeout_s)
     except TimeoutError:
-        _kill(proc)
-        await proc.wait()
         raise CommandFailed("timeout", f"timed out after {timeout_s:g} s") from None
     finally:
-        if proc.returncode is None:
-            _kill(proc)
-            with contextlib.suppress(Exception):
-                await proc.wait()
-    tail = stderr.decode("utf-8", "replace")[-2000:].strip()
+        await _reap(proc, (out, err))
+    stdout, too_much = out.result()
+    tail = err.result()[0].decode("utf-8", "replace")[-2000:].strip()
     if too_much:
         raise CommandFailed("output", f"printed more than {COMMAND_OUTPUT_CAP} bytes", tail)
     if proc.returncode != 0:
