@@ -190,7 +190,9 @@ class _Body:
     content_end: int
     end: int
     interps: list[tuple[int, int]] = field(default_factory=list)
-    bad_dollars: list[int] = field(default_factory=list)
+    bad: list[tuple[int, str]] = field(default_factory=list)
+    """(offset, what is wrong) of text the host language rejects: a Dart '$' that starts no
+    interpolation, a single '}' in an f-string."""
 
 
 class _Unterminated(Exception):
@@ -227,7 +229,12 @@ def _body(src: str, j: int, quote: str, raw: bool, fstring: bool, lang: Language
         if c == "\\" and escapes:
             if single_line and j + 1 < n and src[j + 1] == "\n" and lang == "dart":
                 raise _Unterminated(j + 1)
-            j += 2
+            if fstring and not raw and src.startswith("N{", j + 1):
+                close = src.find("}", j)
+                j = n if close < 0 else close + 1  # \N{NAME}: an escape, not a field
+                continue
+            # in an f-string a backslash does not escape a brace: '\{' still opens a field
+            j += 1 if (fstring and src[j + 1:j + 2] in ("{", "}")) else 2
             continue
         if src.startswith(quote, j):
             out.content_end, out.end = j, j + len(quote)
@@ -250,7 +257,13 @@ def _body(src: str, j: int, quote: str, raw: bool, fstring: bool, lang: Language
                 out.interps.append((j, m.end()))
                 j = m.end()
                 continue
-            out.bad_dollars.append(j)
+            out.bad.append((j, "a '$' not followed by a name or '{' is an error in a Dart "
+                               "string; write '\\$'"))
+        if fstring and c == "}":
+            if src.startswith("}}", j):
+                j += 2
+                continue
+            out.bad.append((j, "a single '}' is an error in an f-string; write '}}'"))
         if fstring and c == "{":
             if src.startswith("{{", j):
                 j += 2
@@ -589,6 +602,8 @@ def _decode(text: str, lang: Language, quote: str, raw: bool, fstring: bool) -> 
         simple = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "v": "\v"}
         if e in simple:
             out.append(simple[e])
+        elif e == "a" and lang == "python":
+            out.append("\a")
         elif e == "x":
             out.append(chr(_hex(text, i, 2, "\\x" + text[i:i + 2])))
             i += 2
@@ -688,6 +703,10 @@ def _check_in_literal(region: Region, new_text: str, quote: str, raw: bool,
     lang = region.language
     escapes = not (lang == "dart" and raw)
     single_line = len(quote) == 1 and quote != "`"
+    lone_cr = re.search(r"\r(?!\n)", new_text)
+    if lone_cr is not None:
+        raise _broken(region, "it has a carriage return that does not end a line (region line "
+                      f"{_region_line(new_text, lone_cr.start())}); write plain line breaks")
     trailing = len(new_text) - len(new_text.rstrip("\\"))
     if escapes and trailing % 2 == 1:
         raise _broken(region, f"it ends with an odd number of backslashes ({trailing}), which "
@@ -715,10 +734,9 @@ def _check_in_literal(region: Region, new_text: str, quote: str, raw: bool,
         raise _broken(region, f"it ends with {new_text[at:]!r}, which would run into the "
                       f"closing {quote!r} and end the literal early (region line {line}); "
                       "escape it")
-    if body.bad_dollars:
-        line = _region_line(new_text, body.bad_dollars[0])
-        raise _broken(region, "a '$' not followed by a name or '{' is an error in a Dart "
-                      f"string (region line {line}); write '\\$'")
+    if body.bad:
+        at, why = body.bad[0]
+        raise _broken(region, f"{why} (region line {_region_line(new_text, at)})")
     old = set(_interp_texts(region.text, lang, quote, raw, fstring))
     for start, end in body.interps:
         interp = new_text[start:end]

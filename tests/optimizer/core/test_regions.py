@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import difflib
+import json
+import random
 import re
+import shutil
+import subprocess
+import warnings
 from dataclasses import dataclass
 
 import pytest
@@ -603,3 +608,76 @@ def test_edited_region_text() -> None:
     outside = new_file.replace("import 'package:memex", "import 'package:evil", 1)
     with pytest.raises(RegionError, match="outside triple-quoted string cardAgentSystemPrompt"):
         edited_region_text(DART_SPEC, DART, outside)
+
+
+# --- what is accepted is valid in the host language --------------------------------------
+
+PIECES = ['"', "'", "`", "\\", "$", "{", "}", "\n", "\r", "a", " ", "n", "x", "4", '"""', "'''",
+          "${", "\\n", "\\x41", "\\u0041", "\\a", "N", "0"]
+
+
+def _samples(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(PIECES) for _ in range(rng.randint(0, 8))) for _ in range(count)]
+
+
+@pytest.mark.parametrize("template", [
+    'X = """%s"""\nY = 1\n', "X = '''%s'''\nY = 1\n", 'X = r"""%s"""\n', "X = '%s'\nY = 1\n",
+    'X = "%s"\n', "X = r'%s'\n", 'name = "N"\nX = f"""%s {name}"""\n',
+])
+def test_accepted_python_text_compiles_to_its_value(template: str) -> None:
+    spec = RegionSpec("a.py", variable="X")
+    base = template % "seed"
+    accepted = 0
+    for text in _samples(7, 400):
+        try:
+            out = splice(spec, base, text)
+        except BreaksLiteralError:
+            continue
+        accepted += 1
+        namespace: dict[str, object] = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes such as '\$' only warn
+            exec(compile(out, "a.py", "exec"), namespace)
+        if "f" not in template:
+            assert namespace["X"] == value_of(locate(spec, out)), text
+    assert accepted > 50
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_accepted_javascript_text_runs_to_its_value() -> None:
+    cases = []
+    for template in ('const name = "N";\nconst X = `%s`;\n', "const X = '%s';\n",
+                     'const X = "%s";\n', 'const name = "N";\nconst X = String.raw`%s`;\n'):
+        spec = RegionSpec("a.mjs", variable="X")
+        base = template % ("seed ${name}" if "`" in template else "seed")
+        for text in _samples(11, 300):
+            try:
+                out = splice(spec, base, text)
+            except BreaksLiteralError:
+                continue
+            cases.append((out, value_of(locate(spec, out)).replace("${name}", "N")))
+    script = ("const vm = require('vm'); const cases = JSON.parse(require('fs')"
+              ".readFileSync(0, 'utf8')); const bad = [];\n"
+              "for (const [src, want] of cases) { let got;\n"
+              "  try { got = vm.runInNewContext('\"use strict\";\\n' + "
+              "src.replace(/^const /gm, 'var ') + '\\n;X', {}); } catch (e) { got = String(e); }\n"
+              "  if (got !== want) bad.push([src, got, want]); }\n"
+              "console.log(JSON.stringify(bad.slice(0, 5)));")
+    done = subprocess.run(["node", "-e", script], input=json.dumps(cases), capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert json.loads(done.stdout) == []
+    assert len(cases) > 200
+
+
+def test_fstring_braces_and_carriage_returns() -> None:
+    src = 'name = "N"\nX = f"Hi {name}"\n'
+    r = locate(RegionSpec("a.py", variable="X"), src)
+    with pytest.raises(BreaksLiteralError, match="single '}'"):
+        check_literal(r, "Hi {name} }")
+    with pytest.raises(BreaksLiteralError, match="adds the interpolation"):
+        check_literal(r, "Hi \\{os}")  # a backslash does not escape a brace in an f-string
+    check_literal(r, "Hi {name} \\N{BULLET}")  # a named escape is not a field
+    with pytest.raises(BreaksLiteralError, match="carriage return"):
+        check_literal(locate(JS_SPEC, JS), "one\rtwo")
+    assert value_of(locate(RegionSpec("a.py", variable="B"), "B = '\\a'\n")) == "\a"
