@@ -30,6 +30,7 @@ from agents.runtime import TOOL_EXCEPTION, RuntimeConfig, run_agent
 from agents.transcript import Transcript
 from graders.base import GradeContext, Score
 from graders.registry import is_judge, run_grader, trial_passed
+from optimizer.adapters.contract import TrialContext
 from optimizer.core.config import STATE_FOLDER
 from optimizer.core.prompt_target import PromptSource
 from optimizer.core.results import TrialResult
@@ -38,6 +39,7 @@ from optimizer.run.adaptive import AdaptiveLimit
 from optimizer.run.agents import get_agent
 from optimizer.run.batching import JudgeBatch
 from optimizer.run.cache import Mode, RecordReplayClient
+from optimizer.run.external import ExternalAgent
 from optimizer.run.trial_input import agent_input_for
 from optimizer.run.workspaces import build_workspace, new_trial_dir, remove_tree
 
@@ -143,9 +145,11 @@ async def run_trial(
     judge: ModelClient | None,
     options: RunOptions,
     batch: JudgeBatch | None = None,
+    external: ExternalAgent | None = None,
 ) -> TrialResult:
     """Run one trial. With `batch` and a judge grader, the trial is held back ungraded (phase
-    1 of batch mode: `grade_held` grades it once with the batch's judge replies)."""
+    1 of batch mode: `grade_held` grades it once with the batch's judge replies). With
+    `external`, the agent runs through its adapter (a command, worker, URL or function)."""
     started = datetime.now(UTC)
     transcript = Transcript()
     tmp = new_trial_dir()
@@ -160,8 +164,12 @@ async def run_trial(
     try:
         clients = _recorded(suite, task, index, (agent, judge), seeded)
         held = batch is not None and judged(task)
-        got = await _attempt(suite, task, index, prompt, clients, seeded, transcript, tmp,
-                             grade=not held)
+        if external is not None:
+            got = await _attempt_external(external, suite, task, index, prompt, clients, seeded,
+                                          transcript, tmp)
+        else:
+            got = await _attempt(suite, task, index, prompt, clients, seeded, transcript, tmp,
+                                 grade=not held)
         if held and got.infra is None and got.agent is None:
             assert batch is not None
             batch.hold(judge_salt(suite, task, index))
@@ -293,6 +301,63 @@ async def _attempt(
     return got
 
 
+async def _attempt_external(
+    external: ExternalAgent,
+    suite: Suite,
+    task: LoadedTask,
+    index: int,
+    prompt: str,
+    clients: tuple[ModelClient, ModelClient | None],
+    options: RunOptions,
+    transcript: Transcript,
+    tmp: Path,
+) -> _Attempt:
+    """One trial through the agent's adapter, graded when it gave an outcome. An adapter
+    that could not run the agent (exit code, time limit, bad or missing result) is errored; a
+    result whose error the agent caused, or files written outside the workspace, fail it."""
+    agent_c, judge_c = clients
+    got = _Attempt()
+    timeout = (options.timeout_s or external.agent.config.timeout
+               or task.spec.timeout_seconds)
+    seed = options.runtime.settings.seed or trial_seed(task.id, index)
+    context = TrialContext(model=agent_c, transcript=transcript, runtime=options.runtime,
+                           workspace=tmp, agent_options=options.agent_options)
+    try:
+        done = await external.attempt(suite, task, index, seed, prompt, options.prompt_source,
+                                      agent_c, options.agent_model, transcript, tmp, timeout,
+                                      context)
+    except ModelError as err:
+        got.status, got.infra = "errored", f"{type(err).__name__}: {err}"
+        got.reason = got.infra
+        got.overloaded = isinstance(err, ProviderError) and err.overloaded
+        return got
+    except TimeoutError:
+        got.status, got.reason = "timedOut", f"trial exceeded {timeout:g}s"
+        return got
+    except Exception as err:  # a python adapter's own exception: the agent's code failed
+        got.status = "failed"
+        got.agent = got.reason = f"agent raised {type(err).__name__}: {err}"
+        transcript.event("exception", got.agent)
+        return got
+    got.outcome = plain_outcome(done.outcome)
+    if done.status == "ok":
+        try:
+            got.scores = await _grade(task, got.outcome, transcript, judge_c,
+                                      options.judge_settings)
+            _decide(got, suite.config.task_pass_threshold, transcript)
+        except Exception as err:  # a bug in promptloop must not kill the whole run
+            _bug(got, err, transcript)
+    elif done.status == "timedOut":
+        got.status, got.reason = "timedOut", done.message
+    elif done.status == "failed":
+        got.status, got.agent, got.reason = "failed", done.message, done.message
+        transcript.event("agent_error", done.message or "")
+    else:
+        got.status, got.infra, got.reason = "errored", done.message, done.message
+        transcript.event("infra_error", done.message or "")
+    return got
+
+
 async def _capture(got: _Attempt, session: OutcomeSession, transcript: Transcript) -> bool:
     """Capture the outcome into `got`; False when capture raised. The workspace is what the
     agent left, so that fails the trial (named), as a raising tool does."""
@@ -381,7 +446,7 @@ def plain_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
 
 
 def _failure_reason(outcome: dict[str, Any], scores: list[Score]) -> str:
-    if not outcome.get("is_complete"):
+    if "is_complete" in outcome and not outcome.get("is_complete"):
         missing = outcome.get("missing_requirements") or []
         return "incomplete: " + (", ".join(missing) or "agent did not finish")
     failed = [s.grader for s in scores if s.passed is False]
