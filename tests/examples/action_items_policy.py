@@ -155,7 +155,7 @@ def rubric_judge_policy(req: Request) -> ModelResponse:
     """Grades every dimension the rubric prompt lists 4 (of 5)."""
     prompt = req.messages[-1].content
     dims = re.findall(r"^- `([^`]+)`$", prompt, re.M)
-    return reply(json.dumps({**{d: 4 for d in dims}, "rationale": "scripted judge"}))
+    return reply(json.dumps({**dict.fromkeys(dims, 4), "rationale": "scripted judge"}))
 
 
 def action_items_model() -> ScriptedModel:
