@@ -81,9 +81,11 @@ class RegionPatch:
         return self.prepared.accepted
 
 
-def _not_in_region(err: PatchError, diff_text: str, region: Region, file_text: str) -> PatchError:
-    """The apply error, reworded to name the region; a diff that applies to the whole file
-    but not to the region edits (or anchors on) lines outside it."""
+def region_apply_error(err: PatchError, diff_text: str, region: Region,
+                       file_text: str) -> PatchError:
+    """`err` (a diff that does not apply to the region's text) reworded to name the region;
+    a diff that applies to the whole file but not to the region edits, or anchors on, lines
+    outside it and is told so. Raise it where `prepare_patch`'s PatchError is caught."""
     first = region.start_line
     numbering = (f"the proposer sees only {region.describe()}, numbered from 1 (its line 1 is "
                  f"file line {first}); copy context and '-' lines from that text")
@@ -120,7 +122,7 @@ def prepare_region_patch(
     except PatchError as err:
         if spec.kind == "file":
             raise
-        raise _not_in_region(err, diff_text, region, file_text) from err
+        raise region_apply_error(err, diff_text, region, file_text) from err
     violation = None
     if prepared.new_text != region.text:
         violation = region_violation(spec, file_text, prepared.new_text)

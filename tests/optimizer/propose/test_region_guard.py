@@ -14,6 +14,7 @@ from optimizer.propose.proposer import PackageInput, build_package
 from optimizer.propose.region_guard import (
     check_region_patch,
     prepare_region_patch,
+    region_apply_error,
     region_diff_from_edit,
     region_violation,
 )
@@ -120,9 +121,11 @@ def test_context_outside_the_region_does_not_apply_and_names_the_region() -> Non
                            "import 'package:memex/agent/card_agent/card_tools.dart';\n"
                            "import 'dart:io';\n")
     diff = render_unified(DART, changed, DART_PATH)  # a file diff: context from the imports
-    with pytest.raises(PatchError):  # the iteration's own apply fails on the region text
+    with pytest.raises(PatchError) as plain:  # the iteration's own apply fails on the region
         prepare_patch(diff, target_path=DART_PATH, original=REGION.text,
                       protected_literals=NO_LITERALS)
+    named = region_apply_error(plain.value, diff, REGION, DART)  # as the iteration rewords it
+    assert f"outside {NAME}" in str(named)
     with pytest.raises(PatchError) as err:
         prepare_region_patch(diff, spec=SPEC, file_text=DART, protected_literals=NO_LITERALS)
     message = str(err.value)
