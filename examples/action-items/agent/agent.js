@@ -14,8 +14,8 @@ const readline = require("node:readline");
 const { SYSTEM_PROMPT } = require("./prompt.js");
 
 const CONTRACT = "promptloop.trial/1";
-const MAX_TOKENS = 600;
-const MAX_ITEMS = 8;
+const MAX_TOKENS = 500;
+const MAX_ITEMS = 6;
 const ACTIONS_FILE = "actions.json";
 
 // Small models follow a structure only when the server constrains the output to a schema;
@@ -29,7 +29,7 @@ const ACTION_ITEMS_SCHEMA = {
       items: {
         type: "object",
         properties: {
-          task: { type: "string", maxLength: 120 },
+          task: { type: "string", maxLength: 100 },
           owner: { type: ["string", "null"], maxLength: 40 },
           due: { anyOf: [{ type: "string", pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}$" }, { type: "null" }] },
         },
@@ -37,7 +37,7 @@ const ACTION_ITEMS_SCHEMA = {
         additionalProperties: false,
       },
     },
-    summary: { type: "string", maxLength: 240 },
+    summary: { type: "string", maxLength: 200 },
   },
   required: ["items", "summary"],
   additionalProperties: false,
