@@ -101,6 +101,8 @@ class _Route:
     errors: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     calls: int = 0
+    in_flight: set[asyncio.Task[Any]] = field(default_factory=set)
+    revoked: bool = False
 
 
 @dataclass(frozen=True)
@@ -488,9 +490,16 @@ class ModelGateway:
         return token
 
     def unregister(self, token: str) -> list[str]:
-        """Revoke `token` (later requests get 401); returns its errors (see `errors`)."""
+        """Revoke `token`: later requests get 401, requests in flight are cancelled (their
+        connection is closed) and nothing more is recorded in its transcript. Returns the
+        token's errors (see `errors`)."""
         route = self._routes.pop(token, None)
-        return list(route.errors) if route is not None else []
+        if route is None:
+            return []
+        route.revoked = True
+        for task in list(route.in_flight):
+            task.cancel()
+        return list(route.errors)
 
     def errors(self, token: str) -> list[str]:
         """The model or infrastructure errors requests with `token` met (redacted), oldest
@@ -548,11 +557,15 @@ class ModelGateway:
                     break
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            # closed by aclose or unregister; ending quietly keeps asyncio's
+            # connection callback (which reads task.exception()) from logging an error
+            pass
         finally:
             if task is not None:
                 self._connections.discard(task)
             writer.close()
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception, asyncio.CancelledError):
                 await writer.wait_closed()
 
     def _token(self, request: _HttpRequest) -> tuple[str | None, str]:
@@ -604,6 +617,9 @@ class ModelGateway:
             return error_reply(400, str(err), "invalid_request_error", err.param)
         transcript = route.transcript
         started = time.perf_counter()
+        task = asyncio.current_task()
+        if task is not None:
+            route.in_flight.add(task)
         try:
             response = await route.client.complete(call.messages, tools=call.tools,
                                                     settings=call.settings)
@@ -617,8 +633,13 @@ class ModelGateway:
             self._failed(route, message)
             return error_reply(500, message, "server_error", code="gateway_error")
         finally:
-            if transcript is not None:
+            if task is not None:
+                route.in_flight.discard(task)
+            if transcript is not None and not route.revoked:
                 transcript.metrics.model_seconds += time.perf_counter() - started
+        if route.revoked:  # the trial ended while the model was answering
+            return error_reply(401, "the model gateway token was revoked during the call",
+                               "authentication_error", code="invalid_api_key")
         route.calls += 1
         route.usage = route.usage + response.usage
         if transcript is not None:
@@ -638,7 +659,7 @@ class ModelGateway:
     @staticmethod
     def _failed(route: _Route, message: str) -> None:
         route.errors.append(message)
-        if route.transcript is not None:
+        if route.transcript is not None and not route.revoked:
             route.transcript.event("infra_error", message)
 
 

@@ -487,4 +487,4 @@ def test_command_config_and_declaration_errors() -> None:
     with pytest.raises(ValueError, match="'bad'"):
         set_command_graders({"bad": []})
     with pytest.raises(ValueError, match="'bad'"):
-        set_command_graders({"bad": "python3 x.py"})  # type: ignore[dict-item]
+        set_command_graders({"bad": "python3 x.py"})
