@@ -5,12 +5,14 @@ can write anywhere its user can. What promptloop does:
 
 - the process runs with cwd = the workspace (command) and HOME and TMPDIR in a private scratch
   folder of its own, removed afterwards: scratch files written the usual ways never leak;
-- around each trial it lists two places and compares: the workspace's parent folder (promptloop
-  makes every workspace inside a fresh trial folder of its own, so that folder holds nothing
-  else) and the top level of the repository root. A new entry in either is a file written
-  outside the workspace: the trial FAILS (the agent caused it) and the message names the path;
-  a stray inside the trial folder is removed, one in the repository is left for the user to
-  look at (it may be theirs).
+- around each trial it lists two places and compares: the workspace's parent folder and the top
+  level of the repository root. A new entry in either is a file written outside the workspace:
+  the trial FAILS (the agent caused it) and the message names the path; a stray inside the
+  trial folder is removed, one in the repository is left for the user to look at (it may be
+  theirs). The parent folder is checked only when it holds nothing but the workspace when the
+  trial starts (the caller makes every workspace as `<a fresh trial folder>/workspace`): a
+  parent shared with other trials cannot tell whose an entry is, and nothing in it is ever
+  removed.
 
 What it does not see: writes deeper inside the repository (an existing folder's contents),
 changes to existing files, writes to absolute paths elsewhere (/tmp, the real home). A trial
@@ -49,15 +51,26 @@ class Snapshot:
 
     @classmethod
     def take(cls, workspace: Path, repo_root: Path) -> Snapshot:
+        """The listings before a trial. Raises FileNotFoundError when the workspace is missing
+        (the caller's bug, not the agent's)."""
+        if not workspace.is_dir():
+            raise FileNotFoundError(f"the trial's workspace {workspace} is not a folder")
         parent = workspace.parent
         return cls(workspace, repo_root, _entries(parent), _entries(repo_root))
+
+    @property
+    def own_parent(self) -> bool:
+        """Whether the workspace's parent held only the workspace (a trial folder of its own,
+        not the repository root)."""
+        return (self.parent == {self.workspace.name}
+                and self.workspace.parent.resolve() != self.repo_root.resolve())
 
     def strays(self, remove: bool = True) -> list[Path]:
         """New entries since the snapshot (the workspace's parent first); those in the
         workspace's parent are removed when `remove`."""
         parent = self.workspace.parent
         found: list[Path] = []
-        if parent.resolve() != self.repo_root.resolve():
+        if self.own_parent:
             for name in sorted(_entries(parent) - self.parent):
                 path = parent / name
                 found.append(path)

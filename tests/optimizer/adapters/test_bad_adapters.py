@@ -261,3 +261,29 @@ def _alive(pid: int) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+async def test_a_shared_parent_is_not_checked_and_nothing_in_it_is_removed(
+        world: World) -> None:
+    # a workspace whose parent holds other trials' folders: a new entry there cannot be
+    # attributed, and must never be deleted
+    shared = world.tmp / "shared"
+    (shared / "other-trial").mkdir(parents=True)
+    workspace = shared / "mine"
+    workspace.mkdir()
+    spec = world.spec('''
+        Path(req["workspace"]).parent.joinpath("sibling-output").write_text("theirs")
+        return ok()
+    ''')
+    request = world.request(workspace=workspace)
+    got = await run_adapter_trial(spec, request, repo_root=world.repo, agent="fake",
+                                  context=None, pool=None)
+    assert got.status == "ok", got.message
+    assert (shared / "sibling-output").exists() and (shared / "other-trial").exists()
+
+
+async def test_a_missing_workspace_is_the_callers_bug(world: World) -> None:
+    spec = world.spec("return ok()")
+    with pytest.raises(FileNotFoundError, match="workspace"):
+        await run_adapter_trial(spec, world.request(workspace=world.tmp / "nope"),
+                                repo_root=world.repo, agent="fake", context=None, pool=None)
