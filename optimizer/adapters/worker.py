@@ -7,6 +7,11 @@ repository root in its own process group with the environment `process.build_env
 model variables of the request that started it), and is replaced when it dies, hangs past a
 trial's time limit (its group is killed), prints more than the cap, or breaks the framing
 (a line that is not a valid result: what follows could belong to the wrong trial).
+
+A worker must take the model endpoint from each request (`model.base_url`, `model.api_key`):
+the gateway's token is per trial and dies with it, so the OPENAI_BASE_URL / OPENAI_API_KEY of
+a worker's environment are those of the trial that started it and stop working after it. A
+pool belongs to one run; a worker's start-up counts against its first trial's time limit.
 """
 
 from __future__ import annotations
