@@ -56,10 +56,10 @@ async def test_hang_past_limit_kills_the_process_group(world: World, kind: str) 
         time.sleep(120)
     ''', kind)
     started = time.monotonic()
-    got = await run(world, spec, timeout_s=1.0)
-    assert time.monotonic() - started < 10
+    got = await run(world, spec, timeout_s=3.0)
+    assert time.monotonic() - started < 12
     assert got.status == "errored" and got.timed_out
-    assert got.message == PREFIX + "exceeded 1s; process group killed"
+    assert got.message == PREFIX + "exceeded 3s; process group killed"
     child = int((world.workspace / "child.pid").read_text())
     assert not _alive(child), "the agent's child survived the timeout"
 
