@@ -145,6 +145,9 @@ class Project:
     agents: dict[str, AgentConfig]
     tables: dict[str, Any]
     """Every other top-level table: command settings (`[optimize]`, ...)."""
+    root_dir: Path | None = None
+    """The repository the agents' commands run from, when `path` is only a label (a file read
+    at a git ref, `promptloop.toml@main`); default: the file's folder."""
 
     @property
     def where(self) -> str:
@@ -152,6 +155,8 @@ class Project:
 
     @property
     def root(self) -> Path | None:
+        if self.root_dir is not None:
+            return self.root_dir
         return self.path.parent if self.path is not None else None
 
     def agent_names(self) -> tuple[str, ...]:

@@ -36,9 +36,10 @@ def project_at(git: GitOps, sha: str, ref: str) -> Project:
     except GitOpsError:
         return active_project()
     project = parse_project(text, Path(f"{CONFIG_FILE}@{ref}"))
-    if not project.agents:
-        return Project(project.path, active_project().agents, project.tables)
-    return project
+    # the label's folder is no folder ('promptloop.toml@pr' for ref 'pr/x'): commands run
+    # from the repository
+    agents = project.agents or active_project().agents
+    return Project(project.path, agents, project.tables, root_dir=git.root)
 
 
 def review_projects(git: GitOps, base: tuple[str, str], head: tuple[str, str],
@@ -62,7 +63,8 @@ def review_projects(git: GitOps, base: tuple[str, str], head: tuple[str, str],
                            f"{'was' if len(changed) == 1 else 'were'} ignored: the base's "
                            "are used (--trust-head uses the head's)")
         agents[name] = cfg.model_copy(update={k: getattr(known, k) for k in COMMAND_KEYS})
-    return ReviewProjects(base_p, Project(head_p.path, agents, head_p.tables), ignored)
+    return ReviewProjects(base_p, Project(head_p.path, agents, head_p.tables, head_p.root_dir),
+                          ignored)
 
 
 def undeclared_command_graders(project: Project, agent: str, names: set[str]) -> list[str]:
