@@ -46,11 +46,12 @@ def request(base_url: str, workspace: Path, model: str, **extra: Any) -> dict[st
     return req
 
 
-def run_agent(stdin: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_agent(stdin: str, *args: str, cwd: Path | None = None,
+              timeout: float = 60) -> subprocess.CompletedProcess[str]:
     # python3 as promptloop.toml names it; the interpreter running the tests stands in for it
     proc = subprocess.run(
         [sys.executable, "-I", str(AGENT), *args], input=stdin, capture_output=True, text=True,
-        timeout=60, env={"PATH": "/usr/bin:/bin"}, cwd=cwd, check=False,
+        timeout=timeout, env={"PATH": "/usr/bin:/bin"}, cwd=cwd, check=False,
     )
     assert KEY not in proc.stdout and KEY not in proc.stderr, "the api key leaked"
     assert proc.returncode == 0, proc.stderr
@@ -139,7 +140,7 @@ def test_every_suite_task_gives_a_parseable_result_on_the_embedded_model(
         tasks = [json.loads(p.read_text()) for p in sorted(SUITE.rglob("task.json"))]
         lines = [json.dumps(request(f"{server.url}/v1", tmp_path, "local:smollm2", task=t,
                                     timeout_s=120)) for t in tasks]
-        proc = run_agent("\n".join(lines) + "\n", "--worker")
+        proc = run_agent("\n".join(lines) + "\n", "--worker", timeout=120 * len(lines))
     finally:
         release_server()
     results = [json.loads(line) for line in proc.stdout.splitlines()]
