@@ -27,6 +27,7 @@ import importlib
 import inspect
 import os
 import signal
+import stat
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -103,6 +104,16 @@ def _write_private(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as out:
         out.write(data)
+
+
+def _read_file_capped(path: Path, cap: int) -> bytes:
+    """At most `cap + 1` bytes of the regular file `path` (a link is refused, never followed:
+    the agent made this file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file")
+        return f.read(cap + 1)
 
 
 def _exit_text(code: int) -> str:
@@ -200,17 +211,20 @@ async def _read_result(spec: AdapterSpec, code: int, out: bytes | None, result_f
     stderr = err_tail.since()
     if out is None:  # result = "file"
         try:
-            size = result_file.stat().st_size
+            out = _read_file_capped(result_file, spec.max_output_bytes)
         except FileNotFoundError:
-            size = -1
-        if size > spec.max_output_bytes:
+            out = None
+        except OSError as err:
+            return label.errored(f"result file (${RESULT_VAR}) unreadable: "
+                                 f"{err.strerror or err}", stderr=stderr)
+        if out is not None and len(out) > spec.max_output_bytes:
             return label.errored(
                 f"wrote more than {size_text(spec.max_output_bytes)} in its result file",
                 stderr=stderr)
-        if size < 0 and code == 0:
+        if out is None and code == 0:
             return label.errored(f"wrote no result file (${RESULT_VAR})", stderr=stderr,
                                  quote_stderr=True)
-        out = result_file.read_bytes() if size >= 0 else b""
+        out = out or b""
         source = "wrote in its result file"
     else:
         source = "printed"

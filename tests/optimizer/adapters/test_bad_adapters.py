@@ -287,3 +287,13 @@ async def test_a_missing_workspace_is_the_callers_bug(world: World) -> None:
     with pytest.raises(FileNotFoundError, match="workspace"):
         await run_adapter_trial(spec, world.request(workspace=world.tmp / "nope"),
                                 repo_root=world.repo, agent="fake", context=None, pool=None)
+
+
+async def test_a_result_file_that_is_a_link_is_not_followed(world: World) -> None:
+    spec = world.spec('''
+        os.symlink("/dev/zero", os.environ["PROMPTLOOP_RESULT"])
+        sys.exit(0)
+    ''', "command", result="file")
+    got = await run(world, spec)
+    assert got.status == "errored" and got.message is not None
+    assert got.message.startswith(PREFIX + "result file ($PROMPTLOOP_RESULT) unreadable")
