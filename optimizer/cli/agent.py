@@ -12,16 +12,17 @@ import typer
 
 from agents.runtime import DEFAULT_MAX_TURNS
 from optimizer.cli import ui
-from optimizer.cli.common import RUN, AgentModelOpt, BaseUrlOpt, JsonOpt
+from optimizer.cli.common import RUN, AgentModelOpt, AgentOpt, BaseUrlOpt, JsonOpt
 from optimizer.cli.util import guarded
-from optimizer.workflows.context import DEFAULT_AGENT_MODEL
+from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError
 
 _AGENTS = "an agent promptloop.toml declares (card_agent, pkm_agent in promptloop's own)"
 
 
 def agent(
-    agent_name: Annotated[str, typer.Argument(help=f"The agent: {_AGENTS}.")],
     content: Annotated[str, typer.Option("--content", help="The raw user input.")],
+    agent_name: Annotated[str | None, typer.Argument(help=f"The agent: {_AGENTS}.")] = None,
+    agent_opt: AgentOpt = None,
     fact_id: Annotated[
         str,
         typer.Option("--fact-id", help="Fact id YYYY/MM/DD.md#ts_N; default: today's date, ts_1."),
@@ -60,8 +61,11 @@ def agent(
             if published
             else datetime.now().replace(microsecond=0)
         )
+        name = agent_opt or agent_name
+        if not name:
+            raise ConfigError("give the agent: promptloop agent NAME (or --agent NAME)")
         cmd = AgentCommand(
-            agent_name=agent_name,
+            agent_name=name,
             content=content,
             fact_id=fact_id,
             workspace=workspace,

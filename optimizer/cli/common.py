@@ -185,6 +185,33 @@ PromptOpt = Annotated[
     ),
 ]
 
+def need_agent(agent: str | None, suite: str | None) -> None:
+    """A usage error (exit 1, with the --help hint) when neither --agent nor --suite is given."""
+    if agent is None and suite is None:
+        from typer._click import exceptions as click_exc  # typer vendors click
+
+        from optimizer.workflows.context import agent_names
+
+        raise click_exc.UsageError("give --agent NAME (or --suite AGENT); agents declared: "
+                                   f"{', '.join(agent_names()) or 'none'}")
+
+
+def agent_models(agent: str | None, flags: dict[str, Any]) -> dict[str, Any]:
+    """The agent table's `model` and `judge` where the flags left the defaults."""
+    from optimizer.workflows.context import DEFAULT_AGENT_MODEL, active_project
+
+    project = active_project()
+    if agent is None or agent not in project.agents:
+        return {}
+    cfg = project.agents[agent]
+    out: dict[str, Any] = {}
+    if cfg.model and flags.get("agent_model") in (None, DEFAULT_AGENT_MODEL):
+        out["agent_model"] = cfg.model
+    if cfg.judge and flags.get("judge_model") is None:
+        out["judge_model"] = cfg.judge
+    return out
+
+
 # --- promptloop.toml ----------------------------------------------------------------------------
 
 

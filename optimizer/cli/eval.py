@@ -22,6 +22,7 @@ from optimizer.cli.common import (
     PromptOpt,
     StateOpt,
     TrialsOpt,
+    agent_models,
     listening,
 )
 from optimizer.cli.util import EXIT_INFRA, guarded
@@ -91,6 +92,10 @@ def eval_(
         if agent_name is None and which is None:
             raise ConfigError("give --agent NAME or --suite (an agent, AGENT/SUITE or a suite "
                               f"folder); agents: {', '.join(agent_names()) or 'none'}")
+        picked = agent_models(agent_name, {"agent_model": agent_model,
+                                           "judge_model": judge_model})
+        agent_id = picked.get("agent_model", agent_model)
+        judge_id = picked.get("judge_model", judge_model)
         request = EvalRequest(
             suite=agent_name or which or "",
             kind=(which or kind) if agent_name else kind,
@@ -98,9 +103,9 @@ def eval_(
             buckets=tuple(bucket or ()),
             task_ids=tuple(task or ()),
             ref=ref,
-            models=ModelIds(agent=agent_model, judge=judge_model, base_url=base_url),
+            models=ModelIds(agent=agent_id, judge=judge_id, base_url=base_url),
             options=RunOptions(
-                agent_model=agent_model,
+                agent_model=agent_id,
                 trials=trials,
                 concurrency=concurrency,
                 mode=mode.value,

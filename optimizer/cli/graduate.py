@@ -14,8 +14,8 @@ from optimizer.cli.util import guarded, require_repo
 
 def graduate(
     suite: Annotated[str, typer.Option(
-        "--suite", envvar="PROMPTLOOP_SUITE",
-        help="card_agent or pkm_agent: from tasks/<agent>/capability to .../regression.")],
+        "--agent", "--suite", envvar="PROMPTLOOP_SUITE",
+        help="The agent: the bucket moves from its capability suite to its regression suite.")],
     bucket: Annotated[str, typer.Option("--bucket", help="The capability bucket to graduate.")],
     copy: Annotated[bool, typer.Option(
         "--copy", help="Copy the tasks (keep them in the capability suite too).")] = False,

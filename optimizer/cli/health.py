@@ -18,6 +18,9 @@ def _suite_name(suite: str, kind: str) -> str:
     taken as a stored suite name (checked against the store by the lineage)."""
     from optimizer.workflows.context import SuiteError, agent_names, resolve_suite_path
 
+    head, sep, tail = suite.partition("/")
+    if sep and head in agent_names():
+        suite, kind = head, tail
     if suite not in agent_names():
         return suite
     path = resolve_suite_path(suite, kind) / "suite.json"
@@ -31,11 +34,11 @@ def _suite_name(suite: str, kind: str) -> str:
 
 def health(
     suite: Annotated[str, typer.Option(
-        "--suite", envvar="PROMPTLOOP_SUITE",
-        help="card_agent or pkm_agent (the suite of --kind), or a stored suite name such as "
-        "card_agent_capability.")],
+        "--suite", "--agent", envvar="PROMPTLOOP_SUITE",
+        help="An agent (its capability suite), one of its suites (card_agent/regression), or "
+        "a stored suite name such as card_agent_capability.")],
     kind: Annotated[str, typer.Option(
-        "--kind", help="Suite folder of an agent: capability, regression, quickstart.")
+        "--kind", hidden=True, help="Old spelling: --suite AGENT/SUITE.")
     ] = "capability",
     window: Annotated[int, typer.Option(
         "--window", min=1, help="Newest runs of the lineage to use.")] = 10,

@@ -28,7 +28,7 @@ from optimizer.cli.common import (
 )
 from optimizer.cli.util import EXIT_USER, guarded, require_repo
 from optimizer.report import fmt
-from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError, agent_names
+from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError
 
 if TYPE_CHECKING:
     from optimizer.workflows.nightly.config import NightlyConfig
@@ -65,8 +65,8 @@ OpenPrOpt = Annotated[bool, Opt(
     help="Push and open a PR per accepted branch with gh (if installed and logged in; "
          "otherwise print the commands).")]
 SuitesOpt = Annotated[list[str] | None, Opt(
-    "--suite", envvar="PROMPTLOOP_NIGHTLY_SUITES", metavar="AGENT",
-    help=f"{' / '.join(agent_names())} (repeat; default all).")]
+    "--agent", "--suite", envvar="PROMPTLOOP_NIGHTLY_SUITES", metavar="AGENT",
+    help="An agent promptloop.toml declares (repeat; default: all of them).")]
 BaseOpt = Annotated[str | None, Opt(
     envvar="PROMPTLOOP_BASE", metavar="REF",
     help="Git ref whose prompts are the baseline (HEAD).")]

@@ -24,16 +24,25 @@ from optimizer.cli.common import (
     MaxRunsOpt,
     MaxTurnsOpt,
     MinImprovementOpt,
+    PromptOpt,
     ProposerModelOpt,
     RegressionToleranceOpt,
     RunLog,
     StateOpt,
     TrialsOpt,
+    agent_models,
     listening,
+    need_agent,
 )
+from optimizer.cli.common import AgentOpt as AgentNameOpt
 from optimizer.cli.report import compare_command
 from optimizer.cli.util import guarded, option_errors, require_repo
-from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError, agent_names
+from optimizer.workflows.context import (
+    DEFAULT_AGENT_MODEL,
+    ConfigError,
+    agent_names,
+    split_suite,
+)
 
 if TYPE_CHECKING:
     from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult
@@ -48,9 +57,10 @@ class ProposerFormat(StrEnum):
     edits = "edits"
 
 
-SuiteOpt = Annotated[str, Opt(
-    "--suite", envvar="PROMPTLOOP_SUITE", metavar="AGENT",
-    help=f"The agent whose prompt to improve: {' or '.join(agent_names())}.")]
+SuiteOpt = Annotated[str | None, Opt(
+    "--suite", envvar="PROMPTLOOP_SUITE", metavar="SUITE",
+    help="The agent whose prompt to improve (all its suites form the gate), or one of its "
+    "suites (pkm_agent/quickstart).")]
 BucketOpt = Annotated[str, Opt(
     "--bucket", envvar="PROMPTLOOP_BUCKET", metavar="BUCKET",
     help="The failure bucket to improve (regression/<name> for a regression suite's).")]
@@ -95,8 +105,10 @@ MaxTrialsOpt = Annotated[int, Opt(
 
 
 def optimize(
-    suite: SuiteOpt,
     bucket: BucketOpt,
+    suite: SuiteOpt = None,
+    agent: AgentNameOpt = None,
+    prompt: PromptOpt = None,
     base: BaseOpt = "HEAD",
     iterations: IterationsOpt = 3,
     candidates: CandidatesOpt = 1,
@@ -130,6 +142,7 @@ def optimize(
     branch (your checkout is never touched) and keeps it only if the target bucket improves and
     no bucket regresses. Exit 0 when done (accepted or not, or nothing to do)."""
     flags = dict(locals())  # the options by name; most are fields of OptimizeConfig
+    need_agent(agent, suite)
 
     def body() -> None:
         from optimizer.workflows.optimize import optimize as run_optimize
@@ -168,11 +181,20 @@ def _config(flags: dict[str, Any]) -> OptimizeConfig:
 
     root = require_repo("optimize")
     fields = {k: v for k, v in flags.items() if k in OptimizeConfig.model_fields}
+    named, which = split_suite(flags["agent"], flags["suite"])
+    if named is None and which is None:
+        raise ConfigError("give --agent NAME (or --suite AGENT); agents: "
+                          f"{', '.join(agent_names()) or 'none'}")
+    fields["suite"] = named or which
+    kinds = tuple(k.strip() for k in flags["suites"].split(",") if k.strip())
+    if named is not None and which is not None:
+        kinds = (which,)
+    fields |= agent_models(fields["suite"], flags)
     try:
         return OptimizeConfig.model_validate(
             fields
             | {
-                "kinds": tuple(k.strip() for k in flags["suites"].split(",") if k.strip()),
+                "kinds": kinds,
                 "proposer_format": flags["proposer_format"].value,
                 "proposer_env": tuple(flags["proposer_env"] or ()),
                 "confirm_trials": flags["round_trials"],

@@ -29,6 +29,7 @@ from optimizer.cli.common import (
     RunLog,
     StateOpt,
     TrialsOpt,
+    agent_models,
     listening,
 )
 from optimizer.cli.common import AgentOpt as AgentNameOpt
@@ -160,6 +161,7 @@ def _config(flags: dict[str, Any]) -> ReviewConfig:
     fields = {k: v for k, v in flags.items() if k in ReviewConfig.model_fields}
     named, which = split_suite(flags["agent"], flags["suite"])
     fields["suite"] = named or which  # review runs every suite of an agent
+    fields |= agent_models(fields["suite"], flags)
     try:
         return ReviewConfig.model_validate(
             fields

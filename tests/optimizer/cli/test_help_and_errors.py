@@ -76,7 +76,7 @@ ERRORS = [
      "Invalid value for '--trials'"),
     (["optimize", "--suite", "pkm_agent", "--bucket", "b", "--tirals", "3"],
      "No such option: --tirals"),
-    (["optimize", "--bucket", "b"], "Missing option '--suite'"),
+    (["optimize", "--bucket", "b"], "give --agent NAME (or --suite AGENT)"),
     (["optimize", "--suite", "pkm_agent", "--bucket", "b", "--proposer-format", "patch"],
      "'patch' is not one of 'auto', 'diff', 'edits'"),
     (["report", "latest", "--format", "pdf"], "'pdf' is not one of"),
