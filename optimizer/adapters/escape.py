@@ -29,8 +29,9 @@ from pathlib import Path
 
 from agents import trees
 
-IGNORED_AT_ROOT = frozenset({".promptloop", ".git"})
-"""promptloop's own state folder and git's, which promptloop itself writes during a run."""
+IGNORED_AT_ROOT = frozenset({".promptloop", ".git", "__pycache__", ".dart_tool"})
+"""promptloop's own state folder and git's, which promptloop itself writes during a run, and
+the caches an interpreter makes next to the code it runs (Python's bytecode, `dart run`'s)."""
 
 
 def _entries(folder: Path) -> frozenset[str]:
