@@ -58,6 +58,7 @@ from optimizer.propose.proposer import (
     counter_examples,
     hypothesis_from_output,
 )
+from optimizer.propose.region_guard import region_apply_error
 from optimizer.propose.sandbox import run_sandboxed
 from optimizer.propose.watch import OutsideWriteError
 from optimizer.report.markdown import harm_lines, movement_lines
@@ -262,14 +263,22 @@ class Iteration:
         )
 
     def _prepare(self, diff: str) -> PreparedPatch:
-        return prepare_patch(
-            diff,
-            target_path=self.c.prompt_path,
-            original=self.base.base_prompt,
-            protected_literals=self.literals,
-            max_changed_lines=self.c.max_changed_lines,
-            max_removed_share=self.c.max_removed_share,
-        )
+        try:
+            return prepare_patch(
+                diff,
+                target_path=self.c.prompt_path,
+                original=self.base.base_prompt,
+                protected_literals=self.literals,
+                max_changed_lines=self.c.max_changed_lines,
+                max_removed_share=self.c.max_removed_share,
+            )
+        except PatchError as err:
+            source = self.base.prompt_source
+            if source is None or source.region is None:
+                raise
+            # a diff that does not apply to the region's text names the region (and says so
+            # when it edits, or anchors on, the file's lines around it)
+            raise region_apply_error(err, diff, source.region, source.file_text) from err
 
     async def _propose(self, worktree: Path) -> tuple[Proposal, str]:
         """The proposal and the path of the package it was made from."""
