@@ -780,8 +780,11 @@ def _interp_hint(lang: Language, fstring: bool) -> str:
 
 
 def check_literal(region: Region, new_text: str) -> None:
-    """RegionError (saying what is wrong and naming the region) when `new_text`, in source
-    form, would break the region for its host language."""
+    """BreaksLiteralError (a RegionError saying what is wrong and naming the region) when
+    `new_text`, in source form, would break the region for its host language, or would change
+    a line outside it."""
+    if region.kind == "file":
+        return
     if region.kind == "markers":
         assert region.spec.begin is not None and region.spec.end is not None
         for what, marker in (("begin", region.spec.begin), ("end", region.spec.end)):
@@ -792,9 +795,14 @@ def check_literal(region: Region, new_text: str) -> None:
         if region.enclosing is not None:
             quote, _, raw, fstring = region.enclosing
             _check_in_literal(region, new_text, quote, raw, fstring)
-        return
-    if region.kind == "literal":
+    else:
         _check_in_literal(region, new_text, region.closer, region.raw, region.fstring)
+    ends_line = region.text.endswith("\n") or region.kind == "markers"
+    if ends_line and new_text and not new_text.endswith("\n"):
+        after = "end marker" if region.kind == "markers" else f"closing {region.closer!r}"
+        raise _broken(region, f"it drops the line break before the {after}, which would join "
+                      f"the {after} to the region's last line and change file line "
+                      f"{region.end_line + 1} outside the region; keep the final line break")
 
 
 def splice(spec: RegionSpec, file_text: str, new_text: str) -> str:

@@ -284,6 +284,24 @@ def test_dart_refusals(new_end: str, reason: str) -> None:
     assert "would break triple-quoted string cardAgentSystemPrompt" in str(err.value)
 
 
+def test_dropping_the_final_line_break_is_refused() -> None:
+    """It would move the closing delimiter (or the end marker) line, outside the region."""
+    r = locate(DART_SPEC, DART)
+    with pytest.raises(BreaksLiteralError, match="drops the line break before the closing"):
+        splice(DART_SPEC, DART, r.text.rstrip("\n"))
+    with pytest.raises(BreaksLiteralError, match=f"change file line {r.end_line + 1} outside"):
+        splice(DART_SPEC, DART, r.text.rstrip("\n"))
+    m = locate(YAML_SPEC, MARKED_YAML)
+    with pytest.raises(BreaksLiteralError, match="before the end marker"):
+        splice(YAML_SPEC, MARKED_YAML, m.text.rstrip("\n"))
+    emptied = splice(YAML_SPEC, MARKED_YAML, "")  # an empty marker region is fine
+    assert locate(YAML_SPEC, emptied).text == ""
+    with pytest.raises(BreaksLiteralError, match="before the end marker"):
+        splice(YAML_SPEC, emptied, "  One line without its line break")
+    js = locate(JS_SPEC, JS)  # this template ends on its last line: no line break to keep
+    check_literal(js, js.text + "\nMore.")
+
+
 def test_dart_accepts_escaped_and_existing() -> None:
     r = locate(DART_SPEC, DART)
     fine = r.text + 'Write \\"""x\\""" and \\$5 and \\${no}; greet $today by name.\n'
