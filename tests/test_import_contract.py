@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "optimizer"
 LAYER = {"cli": 4, "view": 3, "workflows": 2, "propose": 1, "gate": 1, "run": 1, "report": 1,
-         "git": 1, "git_sweep": 1, "git_read": 1, "lifecycle": 1, "core": 0}
+         "git": 1, "git_sweep": 1, "git_read": 1, "lifecycle": 1, "adapters": 1, "core": 0}
 LIFECYCLE_IMPORTS = {"lifecycle", "core", "report", "git"}
 IO_MODULES = {"os", "subprocess", "shutil", "socket", "asyncio", "tempfile", "git",
               "optimizer.git", "optimizer.git_sweep", "optimizer.git_read", "httpx", "anthropic",

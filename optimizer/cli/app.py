@@ -15,6 +15,7 @@ import typer
 
 from optimizer.cli import agent, doctor, nightly, optimize, report, review, ui
 from optimizer.cli import eval as eval_cmd
+from optimizer.cli import init as init_cmd
 from optimizer.cli.calibrate import calibrate
 from optimizer.cli.command import PromptloopCommand, PromptloopGroup
 from optimizer.cli.common import use_toml
@@ -57,7 +58,8 @@ for _name, _fn in (("agent", agent.agent), ("suites", report.suites), ("eval", e
                    ("report", report.report), ("optimize", optimize.optimize),
                    ("nightly", nightly.nightly), ("review", review.review),
                    ("doctor", doctor.doctor), ("runs", runs), ("view", view),
-                   ("health", health), ("graduate", graduate), ("calibrate", calibrate)):
+                   ("health", health), ("graduate", graduate), ("calibrate", calibrate),
+                   ("init", init_cmd.init)):
     app.command(_name, cls=PromptloopCommand)(_fn)
 
 

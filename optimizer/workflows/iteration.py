@@ -37,6 +37,7 @@ from optimizer.core.ledger import (
     LedgerOpen,
     diff_hash,
 )
+from optimizer.core.prompt_target import region_spec
 from optimizer.core.redact import redact
 from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison
@@ -58,7 +59,7 @@ from optimizer.propose.proposer import (
     counter_examples,
     hypothesis_from_output,
 )
-from optimizer.propose.region_guard import region_apply_error
+from optimizer.propose.region_guard import region_apply_error, region_diff_from_edit
 from optimizer.propose.sandbox import run_sandboxed
 from optimizer.propose.watch import OutsideWriteError
 from optimizer.report.markdown import harm_lines, movement_lines
@@ -312,7 +313,13 @@ class Iteration:
                                    package=package, prompt_path=c.prompt_path, bucket=c.bucket,
                                    root=worktree.parent / "sandbox", worktree=worktree,
                                    env_names=c.proposer_env)
-        diff = render_unified(self.base.base_prompt, done.new_text, c.prompt_path)
+        source = self.base.prompt_source
+        if source is not None and source.region is not None:
+            # the proposer edited the whole file: only the region's lines may change
+            diff = region_diff_from_edit(region_spec(source.target), source.file_text,
+                                         done.new_text)
+        else:
+            diff = render_unified(self.base.base_prompt, done.new_text, c.prompt_path)
         reply = done.stdout + (f"\n<!-- stderr -->\n{done.stderr}" if done.stderr else "")
         (folder / "reply.md").write_text(redact(reply), encoding="utf-8")
         return Proposal(hypothesis_from_output(done.stdout), diff, reply, 1, Usage(), "command")
@@ -322,7 +329,7 @@ class Iteration:
         out = [{"code": v.code, "message": v.message} for v in prepared.violations]
         region = region_refusal(self.base, prepared.new_text)
         if region is not None:
-            out.append({"code": "region", "message": region.why})
+            out.append({"code": "breaks_literal", "message": region.why})
         seen = self.opt.ledger.seen_diff(self.c.suite, self.c.bucket, diff_hash(prepared.diff))
         if seen is not None and not out:
             out.append(
