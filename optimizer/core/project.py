@@ -168,8 +168,8 @@ class Project:
         except KeyError:
             known = self.agent_names()
             raise ConfigError(
-                f"unknown agent {name!r}.{did_you_mean(name, known)} Agents declared in "
-                f"{self.where}: {', '.join(known) or 'none'}"
+                f"{self.where}: no table [agents.{name}]: unknown agent {name!r}."
+                f"{did_you_mean(name, known)} Agents declared: {', '.join(known) or 'none'}"
             ) from None
 
     def commands(self) -> dict[str, list[list[str]]]:

@@ -53,6 +53,8 @@ def split_suite(agent: str | None, suite: str | None) -> tuple[str | None, str |
     (all its suites), one of its suites (`pkm_agent/quickstart`, or `--agent pkm_agent --suite
     quickstart`), or a suite folder (a path holding suite.json)."""
     names = active_project().agent_names()
+    if agent is not None and agent not in names:
+        active_project().agent(agent)  # ConfigError naming the file and the missing table
     if suite is None:
         return agent, None
     if agent is None and suite in names:
