@@ -39,10 +39,11 @@ def parse_model_id(model_id: str) -> tuple[str, str]:
     provider, sep, name = model_id.partition(":")
     provider = provider.strip().lower()
     if provider not in _known_providers():
-        extra = did_you_mean(provider, _known_providers())
+        public = [p for p in _known_providers() if p != "scripted"]  # tests' own, not listed
+        extra = did_you_mean(provider, public)
         raise ModelConfigError(
             f"unknown model provider '{provider}' in model id '{model_id}'. "
-            f"Known providers: {', '.join(_known_providers())}.{extra}"
+            f"Known providers: {', '.join(public)}.{extra}"
         )
     if provider != "scripted" and (not sep or not name.strip()):
         raise ModelConfigError(f"model id '{model_id}' has no model name; use '{provider}:<model>'")

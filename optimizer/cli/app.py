@@ -36,17 +36,34 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("promptloop")
+        except PackageNotFoundError:
+            number = "unknown (not installed)"
+        typer.echo(f"promptloop {number}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_version,
+                     help="Print promptloop's version and exit."),
+    ] = False,
     config: Annotated[
         Path | None,
         typer.Option(
             "--config",
             envvar="PROMPTLOOP_CONFIG",
-            help="A promptloop.toml with one table of defaults per command "
-            "(optimize, eval, nightly...); "
-            "default: ./promptloop.toml if present.",
+            help="The project file: [agents.<name>] tables and one table of defaults per "
+            "command ([optimize], [eval]...); default: the nearest promptloop.toml from the "
+            "current folder up to the repository's top.",
         ),
     ] = None,
 ) -> None:

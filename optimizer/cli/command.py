@@ -57,7 +57,13 @@ RENAMED: tuple[Renamed, ...] = (
     # optimize's confirmation trials became the sequential gate's trials per round
     Renamed(("optimize",), "--confirm-trials", "--round-trials"),
     # `agent` spells its model like every other command
-    Renamed(("agent",), "--model", "--agent-model"),
+    Renamed(("agent", "health", "graduate"), "--model", "--agent-model"),
+    # the suite folder had three names: eval --kind, optimize --suites; now --suite AGENT/SUITE
+    # (--kind and --suites stay as hidden options, since they take a different value)
+    # review's confirmation trials are optimize's trials per round
+    Renamed(("review",), "--confirm-trials", "--round-trials"),
+    # nightly and graduate name an agent, as every command does
+    Renamed(("nightly", "graduate"), "--suite", "--agent"),
 )
 
 
@@ -139,7 +145,8 @@ class PromptloopCommand(TyperCommand):
 
 
 def _usage_message(err: Any) -> str:
-    """Click's message, saying so when the bad value came from an environment variable."""
+    """Click's message, saying so when the bad value came from an environment variable or
+    a promptloop.toml table (naming the file, table and key)."""
     message = err.format_message()
     param, ctx = getattr(err, "param", None), err.ctx
     if param is not None and ctx is not None and param.name:
@@ -147,7 +154,15 @@ def _usage_message(err: Any) -> str:
         if source == click_core.ParameterSource.ENVIRONMENT and param.envvar:
             names = [param.envvar] if isinstance(param.envvar, str) else param.envvar
             message += f" (from {' or '.join(names)})"
+        elif source == click_core.ParameterSource.DEFAULT_MAP:
+            where = ctx.meta.get(TOML_META, "promptloop.toml")
+            key = param.name.replace("_", "-")
+            message += f" (from {where} [{ctx.info_name}] key '{key}')"
     return message
+
+
+TOML_META = "promptloop.toml"
+"""`ctx.meta` key of the promptloop.toml the defaults came from (set by common.use_toml)."""
 
 
 def usage_error(err: Any) -> int:
@@ -168,6 +183,9 @@ class PromptloopGroup(TyperGroup):
         run = super().main
         if not standalone_mode:
             return run(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        argv = list(args) if args is not None else sys.argv[1:]
+        ui.ERRORS.clear()
+        ui.JSON_PRINTED.clear()
         try:
             code = run(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except click_exc.NoArgsIsHelpError:
@@ -180,4 +198,9 @@ class PromptloopGroup(TyperGroup):
         except typer.Abort:
             ui.error("aborted")
             code = EXIT_INTERRUPTED
-        sys.exit(code if isinstance(code, int) else EXIT_OK)
+        code = code if isinstance(code, int) else EXIT_OK
+        options = argv[:argv.index("--")] if "--" in argv else argv
+        if code and ui.ERRORS and not ui.JSON_PRINTED and "--json" in options:
+            # --json promised JSON on stdout: a failure is one error object, never nothing
+            ui.print_json({"error": "\n".join(ui.ERRORS), "exit_code": code})
+        sys.exit(code)

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from agents.runtime import DEFAULT_MAX_TURNS
 from optimizer.cli import ui
 from optimizer.cli.common import (
     RUN,
@@ -19,6 +20,8 @@ from optimizer.cli.common import (
     EventsOpt,
     JsonOpt,
     JudgeModelOpt,
+    MaxRunsOpt,
+    MaxTurnsOpt,
     PromptOpt,
     StateOpt,
     TrialsOpt,
@@ -66,6 +69,8 @@ def eval_(
     task: TasksOpt = None,
     trials: TrialsOpt = None,
     concurrency: ConcurrencyOpt = None,
+    max_turns: MaxTurnsOpt = DEFAULT_MAX_TURNS,
+    max_runs: MaxRunsOpt = 4,
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     judge_model: JudgeModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -81,6 +86,7 @@ def eval_(
 
     Exit 0 when the run completed (whatever the pass rate), 1 for a usage/config error, 2 when
     the infrastructure failed (bad key, provider down, every trial errored)."""
+    from agents.runtime import RuntimeConfig
     from optimizer.run.models import ModelIds
     from optimizer.run.runner import AllTrialsErroredError, RunOptions
     from optimizer.workflows.context import state_dir as resolve_state
@@ -111,6 +117,7 @@ def eval_(
                 mode=mode.value,
                 reuse=not fresh,
                 batch=batch,
+                runtime=RuntimeConfig(max_turns=max_turns, max_runs=max_runs),
             ),
         )
         try:

@@ -14,7 +14,7 @@ from optimizer.cli.util import guarded, require_repo
 
 def graduate(
     suite: Annotated[str, typer.Option(
-        "--agent", "--suite", envvar="PROMPTLOOP_SUITE",
+        "--agent", envvar="PROMPTLOOP_SUITE",
         help="The agent: the bucket moves from its capability suite to its regression suite.")],
     bucket: Annotated[str, typer.Option("--bucket", help="The capability bucket to graduate.")],
     copy: Annotated[bool, typer.Option(
@@ -27,7 +27,7 @@ def graduate(
     window: Annotated[int, typer.Option(
         "--window", min=1, help="Newest runs of the lineage to judge maturity on.")] = 10,
     model: Annotated[str | None, typer.Option(
-        "--model", "--agent-model",
+        "--agent-model",
         help="Agent model of the lineage (default: the model of the newest run).")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Check and show the plan; create no branch.")] = False,

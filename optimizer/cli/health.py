@@ -45,7 +45,7 @@ def health(
     ref: Annotated[str, typer.Option(
         "--ref", help="Git ref whose prompt history defines the lineage.")] = "HEAD",
     model: Annotated[str | None, typer.Option(
-        "--model", "--agent-model",
+        "--agent-model",
         help="Agent model of the lineage (default: the model of the newest run).")] = None,
     any_prompt: Annotated[bool, typer.Option(
         "--any-prompt", help="Every run of the suite, whatever prompt it ran.")] = False,

@@ -25,6 +25,29 @@ PANEL_ORDER = ("Arguments", OPTIONS_PANEL, "Models", "Proposer", "Gate", "Run", 
 MIN_HELP_WIDTH = 30
 """Below this many columns beside the option names, help text goes under the names."""
 
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "agent": ("promptloop agent card_agent --content 'Dentist Tuesday 3pm'",),
+    "suites": ("promptloop suites", "promptloop suites evals/example"),
+    "eval": ("promptloop eval --agent example",
+             "promptloop eval --suite card_agent/quickstart --trials 3"),
+    "report": ("promptloop report latest --failing", "promptloop report RUN --base BASE_RUN"),
+    "optimize": ("promptloop optimize --suite pkm_agent --bucket skip_trivial",
+                 "promptloop optimize --agent example --bucket urgency --iterations 1"),
+    "nightly": ("promptloop nightly --max-usd 5", "promptloop nightly --resume"),
+    "review": ("promptloop review --base origin/main --head HEAD --fail-on-regression",),
+    "doctor": ("promptloop doctor", "promptloop doctor --fix"),
+    "runs": ("promptloop runs --suite card_agent_capability",),
+    "view": ("promptloop view --open",),
+    "health": ("promptloop health --agent pkm_agent",
+               "promptloop health --suite card_agent/regression"),
+    "graduate": ("promptloop graduate --agent card_agent --bucket template_event --dry-run",),
+    "calibrate": ("promptloop calibrate --grader pkm_insight_quality --labels labels.jsonl",),
+    "init": ("git init my-agent && cd my-agent && promptloop init",),
+    "profile": ("promptloop profile --agent pkm_agent --budget 40",),
+}
+"""At least one example per command, shown at the end of its --help (a test checks every
+command has one)."""
+
 _TYPE_METAVARS = {"<str>": "TEXT", "<int range>": "N", "<int>": "N", "<float>": "X",
                   "<float range>": "X", "<path>": "PATH", "<file>": "FILE"}
 
@@ -162,4 +185,8 @@ def render(console: Console, cmd: Any, ctx: Any, env: Sequence[tuple[str, str]])
     if env:
         parts += [Text(""), Text("Environment variables (a flag beats its variable, which "
                                  "beats promptloop.toml):"), env_table(env)]
+    examples = EXAMPLES.get(cmd.name or "", ())
+    if examples:
+        parts += [Text(""), Text("Examples:")]
+        parts += [Text(f"  {line}", style="green", overflow="fold") for line in examples]
     console.print(Padding(Group(*parts), (1, 1, 0, 1)))

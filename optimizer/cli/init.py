@@ -29,8 +29,6 @@ def init(
     `promptloop eval --agent example` runs at once, with no key. Nothing is written when any of
     the files exists (--force overwrites).
 
-    Example: git init my-agent && cd my-agent && promptloop init
-
     Exit codes: 0 written, 1 not in a git repository or files in the way."""
     from optimizer.workflows.init import InitError, init_project
 

@@ -65,18 +65,20 @@ OpenPrOpt = Annotated[bool, Opt(
     help="Push and open a PR per accepted branch with gh (if installed and logged in; "
          "otherwise print the commands).")]
 SuitesOpt = Annotated[list[str] | None, Opt(
-    "--agent", "--suite", envvar="PROMPTLOOP_NIGHTLY_SUITES", metavar="AGENT",
+    "--agent", envvar="PROMPTLOOP_NIGHTLY_SUITES", metavar="AGENT",
     help="An agent promptloop.toml declares (repeat; default: all of them).")]
 BaseOpt = Annotated[str | None, Opt(
     envvar="PROMPTLOOP_BASE", metavar="REF",
-    help="Git ref whose prompts are the baseline (HEAD).")]
+    help="Git ref whose prompts are the baseline. [default: HEAD]")]
 IterationsOpt = Annotated[int | None, Opt(
-    min=1, envvar="PROMPTLOOP_ITERATIONS_PER_BUCKET", help="Proposals per bucket at most (2).")]
+    min=1, envvar="PROMPTLOOP_ITERATIONS_PER_BUCKET",
+    help="Proposals per bucket at most. [default: 2]")]
 CandidatesOpt = Annotated[int | None, Opt(
     min=1, max=16, envvar="PROMPTLOOP_CANDIDATES",
-    help="Patches asked per iteration, screened on the target; the winner is gated (1).")]
+    help="Patches asked per iteration, screened on the target; the winner is gated. "
+    "[default: 1]")]
 MaxBucketsOpt = Annotated[int | None, Opt(
-    min=1, envvar="PROMPTLOOP_MAX_BUCKETS", help="Worst buckets to work on (3).")]
+    min=1, envvar="PROMPTLOOP_MAX_BUCKETS", help="Worst buckets to work on. [default: 3]")]
 MaxUsdOpt = Annotated[float | None, Opt(
     min=0, envvar="PROMPTLOOP_MAX_USD", metavar="USD", rich_help_panel=BUDGET,
     help="Budget in estimated dollars (prices: built-in table + [nightly.prices]).")]

@@ -64,7 +64,8 @@ TrustHeadOpt = Annotated[bool, Opt(
     help="Run the adapters and command graders of the head's promptloop.toml. By default the "
     "base's are used, so a PR cannot run its own code in your CI: unsafe for PRs from forks.")]
 ConfirmTrialsOpt = Annotated[int, Opt(
-    "--confirm-trials", min=0, envvar="PROMPTLOOP_CONFIRM_TRIALS", rich_help_panel=GATE,
+    "--round-trials", min=0, envvar=["PROMPTLOOP_ROUND_TRIALS", "PROMPTLOOP_CONFIRM_TRIALS"],
+    rich_help_panel=GATE,
     help="Extra trials per task to confirm a suspected regression (0: no confirmation).")]
 FailOnRegressionOpt = Annotated[bool, Opt(
     envvar="PROMPTLOOP_FAIL_ON_REGRESSION", rich_help_panel=GATE,
@@ -92,7 +93,7 @@ def review(
     base_url: BaseUrlOpt = None,
     min_improvement: MinImprovementOpt = 0.05,
     regression_tolerance: RegressionToleranceOpt = 0.35,
-    confirm_trials: ConfirmTrialsOpt = 2,
+    round_trials: ConfirmTrialsOpt = 2,
     fail_on_regression: FailOnRegressionOpt = False,
     trials: TrialsOpt = None,
     concurrency: ConcurrencyOpt = None,
@@ -161,6 +162,7 @@ def _config(flags: dict[str, Any]) -> ReviewConfig:
     fields = {k: v for k, v in flags.items() if k in ReviewConfig.model_fields}
     named, which = split_suite(flags["agent"], flags["suite"])
     fields["suite"] = named or which  # review runs every suite of an agent
+    fields["confirm_trials"] = flags["round_trials"]
     fields |= agent_models(fields["suite"], flags)
     try:
         return ReviewConfig.model_validate(

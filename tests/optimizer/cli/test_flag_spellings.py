@@ -52,10 +52,11 @@ REQUIRED: dict[str, list[str]] = {
     "report": ["latest"],
     "eval": ["--suite", "card_agent"],
     "health": ["--suite", "card_agent"],
-    "graduate": ["--suite", "card_agent", "--bucket", "template_event"],
+    "graduate": ["--agent", "card_agent", "--bucket", "template_event"],
     "calibrate": ["--grader", "pkm_insight_quality", "--labels", "labels.jsonl"],
 }
-VALUES = {"--out": "/tmp/state", "--confirm-trials": "3", "--model": "scripted:card"}
+VALUES = {"--out": "/tmp/state", "--confirm-trials": "3", "--model": "scripted:card",
+          "--suite": "card_agent"}
 
 
 def spellings(command: str) -> set[str]:
@@ -112,7 +113,8 @@ def test_respelling_leaves_values_and_positional_arguments_alone() -> None:
     assert respell("eval", args, takes_value) == ["--content", "--out", "--state-dir", "x",
                                                   "--", "--out"]
     assert respell("agent", ["--model=local:smollm2"], set()) == ["--agent-model=local:smollm2"]
-    assert respell("review", ["--confirm-trials", "1"], set()) == ["--confirm-trials", "1"]
+    assert respell("review", ["--confirm-trials", "1"], set()) == ["--round-trials", "1"]
+    assert respell("eval", ["--confirm-trials", "1"], set()) == ["--confirm-trials", "1"]
 
 
 def test_old_environment_variable_of_a_renamed_option_still_counts(

@@ -63,8 +63,9 @@ def test_optimize_help_groups_options_in_panels_and_shows_choices() -> None:
     assert panels == ["Options", "Models", "Proposer", "Gate", "Run", "Output"]
     gate = text[text.index("╭─ Gate"):text.index("╭─ Run")]
     for option in ("--round-trials", "--max-trials", "--regression-tolerance",
-                   "--min-improvement", "--suites"):
+                   "--min-improvement"):
         assert option in gate
+    assert "--suites" not in text  # the old spelling of --suite AGENT/SUITE stays hidden
     assert "--proposer-format [auto|diff|edits]" in text
     assert "--[no-]keep-rejected" in text and "--state-dir DIR" in text
     # docstring paragraphs are re-flowed, not broken where the source lines end
@@ -119,3 +120,16 @@ def test_error_lines_name_no_class_or_validator_prefix(tmp_path) -> None:  # typ
                         env={"ANTHROPIC_API_KEY": ""})
     assert key.exit_code == 2
     assert "Error: no Anthropic API key" in key.stderr and "CredentialsError" not in key.stderr
+
+
+def test_every_command_has_an_example_and_the_group_a_version() -> None:
+    """Issue 26: an example in every help screen (cli/help.EXAMPLES, one home); --version."""
+    from optimizer.cli.help import EXAMPLES
+
+    commands = sorted(GROUP.commands)  # type: ignore[attr-defined]
+    assert not [c for c in commands if not EXAMPLES.get(c)], "commands without an example"
+    for command in commands:
+        shown = help_text(command, 80)
+        assert "Examples:" in shown and EXAMPLES[command][0][:40] in shown.replace("\n", " ")
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0 and version.stdout.startswith("promptloop ")
