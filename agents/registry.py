@@ -1,7 +1,7 @@
 """Python adapters: loading the `package.module:function` a promptloop.toml entry names.
 
 Agents are declared in promptloop.toml (optimizer/core/project.py), not here; the bundled card
-and PKM agents are entries like any other (`agents.card.adapter:session`). An entry marked
+and PKM agents are entries like any other (`agents.adapters:card_agent`). An entry marked
 `@session_factory` builds an in-process session that promptloop's agent loop runs.
 
 `AgentOptions` are our opt-in agent behaviours (SPEC section 8: by default both agents behave

@@ -6,7 +6,7 @@ command = ["node", "agent/agent.js", "--worker"]    # command / worker
 request = "stdin"                                   # command: "stdin" | "file"
 result = "stdout"                                   # command: "stdout" | "file"
 # url = "http://127.0.0.1:8080/trial"               # http
-# entry = "agents.card.adapter:run_trial"           # python
+# entry = "agents.adapters:card_agent"              # python
 env = ["MY_AGENT_FLAG"]
 timeout = 120
 ```

@@ -293,12 +293,17 @@ async def _attempt(
         got.status = "timedOut"
         got.reason = f"{reason}; {got.agent}" if got.agent else reason
     except ModelError as err:
-        got.status, got.infra = "errored", f"{type(err).__name__}: {err}"
-        got.reason = got.infra
-        got.overloaded = isinstance(err, ProviderError) and err.overloaded
+        _model_failed(got, err)
     except Exception as err:  # a bug in promptloop must not kill the whole run
         _bug(got, err, transcript)
     return got
+
+
+def _model_failed(got: _Attempt, err: ModelError) -> None:
+    """The model could not answer (provider, key, replay miss): infrastructure, errored."""
+    got.status, got.infra = "errored", f"{type(err).__name__}: {err}"
+    got.reason = got.infra
+    got.overloaded = isinstance(err, ProviderError) and err.overloaded
 
 
 async def _attempt_external(
@@ -327,9 +332,7 @@ async def _attempt_external(
                                       agent_c, options.agent_model, transcript, tmp, timeout,
                                       context)
     except ModelError as err:
-        got.status, got.infra = "errored", f"{type(err).__name__}: {err}"
-        got.reason = got.infra
-        got.overloaded = isinstance(err, ProviderError) and err.overloaded
+        _model_failed(got, err)
         return got
     except TimeoutError:
         got.status, got.reason = "timedOut", f"trial exceeded {timeout:g}s"
