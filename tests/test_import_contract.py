@@ -234,3 +234,27 @@ def test_the_cli_calls_workflows_not_core_or_git_internals() -> None:
             if inner and name not in CLI_TYPES:
                 wrong.append(f"{path.name}: {name}")
     assert not wrong, wrong
+
+
+TOP = ROOT.parent
+TOP_LAYERS = {"agents": 0, "graders": 1, "optimizer": 2}
+"""Beyond optimizer/: the agents under test import neither graders nor promptloop's machinery,
+graders import agents (types, transcripts) but never optimizer, and optimizer may import both."""
+
+
+def test_agents_and_graders_never_import_upwards() -> None:
+    bad: list[str] = []
+    for package, level in TOP_LAYERS.items():
+        for path in (TOP / package).rglob("*.py"):
+            for name in imports(path):
+                top = name.split(".")[0]
+                if top in TOP_LAYERS and TOP_LAYERS[top] > level:
+                    bad.append(f"{path.relative_to(TOP)} imports {name}")
+    assert not bad, "\n".join(sorted(set(bad)))
+
+
+def test_optimizer_core_imports_no_provider() -> None:
+    """core (redaction included) is below the model providers: it never imports one."""
+    bad = [f"{p.relative_to(TOP)} imports {n}" for p in (ROOT / "core").rglob("*.py")
+           for n in imports(p) if n.startswith("agents.llm.providers")]
+    assert not bad, "\n".join(bad)

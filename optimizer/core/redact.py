@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
-from agents.llm.providers.common import scrub
+from agents.secrets import scrub
 
 KEY_VARS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
 URL_VARS = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL")

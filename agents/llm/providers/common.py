@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from agents.llm.errors import CredentialsError, ModelConfigError, ModelError, ProviderError
 from agents.llm.options import ModelOptions
 from agents.llm.types import Message, ModelResponse, ModelSettings, ToolSpec
+from agents.secrets import scrub
 
 C = TypeVar("C")
 
@@ -41,17 +42,6 @@ def is_local_url(url: str | None) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def scrub(text: str, secrets: tuple[str | None, ...]) -> str:
-    """Remove every secret (and its first 12 characters, which servers like to echo)."""
-    for secret in secrets:
-        if not secret:
-            continue
-        text = text.replace(secret, "***")
-        if len(secret) > 16:
-            text = text.replace(secret[:12], "***")
-    return text
 
 
 def json_schema_format(response_format: dict[str, Any]) -> tuple[str, dict[str, Any], bool]:
