@@ -14,8 +14,8 @@ const readline = require("node:readline");
 const { SYSTEM_PROMPT } = require("./prompt.js");
 
 const CONTRACT = "promptloop.trial/1";
-const MAX_TOKENS = 500;
-const MAX_ITEMS = 6;
+const MAX_TOKENS = 400;
+const MAX_ITEMS = 5;
 const ACTIONS_FILE = "actions.json";
 
 // Small models follow a structure only when the server constrains the output to a schema;
