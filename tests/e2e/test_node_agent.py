@@ -284,3 +284,25 @@ def test_nightly_on_the_node_agent_with_a_small_budget(repo: Path, tmp_path: Pat
                                                       "summary.html"}
     assert kept.branch in result.paths["md"].read_text()
     assert git(repo, "status", "--porcelain") == ""
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "open (reported): review runs the base's command from the working tree, so in a CI "
+    "checkout of the PR (HEAD = the head) `node agent/agent.js` runs the head's agent.js; "
+    "the agent's files should come from the base commit too"))
+def test_review_in_a_checkout_of_the_head_does_not_run_the_heads_agent_code(
+    repo: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "head-agent-ran"
+    agent_js = (repo / "agent" / "agent.js").read_text()
+    assert agent_js.count('"use strict";') == 1
+    payload = f'require("node:fs").writeFileSync({json.dumps(str(marker))}, "x");'
+    commit_branch(repo, "pr/agent-code", {
+        PROMPT_JS: _prompt_with(repo, DATE_SENTENCE),
+        "agent/agent.js": agent_js.replace('"use strict";', f'"use strict";\n{payload}'),
+    })
+    git(repo, "checkout", "-q", "pr/agent-code")  # as CI checks out a pull request
+    data = cli_json("review", "--base", "main", "--head", "pr/agent-code", *MODELS,
+                    "--out", str(tmp_path / "state"))
+    assert data["status"] == "reviewed"
+    assert not marker.exists()
