@@ -168,6 +168,23 @@ def test_optimize_keeps_a_branch_that_changes_only_the_template_literal(
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
 
 
+def test_optimize_from_the_command_line(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`promptloop optimize --agent action_items --bucket due_dates` as a team types it."""
+    monkeypatch.setitem(SCRIPTED_MODELS, "ai-proposer", lambda: ScriptedModel(
+        lambda req: reply(GOOD), model_id="scripted:ai-proposer"))
+    data = cli_json("optimize", "--agent", "action_items", "--bucket", "due_dates",
+                    "--iterations", "1", *MODELS, "--proposer-model", "scripted:ai-proposer",
+                    "--out", str(tmp_path / "state"))
+    assert data["status"] == "done" and data["baseline_trials"] == 19, data["message"]
+    [it] = data["iterations"]
+    assert it["outcome"] == "accepted", it["reasons"]
+    text = assert_only_region_changed(repo, "main", it["branch"], SPEC)
+    assert DATE_SENTENCE in text
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+
+
 @pytest.mark.parametrize(
     ("reply_text", "why"),
     [(CLOSES_EARLY, "closes the literal early"), (OUTSIDE, "edits outside the region")],
