@@ -154,6 +154,16 @@ AllOpt = Annotated[
         "others).",
     ),
 ]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        rich_help_panel=OUTPUT,
+        help="Also print every finding and how the gate decided (the statistical method), "
+        "and the whole proposed diff.",
+    ),
+]
 EventsOpt = Annotated[
     Path | None,
     typer.Option(

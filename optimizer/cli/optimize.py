@@ -30,13 +30,14 @@ from optimizer.cli.common import (
     RunLog,
     StateOpt,
     TrialsOpt,
+    VerboseOpt,
     agent_models,
     listening,
     need_agent,
 )
 from optimizer.cli.common import AgentOpt as AgentNameOpt
 from optimizer.cli.report import compare_command
-from optimizer.cli.util import guarded, option_errors, require_repo
+from optimizer.cli.util import EXIT_INFRA, guarded, option_errors, require_repo
 from optimizer.workflows.context import (
     DEFAULT_AGENT_MODEL,
     ConfigError,
@@ -134,13 +135,15 @@ def optimize(
     events: EventsOpt = None,
     as_json: JsonOpt = False,
     every_bucket: AllOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Propose, check and evaluate minimal prompt patches for one failure bucket.
 
     Runs the baseline (reusing cached trials), packages the bucket's failing trials for the
     proposer, refuses unsafe patches before evaluation, evaluates each candidate on its own git
     branch (your checkout is never touched) and keeps it only if the target bucket improves and
-    no bucket regresses. Exit 0 when done (accepted or not, or nothing to do)."""
+    no bucket regresses. Exit 0 when done (accepted or not, or nothing to do); 2 when an
+    iteration ended in error (the proposer, its command or a model failed)."""
     flags = dict(locals())  # the options by name; most are fields of OptimizeConfig
     need_agent(agent, suite)
 
@@ -155,9 +158,14 @@ def optimize(
             ui.print_json(result.model_dump(mode="json"))
         else:
             compare = compare_commands(result, runs, state_dir)
-            ui.show_optimize(result, every_row=every_bucket, compare=compare)
+            ui.show_optimize(result, every_row=every_bucket, compare=compare, verbose=verbose)
             if config.agent_model.startswith("local:"):
                 ui.info(ui.LOCAL_HINT)
+        failed = [it.iteration for it in result.iterations if it.outcome == "error"]
+        if failed:  # something broke (not a verdict): the infrastructure exit code
+            if not as_json:
+                ui.error(f"iteration {', '.join(map(str, failed))} ended in error (see above)")
+            raise typer.Exit(EXIT_INFRA)
 
     guarded(body)
 

@@ -29,13 +29,13 @@ from optimizer.cli.common import (
     RunLog,
     StateOpt,
     TrialsOpt,
+    VerboseOpt,
     agent_models,
     listening,
 )
 from optimizer.cli.common import AgentOpt as AgentNameOpt
 from optimizer.cli.report import compare_command
 from optimizer.cli.util import EXIT_INFRA, guarded, option_errors, require_repo
-from optimizer.gate.compare import BucketComparison
 from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError, split_suite
 
 if TYPE_CHECKING:
@@ -107,6 +107,7 @@ def review(
     events: EventsOpt = None,
     as_json: JsonOpt = False,
     every_bucket: AllOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Review a prompt change (any PR, human-written too): evaluate both refs and gate it.
 
@@ -145,7 +146,7 @@ def review(
         if as_json:
             ui.print_json(data)
         else:
-            _show(data, every_bucket, compare_commands(data, runs, state_dir))
+            _show(data, every_bucket, compare_commands(data, runs, state_dir), verbose)
         return code
 
     code = guarded(body)
@@ -219,56 +220,37 @@ def compare_commands(data: dict[str, Any], runs: RunLog, state: Path | None) -> 
     return out
 
 
-def _show(data: dict[str, Any], every_bucket: bool, compare: dict[str, str]) -> None:
+def _show(data: dict[str, Any], every_bucket: bool, compare: dict[str, str],
+          verbose: bool = False) -> None:
+    """Per agent: the verdict in one plain sentence, the per-bucket table with its legend,
+    the newly failing trials; the findings and the method only with --verbose."""
     if data["status"] == "nothing_to_review":
-        ui.out.print(data["message"], markup=False)
+        ui.say(data["message"])
         for note in data["notes"]:
-            ui.out.print(f"note: {note}", markup=False)
+            ui.say(f"note: {note}")
         return
     ui.out.rule(f"review {data['base_ref']}..{data['head_ref']}: {data['decision']}")
     for note in data["notes"]:
-        ui.out.print(f"note: {note}", markup=False)
+        ui.say(f"note: {note}")
     for a in data["agents"]:
-        ui.comparison_rows(
-            f"{a['agent']}: {a['decision']} (base {a['base_trials']} trials, "
-            f"{a['base_cached_trials']} cached; head {a['head_trials']}, "
-            f"{a['head_cached_trials']} cached)",
-            [BucketComparison.model_validate(c) for c in a["comparisons"]],
-            cand="Head",
-            every_row=every_bucket,
-        )
-        for reason in a["reasons"]:
-            ui.out.print(f"  - {reason}", markup=False)
-        for b in a.get("buckets", []):
-            ui.out.print(f"  [{b['state']}] {b['statement']}", markup=False)
-        if a["newly_failing"]:
-            ui.out.print(
-                f"  newly failing: {', '.join(_trial(c) for c in a['newly_failing'][:10])}"
-                + (" ..." if len(a["newly_failing"]) > 10 else ""),
-                markup=False,
-            )
-        if a["fixed"]:
-            ui.out.print(f"  fixed: {len(a['fixed'])} trial(s)", markup=False)
+        ui.show_review_agent(a, every_row=every_bucket, verbose=verbose)
         if a["agent"] in compare:
-            ui.out.print(f"  compare: {compare[a['agent']]}", markup=False, highlight=False)
-    ui.out.print(f"\n{data['message']}", markup=False)
-    ui.out.print(f"comment: {data['comment_path']}", markup=False)
+            ui.command("compare: ", compare[a["agent"]])
+    ui.out.print()
+    ui.say(data["message"])
+    ui.say(f"comment: {data['comment_path']}")
     if data.get("output"):
-        ui.out.print(f"also written to: {data['output']}", markup=False)
+        ui.say(f"also written to: {data['output']}")
     post = data.get("post")
     if post:
         if post["posted"]:
-            ui.out.print(post["message"], markup=False)
+            ui.say(post["message"])
         else:
             ui.warn(post["message"])
             if post["command"]:
-                ui.out.print(f"  {post['command']}", markup=False)
+                ui.command("", post["command"])
     if data["exit_code"] == EXIT_REGRESSION:
         ui.info(f"exit {EXIT_REGRESSION}: a bucket regresses (--fail-on-regression)")
     elif data["exit_code"] == EXIT_INCONCLUSIVE:
         ui.info(f"exit {EXIT_INCONCLUSIVE}: harm not ruled out in some bucket "
                 "(--fail-on-regression)")
-
-
-def _trial(c: dict[str, Any]) -> str:
-    return f"{c['task_id']}#{c['trial_index']} ({c['bucket']})"

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,16 +41,18 @@ from optimizer.core.events import (
     Phase,
     ProposalRefused,
     ProposalRequested,
+    ProposerReplied,
     RunFinished,
     RunStarted,
     RunWarning,
     ScreeningRound,
     StepEstimated,
     TrialFinished,
+    TrialsEstimated,
     VerdictReached,
 )
 from optimizer.gate.compare import BucketComparison
-from optimizer.report import fmt
+from optimizer.report import fmt, plain
 from optimizer.report.summary import RunSummary, failed_text
 from optimizer.report.table import Table as TableView
 from optimizer.report.table import bucket_table, comparison_table, gate_table
@@ -58,15 +62,62 @@ err = Console(stderr=True, soft_wrap=True)
 
 
 def error(message: str) -> None:
-    err.print(f"[bold red]Error:[/] {escape(message)}", highlight=False, markup=True)
+    err.print(wrapped(Text.assemble(("Error:", "bold red"), " ", message), err.width),
+              highlight=False, soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    err.print(f"[yellow]Warning:[/] {escape(message)}", highlight=False)
+    err.print(wrapped(Text.assemble(("Warning:", "yellow"), " ", message), err.width),
+              highlight=False, soft_wrap=True)
 
 
 def info(message: str) -> None:
-    err.print(message, highlight=False, markup=False)
+    err.print(wrapped(Text(message), err.width), highlight=False, soft_wrap=True)
+
+
+_WORD = re.compile(r"\S+")
+
+
+def wrapped(text: Text, width: int, indent: int = 0) -> Text:
+    """`text` broken into lines at spaces only, each at most `width` cells where its words
+    allow (a word wider than that, a long path, keeps a line of its own, whole), styles kept,
+    every line indented by `indent` spaces."""
+    room = max(20, width - indent)
+    pieces: list[Text] = []
+    for para in text.split("\n", allow_blank=True):
+        starts, col, line_start = [], 0, 0
+        for m in _WORD.finditer(para.plain):
+            end = m.end() - line_start
+            if col and end > room:
+                starts.append(m.start())
+                line_start = m.start()
+                end = m.end() - line_start
+            col = end
+        for line in para.divide(starts) if starts else [para]:
+            line.rstrip()
+            pieces.append(Text(" " * indent) + line if indent else line)
+    return Text("\n").join(pieces)
+
+
+def say(text: str, *, style: str = "", indent: int = 0, console: Console | None = None) -> None:
+    """Prose, wrapped to the terminal's width at spaces, so that no word is ever cut (a word
+    wider than the terminal, a long path, keeps a line of its own, whole)."""
+    c = console or out
+    c.print(wrapped(Text(text, style=style), c.width, indent), soft_wrap=True, highlight=False)
+
+
+def command(label: str, cmd: str, *, indent: int = 2) -> None:
+    """A command to copy: on one line when it fits, else continued with ` \\` at word
+    boundaries so that it still pastes into a shell as one command."""
+    room = out.width - indent
+    line = f"{label}{cmd}"
+    if cell_len(line) <= room or "'" in cmd or '"' in cmd:
+        out.print(" " * indent + line, markup=False, highlight=False, soft_wrap=True)
+        return
+    parts = textwrap.wrap(line, width=room - 2, break_long_words=False, break_on_hyphens=False,
+                          subsequent_indent="    ")
+    text = " \\\n".join(" " * indent + p for p in parts)
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def print_json(data: Any) -> None:
@@ -173,19 +224,24 @@ def table_renderable(view: TableView, title: str, width: int) -> tuple[Table, in
 
 
 def show_table(view: TableView, title: str = "", *, every_row: bool = True,
-               unit: str = "bucket") -> None:
+               unit: str = "bucket", side: str | None = None) -> None:
     """Lay out a table view-model (see optimizer/report/table.py) to fit the terminal. Unless
-    `every_row`, quiet rows (unchanged buckets) are left out and counted below the table."""
+    `every_row`, quiet rows (unchanged buckets) are left out and counted below the table.
+    With `side` (a gate table: "candidate", "head"), a legend of the shown columns follows."""
     shown = view if every_row else view.changed()
     hidden = len(view.rows) - len(shown.rows)
     if shown.rows:
         renderable, width = table_renderable(shown, title, out.width)
         out.print(renderable, crop=width <= out.width)
+        if side is not None:
+            titles = [str(c.header) for c in renderable.columns]
+            keys = {t: c.key for c in shown.columns for t in (c.title, c.brief)}
+            say("columns: " + plain.legend([(t, keys.get(t, "")) for t in titles], side),
+                style="dim")
     elif title:
-        out.print(title, markup=False, highlight=False)
+        say(title)
     if hidden:
-        out.print(f"{hidden} unchanged {unit}{'s' if hidden > 1 else ''} not shown "
-                  "(--all lists them)", markup=False, highlight=False)
+        say(f"{hidden} unchanged {unit}{'s' if hidden > 1 else ''} not shown (--all lists them)")
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
@@ -216,6 +272,18 @@ def _counts(counts: dict[str, int]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
 
 
+def estimate_text(event: TrialsEstimated) -> str:
+    """`review: about 64 trials (~310k tokens, ~$0.42 at list prices); ...`"""
+    cost = []
+    if event.tokens:
+        cost.append(f"~{fmt.tokens(event.tokens)} tokens")
+    if event.usd is not None:
+        cost.append(f"~{fmt.usd(event.usd)} at list prices")
+    return (f"{event.what}: about {event.trials} trials" + (f" ({', '.join(cost)})" if cost
+                                                             else "")
+            + (f"; {event.basis}" if event.basis else ""))
+
+
 class LoopDisplay:
     """Phase messages and, per suite run, a progress bar on a terminal or one line when the
     run starts and one when it ends elsewhere (CI logs: plain lines, in order, no escape
@@ -237,17 +305,52 @@ class LoopDisplay:
             disable=not self.live,
         )
         self._runs: dict[str, tuple[str, TaskID, dict[str, int]]] = {}
+        self._wait: TaskID | None = None
+        self._tokens_in = self._tokens_out = 0
 
     def __enter__(self) -> LoopDisplay:
         self.progress.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._done()
         self.progress.__exit__(None, None, None)
 
     def message(self, text: str) -> None:
+        """A line of markup, wrapped at word boundaries (never written past the width)."""
         if self.enabled:
-            self.progress.console.print(text, highlight=False)
+            c = self.progress.console
+            c.print(wrapped(Text.from_markup(text), c.width), highlight=False, soft_wrap=True)
+
+    def _waiting(self, what: str, status: str) -> None:
+        """A live line (spinner, elapsed time, tokens) while a model works: on a terminal; in
+        a log, one line when it starts (the end says `_done`)."""
+        self._done()
+        if self.live:
+            self._wait = self.progress.add_task(what, total=None, status=status)
+        else:
+            self.message(f"{escape(what)}: {escape(status)}")
+
+    def _update(self, status: str) -> None:
+        if self._wait is not None:
+            self.progress.update(self._wait, status=status)
+
+    def _done(self) -> None:
+        if self._wait is not None:
+            self.progress.remove_task(self._wait)
+            self._wait = None
+
+    def _replied(self, event: ProposerReplied) -> None:
+        self._tokens_in += event.input_tokens
+        self._tokens_out += event.output_tokens
+        tokens = f"{fmt.tokens(self._tokens_in)} tokens in, {fmt.tokens(self._tokens_out)} out"
+        if event.problem:
+            self._update(f"reply {event.attempt} unusable, asking again; {tokens}")
+            self.message(f"  [yellow]proposer reply {event.attempt} ({event.seconds:.0f} s) "
+                         f"not usable:[/] {escape(event.problem)}")
+            return
+        self._done()
+        self.message(f"  proposer replied in {event.seconds:.0f} s ({tokens})")
 
     def _run_started(self, event: RunStarted) -> None:
         label = event.label or event.suite
@@ -289,14 +392,22 @@ class LoopDisplay:
                     f"{step} baseline: {event.total} trials, {event.cached} reused from cache"
                 )
             case ProposalRequested():
-                self.message(
-                    f"{step} iteration {event.iteration}: asking the proposer "
-                    f"(~{event.tokens} tokens; package {escape(event.package)})"
-                )
+                self.message(f"{step} iteration {event.iteration}: asking the proposer "
+                             f"(package {escape(event.package)})")
+                self._tokens_in = self._tokens_out = 0
+                self._waiting("proposer", f"~{fmt.tokens(event.tokens)} tokens sent, waiting "
+                              "for its reply")
+            case ProposerReplied():
+                self._replied(event)
+            case TrialsEstimated():
+                self.message(f"{step} {escape(estimate_text(event))}")
             case ProposalRefused():
-                self.message("[yellow]  refused before evaluation:[/] "
-                             + escape("; ".join(event.reasons)))
+                self._done()
+                self.message("[yellow]  refused before any trial:[/] "
+                             + escape("; ".join(plain.without_class_names(r)
+                                                for r in event.reasons)))
             case CandidateEvaluating():
+                self._done()
                 self.message(f"{step} evaluating the candidate on {escape(event.branch)}")
             case ConfirmStarted():
                 self.message(
@@ -305,10 +416,13 @@ class LoopDisplay:
                 )
             case GateStage():
                 self.message(f"[cyan]  gate {escape(event.stage)}[/] ({event.trials} trials): "
-                             f"{escape(event.reason)}")
+                             f"{escape(plain.plain_stage(event.reason))}")
             case VerdictReached():
-                self.message(f"[bold]  verdict: {event.decision}[/] "
-                             + escape(" ".join(event.reasons)))
+                self._done()
+                decided = {"accept": "accepted", "reject": "rejected"}.get(event.decision,
+                                                                           event.decision)
+                self.message(f"[bold]  verdict: {decided}[/]"
+                             + (f": {escape(event.summary)}" if event.summary else ""))
             case IterationAbandoned():
                 self.message("[yellow]  cleaned up after a killed run:[/] "
                              + escape(event.describe()))
@@ -330,38 +444,137 @@ class LoopDisplay:
                 )
 
 
-def show_optimize(result: Any, *, every_row: bool = False,
-                  compare: Mapping[int, str] | None = None) -> None:
-    """The session: each iteration's outcome, gate table (changed buckets unless `every_row`)
-    and the command that shows its comparison (`compare`, by iteration)."""
-    out.rule(f"optimize {result.suite} / {result.bucket}")
-    out.print(
-        f"base commit {result.base_commit[:12]}; baseline {result.baseline_trials} trials "
-        f"({result.baseline_cached_trials} reused from cache)",
-        markup=False,
-    )
-    for it in result.iterations:
-        out.print(f"\niteration {it.iteration}: [bold]{escape(it.outcome)}[/]  "
-                  f"{escape(it.hypothesis)}", highlight=False)
+DIFF_LINES = 30
+"""Lines of a proposed diff shown in the terminal (all with --verbose)."""
+
+
+def show_diff(diff: str, *, limit: int | None = DIFF_LINES, where: str = "") -> None:
+    """A proposed diff, coloured (+ green, - red, hunk headers cyan), its prose lines wrapped
+    at word boundaries, cut after `limit` lines with a count of the lines not shown."""
+    lines = diff.rstrip("\n").splitlines()
+    shown = lines if limit is None else lines[:limit]
+    for line in shown:
+        style = ("bold" if line.startswith(("---", "+++")) else "green" if line[:1] == "+"
+                 else "red" if line[:1] == "-" else "cyan" if line.startswith("@@") else "")
+        say(line, style=style, indent=4)
+    if len(shown) < len(lines):
+        more = len(lines) - len(shown)
+        say(f"... {more} more line{'s' if more > 1 else ''} of the diff not shown"
+            + (f" (all of it: {where}, or --verbose)" if where else " (--verbose shows all)"),
+            style="dim", indent=4)
+
+
+def _iteration_headline(it: Any) -> str:
+    summary = getattr(it, "summary", "") or ("; ".join(it.reasons[:1]) or "no details")
+    return plain.without_class_names(f"iteration {it.iteration} {it.outcome}: {summary}")
+
+
+def show_iteration(it: Any, *, every_row: bool = False, verbose: bool = False,
+                   compare: str | None = None) -> None:
+    """One iteration: the plain sentence first, then what was tried (the idea and its diff),
+    the per-bucket table with its legend, where things are; the gate's findings and method
+    only with `verbose` (they are in the PR body, the ledger and --json too)."""
+    out.print()
+    head = _iteration_headline(it)
+    outcome = f"iteration {it.iteration} {it.outcome}"
+    tone = {"accepted": "green", "rejected": "red", "inconclusive": "yellow",
+            "refused": "yellow", "error": "red", "abandoned": "yellow"}.get(it.outcome, "")
+    out.print(wrapped(Text.assemble((outcome, f"bold {tone}".strip()), head[len(outcome):]),
+                      out.width), soft_wrap=True, highlight=False)
+    findings, method = plain.split_method(it.reasons)
+    if it.outcome in ("refused", "error", "abandoned") and (len(it.reasons) > 1 or verbose
+                                                          or len(head) > 150):
         for r in it.reasons:
-            out.print(f"  - {r}", markup=False)
+            say(f"- {plain.without_class_names(r)}", indent=2)
+    if it.outcome in ("refused", "error") and it.package_path:
+        say(f"the proposer's replies: {Path(it.package_path).parent}/reply-attempt-*.md",
+            indent=2)
+    if it.hypothesis:
+        say(f"idea: {it.hypothesis}", indent=2)
+    if it.diff:
+        say("diff:", indent=2)
+        show_diff(it.diff, limit=None if verbose else DIFF_LINES, where=it.pr_body_path or "")
+    if it.verdict_table:
+        verdict_rows(it.verdict_table, every_row=every_row)
+    if verbose and it.outcome not in ("refused", "error", "abandoned"):
+        for r in findings:
+            say(f"- {r}", indent=2)
         for line in [*it.movement, *it.harm]:
-            out.print(f"  {line}", markup=False)
-        if it.verdict_table:
-            verdict_rows(it.verdict_table, every_row=every_row)
-        if it.branch:
-            out.print(f"  branch: {it.branch}", markup=False)
-        if it.pr_body_path:
-            out.print(f"  PR body: {it.pr_body_path}", markup=False)
-        if compare and it.iteration in compare:
-            out.print(f"  compare: {compare[it.iteration]}", markup=False, highlight=False)
+            say(line, indent=2)
+    how = getattr(it, "method", "") or "; ".join(method)
+    if how and verbose:
+        say(f"how it was decided: {how.removeprefix('tests: ')}", indent=2, style="dim")
+    elif how:
+        say("how it was decided: --verbose, the PR body or --json", indent=2, style="dim")
+    if it.branch:
+        say(f"branch: {it.branch}", indent=2)
+    if it.pr_body_path:
+        say(f"PR body: {it.pr_body_path}", indent=2)
+    if compare:
+        command("compare: ", compare)
+
+
+def show_optimize(result: Any, *, every_row: bool = False,
+                  compare: Mapping[int, str] | None = None, verbose: bool = False) -> None:
+    """The session: each iteration (`show_iteration`) and where everything was written."""
+    out.rule(f"optimize {result.suite} / {result.bucket}")
+    say(f"base commit {result.base_commit[:12]}; baseline {result.baseline_trials} trials "
+        f"({result.baseline_cached_trials} reused from cache)")
+    for it in result.iterations:
+        show_iteration(it, every_row=every_row, verbose=verbose,
+                       compare=(compare or {}).get(it.iteration))
     for w in result.warnings:
         warn(w)
-    out.print(f"\n{result.message}", markup=False)
+    out.print()
+    say(result.message)
     runs = Path(result.ledger_path).parent / "runs"
-    out.print(f"ledger:  {result.ledger_path}\nreports: {runs} (baseline runs: "
-              f"{', '.join(result.baseline_runs)})\nsession: {result.session_dir} (proposal "
-              "packages, model replies, PR bodies)", markup=False)
+    say(f"ledger: {result.ledger_path}")
+    say(f"reports: {runs} (baseline runs: {', '.join(result.baseline_runs)})")
+    say(f"session: {result.session_dir} (proposal packages, every reply of the proposer, "
+        "PR bodies)")
+
+
+def show_review_agent(a: Mapping[str, Any], *, every_row: bool = False,
+                      verbose: bool = False) -> None:
+    """One reviewed agent (an `AgentReview` as JSON): the verdict in one plain sentence,
+    the per-bucket table with its legend, the newly failing trials; its findings and the
+    method (each once) only with `verbose`."""
+    comps = [BucketComparison.model_validate(c) for c in a["comparisons"]]
+    headline = plain.review_headline(a["decision"], comps, a.get("regressed", []),
+                                     a.get("improved", []), a.get("open", []))
+    tone = {"regresses": "red", "improves": "green", "inconclusive": "yellow"}.get(
+        a["decision"], "")
+    lead = f"{a['agent']} {a['decision']}"
+    out.print()
+    out.print(wrapped(Text.assemble((lead, f"bold {tone}".strip()), f": {headline}"),
+                      out.width), soft_wrap=True, highlight=False)
+    comparison_rows(f"per bucket, head against base (base {a['base_trials']} trials, "
+                    f"{a['base_cached_trials']} cached; head {a['head_trials']}, "
+                    f"{a['head_cached_trials']} cached):", comps, cand="Head",
+                    every_row=every_row)
+    findings, method = plain.split_method(a["reasons"])
+    statements = [f"[{b['state']}] {b['statement']}" for b in a.get("buckets", [])]
+    if verbose:
+        said = {b["statement"] for b in a.get("buckets", [])}
+        for r in findings:
+            if r not in said:
+                say(f"- {r}", indent=2)
+        for line in statements:
+            say(line, indent=2)
+        for m in method:
+            say(f"how it was decided: {m.removeprefix('tests: ')}", indent=2, style="dim")
+    elif method:
+        say("how it was decided: --verbose, the comment or --json", indent=2, style="dim")
+    if a["newly_failing"]:
+        failing = a["newly_failing"]
+        say(f"newly failing: {', '.join(_trial(c) for c in failing[:10])}"
+            + (f" and {len(failing) - 10} more" if len(failing) > 10 else ""), indent=2)
+    if a["fixed"]:
+        say(f"fixed: {len(a['fixed'])} trial(s)", indent=2)
+
+
+def _trial(c: Mapping[str, Any]) -> str:
+    return f"{c['task_id']}#{c['trial_index']} ({c['bucket']})"
 
 
 LOCAL_HINT = (
@@ -376,11 +589,14 @@ LOCAL_HINT = (
 
 
 def verdict_rows(rows: list[dict[str, Any]], *, every_row: bool = True) -> None:
-    """The per-bucket gate table (stored rows of an iteration): candidate vs base, paired."""
-    show_table(gate_table(rows), "per-bucket gate", every_row=every_row)
+    """The per-bucket gate table (stored rows of an iteration): candidate vs base, paired,
+    with the legend of its columns."""
+    show_table(gate_table(rows), "per bucket, candidate against base:", every_row=every_row,
+               side="candidate")
 
 
 def comparison_rows(title: str, comparisons: list[BucketComparison], cand: str = "Cand", *,
                     every_row: bool = True) -> None:
-    """The per-bucket gate table straight from the gate's comparisons."""
-    show_table(comparison_table(comparisons, cand=cand), title, every_row=every_row)
+    """The per-bucket gate table straight from the gate's comparisons, with its legend."""
+    show_table(comparison_table(comparisons, cand=cand), title, every_row=every_row,
+               side="head" if cand == "Head" else "candidate")

@@ -106,6 +106,34 @@ class ProposalRequested(Event):
     """Path of the package on disk: exactly what the proposer saw."""
 
 
+class ProposerReplied(Event):
+    """One reply of the proposer model arrived (every attempt, usable or not)."""
+
+    event: Literal["proposer_reply"] = "proposer_reply"
+    iteration: int
+    attempt: int
+    seconds: float
+    input_tokens: int = 0
+    output_tokens: int = 0
+    problem: str = ""
+    """Why the reply was not usable, in words (empty when it was)."""
+    saved: str = ""
+    """Where the raw reply was saved (redacted)."""
+
+
+class TrialsEstimated(Event):
+    """Before a command starts its trials: how many, and what they may cost."""
+
+    event: Literal["trials_estimate"] = "trials_estimate"
+    what: str
+    trials: int
+    """Trials to run at least (cached ones included; the gate may add more)."""
+    tokens: int | None = None
+    usd: float | None = None
+    """Estimated cost where the model's price is known."""
+    basis: str = ""
+
+
 class ProposalRefused(Event):
     """The guards refused the proposal before any evaluation was spent."""
 
@@ -148,6 +176,8 @@ class VerdictReached(Event):
     reasons: list[str]
     branch: str | None
     """The kept branch (None when it was deleted)."""
+    summary: str = ""
+    """The verdict in one plain sentence (`report/plain.optimize_headline`)."""
 
 
 class IterationFinished(Event):
@@ -234,6 +264,8 @@ AnyEvent = Annotated[
     | BaselineReady
     | IterationStarted
     | ProposalRequested
+    | ProposerReplied
+    | TrialsEstimated
     | ProposalRefused
     | CandidateEvaluating
     | ConfirmStarted
@@ -319,12 +351,14 @@ __all__ = [
     "Phase",
     "ProposalRefused",
     "ProposalRequested",
+    "ProposerReplied",
     "RunFinished",
     "RunStarted",
     "RunWarning",
     "StepEstimated",
     "TrialFinished",
     "TrialStarted",
+    "TrialsEstimated",
     "VerdictReached",
     "fan_out",
     "ignore",

@@ -103,7 +103,9 @@ def _not_found(lines: list[str], block: tuple[str, ...], index: int, path: str) 
     hint = f"; closest file lines: {', '.join(repr(c) for c in close)}" if close else ""
     return PatchError(f"hunk {index + 1} does not apply to {path}: the line {bad!r} was not "
                       f"found where expected{where}{hint}. Copy context and '-' lines exactly "
-                      "from the current file.")
+                      "from the current file.",
+                      user=f"hunk {index + 1} of the diff does not match {path}: the line "
+                      f"{bad!r} is not where the diff expects it")
 
 
 def _place(lines: list[str], hunks: tuple[Hunk, ...], path: str) -> list[tuple[int, int, Hunk]]:
@@ -121,12 +123,15 @@ def _place(lines: list[str], hunks: tuple[Hunk, ...], path: str) -> list[tuple[i
                                               for s, n, _ in placed)]
         if not free:
             raise PatchError(f"hunk {idx + 1} overlaps an earlier hunk in {path}; "
-                             "merge overlapping hunks into one")
+                             "merge overlapping hunks into one",
+                             user=f"two hunks of the diff edit the same lines of {path}")
         if len(free) > 1:
             if hunk.old_start <= 0:
                 raise PatchError(f"hunk {idx + 1} is ambiguous in {path}: its lines match "
                                  f"at lines {', '.join(str(m + 1) for m in free)}; add more "
-                                 "context lines or a correct '@@ -<line>' header")
+                                 "context lines or a correct '@@ -<line>' header",
+                                 user=f"hunk {idx + 1} of the diff matches several places in "
+                                 f"{path} (lines {', '.join(str(m + 1) for m in free)})")
             hint = hunk.old_start - 1
             free.sort(key=lambda m: (abs(m - hint), m))
         placed.append((free[0], len(block), hunk))

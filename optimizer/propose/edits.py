@@ -86,7 +86,8 @@ def parse_edit_proposal(model_text: str) -> EditProposal:
     text = fenced.group(1) if fenced else model_text
     start = text.find("{")
     if start < 0:
-        raise PatchError('no JSON object found: answer with {"hypothesis": ..., "edits": [...]}')
+        raise PatchError('no JSON object found: answer with {"hypothesis": ..., "edits": [...]}',
+                         user="the reply contained no JSON edits")
     try:
         data, _ = json.JSONDecoder().raw_decode(text[start:])
     except json.JSONDecodeError as err:
@@ -104,7 +105,7 @@ def _locate(lines: list[str], anchor: str, index: int) -> int:
     wanted = anchor.strip()
     if not wanted:
         raise PatchError(f"edit {index + 1}: the anchor is blank; copy a non-blank line of the "
-                         "file as the anchor")
+                         "file as the anchor", user=f"edit {index + 1} has a blank anchor line")
     for candidate in (wanted, _LINE_NUMBER_RE.sub("", wanted, count=1).strip()):
         if not candidate:
             continue
@@ -114,7 +115,9 @@ def _locate(lines: list[str], anchor: str, index: int) -> int:
         if len(hits) > 1:
             raise PatchError(f"edit {index + 1}: the anchor {anchor!r} matches lines "
                              f"{', '.join(str(h + 1) for h in hits)}; choose a line that occurs "
-                             "once in the file")
+                             "once in the file",
+                             user=f"edit {index + 1}: its anchor line occurs several times in "
+                             "the file")
     if len(wanted) >= _MIN_SUBSTRING_ANCHOR:
         hits = [i for i, line in enumerate(lines) if wanted in line]
         if len(hits) == 1:
@@ -123,7 +126,8 @@ def _locate(lines: list[str], anchor: str, index: int) -> int:
                                       n=3, cutoff=0.5)
     hint = ("; closest lines: " + " | ".join(repr(c) for c in close)) if close else ""
     raise PatchError(f"edit {index + 1}: the anchor {anchor!r} is not a line of the file{hint}. "
-                     "Copy one existing line exactly (without its line number).")
+                     "Copy one existing line exactly (without its line number).",
+                     user=f"edit {index + 1}: its anchor {anchor!r} is not a line of the file")
 
 
 def apply_edits(original: str, edits: list[Edit]) -> str:
@@ -142,7 +146,9 @@ def apply_edits(original: str, edits: list[Edit]) -> str:
         else:
             if at in replaced:
                 raise PatchError(f"edit {i + 1}: line {at + 1} is already replaced or deleted "
-                                 "by an earlier edit; combine them into one edit")
+                                 "by an earlier edit; combine them into one edit",
+                                 user=f"edits of the proposal overlap (line {at + 1} is edited "
+                                 "twice)")
             replaced[at] = new if edit.action == "replace" else []
     out: list[str] = []
     for i, line in enumerate(lines):

@@ -28,7 +28,12 @@ GITLINK_MODE = "160000"
 
 
 class PatchError(ValueError):
-    """A diff or edit that cannot be parsed or applied; the message is written for the model."""
+    """A diff or edit that cannot be parsed or applied. The message is written for the model
+    (it goes back in the retry); `user` says the same to a person, without the instruction."""
+
+    def __init__(self, message: str, user: str | None = None) -> None:
+        super().__init__(message)
+        self.user = user or message
 
 
 @dataclass(frozen=True)
@@ -179,7 +184,8 @@ def extract_diff(model_text: str) -> str:
             text = "".join(lines[i:])
             return text if text.endswith("\n") else text + "\n"
     raise PatchError("no unified diff found in the reply: answer with one ```diff block that "
-                     "starts with '--- a/<path>' and '+++ b/<path>' lines followed by '@@' hunks")
+                     "starts with '--- a/<path>' and '+++ b/<path>' lines followed by '@@' hunks",
+                     user="the reply contained no diff")
 
 
 # --- parsing -------------------------------------------------------------------------------
@@ -189,7 +195,8 @@ def parse_diff(diff_text: str) -> ParsedDiff:
     """Parse leniently (git headers included); when unidiff reads the same hunks, the diff is
     well formed and `lenient` is False."""
     if not diff_text.strip():
-        raise PatchError("the diff is empty: send a unified diff with ---/+++ headers and hunks")
+        raise PatchError("the diff is empty: send a unified diff with ---/+++ headers and hunks",
+                         user="the diff was empty")
     lenient = _Lenient().parse(diff_text)
     try:
         patch = unidiff.PatchSet(diff_text)
@@ -329,10 +336,12 @@ class _Lenient:
         self.close_file()
         if not self.files:
             raise PatchError("no file headers found: a unified diff needs '--- a/<path>' and "
-                             "'+++ b/<path>' lines before its '@@' hunks")
+                             "'+++ b/<path>' lines before its '@@' hunks",
+                             user="the diff had no file headers")
         if not self.metadata and not any(f.hunks for f in self.files):
             raise PatchError("the diff has file headers but no hunks with '-' or '+' lines: add "
-                             "'@@ -<line>,<count> +<line>,<count> @@' hunks")
+                             "'@@ -<line>,<count> +<line>,<count> @@' hunks",
+                             user="the diff changed no line")
         return ParsedDiff(tuple(self.files), lenient=True)
 
     def line(self, lines: list[str], i: int) -> int:
@@ -375,7 +384,8 @@ class _Lenient:
         if header:
             if self.file is None:
                 raise PatchError(f"line {i + 1}: hunk '@@' before any '--- a/<path>' / "
-                                 "'+++ b/<path>' header lines")
+                                 "'+++ b/<path>' header lines",
+                                 user="the diff had a hunk before its file headers")
             self.close_hunk()
             self.file.in_header = False
             self.cur, self.cur_start = [], int(header.group(1) or 0)
@@ -389,7 +399,9 @@ class _Lenient:
             if self.stray is not None and line != "":
                 raise PatchError(f"line {self.stray[0]} inside a hunk does not start with ' ', "
                                  f"'-' or '+': {self.stray[1]!r}. Prefix every unchanged context "
-                                 "line with one space.")
+                                 "line with one space.",
+                                 user=f"line {self.stray[0]} of the diff is malformed (no ' ', "
+                                 "'-' or '+' prefix)")
             # "~": an empty line, a blank context line that lost its space (or trailing)
             cur.append(("~", "") if line == "" else (line[0], line[1:]))
         elif self.stray is None:

@@ -15,8 +15,9 @@ import contextlib
 import os
 import re
 import signal
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -48,14 +49,29 @@ _HYPOTHESIS_RE = re.compile(
 class ProposerError(Exception):
     """No usable proposal (model error text, unparseable after retries, command failed)."""
 
-    def __init__(self, message: str, *, usage: Usage | None = None, attempts: int = 0) -> None:
+    def __init__(self, message: str, *, usage: Usage | None = None, attempts: int = 0,
+                 user: str | None = None) -> None:
         super().__init__(message)
         self.usage = usage or Usage()
         self.attempts = attempts
+        self.user = user or message
+        """What happened, for a person (the message may quote retries meant for the model)."""
 
 
 class UnusableProposalError(ProposerError):
     """The model answered, but no answer could be parsed and applied (refused, not an error)."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One attempt's raw reply of the proposer model, as it arrived."""
+
+    attempt: int
+    text: str
+    usage: Usage
+    seconds: float
+    problem: str = ""
+    """Why it was not usable (for a person; empty when it was)."""
 
 
 @dataclass(frozen=True)
@@ -212,7 +228,8 @@ def parse_diff_reply(text: str) -> tuple[str, str]:
     diff = extract_diff(text)
     if not diff.strip():
         raise PatchError(
-            "the reply contains no unified diff; answer with HYPOTHESIS: and a ```diff block"
+            "the reply contains no unified diff; answer with HYPOTHESIS: and a ```diff block",
+            user="the reply contained no diff",
         )
     return hypothesis or "(no hypothesis given)", diff
 
@@ -228,10 +245,12 @@ async def ask_model(
     max_retries: int = 2,
     max_tokens: int = 1500,
     seed: int | None = None,
+    on_reply: Callable[[Reply], None] | None = None,
 ) -> Proposal:
     """Ask for a proposal; `check(diff)` raises PatchError when it does not apply, and the error
     goes back to the model (at most `max_retries` more attempts). `seed` goes to providers
-    that take one (several proposals for one package differ by their seed)."""
+    that take one (several proposals for one package differ by their seed). `on_reply` hears
+    every attempt's raw reply (to save it, and to show progress) as it arrives."""
     messages = [Message.system(package.system), Message.user(package.user)]
     settings = ModelSettings(
         temperature=0.2,
@@ -240,11 +259,13 @@ async def ask_model(
         seed=seed,
     )
     usage = Usage()
-    last_error = ""
+    last_error = last_user = ""
     for attempt in range(1, max_retries + 2):
+        started = time.monotonic()
         response = await client.complete(messages, settings=settings)
         usage = usage + response.usage
         text = response.text
+        reply = Reply(attempt, text, response.usage, time.monotonic() - started)
         try:
             if fmt == "edits":
                 proposal = parse_edit_proposal(text)
@@ -253,9 +274,13 @@ async def ask_model(
             else:
                 hypothesis, diff = parse_diff_reply(text)
             check(diff)
+            if on_reply is not None:
+                on_reply(reply)
             return Proposal(hypothesis, diff, text, attempt, usage, fmt)
         except PatchError as err:
-            last_error = str(err)
+            last_error, last_user = str(err), err.user
+            if on_reply is not None:
+                on_reply(replace(reply, problem=err.user))
             messages += [
                 Message.assistant(text),
                 Message.user(
@@ -267,6 +292,7 @@ async def ask_model(
         f"no applicable proposal after {max_retries + 1} attempts: {last_error}",
         usage=usage,
         attempts=max_retries + 1,
+        user=f"no usable patch in {max_retries + 1} replies (the last: {last_user})",
     )
 
 

@@ -92,10 +92,11 @@ def region_apply_error(err: PatchError, diff_text: str, region: Region,
     try:
         apply_diff(file_text, parse_diff(diff_text), region.path)
     except PatchError:
-        return PatchError(f"{err} ({numbering})")
-    return PatchError(f"the patch edits {region.path} outside {region.describe()}: its hunks "
-                      "match lines of the file around the region, not the region's text; only "
-                      f"the region may change ({numbering})")
+        return PatchError(f"{err} ({numbering})", user=f"{err.user} (in {region.describe()})")
+    outside = (f"the patch edits {region.path} outside {region.describe()}: its hunks "
+               "match lines of the file around the region, not the region's text; only "
+               "the region may change")
+    return PatchError(f"{outside} ({numbering})", user=outside)
 
 
 def prepare_region_patch(

@@ -27,6 +27,7 @@ from optimizer.core.events import (
     IterationStarted,
     ProposalRefused,
     ProposalRequested,
+    ProposerReplied,
     VerdictReached,
 )
 from optimizer.core.killpoint import kill_point
@@ -53,6 +54,7 @@ from optimizer.propose.proposer import (
     PackageInput,
     Proposal,
     ProposerError,
+    Reply,
     UnusableProposalError,
     ask_model,
     build_package,
@@ -63,6 +65,13 @@ from optimizer.propose.region_guard import region_apply_error, region_diff_from_
 from optimizer.propose.sandbox import run_sandboxed
 from optimizer.propose.watch import OutsideWriteError
 from optimizer.report.markdown import harm_lines, movement_lines
+from optimizer.report.plain import (
+    error_headline,
+    interrupted,
+    optimize_headline,
+    proposer_failure,
+    refusal_headline,
+)
 from optimizer.report.table import verdict_table
 from optimizer.workflows.gating import run_gate
 from optimizer.workflows.judges import judge_notes, judge_statuses
@@ -132,8 +141,9 @@ class Iteration:
             return it
         except BaseException as err:
             if not self.entry:  # cut short before the verdict: cleaned up on the way out
-                why = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-                self.entry = {"outcome": "abandoned", "reasons": [f"interrupted by {why}"]}
+                self.entry = {"outcome": "abandoned", "reasons": [interrupted(err)]}
+                it.outcome, it.reasons = "abandoned", self.entry["reasons"]
+                it.summary = f"{it.reasons[0]}; the candidate branch was removed"
             raise
         finally:
             abandoned = self.entry["outcome"] == "abandoned"
@@ -163,8 +173,11 @@ class Iteration:
         except (ProposerError, PatchError, ModelError) as err:
             unusable = isinstance(err, PatchError | UnusableProposalError)
             it.outcome = "refused" if unusable else "error"
-            # a refusal says why in words; an error keeps its class (what broke)
-            it.reasons = [str(err) if unusable and str(err) else f"{type(err).__name__}: {err}"]
+            # in words for a person: the retry instructions meant for the model stay in the
+            # saved replies, and no class name is shown
+            it.reasons = [proposer_failure(err)]
+            it.summary = (refusal_headline(it.reasons) if unusable
+                          else error_headline(it.reasons[0]))
             self.entry = {"outcome": it.outcome, "reasons": it.reasons, "hypothesis": it.hypothesis}
             return
         it.diff = prepared.diff
@@ -185,6 +198,7 @@ class Iteration:
         it = self.it
         it.outcome = "refused"
         it.reasons = [v["message"] for v in violations]
+        it.summary = refusal_headline(it.reasons)
         self.entry = {
             "outcome": "refused",
             "reasons": it.reasons,
@@ -208,6 +222,7 @@ class Iteration:
             verdict.decision, "inconclusive"
         )
         it.reasons = list(verdict.reasons) + self._judge_notes(base_for_pr)
+        it.summary, it.method = optimize_headline(verdict), verdict.test
         it.verdict_table = verdict_table(comps, verdict.target_bucket)
         it.movement, it.harm = movement_lines(verdict), harm_lines(verdict)
         self.keep = it.outcome == "accepted" or c.keep_rejected
@@ -234,6 +249,7 @@ class Iteration:
                 decision=verdict.decision,
                 reasons=list(verdict.reasons),
                 branch=it.branch,
+                summary=it.summary,
             )
         )
 
@@ -288,10 +304,21 @@ class Iteration:
         package = build_package(package_input)
         folder = self.opt.session_dir / f"iter-{self.n}"
         path = package.write(folder)
+        self.it.package_path = str(path)  # also when no usable proposal comes back
         kill_point("package")
         self.opt.emit(ProposalRequested(iteration=self.n, tokens=package.tokens, package=str(path)))
         if c.proposer_cmd:
             return await self._run_command(c.proposer_cmd, worktree, path, folder), str(path)
+
+        def heard(reply: Reply) -> None:
+            # every attempt's raw reply is kept (redacted), usable or not
+            saved = folder / f"reply-attempt-{reply.attempt}.md"
+            saved.write_text(redact(reply.text), encoding="utf-8")
+            self.opt.emit(ProposerReplied(
+                iteration=self.n, attempt=reply.attempt, seconds=round(reply.seconds, 1),
+                input_tokens=reply.usage.input_tokens, output_tokens=reply.usage.output_tokens,
+                problem=reply.problem, saved=str(saved)))
+
         proposal = await ask_model(
             self.opt.models.proposer,
             package,
@@ -299,6 +326,7 @@ class Iteration:
             prompt_path=c.prompt_path,
             original=self.base.base_prompt,
             check=lambda d: _discard(self._prepare(d)),
+            on_reply=heard,
         )
         (folder / "reply.md").write_text(redact(proposal.raw_reply), encoding="utf-8")
         return proposal, str(path)

@@ -94,6 +94,10 @@ class IterationResult(BaseModel):
     """The target's visible and held-out movement (`report.markdown.movement_lines`)."""
     harm: list[str] = Field(default_factory=list)
     """Every other bucket's harm statement and their summary (`report.markdown.harm_lines`)."""
+    summary: str = ""
+    """The outcome in one plain sentence a user can act on (`report/plain.py`)."""
+    method: str = ""
+    """How the gate decided (`gate/policy.gate_method_text`): for --verbose, the report, JSON."""
     package_path: str | None = None
     pr_body_path: str | None = None
     tokens: int = 0

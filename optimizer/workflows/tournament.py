@@ -57,6 +57,7 @@ from optimizer.propose.proposer import (
 from optimizer.propose.sandbox import run_sandboxed
 from optimizer.propose.several import ask_several, merge_request, several_request
 from optimizer.propose.watch import OutsideWriteError
+from optimizer.report.plain import proposer_failure
 from optimizer.run.adaptive import AdaptiveLimit
 from optimizer.run.runner import RunOptions, default_concurrency
 from optimizer.workflows.prompt_file import RegionRefusal, splice_prompt
@@ -125,7 +126,7 @@ class Tournament:
         try:
             proposals = await self._propose()
         except (ProposerError, ModelError) as err:
-            why = f"{type(err).__name__}: {err}"
+            why = proposer_failure(err)
             for e in self.entrants:
                 e.status, e.stopped = "error", why
             self._fail("error", [why])
@@ -210,13 +211,13 @@ class Tournament:
             e.violations = [{"code": v.code, "message": v.message} for v in proposal.violations]
         elif isinstance(proposal, Exception):
             e.status = "error"
-            e.stopped = f"{type(proposal).__name__}: {proposal}"
+            e.stopped = proposer_failure(proposal)
         else:
             e.hypothesis = proposal.hypothesis
             try:
                 prepared = self.i._prepare(proposal.diff)
             except PatchError as err:
-                e.status, e.stopped = "refused", f"PatchError: {err}"
+                e.status, e.stopped = "refused", err.user
             else:
                 e.diff, e.new_text = prepared.diff, prepared.new_text
                 e.violations = self.i._violations(prepared)

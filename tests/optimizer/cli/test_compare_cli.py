@@ -20,9 +20,15 @@ runner = CliRunner()
 
 
 def compare_line(stdout: str) -> list[str]:
-    """The printed `promptloop report ...` command as arguments of the app."""
-    [line] = [x for x in stdout.splitlines() if x.startswith("  compare: ")]
-    args = shlex.split(line.removeprefix("  compare: "))
+    """The printed `promptloop report ...` command as arguments of the app (a long one is
+    continued over lines with ` \\`, as a shell reads it)."""
+    lines = stdout.splitlines()
+    [at] = [i for i, x in enumerate(lines) if x.startswith("  compare: ")]
+    command = lines[at]
+    while command.endswith(" \\"):
+        at += 1
+        command = command[:-1] + lines[at].strip()
+    args = shlex.split(command.removeprefix("  compare: "))
     assert args[:2] == ["promptloop", "report"] and "--base" in args
     return args[1:]
 

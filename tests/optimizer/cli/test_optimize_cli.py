@@ -63,6 +63,7 @@ def test_events_log_of_an_optimize_run(
         "baseline",
         "iteration_start",
         "proposal",
+        "proposer_reply",  # each reply of the proposer model, as it arrives
         "evaluating",
         # the sequential gate: the candidate on the target bucket first ...
         "gate_stage", "run_start", "run_end",

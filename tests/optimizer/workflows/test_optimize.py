@@ -226,7 +226,13 @@ def test_unsafe_proposals_are_refused_before_evaluation(repo: Path, state: Path)
     reasons = [" ".join(it.reasons) for it in result.iterations]
     assert "tasks/pkm_agent/capability/suite.json" in reasons[0]
     assert "Harbor Clinic" in reasons[1] or "harbor clinic" in reasons[1].lower()
-    assert "no applicable proposal" in reasons[2] and "Error:" not in reasons[2]
+    # in words for a person: not the retry instruction the model got ("answer with ...")
+    assert reasons[2] == "no usable patch in 3 replies (the last: the reply contained no diff)"
+    # every attempt's raw reply is saved in the iteration's folder
+    session = Path(result.iterations[2].package_path or "").parent
+    assert sorted(p.name for p in session.glob("reply-attempt-*.md")) == [
+        "reply-attempt-1.md", "reply-attempt-2.md", "reply-attempt-3.md"]
+    assert (session / "reply-attempt-3.md").read_text() == malformed
     assert "does not change" in reasons[3]
     # nothing was evaluated: the agent model saw only the baseline
     assert len(agent.calls) == baseline_calls
@@ -471,5 +477,5 @@ def test_an_error_after_the_verdict_keeps_no_branch(
     ledger = Ledger(state / "ledger.jsonl")
     [entry] = ledger.entries()
     assert entry.outcome == "abandoned" and entry.branch is None
-    assert entry.reasons == ["interrupted by OSError: No space left on device"]
+    assert entry.reasons == ["interrupted: No space left on device"]  # no class name
     assert ledger.unclosed() == []
