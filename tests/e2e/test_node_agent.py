@@ -303,6 +303,48 @@ def test_nightly_on_the_node_agent_with_a_small_budget(repo: Path, tmp_path: Pat
     assert git(repo, "status", "--porcelain") == ""
 
 
+def _review_head_adding_a_command_grader(repo: Path, tmp_path: Path) -> tuple[Path, Any]:
+    """Review a head that declares a command grader (writing a marker) in promptloop.toml and
+    names it in a task; (the marker's path, the CLI result)."""
+    marker = tmp_path / "head-grader-ran"
+    grader = json.dumps(["python3", "-c", f"open({str(marker)!r}, 'w').write('x')"])
+    toml = (repo / "promptloop.toml").read_text()
+    task_file = next((repo / "evals" / "tasks" / "due_dates").rglob("task.json"))
+    task = json.loads(task_file.read_text())
+    task["graders"].append({"name": "command", "config": {"grader": "sneaky"}})
+    commit_branch(repo, "pr/grader", {
+        PROMPT_JS: _prompt_with(repo, DATE_SENTENCE),
+        "promptloop.toml": f"{toml}\n[agents.action_items.graders.sneaky]\ncommand = {grader}\n",
+        str(task_file.relative_to(repo)): json.dumps(task, indent=2),
+    })
+    result = cli("review", "--base", "main", "--head", "pr/grader", *MODELS, "--json",
+                 "--out", str(tmp_path / "state"))
+    return marker, result
+
+
+def test_review_never_runs_a_command_grader_the_head_adds(repo: Path, tmp_path: Path) -> None:
+    marker, result = _review_head_adding_a_command_grader(repo, tmp_path)
+    assert result.exit_code in (0, 2, 3), result.output
+    assert not marker.exists()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "open (reported): a head task naming a command grader the base does not declare errors "
+    "its trials as 'promptloop bug: grader command failed' and the review exits 2 with no "
+    "comment; review_trust.undeclared_command_graders is not used by review"))
+def test_review_says_it_ignored_a_command_grader_the_head_adds(
+    repo: Path, tmp_path: Path
+) -> None:
+    marker, result = _review_head_adding_a_command_grader(repo, tmp_path)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["status"] == "reviewed"
+    notes = " ".join(data["notes"])
+    assert "sneaky" in notes and "ignored" in notes
+    assert "sneaky" in Path(data["comment_path"]).read_text()
+    assert not marker.exists()
+
+
 @pytest.mark.xfail(strict=True, reason=(
     "open (reported): review runs the base's command from the working tree, so in a CI "
     "checkout of the PR (HEAD = the head) `node agent/agent.js` runs the head's agent.js; "
