@@ -279,18 +279,24 @@ def test_optimize_packages_and_patches_only_the_dart_literal(repo: Path, tmp_pat
     assert git(repo, "status", "--porcelain") == ""
 
 
-def test_a_patch_closing_the_dart_literal_is_refused_naming_the_region(
-    repo: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    ("added", "named"),
+    [(f'  Use person {PERSON_RULE}.""";', '"""'),  # closes the literal early
+     (f"  Use person {PERSON_RULE}, even for $5 coffees.", "$")],  # a bare $: invalid Dart
+    ids=["closing-quotes", "bare-dollar"],
+)
+def test_a_patch_breaking_the_dart_literal_is_refused_naming_the_region(
+    repo: Path, tmp_path: Path, added: str, named: str
 ) -> None:
     state = tmp_path / "state"
     agent = card_model()
-    closing = proposal(repo, f'  Use person {PERSON_RULE}.""";')
-    result = run_optimize(repo, state, ScriptedModel(lambda req: reply(closing)), agent)
+    patch = proposal(repo, added)
+    result = run_optimize(repo, state, ScriptedModel(lambda req: reply(patch)), agent)
     [it] = result.iterations
     assert it.outcome == "refused", it.reasons
     reason = " ".join(it.reasons)
     assert "cardAgentSystemPrompt" in reason and PROMPTS_DART in reason, reason
-    assert '"""' in reason
+    assert named in reason
     # before any trial: the agent only ever ran the base constant (the baseline)
     assert systems(agent) == {value_of(base_region(repo))}
     assert len(agent.calls) == 7
