@@ -16,11 +16,17 @@ class ModelConfigError(ModelError):
 
 
 class CredentialsError(ModelError):
-    """A key is missing or rejected. The message names the environment variable, never its value."""
+    """A key is missing or rejected. The message names the environment variable, never its value.
 
-    def __init__(self, variable: str, detail: str) -> None:
-        super().__init__(f"{detail} (environment variable {variable})")
+    `missing`: no key is set at all, a configuration error the user fixes by setting the
+    variable (the CLI exits 1); a key the provider rejects stays an infrastructure failure."""
+
+    def __init__(self, variable: str, detail: str, *, missing: bool = False) -> None:
+        hint = f": set the environment variable {variable}" if missing else (
+            f" (environment variable {variable})")
+        super().__init__(f"{detail}{hint}")
         self.variable = variable
+        self.missing = missing
 
 
 class ProviderError(ModelError):

@@ -29,6 +29,7 @@ from agents.llm.batch import BatchJudge, BatchReport, BatchRequest
 from agents.llm.batch_backends import backend_for
 from agents.llm.errors import ProviderError
 from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
+from agents.llm.wrapper import WrappedClient
 
 SETTLE_S = 2.0
 """How long a round waits for trials that are not (yet) waiting on the client."""
@@ -42,7 +43,7 @@ _CLOCK: contextvars.ContextVar[asyncio.Timeout | None] = contextvars.ContextVar(
 Metered = Callable[[ModelResponse], None]
 
 
-class RoundBatchingClient:
+class RoundBatchingClient(WrappedClient):
     """A ModelClient sending the concurrent calls of many trials as one batch per round."""
 
     def __init__(
@@ -55,8 +56,9 @@ class RoundBatchingClient:
         on_batched: Metered | None = None,
         batcher: Callable[[ModelClient, Path], BatchJudge] = BatchJudge,
     ) -> None:
-        self.inner, self.folder, self.key = inner, folder, key
-        self.model_id = inner.model_id
+        super().__init__(inner)
+        self.inner: ModelClient = inner
+        self.folder, self.key = folder, key
         self.settle_s = SETTLE_S if settle_s is None else settle_s
         self.on_batched = on_batched
         self.batcher = batcher
@@ -120,12 +122,6 @@ class RoundBatchingClient:
             self._timer = asyncio.get_running_loop().call_later(self.settle_s, self._close)
         self._maybe_close()
         return await _off_the_clock(future)
-
-    async def preflight(self) -> None:
-        await self.inner.preflight()
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
     # --- rounds -------------------------------------------------------------------------
     def _waiting(self) -> list[tuple[BatchRequest, asyncio.Future[ModelResponse]]]:

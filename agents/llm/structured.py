@@ -16,6 +16,7 @@ from typing import Any
 
 from agents.llm.errors import ModelConfigError
 from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolCall, ToolSpec
+from agents.llm.wrapper import WrappedClient
 from agents.tools import inline_schema, parse_arguments
 
 FINAL_ANSWER = "final_answer"
@@ -214,21 +215,19 @@ def _new_id() -> str:
     return f"step_{uuid.uuid4().hex[:10]}"
 
 
-class StructuredToolClient:
+class StructuredToolClient(WrappedClient):
     """Wraps a client that cannot emit native tool calls; speaks JSON steps to it instead."""
 
-    def __init__(self, inner: ModelClient, *, model_id: str | None = None) -> None:
-        self.inner = inner
-        self.model_id = model_id or inner.model_id
+    inner: ModelClient
 
-    def __repr__(self) -> str:
-        return f"StructuredToolClient({self.inner!r})"
+    def __init__(self, inner: ModelClient, *, model_id: str | None = None) -> None:
+        super().__init__(inner, model_id=model_id or inner.model_id)
 
     async def complete(
         self,
         messages: list[Message],
         *,
-        tools: list[ToolSpec] | tuple[ToolSpec, ...] = (),
+        tools: Sequence[ToolSpec] = (),
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
         specs = list(tools)
@@ -249,12 +248,6 @@ class StructuredToolClient:
         if calls and stop in ("end_turn", "stop_sequence"):
             stop = "tool_use"
         return response.model_copy(update={"text": text, "tool_calls": calls, "stop_reason": stop})
-
-    async def preflight(self) -> None:
-        await self.inner.preflight()
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 __all__ = [

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from optimizer.cli import ui
-from optimizer.cli.command import renamed_keys
+from optimizer.cli.command import TOML_META, renamed_keys
 from optimizer.cli.util import EXIT_USER
 from optimizer.core.events import (
     Event,
@@ -245,6 +245,7 @@ def use_toml(ctx: typer.Context, path: Path | None, command: str | None = None) 
         project = open_project(path)
         data = dict(project.tables) if project is not None else {}
         where = project.where if project is not None else "promptloop.toml"
+        ctx.meta[TOML_META] = where  # a bad value from a table names the file (command.py)
         if command is None:
             _check_tables(ctx, data, where)
             ctx.default_map = {cmd: command_table(data, cmd) for cmd in data}

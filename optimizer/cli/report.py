@@ -25,27 +25,38 @@ if TYPE_CHECKING:
 def suites(
     path: Annotated[
         Path | None,
-        typer.Argument(help="A suite folder or a folder of suites; default: the bundled tasks/."),
+        typer.Argument(help="A suite folder or a folder of suites; default: the suites of "
+                       "this repository's agents (promptloop.toml's 'suites')."),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List suites with their tasks and failure buckets."""
-    from optimizer.workflows.context import TASKS_DIR, load_suite
+    from optimizer.workflows.context import SuiteError, load_suite
+    from optimizer.workflows.sources import project_suites
 
     def body() -> None:
-        root = path or TASKS_DIR
-        if not root.exists():
-            raise ConfigError(f"{root}: no such folder")
-        roots = (
-            [root]
-            if (root / "suite.json").is_file()
-            else sorted(p.parent for p in root.glob("**/suite.json"))
-        )
-        if not roots:
-            raise ConfigError(f"{root}: no suite.json found below this folder")
+        if path is None:
+            roots, where = project_suites()
+            if not as_json:
+                ui.info(f"suites of {where}")
+        else:
+            if not path.exists():
+                raise ConfigError(f"{path}: no such folder")
+            roots = (
+                [path]
+                if (path / "suite.json").is_file()
+                else sorted(p.parent for p in path.glob("**/suite.json"))
+            )
+            if not roots:
+                raise ConfigError(f"{path}: no suite.json found below this folder")
         listing: list[dict[str, Any]] = []
+        broken: list[str] = []
         for r in roots:
-            s = load_suite(r)
+            try:
+                s = load_suite(r)
+            except (SuiteError, ConfigError) as err:  # every broken suite, not just the first
+                broken.append(str(err))
+                continue
             listing.append(
                 {
                     "name": s.name,
@@ -57,6 +68,9 @@ def suites(
                     "buckets": {b: [t.id for t in ts] for b, ts in sorted(s.buckets.items())},
                 }
             )
+        if broken:
+            raise SuiteError(f"{len(broken)} of {len(roots)} suites cannot be loaded:\n"
+                             + "\n".join(f"- {b}" for b in broken))
         if as_json:
             ui.print_json(listing)
             return
@@ -119,7 +133,7 @@ def report(
     from optimizer.workflows.context import state_dir as resolve_state
 
     def body() -> None:
-        state = resolve_state(state_dir)
+        state = resolve_state(state_dir, write=False)
         chosen = fmt or (ReportFormat.table if base else ReportFormat.md)
         if base and chosen is not ReportFormat.html:
             text = _compare(state, runs, base, chosen, every_bucket)

@@ -85,7 +85,7 @@ def runs(
     from optimizer.workflows.context import state_dir as resolve_state
 
     def body() -> None:
-        store = default_store_dir(resolve_state(state_dir))
+        store = default_store_dir(resolve_state(state_dir, write=False))
         entries = select_runs(list_runs(store), suite)[:limit]
         if as_json:
             ui.print_json([e.model_dump(mode="json", by_alias=True) for e in entries])

@@ -61,7 +61,14 @@ out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 
+ERRORS: list[str] = []
+"""The `Error:` lines of the running command (for `--json`'s error object, cli/command.py)."""
+JSON_PRINTED: list[bool] = []
+"""Non-empty once the running command printed its JSON (then no error object follows)."""
+
+
 def error(message: str) -> None:
+    ERRORS.append(message)
     err.print(wrapped(Text.assemble(("Error:", "bold red"), " ", message), err.width),
               highlight=False, soft_wrap=True)
 
@@ -121,6 +128,7 @@ def command(label: str, cmd: str, *, indent: int = 2) -> None:
 
 
 def print_json(data: Any) -> None:
+    JSON_PRINTED.append(True)
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 

@@ -9,7 +9,7 @@ from typing import TypeVar
 import typer
 from pydantic import ValidationError
 
-from agents.llm.errors import ModelError
+from agents.llm.errors import CredentialsError, ModelError
 from optimizer.cli import ui
 from optimizer.lifecycle.errors import LifecycleError
 from optimizer.report.store import ReportError, RunNotFoundError
@@ -23,11 +23,15 @@ EXIT_OK, EXIT_USER, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 130
 def guarded(fn: Callable[[], T]) -> T:
     """Run a command body, mapping errors to one `Error:` line and the README's exit code:
     1 for user/configuration errors (unknown names and runs, refused graduations, bad labels,
-    git refs), 2 for infrastructure failures (models, every trial errored, the disk, an
-    unreadable report or index in the state folder), 130 for Ctrl-C. The one mapping every
-    command uses."""
+    git refs, a model key that is not set), 2 for infrastructure failures (models, every
+    trial errored, the disk, an unreadable report or index in the state folder), 130 for
+    Ctrl-C. The one mapping every command uses."""
     try:
         return fn()
+    except CredentialsError as err:
+        # no key set is configuration (set the variable: exit 1); a rejected key is not
+        ui.error(str(err))
+        raise typer.Exit(EXIT_USER if err.missing else EXIT_INFRA) from None
     except (ConfigError, SuiteError, RunNotFoundError, GitOpsError, LifecycleError,
             ValueError) as err:
         ui.error(str(err))  # ui.error escapes: a name from a user's file may look like markup

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import socket
 import webbrowser
 from typing import Annotated
 
@@ -35,7 +37,7 @@ def view(
 ) -> None:
     """Browse runs, comparisons, optimize sessions, the ledger and nightly runs in a browser
     (read-only; bound to 127.0.0.1 unless --host says otherwise)."""
-    state = resolve_state(state_dir)
+    state = resolve_state(state_dir, write=False)
 
     def start() -> ViewServer:
         if state_dir is not None and not state.is_dir():
@@ -43,8 +45,7 @@ def view(
         try:
             return make_server(state, host, port, verbose=verbose)
         except OSError as err:
-            raise ConfigError(f"cannot listen on {host}:{port} ({err.strerror or err}); "
-                              "pick another --port") from None
+            raise ConfigError(_listen_error(host, port, err)) from None
 
     server = guarded(start)
     if host not in ("127.0.0.1", "localhost", "::1"):
@@ -60,3 +61,15 @@ def view(
         ui.info("stopped")
     finally:
         server.server_close()
+
+
+def _listen_error(host: str, port: int, err: OSError) -> str:
+    """Why the server cannot listen, blaming the option at fault: an address that does not
+    resolve or is not this machine's is --host's, a port in use or reserved is --port's."""
+    why = err.strerror or str(err)
+    if isinstance(err, socket.gaierror) or err.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+        return (f"--host {host!r} is not an address of this machine ({why}); give an IP "
+                "address or host name it can listen on, e.g. 127.0.0.1 or 0.0.0.0")
+    if err.errno == errno.EADDRINUSE:
+        return f"cannot listen on {host}:{port}: the port is in use; pick another --port"
+    return f"cannot listen on {host}:{port} ({why}); check --host and --port"

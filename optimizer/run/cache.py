@@ -18,6 +18,7 @@ from typing import Literal
 from agents.data import data_dir
 from agents.llm.errors import ModelError
 from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
+from agents.llm.wrapper import WrappedClient
 from optimizer.core.files import atomic_write_text
 
 Mode = Literal["live", "record", "replay"]
@@ -56,7 +57,7 @@ def request_key(
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-class RecordReplayClient:
+class RecordReplayClient(WrappedClient):
     """Wraps a client: `live` passes through, `record` stores responses, `replay` serves them.
 
     Tool call ids are excluded from the key (providers generate them randomly) so a recorded
@@ -66,11 +67,10 @@ class RecordReplayClient:
     def __init__(
         self, inner: ModelClient | None, store: Path, mode: Mode, salt: str, model_id: str
     ) -> None:
-        self.inner = inner
+        super().__init__(inner, model_id=model_id)
         self.store = store
         self.mode = mode
         self.salt = salt
-        self.model_id = model_id
 
     def _path(self, key: str) -> Path:
         return self.store / key[:2] / f"{key}.json"
@@ -100,11 +100,11 @@ class RecordReplayClient:
         return response
 
     async def preflight(self) -> None:
-        if self.mode != "replay" and self.inner is not None:
-            await self.inner.preflight()
+        if self.mode != "replay":
+            await super().preflight()
 
     async def aclose(self) -> None:
-        return None
+        return None  # a trial's view of the run's client: the run closes the client
 
 
 def trial_cache_key(

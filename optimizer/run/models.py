@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
@@ -41,6 +42,17 @@ def make_client(
         raise ConfigError(str(err)) from err
 
 
+def check_base_url(url: str | None) -> None:
+    """`--base-url` is an http(s) URL with a host: anything else is a user error naming the
+    flag (before any key lookup, whose message would blame the key)."""
+    if url is None:
+        return
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"--base-url {url!r} is not a URL: give the server's address with "
+                          "its scheme, e.g. http://localhost:8080/v1")
+
+
 def _url_for(model_id: str, base_url: str | None) -> str | None:
     provider, _ = parse_model_id(model_id)
     return base_url if provider == "openai" else None
@@ -56,6 +68,9 @@ class ModelIds:
     proposer: str | None = None
     """None: the agent model."""
     base_url: str | None = None
+
+    def __post_init__(self) -> None:
+        check_base_url(self.base_url)
 
     @property
     def judge_id(self) -> str:

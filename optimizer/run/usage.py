@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec, Usage
+from agents.llm.wrapper import WrappedClient
 from optimizer.core.pricing import BATCH_PRICE_FACTOR, ModelPrice, estimate_cost
 
 Role = Literal["agent", "judge", "proposer"]
@@ -113,12 +114,14 @@ class Meter:
         self.spend = self.spend + Spend(usage={key: usage})
 
 
-class MeteredClient:
+class MeteredClient(WrappedClient):
     """A ModelClient that reports the usage of each response to a `Meter` under its role."""
 
+    inner: ModelClient
+
     def __init__(self, inner: ModelClient, meter: Meter, role: Role) -> None:
-        self.inner, self.meter, self.role = inner, meter, role
-        self.model_id = inner.model_id
+        super().__init__(inner)
+        self.meter, self.role = meter, role
 
     async def complete(
         self,
@@ -130,12 +133,6 @@ class MeteredClient:
         response = await self.inner.complete(messages, tools=list(tools), settings=settings)
         self.meter.add(self.role, response.usage)
         return response
-
-    async def preflight(self) -> None:
-        await self.inner.preflight()
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 __all__ = [

@@ -8,9 +8,11 @@ agent model, and the errors a command turns into exit codes.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
-from optimizer.core.config import DEFAULT_AGENT_MODEL, ConfigError, load_toml
+from optimizer.core.config import DEFAULT_AGENT_MODEL, STATE_ENV, ConfigError, load_toml
 from optimizer.core.names import agent_names, did_you_mean
 from optimizer.core.project import (
     Project,
@@ -21,7 +23,31 @@ from optimizer.core.project import (
     use_project,
 )
 from optimizer.core.suites import TASKS_DIR, SuiteError, load_suite, resolve_suite_path
-from optimizer.git import GitOpsError, repo_root, state_dir
+from optimizer.git import GitOpsError, repo_root
+from optimizer.git import state_dir as _state_dir
+
+
+def state_dir(explicit: Path | None = None, *, write: bool = True) -> Path:
+    """The state folder (--state-dir, $PROMPTLOOP_HOME, or <repo>/.promptloop); with `write`
+    (every command that runs or records something) created and checked to be writable, so a
+    read-only or invalid folder is a user error naming it and where it came from, before
+    anything runs (never a raw `[Errno 30]`)."""
+    path = _state_dir(explicit)
+    if not write:
+        return path
+    source = ("--state-dir" if explicit is not None else
+              STATE_ENV if os.environ.get(STATE_ENV) else "the default, <repository>/.promptloop")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as err:
+        reason = err.strerror or str(err)
+        if isinstance(err, (FileExistsError, NotADirectoryError)):
+            reason = "it, or a folder above it, is a file"
+        raise ConfigError(f"state folder {path} ({source}) cannot be used: {reason}. Give a "
+                          "writable folder with --state-dir (or PROMPTLOOP_HOME)") from None
+    return path
 
 
 def open_project(explicit: Path | None = None) -> Project | None:

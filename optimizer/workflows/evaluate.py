@@ -1,8 +1,8 @@
 """`promptloop eval` as a Python API: load a suite, build the models, run, save the report.
 
 The prompt and the suite come from the repository holding the current folder, in its working
-tree or at `--ref` (`workflows/sources.py`), and the output says which; outside a repository,
-or for what the repository lacks, promptloop's bundled copy is used.
+tree or at `--ref` (`workflows/sources.py`), and the output says which; a prompt or suite the
+repository lacks is an error (only outside any repository is promptloop's bundled copy used).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from optimizer.core.config import ConfigError
 from optimizer.core.events import EventSink, Phase, RunWarning, ignore
-from optimizer.core.names import agent_names, did_you_mean
+from optimizer.core.names import agent_names
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite, check_runnable, load_suite, resolve_suite_path
 from optimizer.git import provenance
@@ -44,10 +44,7 @@ def _suite_folder(request: EvalRequest, source: RepoSource) -> Path:
     if request.suite in agent_names():
         found = source.suite(request.suite, request.kind)
         if found is None or found.folder is None:
-            known = source.kinds(request.suite)
-            raise ConfigError(f"unknown suite kind '{request.suite}/{request.kind}'."
-                              f"{did_you_mean(request.kind, known)} Known: "
-                              f"{', '.join(known) or 'none'}")
+            raise ConfigError(source.missing_suite(request.suite, request.kind))
         return found.folder
     path = resolve_suite_path(request.suite, request.kind).resolve()
     if source.root is not None and path.is_relative_to(source.root.resolve()):

@@ -14,7 +14,6 @@ from pathlib import Path
 from optimizer.core.buckets import BucketId, bucket_prefix
 from optimizer.core.config import ConfigError
 from optimizer.core.events import ConfirmStarted, EventSink
-from optimizer.core.names import did_you_mean
 from optimizer.core.results import Provenance, RunResult
 from optimizer.core.suites import Suite, check_runnable, load_suite
 from optimizer.gate.compare import BucketComparison, GatePolicy, compare_runs
@@ -31,7 +30,7 @@ RunFn = Callable[[Suite, str, str, dict[str, list[int]] | None], Awaitable[RunRe
 
 def agent_suites(agent: str, kinds: Sequence[str], source: RepoSource) -> list[Suite]:
     """The agent's suites of `kinds` (tasks/<agent>/<kind>) as `source` sees them: at its git
-    ref or in its working tree, else the bundled ones.
+    ref or in its working tree (the bundled ones only outside any repository).
 
     An unknown kind fails with the list of kinds that exist (a typo in `--suites` must never
     silently drop the regression check)."""
@@ -41,10 +40,7 @@ def agent_suites(agent: str, kinds: Sequence[str], source: RepoSource) -> list[S
         if (found is None or found.folder is None) and kind == "regression" and out:
             continue  # an agent without a regression suite yet: its capability suite gates
         if found is None or found.folder is None:
-            available = source.kinds(agent)
-            hint = did_you_mean(kind, available)
-            raise ConfigError(f"unknown suite kind '{kind}' for {agent}.{hint} Known: "
-                              f"{', '.join(available) or 'none'}")
+            raise ConfigError(source.missing_suite(agent, kind))
         suite = load_suite(found.folder)
         check_runnable(suite)
         out.append(suite)

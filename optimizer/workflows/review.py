@@ -248,14 +248,19 @@ class Reviewer:
         base, head = (f"{r} {s[:7]}" for r, s in ((self.c.base, result.base_commit),
                                                   (self.c.head, result.head_commit)))
         for *_, target in changed:
-            path = target.path
             result.sources.append(f"prompt: {target.describe()} @ {base} vs {head}")
+        self._warn_unevaluated([target.path for *_, target in changed], result)
+        for line in result.sources:
+            self.emit(Phase(message=line))
+
+    def _warn_unevaluated(self, paths: list[str], result: ReviewResult) -> None:
+        """Warn, as optimize does, about each prompt file whose working-tree text differs from
+        the head ref's (an uncommitted edit review does not see)."""
+        for path in dict.fromkeys(paths):
             warning = self.source.unevaluated_warning(path, "review")
             if warning:
                 result.notes.append(warning)
                 self.emit(RunWarning(message=warning))
-        for line in result.sources:
-            self.emit(Phase(message=line))
 
     async def _review(self) -> ReviewResult:
         sweep_abandoned(self.c.state_dir, self.emit)  # what killed optimize runs left behind
@@ -288,6 +293,11 @@ class Reviewer:
                     f" between {self.c.base} ({base_sha[:10]}) and {self.c.head} "
                     f"({head_sha[:10]})"
                 )
+                # nothing changed between the refs, but the working tree may: say so
+                head_project = self._projects.head
+                agents = [self.c.suite] if self.c.suite else list(head_project.agent_names())
+                self._warn_unevaluated([t.path for a in agents if a in head_project.agents
+                                        for t in head_project.agent(a).targets()], result)
                 return result
             result.diff = git.diff_files(
                 base_sha, head_sha, sorted({t.path for *_, t in changed})

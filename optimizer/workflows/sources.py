@@ -4,9 +4,11 @@ one git ref or in its working tree, and the output says which.
 A `RepoSource` is the repository holding the current folder seen at `ref` (None: the working
 tree). At a ref, files come from the object database and a suite is exported from it into the
 state folder once per commit, with the shared fixtures of that commit beside it (the loader
-looks for fixtures in the suite folder first), so the loader reads exactly that commit. What the
-repository lacks, and everything outside a repository, comes from promptloop's bundled copy
-(`agents.data`), and the description says so. Every description is kept in `served`, for the
+looks for fixtures in the suite folder first), so the loader reads exactly that commit. A
+prompt or suite the repository lacks is an error naming promptloop.toml's key (what is
+evaluated must be what the repository holds); suites come from promptloop's bundled copy
+(`agents.data`) only outside any repository, the proposer's manual whenever the repository
+lacks one, and the description says so. Every description is kept in `served`, for the
 command's output and the run's provenance.
 """
 
@@ -23,6 +25,7 @@ from typing import Literal
 
 from agents.data import DATA_FOLDERS, data_dir
 from optimizer.core.config import ConfigError
+from optimizer.core.names import did_you_mean
 from optimizer.core.project import active_project
 from optimizer.core.prompt_target import PromptSource, open_target
 from optimizer.core.suites import FIXTURES_DIR
@@ -221,8 +224,8 @@ class RepoSource:
 
     def suite_folders(self, agent: str) -> dict[str, str]:
         """Suite name -> folder (relative to the repository top) of every suite the agent's
-        `suites` list names, here (at the ref or in the working tree) or, for promptloop's own
-        agents outside their repository, in the bundled copy."""
+        `suites` list names, here (at the ref or in the working tree); outside any repository,
+        in promptloop's bundled copy."""
         out: dict[str, str] = {}
         for entry in active_project().agent(agent).config.suites:
             entry = entry.strip("/")
@@ -239,9 +242,9 @@ class RepoSource:
             assert self.ops is not None
             if has_file(self.ops, self.sha, rel):
                 return True
-        elif self.root is not None and (self.root / rel).is_file():
-            return True
-        bundled = _bundled(rel)
+        elif self.root is not None:
+            return (self.root / rel).is_file()
+        bundled = _bundled(rel)  # outside any repository only
         return bundled is not None and bundled.is_file()
 
     def _subfolders(self, rel: str) -> list[str]:
@@ -251,7 +254,7 @@ class RepoSource:
             found |= set(subfolders(self.ops, self.sha, rel))
         elif self.root is not None and (self.root / rel).is_dir():
             found |= {p.name for p in (self.root / rel).iterdir() if p.is_dir()}
-        bundled = _bundled(rel)
+        bundled = _bundled(rel) if self.root is None else None
         if bundled is not None and bundled.is_dir():
             found |= {p.name for p in bundled.iterdir() if p.is_dir()}
         return sorted(found)
@@ -265,22 +268,38 @@ class RepoSource:
         return kind if isinstance(kind, str) else None
 
     def suite_at(self, rel: str) -> Sourced | None:
-        """The suite folder `rel` (relative to the repository top)."""
+        """The suite folder `rel` (relative to the repository top); None when the repository
+        (at the ref or in its working tree) lacks it. Only outside any repository does
+        promptloop's bundled copy serve it, and the description says so."""
         if self.sha is not None:
             assert self.ops is not None
             if has_file(self.ops, self.sha, f"{rel}/suite.json"):
                 return self._serve(Sourced(rel, self._at_ref(), folder=self._export(rel)))
-            note = f"not at {self.ref}"
-        elif self.root is not None and (self.root / rel / "suite.json").is_file():
+            return None
+        if self.root is not None:
+            if not (self.root / rel / "suite.json").is_file():
+                return None
             folder = self.root / rel if self._own_fixtures() else self._copy_worktree(rel)
             origin = Origin("worktree", note=self._folder_note(rel))
             return self._serve(Sourced(rel, origin, folder=folder))
-        else:
-            note = "not in this repository" if self.root else "no git repository here"
         path = _bundled(rel)
         if path is None or not (path / "suite.json").is_file():
             return None
-        return self._serve(Sourced(rel, Origin("bundled", note=note), folder=path))
+        return self._serve(Sourced(rel, Origin("bundled", note="no git repository here"),
+                                   folder=path))
+
+    def missing_suite(self, agent: str, kind: str) -> str:
+        """What to say when `agent` has no suite `kind` here: the project file and its
+        `suites` key, the suites that exist, and how to start one."""
+        declared = active_project().agent(agent)
+        known = self.kinds(agent)
+        where = (self._at_ref().describe() if self.sha is not None
+                 else "the working tree" if self.root is not None else "promptloop's bundled copy")
+        listed = ", ".join(declared.config.suites) or "nothing"
+        return (f"{agent} has no suite {kind!r} in {where}: {declared.project.where} "
+                f"{declared.table} key 'suites' lists {listed}."
+                f"{did_you_mean(kind, known)} Suites found: {', '.join(known) or 'none'}. "
+                "Create one with `promptloop init`, or add its folder to 'suites'")
 
     def kinds(self, agent: str) -> list[str]:
         """The names of `agent`'s suites (for error messages)."""
@@ -334,6 +353,29 @@ class RepoSource:
         return _publish(tmp, dest, f"{rel} of the working tree at {self.root}\n")
 
 
+def project_suites(start: Path | None = None) -> tuple[list[Path], str]:
+    """The suite folders of the active project's agents in the repository holding `start`
+    (default: the current folder), and where they were read: the working tree, or outside any
+    repository promptloop's bundled copy. None at all is an error naming the project file."""
+    root = repo_root(start)
+    found: dict[Path, None] = {}
+    with RepoSource(root, None, Path(os.devnull)) as source:
+        for agent in active_project().agent_names():
+            for rel in source.suite_folders(agent).values():
+                path = root / rel if root is not None else _bundled(rel)
+                if path is not None:
+                    found.setdefault(path, None)
+    where = (f"the working tree of {root}" if root is not None
+             else "promptloop's bundled copy (no git repository here)")
+    if not found:
+        project = active_project()
+        listed = sorted({f"{e} ({n})" for n, a in project.agents.items() for e in a.suites})
+        raise ConfigError(f"no suites in {where}: the 'suites' keys of {project.where} list "
+                          f"{', '.join(listed) or 'none'}, and none holds a suite.json. Start "
+                          "a project with `promptloop init`")
+    return list(found), where
+
+
 def _publish(tmp: Path, dest: Path, marker: str) -> Path:
     """Move a finished export into place (another process may have won the race)."""
     (tmp / _EXPORTED).write_text(marker, encoding="utf-8")
@@ -360,4 +402,4 @@ def _text(path: Path) -> str | None:
     return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
-__all__ = ["MANUAL", "Origin", "RepoSource", "Sourced"]
+__all__ = ["MANUAL", "Origin", "RepoSource", "Sourced", "project_suites"]

@@ -152,7 +152,7 @@ class AnthropicProvider(SDKProvider["AsyncAnthropic"]):
         if self._client is None:
             key = env_value(KEY_VAR)
             if key is None:
-                raise CredentialsError(KEY_VAR, "no Anthropic API key is set")
+                raise CredentialsError(KEY_VAR, "no Anthropic API key is set", missing=True)
             try:
                 from anthropic import AsyncAnthropic
             except ImportError as err:  # pragma: no cover - a declared dependency

@@ -162,7 +162,8 @@ class OpenAIProvider(SDKProvider["AsyncOpenAI"]):
             if key is None:
                 if not is_local_url(base_url):
                     where = f" for {base_url}" if base_url else ""
-                    raise CredentialsError(KEY_VAR, f"no OpenAI API key is set{where}")
+                    raise CredentialsError(KEY_VAR, f"no OpenAI API key is set{where}",
+                                           missing=True)
                 key = LOCAL_PLACEHOLDER_KEY
             try:
                 from openai import AsyncOpenAI

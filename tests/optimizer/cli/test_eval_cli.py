@@ -92,7 +92,7 @@ def test_usage_errors_exit_1(state: Path, tmp_path: Path) -> None:
 def test_missing_key_fails_before_any_trial(state: Path) -> None:
     code, data = _eval(state, "--suite", "card_agent", "--kind", "regression",
                        "--agent-model", "anthropic:claude-haiku-4-5")
-    assert code == 2 and "ANTHROPIC_API_KEY" in data["_output"]
+    assert code == 1 and "ANTHROPIC_API_KEY" in data["_output"]  # configuration: exit 1
     assert not (state / "runs").exists()
 
 

@@ -283,3 +283,20 @@ def test_decide_review_rule() -> None:
     flat = decide_review([_comp("a", "inconclusive"), _comp("b", "unchanged")])
     assert flat.decision == "neutral" and "no bucket changed" in flat.reasons[0]
     assert decide_review([]).reasons[0] == "no bucket has paired trials"
+
+
+def test_uncommitted_prompt_edit_is_warned_when_nothing_changed_between_refs(
+    repo: Path, reviewer: Reviewer
+) -> None:
+    """`review --base HEAD` with an edited prompt in the working tree: the refs agree, so
+    there is nothing to review, but the edit is named as not evaluated (as optimize does)."""
+    (repo / "prompts" / "pkm_agent.md").write_text(PROMPT + "\nAnswer briefly.\n")
+    head = _git(repo, "rev-parse", "HEAD").strip()[:7]
+    result = reviewer.run(None, base="HEAD")
+    assert result.exit_code == 0, result.output
+    assert "nothing to review" in result.output
+    assert ("your uncommitted edit to prompts/pkm_agent.md is not evaluated: review uses "
+            f"HEAD {head}") in " ".join(result.output.split())
+    code, data = reviewer.json("HEAD", "--suite", "pkm_agent")
+    assert code == 0 and data["status"] == "nothing_to_review"
+    assert any("uncommitted edit to prompts/pkm_agent.md" in n for n in data["notes"])

@@ -1,0 +1,215 @@
+"""Issue 26, points 5 and 6: the repository's own prompts and suites or an error saying how to
+start, and for every mistake the README's exit code (1: yours to fix, 2: infrastructure) with a
+message naming the flag, file or key at fault; `--json` prints an error object on failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from optimizer.cli.app import app
+
+runner = CliRunner()
+
+
+def _flat(text: str) -> str:
+    """The output with Rich's line wrapping undone."""
+    return " ".join(text.split())
+
+
+def _invoke(repo: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str]:
+    monkeypatch.chdir(repo)
+    result = runner.invoke(app, list(args))
+    return result.exit_code, _flat(result.output)
+
+
+# --- point 5: evaluate what the user sees ------------------------------------------------------
+
+
+def test_a_missing_suite_is_an_error_naming_the_suites_key_not_the_bundled_copy(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repository lacks tasks/pkm_agent/regression (promptloop ships one): eval fails
+    naming promptloop.toml's 'suites' key and `promptloop init` instead of evaluating
+    promptloop's bundled suite."""
+    shutil.rmtree(repo / "tasks" / "pkm_agent" / "regression")
+    code, out = _invoke(repo, monkeypatch, "eval", "--suite", "pkm_agent", "--kind",
+                        "regression", "--agent-model", "scripted:pkm", "--trials", "1",
+                        "--state-dir", str(state))
+    assert code == 1, out
+    assert "bundled" not in out
+    assert "pkm_agent has no suite 'regression' in the working tree" in out
+    assert "[agents.pkm_agent] key 'suites'" in out and "promptloop init" in out
+    assert not (state / "runs").exists()
+
+
+def test_suites_lists_the_repository_suites_not_the_installed_ones(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(repo)
+    result = runner.invoke(app, ["suites", "--json"])
+    assert result.exit_code == 0, result.output
+    paths = sorted(Path(s["path"]) for s in json.loads(result.stdout))
+    assert paths == [repo / "tasks/pkm_agent/capability", repo / "tasks/pkm_agent/regression"]
+    shown = runner.invoke(app, ["suites"])
+    assert shown.exit_code == 0
+    assert f"suites of the working tree of {repo}" in _flat(shown.output)
+
+
+def test_suites_in_a_repository_without_suites_says_how_to_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # nothing in it yet
+    code, out = _invoke(tmp_path, monkeypatch, "suites")
+    assert code == 1 and "no suites in the working tree" in out
+    assert "'suites' keys" in out and "promptloop init" in out
+
+
+def test_suites_reports_every_broken_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, text in (("first", '{"kind": 3}'), ("second", "{")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "suite.json").write_text(text)
+    code, out = _invoke(tmp_path, monkeypatch, "suites", str(tmp_path))
+    assert code == 1, out
+    assert "2 of 2 suites cannot be loaded" in out
+    assert str(tmp_path / "first" / "suite.json") in out
+    assert str(tmp_path / "second" / "suite.json") in out
+
+
+# --- point 6: right codes, right fixes ---------------------------------------------------------
+
+
+def test_a_base_url_that_is_not_a_url_names_the_flag(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    for command in (["eval", "--suite", "pkm_agent"],
+                    ["optimize", "--suite", "pkm_agent", "--bucket", "skip_trivial"]):
+        code, out = _invoke(repo, monkeypatch, *command, "--agent-model", "openai:gpt-4.1",
+                            "--base-url", "notaurl", "--state-dir", str(state))
+        assert code == 1, out
+        assert "--base-url 'notaurl' is not a URL" in out and "API key" not in out
+
+
+def test_a_missing_key_is_a_configuration_error_naming_the_variable(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    code, out = _invoke(repo, monkeypatch, "eval", "--suite", "pkm_agent", "--agent-model",
+                        "anthropic:claude-haiku-4-5", "--state-dir", str(state))
+    assert code == 1, out
+    assert "set the environment variable ANTHROPIC_API_KEY" in out
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "unwritable"])
+def test_an_unusable_state_dir_names_the_state_folder(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    if where == "under_a_file":
+        (tmp_path / "a-file").write_text("")
+        folder = tmp_path / "a-file" / "state"
+    elif os.geteuid() == 0:  # root writes anywhere it may: /proc takes no new folders
+        folder = Path("/proc/promptloop-state")
+    else:
+        (tmp_path / "ro").mkdir(mode=0o555)
+        folder = tmp_path / "ro" / "state"
+    code, out = _invoke(repo, monkeypatch, "eval", "--suite", "pkm_agent", "--agent-model",
+                        "scripted:pkm", "--state-dir", str(folder))
+    assert code == 1, out
+    assert f"state folder {folder} (--state-dir) cannot be used" in out
+    assert "[Errno" not in out
+
+
+def test_a_proposer_command_that_fails_makes_the_iteration_error_and_exits_2(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(repo)
+    args = ["optimize", "--suite", "pkm_agent", "--bucket", "skip_trivial", "--iterations", "1",
+            "--agent-model", "scripted:pkm", "--proposer-cmd", "echo broken >&2; exit 3",
+            "--state-dir", str(state)]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 2, result.output
+    [it] = json.loads(result.stdout)["iterations"]
+    assert it["outcome"] == "error"
+    assert any("exited with 3" in r for r in it["reasons"]), it["reasons"]
+    shown = runner.invoke(app, args)
+    assert shown.exit_code == 2 and "ended in error" in _flat(shown.output)
+
+
+@pytest.mark.parametrize("host", ["bad host!", "192.0.2.1"])
+def test_view_with_a_bad_host_names_the_host(
+    state: Path, host: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out = _invoke(state, monkeypatch, "view", "--host", host, "--port", "0",
+                        "--state-dir", str(state))
+    assert code == 1, out
+    assert f"--host '{host}' is not an address of this machine" in out
+    assert "--port" not in out
+
+
+def test_a_wrong_value_in_promptloop_toml_names_the_file_table_and_key(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (repo / "promptloop.toml").write_text('[eval]\ntrials = "many"\n')
+    code, out = _invoke(repo, monkeypatch, "eval", "--suite", "pkm_agent", "--agent-model",
+                        "scripted:pkm", "--state-dir", str(state))
+    assert code == 1, out
+    assert f"{repo / 'promptloop.toml'} [eval] key 'trials'" in out
+
+
+def test_an_unknown_key_in_promptloop_toml_is_an_error(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (repo / "promptloop.toml").write_text("[eval]\ntrails = 2\n")
+    code, out = _invoke(repo, monkeypatch, "suites")
+    assert code == 1 and "[eval] key 'trails': unknown key" in out and "promptloop.toml" in out
+
+
+FAILING = {
+    "agent": ["agent", "--no-such-flag"],
+    "suites": ["suites", "/no/such/folder"],
+    "init": ["init", "{file}"],
+    "eval": ["eval", "--suite", "pkm_agent", "--state-dir", "{file}/state"],
+    "optimize": ["optimize", "--suite", "pkm_agent", "--bucket", "x", "--state-dir",
+                 "{file}/state"],
+    "review": ["review", "--base", "no-such-ref", "--agent-model", "scripted:pkm"],
+    "nightly": ["nightly", "--agent", "pkm_agent", "--state-dir", "{file}/state"],
+    "health": ["health", "--agent", "pkm_agent", "--state-dir", "{file}/state"],
+    "graduate": ["graduate", "--agent", "pkm_agent", "--bucket", "x", "--state-dir",
+                 "{file}/state"],
+    "calibrate": ["calibrate", "--state-dir", "{file}/state"],
+    "runs": ["runs", "--limit", "many"],
+    "doctor": ["doctor", "--agent-model", "antropic:x"],
+}
+"""A failing invocation of every command that takes --json."""
+
+
+def test_every_json_command_is_covered() -> None:
+    import typer
+
+    group = typer.main.get_command(app)
+    takes_json = {name for name, cmd in group.commands.items()  # type: ignore[attr-defined]
+                  if any("--json" in getattr(p, "opts", ()) for p in cmd.params)}
+    assert takes_json == set(FAILING)
+
+
+@pytest.mark.parametrize("command", sorted(FAILING))
+def test_json_prints_an_error_object_when_the_command_fails(
+    command: str, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    args = [a.replace("{file}", str(tmp_path / "a-file")) for a in FAILING[command]]
+    monkeypatch.chdir(repo)
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code in (1, 2), result.output
+    data = json.loads(result.stdout)
+    assert set(data) == {"error", "exit_code"} and data["exit_code"] == result.exit_code
+    assert data["error"]
