@@ -24,6 +24,7 @@ from typing import TypeVar
 from agents.llm.batch import BatchJudge, BatchReport, BatchRequest
 from agents.llm.errors import ProviderError
 from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
+from agents.llm.wrapper import WrappedClient
 from optimizer.run.cache import request_key
 from optimizer.run.usage import MeteredClient
 
@@ -31,12 +32,13 @@ T = TypeVar("T")
 _Waiting = tuple[BatchRequest, "asyncio.Future[ModelResponse]"]
 
 
-class DeferredJudge:
-    """The judge of one held trial: each request waits for the run's judge batch."""
+class DeferredJudge(WrappedClient):
+    """The judge of one held trial: each request waits for the run's judge batch (no inner
+    client of its own: preflight and aclose have nothing to do)."""
 
     def __init__(self, batch: JudgeBatch, salt: str) -> None:
+        super().__init__(None, model_id=batch.model_id)
         self.batch, self.salt = batch, salt
-        self.model_id = batch.model_id
 
     async def complete(
         self,
@@ -47,12 +49,6 @@ class DeferredJudge:
     ) -> ModelResponse:
         key = request_key(self.model_id, messages, tools, settings, self.salt)
         return await self.batch.ask(BatchRequest(key, list(messages), settings))
-
-    async def preflight(self) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
 
 
 @dataclass
