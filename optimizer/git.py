@@ -484,4 +484,4 @@ def provenance(root: Path | None = None) -> Provenance:
         return Provenance()
     if head.commit is None:
         return Provenance()
-    return Provenance(git_commit=head.commit, git_dirty=head.dirty)
+    return Provenance(git_commit=head.commit, git_dirty=head.dirty, branch=head.branch)

@@ -98,6 +98,22 @@ class Provenance(BaseModel):
     judge_batched: bool = False
     """The judge calls of this run's fresh trials went through a provider batch (`--batch`),
     billed at BATCH_PRICE_FACTOR of the list price."""
+    role: str = ""
+    """What the run was for (`RUN_ROLES`): eval, an optimize baseline or candidate, or a
+    review's base or head; empty for runs saved before roles were recorded."""
+    branch: str | None = None
+    """The branch holding the evaluated prompt: the candidate's branch, the ref a review or an
+    optimize baseline read (None: the working tree or unknown)."""
+    candidate_commit: str | None = None
+    """A candidate run: the commit of the candidate's prompt on its branch, recorded once the
+    verdict is committed (`git_commit` stays the base commit it was branched from)."""
+    verdict: str | None = None
+    """A candidate run: the iteration's outcome (accepted, rejected, inconclusive), recorded
+    with `candidate_commit`; the viewer's trends plot only accepted candidates."""
+
+
+RUN_ROLES = ("eval", "baseline", "candidate", "review-base", "review-head")
+"""The values of `Provenance.role`."""
 
 
 class RunResult(BaseModel):

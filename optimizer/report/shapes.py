@@ -327,5 +327,9 @@ def index_docs(run: RunResult, summary: RunSummary) -> tuple[dict[str, Any], dic
         "agentModel": run.provenance.agent_model,
         "promptHash": hashes.get(run.agent_name) or next(iter(hashes.values()), None),
         "gitCommit": run.provenance.git_commit,
+        "role": run.provenance.role,
+        "branch": run.provenance.branch,
+        "candidateCommit": run.provenance.candidate_commit,
+        "verdict": run.provenance.verdict,
     }
     return line, extras

@@ -74,6 +74,19 @@ class RunIndexEntry(BaseModel):
     agent_model: str = ""
     prompt_hash: str | None = None
     git_commit: str | None = None
+    role: str = ""
+    """What the run was for (`Provenance.role`); empty for runs saved before roles."""
+    branch: str | None = None
+    candidate_commit: str | None = None
+    verdict: str | None = None
+
+    @property
+    def on_lineage(self) -> bool:
+        """The run evaluated a prompt of the lineage: not a candidate that was not accepted,
+        nor a review's head (a proposal under review)."""
+        if self.role == "candidate":
+            return self.verdict == "accepted"
+        return self.role != "review-head"
 
 
 def default_store_dir(state_dir: Path) -> Path:

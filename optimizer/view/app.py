@@ -167,7 +167,7 @@ class ViewApp:
                 readable.append(e)
             except (NotFoundError, ReportError):
                 continue  # a missing or unreadable report leaves a gap, not an error page
-        total = sum(e.suite_name == suite for e in entries)
+        total = sum(e.suite_name == suite and e.on_lineage for e in entries)
         page = trend_page(suite, readable, summaries, total, len(runs) - len(readable))
         return self.page("view_trend.html.j2", active="/", p=page, limit=limit,
                          title=f"{suite}: trend per bucket")

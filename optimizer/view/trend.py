@@ -1,9 +1,10 @@
 """Per-bucket trend across the runs of one suite: one small inline-SVG chart per bucket.
 
 A capability suite exists to show a slope: the trial pass rate of each bucket as prompts and
-models change. Each chart plots the bucket's trial pass rate in every run (oldest left; a gap
-where a run did not have the bucket), a dashed least-squares line, and states the slope in
-percentage points per run. Only the newest `limit` runs are read (each means opening a report;
+models change. Only the lineage's prompts are plotted: eval runs, optimize baselines, review
+bases and accepted candidates, never a rejected candidate or a review's head. Each chart plots
+the bucket's trial pass rate in every run (oldest left; a gap where a run did not have the
+bucket), a dashed least-squares line, and states the slope in percentage points per run. Only the newest `limit` runs are read (each means opening a report;
 parsed summaries are cached by the state folder).
 """
 
@@ -114,8 +115,10 @@ class TrendPage:
 
 
 def suite_runs(entries: Sequence[RunIndexEntry], suite: str, limit: int) -> list[RunIndexEntry]:
-    """The newest `limit` runs of `suite`, oldest first."""
-    runs = sorted((e for e in entries if e.suite_name == suite), key=lambda e: e.started_at)
+    """The newest `limit` runs of `suite` on its lineage, oldest first: the runs of candidates
+    that were not accepted and of review heads are left out (`RunIndexEntry.on_lineage`)."""
+    runs = sorted((e for e in entries if e.suite_name == suite and e.on_lineage),
+                  key=lambda e: e.started_at)
     return runs[-limit:]
 
 

@@ -78,9 +78,10 @@ async def evaluate(
         emit(Phase(message=line))
     for warning in suite.warnings:  # keys the original ignores, values it converts
         emit(RunWarning(message=warning))
-    prov = provenance(source.root)
+    prov = provenance(source.root).model_copy(update={"role": "eval"})
     if source.sha is not None:
-        prov = prov.model_copy(update={"git_commit": source.sha, "git_dirty": False})
+        prov = prov.model_copy(update={"git_commit": source.sha, "git_dirty": False,
+                                       "branch": request.ref})
     base = request.options or RunOptions(agent_model=request.models.agent)
     options = replace(base, state_dir=state, label=base.label or f"eval {request.suite}",
                       prompt_text=prompt.text if base.prompt_text is None else base.prompt_text,

@@ -212,6 +212,7 @@ class Iteration:
     async def _conclude(self, cand: Candidate, new_prompt: str) -> None:
         """Evaluate the candidate, commit it with the verdict, and keep or drop the branch."""
         c, it = self.c, self.it
+        self.opt.candidate_branches[new_prompt] = cand.branch  # its runs record the branch
         verdict, comps, base_for_pr, cand_runs = await self._evaluate(new_prompt)
         kill_point("gate")
         message = commit_message(c.suite, c.bucket, it.hypothesis, verdict, comps,
@@ -221,6 +222,7 @@ class Iteration:
         it.outcome = {"accept": "accepted", "reject": "rejected"}.get(
             verdict.decision, "inconclusive"
         )
+        self.opt.record_candidate(cand.branch, it.commit, it.outcome)
         it.reasons = list(verdict.reasons) + self._judge_notes(base_for_pr)
         it.summary, it.method = optimize_headline(verdict), verdict.test
         it.verdict_table = verdict_table(comps, verdict.target_bucket)

@@ -27,7 +27,7 @@ from optimizer.gate.world import record_rates
 from optimizer.git import GitOps, provenance
 from optimizer.lifecycle.flaky import bucket_flakiness
 from optimizer.propose.literals import build_literal_index
-from optimizer.report.store import default_store_dir
+from optimizer.report.store import default_store_dir, save_run
 from optimizer.run.adaptive import AdaptiveLimit
 from optimizer.run.models import ModelSet
 from optimizer.run.runner import needs_judge
@@ -40,7 +40,7 @@ from optimizer.workflows.optimize_models import (
     OptimizeConfig,
     OptimizeResult,
 )
-from optimizer.workflows.paired import agent_suites, run_and_save
+from optimizer.workflows.paired import SavedRun, agent_suites, run_and_save
 from optimizer.workflows.sources import MANUAL, RepoSource
 from optimizer.workflows.sweep import sweep_abandoned
 
@@ -81,6 +81,10 @@ class Optimizer:
         self.prompt_source: PromptSource | None = None
         """The prompt target's file at the base (set with the baseline)."""
         self._provenance: Provenance | None = None
+        self.candidate_branches: dict[str, str] = {}
+        """Candidate prompt text -> its branch (set by the iteration before its gate runs)."""
+        self.candidate_runs: dict[str, list[SavedRun]] = {}
+        """Branch -> the candidate runs saved so far (their commit is recorded after)."""
         """Target-bucket tasks the proposer never sees (the gate's held-out check)."""
         self.source = RepoSource(self.git.root, config.base, config.state_dir / "sources",
                                  ops=self.git)
@@ -99,9 +103,31 @@ class Optimizer:
         options = self.c.run_options(self.c.agent_model, prompt, f"{label} {suite.name}",
                                      indices, limit=limit, prompt_source=self.prompt_source)
         if self._provenance is None:  # one git look per session, not one per gate stage
-            self._provenance = provenance(self.c.repo)
-        saved = await run_and_save(suite, options, self.models, self.emit, self._provenance)
+            prov = provenance(self.c.repo)
+            if self.c.base != "HEAD":  # the base prompt is read at the base ref
+                prov = prov.model_copy(update={"branch": self.c.base})
+            if self.source.sha is not None:
+                prov = prov.model_copy(update={"git_commit": self.source.sha,
+                                               "git_dirty": False})
+            self._provenance = prov
+        branch = self.candidate_branches.get(prompt)
+        if branch is not None or label.startswith(("candidate", "screen")):
+            prov = self._provenance.model_copy(update={"role": "candidate", "branch": branch})
+        else:
+            prov = self._provenance.model_copy(update={"role": "baseline"})
+        saved = await run_and_save(suite, options, self.models, self.emit, prov)
+        if branch is not None:
+            self.candidate_runs.setdefault(branch, []).append(saved)
         return saved.run
+
+    def record_candidate(self, branch: str, commit: str | None, verdict: str) -> None:
+        """Write the candidate's commit and verdict into the saved runs of its branch (the
+        commit is made after its runs, with the verdict in its message)."""
+        for saved in self.candidate_runs.pop(branch, []):
+            prov = saved.run.provenance.model_copy(
+                update={"candidate_commit": commit, "verdict": verdict})
+            run = saved.run.model_copy(update={"provenance": prov})
+            save_run(run, default_store_dir(self.c.state_dir), summary=saved.summary)
 
     # --- the loop -----------------------------------------------------------------------
     def _check_bucket(self, suites: list[Suite]) -> None:

@@ -138,6 +138,10 @@ class IterationHost(Protocol):
     source: RepoSource
     heldout: frozenset[str]
     history: list[RunResult]
+    candidate_branches: dict[str, str]
+    """Candidate prompt text -> its branch: the runs of that text record role and branch."""
+
+    def record_candidate(self, branch: str, commit: str | None, verdict: str) -> None: ...
 
     async def run(self, suite: Suite, prompt: str, label: str,
                   indices: dict[str, list[int]] | None = None, *,

@@ -148,8 +148,12 @@ def test_side_by_side_shows_one_trial_in_both_runs(app: ViewApp, view_state: Vie
 
 def test_trend_plots_every_bucket_with_its_slope(app: ViewApp, view_state: ViewState) -> None:
     text = page(app, "/trend?suite=pkm_agent_capability&limit=200")
-    runs = [e for e in list_runs(view_state.root / "runs")
-            if e.suite_name == "pkm_agent_capability"]
+    every = [e for e in list_runs(view_state.root / "runs")
+             if e.suite_name == "pkm_agent_capability"]
+    # the lineage only: a candidate the gate did not accept is not the suite's trend
+    runs = [e for e in every if e.role != "candidate" or e.verdict == "accepted"]
+    left_out = [e for e in every if e not in runs]
+    assert left_out and all(e.run_name not in text for e in left_out)
     summaries = [summarize(load(view_state, e.run_name)) for e in sorted(
         runs, key=lambda e: e.started_at)]
     for bucket in ("skip_trivial", "short_fact", "long_fact"):
