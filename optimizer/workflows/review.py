@@ -47,7 +47,11 @@ from optimizer.workflows.review_models import (
     combine,
     trial_flips,
 )
-from optimizer.workflows.review_trust import ReviewProjects, review_projects
+from optimizer.workflows.review_trust import (
+    ReviewProjects,
+    review_projects,
+    without_undeclared_graders,
+)
 from optimizer.workflows.sources import RepoSource
 from optimizer.workflows.sweep import sweep_abandoned
 
@@ -70,6 +74,8 @@ class Reviewer:
         self._target: PromptSource | None = None
         """The prompt target of the agent under review (how its text reaches the agent)."""
         self._projects: ReviewProjects | None = None
+        self._notes: list[str] = []
+        """Notes found while reviewing an agent (graders ignored), for the comment."""
         self.source = RepoSource(self.repo, config.head, config.state_dir / "sources")
         """Tasks as the head ref holds them (prompts are read at both refs)."""
 
@@ -112,6 +118,11 @@ class Reviewer:
                             target: PromptSource | None = None) -> AgentReview:
         self._target = target
         suites = agent_suites(agent, self.c.kinds, self.source)
+        if self._projects is not None and not self.c.trust_head:
+            suites, notes = without_undeclared_graders(suites, self._projects.base, agent)
+            for note in notes:
+                self._notes.append(note)
+                self.emit(RunWarning(message=note))
         for item in self.source.take_new():
             self.emit(Phase(message=item.line()))
         self.emit(Phase(message=f"{agent}: evaluating the base prompt"))
@@ -283,7 +294,8 @@ class Reviewer:
                 confirm_trials=self.c.confirm_trials,
             )
             self._projects = review_projects(git, (self.c.base, base_sha),
-                                             (self.c.head, head_sha), self.c.trust_head)
+                                             (self.c.head, head_sha), self.c.trust_head,
+                                             cache=self.c.state_dir / "sources")
             for note in self._projects.ignored:
                 result.notes.append(note)
                 self.emit(RunWarning(message=note))
@@ -314,6 +326,7 @@ class Reviewer:
                 self._sides[head_text] = ("review-head", self.c.head)
                 result.agents.append(
                     await self._review_agent(agent, base_text, head_text, target))
+        result.notes += self._notes
         result.sources += [s.line() for s in self.source.served]
         result.decision = combine([a.decision for a in result.agents])
         result.tokens = self.models.usage.total_tokens

@@ -9,12 +9,17 @@ editing promptloop.toml. What the head changed there is ignored and said in the 
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from optimizer.core.config import CONFIG_FILE, ConfigError
 from optimizer.core.project import AgentConfig, Project, active_project, parse_project
+from optimizer.core.suites import Suite
 from optimizer.git import GitOps, GitOpsError
+from optimizer.git_read import tree_files
 
 COMMAND_KEYS = ("adapter", "entry", "command", "url", "request", "result", "env", "graders")
 """The keys of an agent table that decide what runs (taken from the base unless trusted)."""
@@ -42,9 +47,35 @@ def project_at(git: GitOps, sha: str, ref: str) -> Project:
     return Project(project.path, agents, project.tables, root_dir=git.root)
 
 
+def base_tree(git: GitOps, sha: str, cache: Path) -> Path:
+    """The files of commit `sha`, exported once into `cache/<sha>/tree`: where the agents'
+    commands run during a review, so the PR's own agent code never runs (a checkout of the
+    head, as CI makes one, holds the head's scripts)."""
+    dest = cache / sha / "tree"
+    done = dest / ".promptloop-export"
+    if done.is_file():
+        return dest
+    tmp = dest.with_name(f"tree.{os.getpid()}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    files = tree_files(git, sha, "") or {}
+    for rel, data in files.items():
+        target = tmp / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        if rel.endswith((".sh", ".py", ".js", ".mjs")) or data.startswith(b"#!"):
+            target.chmod(0o755)
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / ".promptloop-export").write_text(sha, encoding="utf-8")
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    return dest
+
+
 def review_projects(git: GitOps, base: tuple[str, str], head: tuple[str, str],
-                    trust_head: bool = False) -> ReviewProjects:
-    """The projects of a review of `head` against `base` ((ref, sha) each)."""
+                    trust_head: bool = False, cache: Path | None = None) -> ReviewProjects:
+    """The projects of a review of `head` against `base` ((ref, sha) each). Unless trusted,
+    the agents' commands are the base's and run from the base commit's files (`cache`: where
+    that commit is exported)."""
     base_p = project_at(git, base[1], base[0])
     head_p = project_at(git, head[1], head[0])
     if trust_head:
@@ -63,8 +94,8 @@ def review_projects(git: GitOps, base: tuple[str, str], head: tuple[str, str],
                            f"{'was' if len(changed) == 1 else 'were'} ignored: the base's "
                            "are used (--trust-head uses the head's)")
         agents[name] = cfg.model_copy(update={k: getattr(known, k) for k in COMMAND_KEYS})
-    return ReviewProjects(base_p, Project(head_p.path, agents, head_p.tables, head_p.root_dir),
-                          ignored)
+    root = base_tree(git, base[1], cache) if cache is not None else head_p.root_dir
+    return ReviewProjects(base_p, Project(head_p.path, agents, head_p.tables, root), ignored)
 
 
 def undeclared_command_graders(project: Project, agent: str, names: set[str]) -> list[str]:
@@ -73,5 +104,33 @@ def undeclared_command_graders(project: Project, agent: str, names: set[str]) ->
     return sorted(names - declared)
 
 
-__all__ = ["COMMAND_KEYS", "ConfigError", "ReviewProjects", "project_at", "review_projects",
-           "undeclared_command_graders"]
+def without_undeclared_graders(suites: list[Suite], project: Project, agent: str
+                               ) -> tuple[list[Suite], list[str]]:
+    """The suites with every `command` grader the base does not declare taken out of their
+    tasks (never run), and one note per grader taken out."""
+    named = {str(g.config.get("grader")) for s in suites for t in s.tasks
+             for g in t.spec.graders if g.name == "command"}
+    ignored = set(undeclared_command_graders(project, agent, named))
+    if not ignored:
+        return suites, []
+    notes: list[str] = []
+    out: list[Suite] = []
+    for suite in suites:
+        tasks = []
+        for task in suite.tasks:
+            kept = [g for g in task.spec.graders
+                    if not (g.name == "command" and str(g.config.get("grader")) in ignored)]
+            if len(kept) != len(task.spec.graders):
+                dropped = sorted({str(g.config.get("grader")) for g in task.spec.graders
+                                  if g not in kept})
+                notes.append(f"task {task.id} names command grader(s) {', '.join(dropped)} "
+                             "that the base does not declare: ignored (not run)")
+            if kept:
+                tasks.append(dataclasses.replace(
+                    task, spec=task.spec.model_copy(update={"graders": kept})))
+        out.append(dataclasses.replace(suite, tasks=tuple(tasks)))
+    return out, notes
+
+
+__all__ = ["COMMAND_KEYS", "ConfigError", "ReviewProjects", "base_tree", "project_at",
+           "review_projects", "undeclared_command_graders", "without_undeclared_graders"]

@@ -328,10 +328,6 @@ def test_review_never_runs_a_command_grader_the_head_adds(repo: Path, tmp_path: 
     assert not marker.exists()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open (reported): a head task naming a command grader the base does not declare errors "
-    "its trials as 'promptloop bug: grader command failed' and the review exits 2 with no "
-    "comment; review_trust.undeclared_command_graders is not used by review"))
 def test_review_says_it_ignored_a_command_grader_the_head_adds(
     repo: Path, tmp_path: Path
 ) -> None:
@@ -345,10 +341,6 @@ def test_review_says_it_ignored_a_command_grader_the_head_adds(
     assert not marker.exists()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open (reported): review runs the base's command from the working tree, so in a CI "
-    "checkout of the PR (HEAD = the head) `node agent/agent.js` runs the head's agent.js; "
-    "the agent's files should come from the base commit too"))
 def test_review_in_a_checkout_of_the_head_does_not_run_the_heads_agent_code(
     repo: Path, tmp_path: Path
 ) -> None:
