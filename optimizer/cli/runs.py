@@ -1,7 +1,8 @@
 """`promptloop runs [--suite S] [--json]`: the saved runs, newest first, from the run index.
 
 The table is plain aligned text (the same in a terminal and a CI log): identifiers are never
-split; when the terminal is too narrow, whole columns are left out, least useful first.
+split; when the terminal is too narrow, whole columns are left out, least useful first, and
+each run's name goes on a line of its own, so model, prompt and commit always show.
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ from optimizer.report import fmt
 from optimizer.report.store import RunIndexEntry, default_store_dir, list_runs
 from optimizer.workflows.context import ConfigError, did_you_mean
 
-COLUMNS = ("run", "suite", "kind", "agent", "model", "prompt", "commit", "task pass",
+COLUMNS = ("run", "suite", "kind", "role", "agent", "model", "prompt", "commit", "task pass",
            "trial pass", "trials", "errored", "started (UTC)")
 RIGHT = {"task pass", "trial pass", "trials", "errored"}
-DROP_ORDER = ("agent", "kind", "errored", "commit", "task pass", "model", "prompt", "trials")
+KEEP = ("run", "model", "prompt", "commit", "trial pass")
+"""Columns never left out: which run, which model and prompt at which commit, and its rate."""
+DROP_ORDER = ("agent", "kind", "suite", "errored", "role", "task pass", "trials",
+              "started (UTC)")
 """Columns left out, in this order, until the table fits the terminal."""
 
 
@@ -44,29 +48,46 @@ def select_runs(entries: list[RunIndexEntry], suite: str | None) -> list[RunInde
 def row(e: RunIndexEntry) -> dict[str, str]:
     return {
         "run": e.run_name, "suite": e.suite_name, "kind": e.suite_kind, "agent": e.agent_name,
-        "model": e.agent_model or "?", "prompt": (e.prompt_hash or "?")[:12],
-        "commit": (e.git_commit or "?")[:12], "task pass": fmt.pct(e.task_pass_rate),
+        "role": e.role or "-", "model": e.agent_model or "?",
+        "prompt": (e.prompt_hash or "?")[:8], "commit": (e.candidate_commit or e.git_commit
+                                                         or "?")[:7],
+        "task pass": fmt.pct(e.task_pass_rate),
         "trial pass": fmt.pct(e.trial_pass_rate), "trials": str(e.num_trials),
         "errored": str(e.errored_trials), "started (UTC)": f"{e.started_at:%Y-%m-%d %H:%M}",
     }
 
 
 def render_table(entries: list[RunIndexEntry], width: int) -> str:
-    """Aligned columns separated by two spaces, narrowed to `width` by leaving columns out."""
+    """Aligned columns separated by two spaces, narrowed to `width` by leaving columns out
+    (`DROP_ORDER`). When the run names leave no room for the model, prompt and commit, each
+    run's name gets a line of its own above its indented columns (names are never split)."""
     rows = [row(e) for e in entries]
-    cols = list(COLUMNS)
-    widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in cols}
-    for victim in DROP_ORDER:
-        if sum(widths[c] for c in cols) + 2 * (len(cols) - 1) <= width:
-            break
-        cols.remove(victim)
+    widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in COLUMNS}
 
-    def line(values: dict[str, str]) -> str:
+    def fit(cols: list[str], room: int) -> list[str]:
+        cols = list(cols)
+        for victim in DROP_ORDER:
+            if sum(widths[c] for c in cols) + 2 * (len(cols) - 1) <= room:
+                break
+            if victim in cols:
+                cols.remove(victim)
+        return cols
+
+    def line(values: dict[str, str], cols: list[str], indent: str = "") -> str:
         cells = [values[c].rjust(widths[c]) if c in RIGHT else values[c].ljust(widths[c])
                  for c in cols]
-        return "  ".join(cells).rstrip()
+        return (indent + "  ".join(cells)).rstrip()
 
-    return "\n".join([line({c: c for c in cols}), *(line(r) for r in rows)]) + "\n"
+    cols = fit(list(COLUMNS), width)
+    if all(c in cols for c in KEEP) and (
+            sum(widths[c] for c in cols) + 2 * (len(cols) - 1) <= width):
+        return "\n".join([line({c: c for c in cols}, cols),
+                          *(line(r, cols) for r in rows)]) + "\n"
+    cols = fit([c for c in COLUMNS if c != "run"], width - 2)
+    out = ["run", line({c: c for c in cols}, cols, "  ")]
+    for r in rows:
+        out += [r["run"], line(r, cols, "  ")]
+    return "\n".join(out) + "\n"
 
 
 def runs(
