@@ -183,6 +183,10 @@ def _compare(state: Path, runs: list[str], base: list[str], fmt: ReportFormat,
                          "buckets": [r.model_dump() for r in gate_rows(comparisons)]})
     view = comparison_table(comparisons)
     title = f"{', '.join(suites)}: runs vs base, trials paired"
+    if not every_bucket and not view.changed().rows:  # one line, never an empty table
+        n = len(view.rows)
+        return (f"{title}: no bucket changed ({n} bucket{'s' if n != 1 else ''} compared, "
+                "none moved beyond the thresholds; --all lists them)")
     if fmt is ReportFormat.table:
         ui.show_table(view, title, every_row=every_bucket)
         return None

@@ -106,3 +106,28 @@ def test_report_base_refuses_what_it_cannot_compare(state: Path) -> None:
                           env={"COLUMNS": "80"})
     assert alone.exit_code == 0 and "plain_transaction" in alone.stdout
     assert "trial pass" in alone.stdout and "report:" not in alone.stdout
+
+
+def test_report_base_says_in_one_line_that_no_bucket_changed(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs of the same prompt: `report X --base Y` says so in one line instead of an
+    empty table and an 'unchanged bucket not shown' count (issue 26, point 7)."""
+    monkeypatch.chdir(repo)
+    names = []
+    for extra in ([], ["--fresh"]):
+        out = runner.invoke(app, ["eval", "--suite", "pkm_agent", "--kind", "regression",
+                                  "--agent-model", "scripted:pkm", "--trials", "1", "--json",
+                                  "--state-dir", str(state), *extra])
+        assert out.exit_code == 0, out.output
+        names.append(json.loads(out.stdout)["run"])
+    for fmt in ([], ["--format", "md"]):
+        shown = runner.invoke(app, ["report", names[1], "--base", names[0], *fmt,
+                                    "--state-dir", str(state)], env={"COLUMNS": "80"})
+        assert shown.exit_code == 0, shown.output
+        lines = [line for line in shown.stdout.splitlines() if line.strip()]
+        assert len(lines) == 1 and "no bucket changed (1 bucket compared" in lines[0], lines
+        assert "not shown" not in shown.stdout
+    every = runner.invoke(app, ["report", names[1], "--base", names[0], "--all",
+                                "--state-dir", str(state)], env={"COLUMNS": "80"})
+    assert every.exit_code == 0 and "plain" in every.stdout
