@@ -82,7 +82,7 @@ def _headline(run: RunResult, s: RunSummary) -> list[str]:
         f"{s.num_trials} trials); errored excluded: {pct(s.counted_trial_pass_rate)} "
         f"({s.passed_trials}/{s.counted_trials})",
         f"- Trial outcomes: {s.passed_trials} passed, {failed_text(s)}, "
-        f"{s.timed_out_trials} timed out, {s.errored_trials} errored",
+        f"{s.errored_trials} errored",
         f"- Mean trial score: {num(s.mean_score)}",
         f"- Trials: {s.num_trials} total, {s.cached_trials} from cache"
         + (f", {s.skipped_trials} skipped" if s.skipped_trials else ""),

@@ -81,7 +81,7 @@ def stat_cards(s: RunSummary, bs: RunSummary | None) -> list[Stat]:
                  f"({s.passed_trials}/{s.counted_trials})"],
                 bs.trial_pass_rate if bs else None, s.trial_pass_rate, bs),
         _versus("Mean score", fmt.num(s.mean_score),
-                [f"{failed_text(s)}, {s.timed_out_trials} timed out"],
+                [failed_text(s)],
                 bs.mean_score if bs else None, s.mean_score, bs, rate=False),
         Stat("Errored trials", str(s.errored_trials),
              ("infrastructure errors or promptloop bugs: failed in the original's rates, "
