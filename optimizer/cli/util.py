@@ -46,12 +46,30 @@ def guarded(fn: Callable[[], T]) -> T:
 
 
 def option_errors(err: ValidationError) -> str:
-    """A pydantic error of a command's config as `--option: problem` pairs."""
+    """A pydantic error of a command's config as `--option: problem` pairs; a value that came
+    from promptloop.toml names the file, table and key."""
     return "; ".join(
         f"--{'.'.join(str(p) for p in e['loc']).replace('_', '-')}: "
-        f"{e['msg'].removeprefix('Value error, ')}"
+        f"{e['msg'].removeprefix('Value error, ')}{_from_toml(e['loc'])}"
         for e in err.errors()
     )
+
+
+def _from_toml(loc: tuple[int | str, ...]) -> str:
+    """` (from promptloop.toml [optimize] key 'x')` when the option's value came from there."""
+    from typer._click import core as click_core  # typer vendors click
+    from typer._click.globals import get_current_context
+
+    from optimizer.cli.command import TOML_META
+
+    ctx = get_current_context(silent=True)
+    name = str(loc[-1]) if loc else ""
+    if ctx is None or name not in ctx.params:
+        return ""
+    if ctx.get_parameter_source(name) != click_core.ParameterSource.DEFAULT_MAP:
+        return ""
+    where = ctx.meta.get(TOML_META, "promptloop.toml")
+    return f" (from {where} [{ctx.info_name}] key '{name.replace('_', '-')}')"
 
 
 def require_repo(command: str) -> Path:

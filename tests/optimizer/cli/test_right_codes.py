@@ -163,6 +163,14 @@ def test_a_wrong_value_in_promptloop_toml_names_the_file_table_and_key(
                         "scripted:pkm", "--state-dir", str(state))
     assert code == 1, out
     assert f"{repo / 'promptloop.toml'} [eval] key 'trials'" in out
+    # a value of the right type that the command's checks refuse names the file too
+    (repo / "promptloop.toml").write_text("[optimize]\nmin-improvement = 5.0\n")
+    code, out = _invoke(repo, monkeypatch, "optimize", "--suite", "pkm_agent", "--bucket",
+                        "skip_trivial", "--agent-model", "scripted:pkm", "--state-dir",
+                        str(state))
+    assert code == 1, out
+    assert "--min-improvement" in out
+    assert f"{repo / 'promptloop.toml'} [optimize] key 'min-improvement'" in out
 
 
 def test_an_unknown_key_in_promptloop_toml_is_an_error(
