@@ -69,8 +69,7 @@ JSON_PRINTED: list[bool] = []
 
 def error(message: str) -> None:
     ERRORS.append(message)
-    err.print(wrapped(Text.assemble(("Error:", "bold red"), " ", message), err.width),
-              highlight=False, soft_wrap=True)
+    err.print(f"[bold red]Error:[/] {escape(message)}", highlight=False, markup=True)
 
 
 def warn(message: str) -> None:
@@ -259,25 +258,24 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
 def show_summary(summary: RunSummary, report_path: str | None = None) -> None:
     """The closing per-bucket table of an eval run."""
     s, u = summary, summary.usage
-    show_table(
-        bucket_table(s),
-        f"{s.suite_name}: task pass {fmt.pct(s.task_pass_rate)}, trial pass "
+    say(f"{s.suite_name}: task pass {fmt.pct(s.task_pass_rate)}, trial pass "
         f"{fmt.pct(s.trial_pass_rate)} ({s.original.passed_trials}/{s.num_trials}); errored "
         f"excluded {fmt.pct(s.counted_task_pass_rate)} / {fmt.pct(s.counted_trial_pass_rate)}; "
-        f"{failed_text(s)}, errored {s.errored_trials}, cached {s.cached_trials}",
-    )
-    out.print(
-        f"tokens: {fmt.tokens(u.total_tokens)} (in {fmt.tokens(u.input_tokens)}, out "
+        f"{failed_text(s)}, errored {s.errored_trials}, cached {s.cached_trials}")
+    show_table(bucket_table(s))
+    say(f"tokens: {fmt.tokens(u.total_tokens)} (in {fmt.tokens(u.input_tokens)}, out "
         f"{fmt.tokens(u.output_tokens)}), model calls {u.model_calls}, retries {u.retries}; "
-        f"est. cost: {fmt.usd(s.cost.total_usd)}",
-        markup=False,
-    )
+        f"est. cost: {fmt.usd(s.cost.total_usd)}")
     if report_path:
-        out.print(f"report: {report_path}", markup=False)
+        say(f"report: {report_path}")
+
+
+STATUS_WORDS = {"timedOut": "timed out"}
+"""Trial statuses as a user reads them (the stored `timedOut` is the original's spelling)."""
 
 
 def _counts(counts: dict[str, int]) -> str:
-    return " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+    return ", ".join(f"{v} {STATUS_WORDS.get(k, k)}" for k, v in sorted(counts.items()))
 
 
 def estimate_text(event: TrialsEstimated) -> str:
@@ -494,9 +492,9 @@ def show_iteration(it: Any, *, every_row: bool = False, verbose: bool = False,
                                                           or len(head) > 150):
         for r in it.reasons:
             say(f"- {plain.without_class_names(r)}", indent=2)
-    if it.outcome in ("refused", "error") and it.package_path:
-        say(f"the proposer's replies: {Path(it.package_path).parent}/reply-attempt-*.md",
-            indent=2)
+    folder = Path(it.package_path).parent if it.package_path else None
+    if it.outcome in ("refused", "error") and folder and any(folder.glob("reply-attempt-*")):
+        say(f"the proposer's replies: {folder}/reply-attempt-*.md", indent=2)
     if it.hypothesis:
         say(f"idea: {it.hypothesis}", indent=2)
     if it.diff:
@@ -599,12 +597,13 @@ LOCAL_HINT = (
 def verdict_rows(rows: list[dict[str, Any]], *, every_row: bool = True) -> None:
     """The per-bucket gate table (stored rows of an iteration): candidate vs base, paired,
     with the legend of its columns."""
-    show_table(gate_table(rows), "per bucket, candidate against base:", every_row=every_row,
-               side="candidate")
+    say("per bucket, candidate against base:", indent=2)
+    show_table(gate_table(rows), every_row=every_row, side="candidate")
 
 
 def comparison_rows(title: str, comparisons: list[BucketComparison], cand: str = "Cand", *,
                     every_row: bool = True) -> None:
     """The per-bucket gate table straight from the gate's comparisons, with its legend."""
-    show_table(comparison_table(comparisons, cand=cand), title, every_row=every_row,
+    say(title, indent=2)
+    show_table(comparison_table(comparisons, cand=cand), every_row=every_row,
                side="head" if cand == "Head" else "candidate")

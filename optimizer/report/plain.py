@@ -81,11 +81,10 @@ def _decided(decision: str) -> str:
 
 def refusal_headline(reasons: Sequence[str]) -> str:
     """A proposal refused before any trial (a guard, or no usable reply)."""
-    if len(reasons) == 1 and len(reasons[0]) <= 90:
-        return _short(f"the proposal was refused before any trial: {reasons[0]}; the next "
-                      "iteration asks again")
-    return (f"the proposal was refused before any trial ({len(reasons)} reason"
-            f"{'s' if len(reasons) != 1 else ''} below); the next iteration asks again")
+    if len(reasons) == 1 and len(reasons[0]) <= HEADLINE_MAX - 25:
+        return _short(f"nothing was evaluated: {reasons[0]}; the next iteration asks again")
+    return (f"nothing was evaluated ({len(reasons)} reason{'s' if len(reasons) != 1 else ''} "
+            "below); the next iteration asks again")
 
 
 def error_headline(what: str) -> str:

@@ -301,7 +301,8 @@ async def _attempt(
 
 def _model_failed(got: _Attempt, err: ModelError) -> None:
     """The model could not answer (provider, key, replay miss): infrastructure, errored."""
-    got.status, got.infra = "errored", f"{type(err).__name__}: {err}"
+    # the provider's message says what failed; promptloop's class names are not for users
+    got.status, got.infra = "errored", str(err) or "the model gave no answer"
     got.reason = got.infra
     got.overloaded = isinstance(err, ProviderError) and err.overloaded
 

@@ -26,7 +26,7 @@ def test_ci_log_has_one_line_per_run_start_and_end(state: Path) -> None:
     ends = [line for line in lines if line.startswith("run finished: ")]
     assert starts == ["run started: eval card_agent (16 trials)"]
     assert len(ends) == 1 and ends[0].startswith("run finished: eval card_agent: ")
-    assert "passed=" in ends[0]
+    assert " passed" in ends[0]
     assert lines.index(starts[0]) < lines.index(ends[0])
     assert not any(c in log for c in "━█")  # no bar drawn
 
@@ -53,9 +53,9 @@ def test_plain_lines_follow_the_events_in_order() -> None:
     assert sink.getvalue().splitlines() == [
         "» baseline of pkm_agent",
         "run started: baseline cap (2 trials)",
-        "run finished: baseline cap: cached=1 failed=1",
+        "run finished: baseline cap: 1 cached, 1 failed",
         "run started: baseline reg (1 trials)",
-        "run finished: baseline reg: passed=1",
+        "run finished: baseline reg: 1 passed",
     ]
 
 
