@@ -23,13 +23,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from optimizer.core.config import ConfigError
+from optimizer.core.project import active_project
+from optimizer.core.prompt_target import open_target
 from optimizer.core.results import RunResult, TrialResult
 from optimizer.git import GitOps, GitOpsError
 from optimizer.lifecycle.errors import LifecycleError, UnknownNameError
 from optimizer.report.store import list_runs, load_run
 
 DEFAULT_WINDOW = 10
-PROMPTS_DIR = "prompts"
 
 
 @dataclass(frozen=True)
@@ -128,15 +130,24 @@ def distinct_trials(runs: Sequence[RunResult]) -> Iterator[tuple[RunResult, Tria
 
 def prompt_versions(repo: Path, agent_name: str, ref: str = "HEAD",
                     include_checkout: bool = True) -> tuple[frozenset[str], str]:
-    """sha256 of every version of prompts/<agent>.md in `ref`'s history, and the ref's commit.
+    """sha256 of every version of the agent's prompt (its first prompt target in promptloop.toml:
+    a whole file or a region of one) in `ref`'s history, and the ref's commit.
 
     With `include_checkout` and ref HEAD, the checked-out file counts too (eval runs it)."""
-    path = f"{PROMPTS_DIR}/{agent_name}.md"
+    agent = active_project().agent(agent_name)
+    target = agent.target()
+    path = target.path
     with GitOps(repo) as git:
         commit = git.resolve(ref)
-        texts = [text for _, text in git.file_versions(commit, path)]
+        files = [text for _, text in git.file_versions(commit, path)]
     if include_checkout and ref == "HEAD" and (repo / path).is_file():
-        texts.append((repo / path).read_text(encoding="utf-8"))
+        files.append((repo / path).read_text(encoding="utf-8"))
+    texts = []
+    for text in files:
+        try:  # a version where the region is missing or broken is no version of this prompt
+            texts.append(open_target(agent, target, text).text)
+        except ConfigError:
+            continue
     hashes = frozenset(hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts)
     return hashes, commit
 

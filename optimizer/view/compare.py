@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from optimizer.core.project import active_project
 from optimizer.core.results import RunResult, TrialResult
 from optimizer.gate.compare import BucketComparison, GatePolicy
 from optimizer.report import fmt
@@ -155,11 +156,20 @@ def recover_prompt(run: RunResult) -> PromptSide:
     return PromptSide(run.agent_name, digest, None)
 
 
+def prompt_path_of(agent_name: str) -> str:
+    """The file of the agent's first prompt target, as the active promptloop.toml declares it
+    ("prompt" for an agent it does not declare, e.g. a run from another project)."""
+    project = active_project()
+    if agent_name not in project.agents:
+        return "prompt"
+    return project.agent(agent_name).target().path
+
+
 def prompt_diff(base: RunResult, cand: RunResult) -> PromptDiff:
     b, c = recover_prompt(base), recover_prompt(cand)
     files = []
     if b.text is not None and c.text is not None and b.hash != c.hash:
-        name = f"prompts/{cand.agent_name}.md"
+        name = prompt_path_of(cand.agent_name)
         files.append(modified_file(name, b.text, c.text, (f"a/{name} ({base.run_name})",
                                                           f"b/{name} ({cand.run_name})")))
     return PromptDiff(b, c, files)

@@ -17,12 +17,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
 
-from agents.data import data_dir
 from agents.llm.errors import ModelError
 from agents.llm.providers.local import model_path
 from agents.llm.registry import parse_model_id
 from agents.llm.types import Message, ModelSettings
 from optimizer.core.config import default_judge
+from optimizer.core.project import active_project
 from optimizer.core.suites import TASKS_DIR, SuiteError, load_suite
 from optimizer.propose.sandbox import describe
 from optimizer.propose.sandbox import isolation as sandbox_isolation
@@ -212,11 +212,15 @@ def check_suite(root: Path, agent_model: str, judge_model: str | None) -> SuiteS
 
 
 def _prompt_file(suite_root: Path, agent: str) -> Path:
-    """prompts/<agent>.md of the repository the suite lives in (tasks/<agent>/<kind>)."""
-    for parent in suite_root.parents:
-        if (parent / "prompts").is_dir():
-            return parent / "prompts" / f"{agent}.md"
-    return data_dir("prompts") / f"{agent}.md"
+    """The file of the agent's first prompt target (promptloop.toml), in the repository the
+    suite lives in; for an agent the project does not declare, its name (reported missing)."""
+    project = active_project()
+    if agent not in project.agents:
+        return Path(f"<no [agents.{agent}] in {project.where}>")
+    rel = project.agent(agent).target().path
+    root = project.root or next((p for p in suite_root.parents if (p / ".git").exists()),
+                                Path.cwd())
+    return root / rel
 
 
 def default_tasks_dir(git: GitStatus) -> Path:
@@ -352,7 +356,8 @@ def _check_git_and_suites(report: DoctorReport, tasks: Path) -> None:
             report.problems.append(
                 Problem(
                     what=f"suite {s.name}: prompt file {s.prompt_file} is missing",
-                    fix=f"create prompts/{s.agent}.md (the system prompt being optimized)",
+                    fix=f"create {s.prompt_file} (the prompt the agent's [agents.{s.agent}] "
+                    "table names in promptloop.toml), or run `promptloop init`",
                 )
             )
 

@@ -185,10 +185,10 @@ def test_graduate_and_health_commands(repo: Path, state: Path,
     assert res.exit_code == 1 and "Did you mean 'card_agent'" in res.stderr
     res = runner.invoke(app, ["health", "--suite", "pkm_agent", "--state-dir", str(state)])
     assert res.exit_code == 1 and "no saved runs of pkm_agent_capability" in res.stderr
-    res = runner.invoke(app, ["graduate", "--suite", "card_agent", "--bucket", "stuck",
+    res = runner.invoke(app, ["graduate", "--agent", "card_agent", "--bucket", "stuck",
                               "--state-dir", str(state)])
-    assert res.exit_code == 1 and "not ready to graduate" in res.stderr
-    res = runner.invoke(app, ["graduate", "--suite", "card_agent", "--bucket", "event",
+    assert res.exit_code == 1 and "not ready to graduate" in res.stderr, res.output
+    res = runner.invoke(app, ["graduate", "--agent", "card_agent", "--bucket", "event",
                               "--state-dir", str(state)])
     assert res.exit_code == 0, res.output
     assert "Branch promptloop/graduate/card_agent-event/" in res.stdout
