@@ -67,7 +67,8 @@ class PromptTarget(_Strict):
 
 class CommandGrader(_Strict):
     command: list[str] = Field(min_length=1)
-    timeout: float = Field(30.0, gt=0)
+    """The argv (run from the repository top; the task's config sets its time limit,
+    `timeout_s`, 30 s by default)."""
 
 
 class AgentConfig(_Strict):
@@ -92,7 +93,8 @@ class AgentConfig(_Strict):
     """Environment variables passed to the agent process besides the model's."""
     timeout: float | None = Field(None, gt=0)
     """Seconds per trial (default: each task's timeout_seconds)."""
-    max_output_bytes: int = Field(10_000_000, gt=0)
+    max_output_bytes: int = Field(10 * 2**20, gt=0)
+    """The largest result accepted (10 MiB by default)."""
     concurrency: int | None = Field(None, ge=1)
     model: str | None = None
     judge: str | None = None

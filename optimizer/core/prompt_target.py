@@ -38,6 +38,8 @@ class PromptSource:
     file_text: str
     region: Region | None
     """None for a whole-file target."""
+    ref: str | None = None
+    """The commit the file was read at, or "working tree"."""
 
     @property
     def path(self) -> str:
@@ -75,18 +77,19 @@ class PromptSource:
         return self.region.describe() if self.region is not None else self.target.path
 
 
-def open_target(agent: Agent, target: PromptTarget, file_text: str) -> PromptSource:
+def open_target(agent: Agent, target: PromptTarget, file_text: str,
+                ref: str | None = None) -> PromptSource:
     """The target found in `file_text`; ConfigError naming the project file, the agent's table
     and the key when the region is missing, found twice or unreadable."""
     if target.whole_file:
-        return PromptSource(target, file_text, None)
+        return PromptSource(target, file_text, None, ref)
     try:
         region = locate(region_spec(target), file_text)
     except RegionError as err:
         key = "variable" if target.variable else "begin"
         raise ConfigError(f"{agent.project.where}: {agent.table} prompt {target.name!r} key "
                           f"'{key}': {err}") from None
-    return PromptSource(target, file_text, region)
+    return PromptSource(target, file_text, region, ref)
 
 
 __all__ = ["PromptSource", "open_target", "region_spec"]

@@ -7,6 +7,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from agents.base import AgentFactory
 from agents.registry import (
     AgentOptions,
@@ -24,10 +27,18 @@ def agent_of(name: str) -> Agent:
     return active_project().agent(name)
 
 
+def importable(root: Path | None) -> None:
+    """Make the modules of the repository at `root` importable by a python adapter's entry
+    (`package.module:function` is looked up from the repository top, as a command's argv)."""
+    if root is not None and str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+
+
 def in_process(agent: Agent) -> bool:
     """The agent runs as an in-process session of promptloop's agent loop."""
     if agent.config.adapter != "python" or agent.config.entry is None:
         return False
+    importable(agent.project.root)
     try:
         return is_session_factory(load_entry(agent.config.entry))
     except EntryError as err:

@@ -56,7 +56,13 @@ def _suite_folder(request: EvalRequest, source: RepoSource) -> Path:
 
 def load_selected(request: EvalRequest, source: RepoSource) -> Suite:
     """The requested suite (or its selected buckets and tasks), checked to be runnable."""
-    suite = load_suite(_suite_folder(request, source))
+    folder = _suite_folder(request, source)
+    suite = load_suite(folder)
+    if request.suite in agent_names() and suite.agent_name != request.suite:
+        raise ConfigError(f"{folder / 'suite.json'}: suite {suite.name!r} is for agent "
+                          f"{suite.agent_name!r} (its agent_name), not {request.suite!r}: give "
+                          f"--agent {suite.agent_name}, or point {request.suite}'s suites at "
+                          "its own suite folders")
     check_runnable(suite)
     if request.buckets or request.task_ids:
         suite = suite.select(

@@ -42,6 +42,9 @@ def agent_suites(agent: str, kinds: Sequence[str], source: RepoSource) -> list[S
         if found is None or found.folder is None:
             raise ConfigError(source.missing_suite(agent, kind))
         suite = load_suite(found.folder)
+        if suite.agent_name != agent:
+            raise ConfigError(f"{found.path}/suite.json: suite {suite.name!r} is for agent "
+                              f"{suite.agent_name!r} (its agent_name), not {agent!r}")
         check_runnable(suite)
         out.append(suite)
     if not out:

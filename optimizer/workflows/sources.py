@@ -68,14 +68,16 @@ class Sourced:
     """The file's text (files only)."""
     folder: Path | None = None
     """Where the folder's files are on disk (folders only)."""
+    kind: str = ""
+    """What it is for the output (prompt, tasks, manual, project); "" = from its path."""
 
     def describe(self) -> str:
         return f"{self.path} @ {self.origin.describe()}"
 
     def line(self) -> str:
         """`prompt: prompts/card_agent.md @ HEAD 1a2b3c4`, for the command's output."""
-        what = {"prompts": "prompt", "manuals": "manual"}.get(self.path.partition("/")[0],
-                                                              "tasks")
+        what = self.kind or {"prompts": "prompt", "manuals": "manual"}.get(
+            self.path.partition("/")[0], "tasks")
         return f"{what}: {self.describe()}"
 
 
@@ -137,13 +139,22 @@ class RepoSource:
             return None
 
     # --- files -----------------------------------------------------------------------------
-    def read(self, rel: str, *, bundled: bool = True) -> Sourced:
+    def read(self, rel: str, *, bundled: bool = True, kind: str = "",
+             announce: bool = True) -> Sourced:
         """The text of file `rel`; from the bundled copy when the repository lacks it (unless
-        `bundled` is False, which raises instead)."""
+        `bundled` is False, which raises instead). `kind` names it in the output; `announce`
+        False reads it without listing it among the command's sources."""
+        if not announce:
+            saved = list(self.served)
+            try:
+                return self.read(rel, bundled=bundled, kind=kind)
+            finally:
+                self.served[:] = saved
         if self.sha is not None:
             assert self.ops is not None
             try:
-                return self._serve(Sourced(rel, self._at_ref(), self.ops.read_file(self.sha, rel)))
+                return self._serve(Sourced(rel, self._at_ref(), self.ops.read_file(self.sha, rel),
+                                           kind=kind))
             except GitOpsError as err:
                 if not bundled:
                     raise GitOpsError(f"{rel} does not exist at {self._at_ref().describe()}"
@@ -152,7 +163,7 @@ class RepoSource:
         if self.root is not None and (self.root / rel).is_file():
             text = (self.root / rel).read_text(encoding="utf-8")
             origin = Origin("worktree", note=self._file_note(rel, text))
-            return self._serve(Sourced(rel, origin, text))
+            return self._serve(Sourced(rel, origin, text, kind=kind))
         if not bundled:
             raise ConfigError(f"{rel} does not exist in {self.root or Path.cwd()}")
         return self._bundled_file(rel, "not in this repository" if self.root else
@@ -165,11 +176,12 @@ class RepoSource:
         declared = active_project().agent(agent)
         target = declared.target(name)
         try:
-            sourced = self.read(target.path, bundled=False)
+            sourced = self.read(target.path, bundled=False, kind="prompt")
         except (ConfigError, GitOpsError) as err:
             raise ConfigError(f"{declared.project.where}: {declared.table} key 'prompt': "
                               f"{err}. Start a project with `promptloop init`") from None
-        return open_target(declared, target, sourced.text)
+        return open_target(declared, target, sourced.text,
+                           self.sha if self.sha is not None else "working tree")
 
     def _bundled_file(self, rel: str, note: str) -> Sourced:
         path = _bundled(rel)
@@ -261,7 +273,7 @@ class RepoSource:
 
     def _suite_kind(self, rel: str) -> str | None:
         try:
-            data = json.loads(self.read(f"{rel}/suite.json").text)
+            data = json.loads(self.read(f"{rel}/suite.json", announce=False).text)
         except (ValueError, OSError, ConfigError, GitOpsError):
             return None
         kind = data.get("kind") if isinstance(data, dict) else None
