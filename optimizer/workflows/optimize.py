@@ -19,6 +19,7 @@ from optimizer.core.config import ConfigError
 from optimizer.core.events import BaselineReady, EventSink, Phase, RunWarning, ignore
 from optimizer.core.killpoint import kill_point
 from optimizer.core.ledger import Ledger
+from optimizer.core.project import project_scope
 from optimizer.core.prompt_target import PromptSource
 from optimizer.core.results import Provenance, RunResult
 from optimizer.core.suites import Suite
@@ -41,6 +42,7 @@ from optimizer.workflows.optimize_models import (
     OptimizeResult,
 )
 from optimizer.workflows.paired import SavedRun, agent_suites, run_and_save
+from optimizer.workflows.review_trust import project_at
 from optimizer.workflows.sources import MANUAL, RepoSource
 from optimizer.workflows.sweep import sweep_abandoned
 
@@ -280,7 +282,9 @@ async def optimize(
     async with ModelSet(config.model_ids, agent=agent, judge=judge, proposer=proposer) as models:
         opt = Optimizer(config, models, **kw)
         try:
-            return await opt.optimize()
+            # the agents, prompt targets and suites as promptloop.toml declares them at --base
+            with project_scope(project_at(opt.git, opt.git.resolve(config.base), config.base)):
+                return await opt.optimize()
         finally:
             opt.git.close()
 
