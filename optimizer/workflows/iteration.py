@@ -100,6 +100,8 @@ class Iteration:
         self.selection: Callable[[Verdict], Verdict] | None = None
         """Notes on the winner's verdict how it was selected (K > 1)."""
         self.runners_up: list[str] = []
+        self.file_diff = ""
+        """A region's change as a diff of its whole file (file line numbers), for the PR."""
         usage = opt.models.usage
         self._tokens0, self._usd0 = usage.total_tokens, opt.models.usd()
 
@@ -188,8 +190,12 @@ class Iteration:
             return
         spliced = splice_prompt(self.base, cand.path, prepared.new_text)
         if isinstance(spliced, RegionRefusal):
-            self._refuse([{"code": "region", "message": spliced.why}], prepared.diff)
+            self._refuse([{"code": "breaks_literal", "message": spliced.why}], prepared.diff)
             return
+        source = self.base.prompt_source
+        if source is not None and source.region is not None:  # the PR shows the file's lines
+            self.file_diff = render_unified(source.file_text,
+                                            spliced.read_text(encoding="utf-8"), source.path)
         self.opt.emit(CandidateEvaluating(iteration=self.n, branch=cand.branch))
         await self._conclude(cand, prepared.new_text)
 
@@ -439,7 +445,7 @@ class Iteration:
             bucket=self.c.bucket,
             branch=branch,
             hypothesis=it.hypothesis,
-            diff=it.diff,
+            diff=self.file_diff or it.diff,
             verdict=verdict,
             comparisons=comps,
             changes=[trial_changes(b, c) for b, c in zip(base, cand, strict=True)],

@@ -166,6 +166,11 @@ def test_optimize_keeps_a_branch_that_changes_only_the_template_literal(
     assert "promptloop optimizes the text" not in package  # the file's comment, outside
     assert git(repo, "status", "--porcelain") == ""
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+    # the PR body shows the change as the file's own diff (file line numbers, as git shows it)
+    body = Path(it.pr_body_path or "").read_text()
+    branch_diff = git(repo, "diff", "main", it.branch, "--", PROMPT_JS)
+    [file_hunk] = [line for line in branch_diff.splitlines() if line.startswith("@@")]
+    assert file_hunk.split(" @@")[0] in body
 
 
 def test_optimize_from_the_command_line(
