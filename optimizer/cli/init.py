@@ -46,7 +46,9 @@ def init(
         ui.info(f"wrote {len(result.files)} files into {result.root}:")
         for path in result.files:
             ui.info(f"  {path.as_posix()}")
-        ui.info("next:")
+        ui.info("next (eval runs the working tree at once; optimize and review work on "
+                "commits, so commit the files first: git add -A && git commit -m "
+                "'promptloop init'):")
         for command in result.next_commands:
             ui.info(f"  {command}")
 
