@@ -15,7 +15,6 @@ import contextlib
 import os
 import re
 import signal
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from optimizer.core.ledger import LedgerEntry
 from optimizer.core.redact import redact
 from optimizer.core.results import RunResult
 from optimizer.propose.apply import numbered
+from optimizer.propose.asking import Attempt, converse
 from optimizer.propose.edits import edit_schema_for, edits_to_diff, parse_edit_proposal
 from optimizer.propose.package import condensed_trace, extract_input
 from optimizer.propose.patch import PatchError, extract_diff
@@ -258,36 +258,36 @@ async def ask_model(
         response_format=edit_schema_for(original) if fmt == "edits" else None,
         seed=seed,
     )
-    usage = Usage()
+    found: list[tuple[str, str]] = []
     last_error = last_user = ""
-    for attempt in range(1, max_retries + 2):
-        started = time.monotonic()
-        response = await client.complete(messages, settings=settings)
-        usage = usage + response.usage
-        text = response.text
-        reply = Reply(attempt, text, response.usage, time.monotonic() - started)
+
+    def read(attempt: Attempt) -> str | None:
+        nonlocal last_error, last_user
+        reply = Reply(attempt.n, attempt.text, attempt.usage, attempt.seconds)
         try:
             if fmt == "edits":
-                proposal = parse_edit_proposal(text)
+                proposal = parse_edit_proposal(attempt.text)
                 hypothesis = proposal.hypothesis
                 diff = edits_to_diff(original, proposal, prompt_path)
             else:
-                hypothesis, diff = parse_diff_reply(text)
+                hypothesis, diff = parse_diff_reply(attempt.text)
             check(diff)
-            if on_reply is not None:
-                on_reply(reply)
-            return Proposal(hypothesis, diff, text, attempt, usage, fmt)
         except PatchError as err:
             last_error, last_user = str(err), err.user
             if on_reply is not None:
                 on_reply(replace(reply, problem=err.user))
-            messages += [
-                Message.assistant(text),
-                Message.user(
-                    f"Your proposal could not be applied: {err}\nFix it and answer again in the "
-                    "required format, copying context lines exactly from the prompt file."
-                ),
-            ]
+            return (f"Your proposal could not be applied: {err}\nFix it and answer again in the "
+                    "required format, copying context lines exactly from the prompt file.")
+        if on_reply is not None:
+            on_reply(reply)
+        found.append((hypothesis, diff))
+        return None
+
+    attempts, usage = await converse(client, messages, settings, max_retries=max_retries,
+                                     read=read)
+    if found:
+        hypothesis, diff = found[0]
+        return Proposal(hypothesis, diff, attempts[-1].text, len(attempts), usage, fmt)
     raise UnusableProposalError(
         f"no applicable proposal after {max_retries + 1} attempts: {last_error}",
         usage=usage,

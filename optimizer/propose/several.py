@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from agents.llm.types import Message, ModelClient, ModelSettings, Usage
+from optimizer.propose.asking import Attempt, converse
 from optimizer.propose.patch import PatchError
 from optimizer.propose.proposer import (
     Format,
@@ -94,33 +95,32 @@ async def ask_several(
     settings = ModelSettings(temperature=0.7, max_tokens=max_tokens * k)
     got: dict[int, Proposal] = {}
     errors: dict[int, str] = {}
-    replies: list[str] = []
-    usage = Usage()
-    for _attempt in range(max_retries + 1):
-        response = await client.complete(messages, settings=settings)
-        usage = usage + response.usage
-        replies.append(response.text)
-        sections = split_patches(response.text)
+
+    def read(attempt: Attempt) -> str | None:
+        sections = split_patches(attempt.text)
+        errors.clear()
         for n in range(1, k + 1):
-            if n in got or n not in sections:
+            if n in got:
+                continue
+            if n not in sections:
+                errors[n] = f"the reply has no section `## Patch {n}`"
                 continue
             try:
                 hypothesis, diff = parse_diff_reply(sections[n])
                 check(diff)
-                got[n] = Proposal(hypothesis, diff, sections[n], len(replies), Usage(), fmt)
-                errors.pop(n, None)
+                got[n] = Proposal(hypothesis, diff, sections[n], attempt.n, Usage(), fmt)
             except PatchError as err:
                 errors[n] = str(err)
-        for n in range(1, k + 1):
-            if n not in got and n not in errors:
-                errors[n] = f"the reply has no section `## Patch {n}`"
         if not errors:
-            break
+            return None
         listed = "\n".join(f"- Patch {n}: {e}" for n, e in sorted(errors.items()))
-        messages += [Message.assistant(response.text), Message.user(
-            f"These patches could not be applied:\n{listed}\nAnswer again with only these "
-            "patches, under the same `## Patch N` headers, copying context lines exactly from "
-            "the prompt file.")]
+        return (f"These patches could not be applied:\n{listed}\nAnswer again with only these "
+                "patches, under the same `## Patch N` headers, copying context lines exactly "
+                "from the prompt file.")
+
+    attempts, usage = await converse(client, messages, settings, max_retries=max_retries,
+                                     read=read)
+    replies = [a.text for a in attempts]
     out: list[Proposal | ProposerError] = [
         got[n] if n in got else UnusableProposalError(
             f"no applicable proposal after {len(replies)} attempt(s): {errors[n]}",
