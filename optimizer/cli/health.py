@@ -16,14 +16,15 @@ from optimizer.cli.util import guarded
 def _suite_name(suite: str, kind: str) -> str:
     """The stored suite name: an agent name + --kind names a suite folder; anything else is
     taken as a stored suite name (checked against the store by the lineage)."""
-    from optimizer.workflows.context import SuiteError, agent_names, resolve_suite_path
+    from optimizer.workflows.context import SuiteError, agent_names
+    from optimizer.workflows.sources import project_suite
 
     head, sep, tail = suite.partition("/")
     if sep and head in agent_names():
         suite, kind = head, tail
     if suite not in agent_names():
         return suite
-    path = resolve_suite_path(suite, kind) / "suite.json"
+    path = project_suite(suite, kind) / "suite.json"  # the repository's, never promptloop's
     try:
         return str(json.loads(path.read_text(encoding="utf-8"))["name"])
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:

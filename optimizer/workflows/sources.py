@@ -365,6 +365,23 @@ class RepoSource:
         return _publish(tmp, dest, f"{rel} of the working tree at {self.root}\n")
 
 
+def project_suite(agent: str, kind: str, start: Path | None = None) -> Path:
+    """The folder of `agent`'s suite `kind` in the working tree of the repository holding
+    `start` (outside any repository, promptloop's bundled copy); a ConfigError naming the
+    agent's `suites` key when it has none."""
+    root = repo_root(start)
+    with RepoSource(root, None, Path(os.devnull)) as source:
+        rel = source.suite_folders(agent).get(kind)
+        if rel is None:
+            rel = next((r for r in source.suite_folders(agent).values()
+                        if source._suite_kind(r) == kind), None)
+        if rel is None:
+            raise ConfigError(source.missing_suite(agent, kind))
+    path = root / rel if root is not None else _bundled(rel)
+    assert path is not None
+    return path
+
+
 def project_suites(start: Path | None = None) -> tuple[list[Path], str]:
     """The suite folders of the active project's agents in the repository holding `start`
     (default: the current folder), and where they were read: the working tree, or outside any
@@ -414,4 +431,4 @@ def _text(path: Path) -> str | None:
     return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
-__all__ = ["MANUAL", "Origin", "RepoSource", "Sourced", "project_suites"]
+__all__ = ["MANUAL", "Origin", "RepoSource", "Sourced", "project_suite", "project_suites"]

@@ -221,3 +221,20 @@ def test_json_prints_an_error_object_when_the_command_fails(
     data = json.loads(result.stdout)
     assert set(data) == {"error", "exit_code"} and data["exit_code"] == result.exit_code
     assert data["error"]
+
+
+def test_health_reads_the_repository_suite_not_promptloops(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """health names the suite as the repository holds it (here renamed), and a suite the
+    repository lacks is an error naming the 'suites' key, never promptloop's bundled one."""
+    suite_json = repo / "tasks" / "pkm_agent" / "capability" / "suite.json"
+    data = json.loads(suite_json.read_text())
+    suite_json.write_text(json.dumps({**data, "name": "team_capability"}))
+    code, out = _invoke(repo, monkeypatch, "health", "--agent", "pkm_agent", "--state-dir",
+                        str(state))
+    assert "team_capability" in out and "pkm_agent_capability" not in out, out
+    shutil.rmtree(repo / "tasks" / "pkm_agent" / "regression")
+    code, out = _invoke(repo, monkeypatch, "health", "--suite", "pkm_agent/regression",
+                        "--state-dir", str(state))
+    assert code == 1 and "[agents.pkm_agent] key 'suites'" in out, out
