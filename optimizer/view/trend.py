@@ -4,8 +4,9 @@ A capability suite exists to show a slope: the trial pass rate of each bucket as
 models change. Only the lineage's prompts are plotted: eval runs, optimize baselines, review
 bases and accepted candidates, never a rejected candidate or a review's head. Each chart plots
 the bucket's trial pass rate in every run (oldest left; a gap where a run did not have the
-bucket), a dashed least-squares line, and states the slope in percentage points per run. Only the newest `limit` runs are read (each means opening a report;
-parsed summaries are cached by the state folder).
+bucket), a dashed least-squares line, and states the slope in percentage points per run.
+Only the newest `limit` runs are read (each means opening a report; parsed summaries are
+cached by the state folder).
 """
 
 from __future__ import annotations
