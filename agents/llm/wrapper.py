@@ -1,12 +1,10 @@
 """The base of every client that wraps another (metering, record/replay, batching rounds,
 structured tool mode): it keeps the inner client and its model id, and passes `preflight`
-and `aclose` through; a wrapper overrides `complete` (and whatever else it changes)."""
+and `aclose` through; each wrapper writes its own `complete` (what it is for)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
+from agents.llm.types import ModelClient
 
 
 class WrappedClient:
@@ -20,16 +18,6 @@ class WrappedClient:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r})"
-
-    async def complete(
-        self,
-        messages: list[Message],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        assert self.inner is not None
-        return await self.inner.complete(messages, tools=list(tools), settings=settings)
 
     async def preflight(self) -> None:
         if self.inner is not None:
