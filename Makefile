@@ -21,7 +21,7 @@ setup: $(STAMP)
 # The main job: the whole optimize loop on the embedded model (agent and proposer are the
 # 135M SmolLM2 served in-process by llama.cpp): baseline, failure package, proposal, guards,
 # candidate branch, rerun, paired gate, verdict. A few minutes on 2 cores; no API key.
-DEMO_ARGS ?= --suite card_agent --bucket template_event --suites quickstart \
+DEMO_ARGS ?= --suite card_agent/quickstart --bucket template_event \
 	--iterations 2 --max-turns 2 --max-runs 2 --round-trials 1
 demo: $(STAMP)
 	$(VENV)/bin/promptloop optimize $(DEMO_ARGS)
