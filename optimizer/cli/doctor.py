@@ -24,7 +24,8 @@ def doctor(
             "--tasks",
             envvar="PROMPTLOOP_TASKS",
             metavar="DIR",
-            help="Folder of suites to check (default: the checkout's tasks/, else the bundled).",
+            help="Folder of suites to check (default: the suites your agents declare in "
+            "promptloop.toml; outside a repository, promptloop's bundled ones).",
             file_okay=False,
         ),
     ] = None,

@@ -21,12 +21,13 @@ from agents.llm.errors import ModelError
 from agents.llm.providers.local import model_path
 from agents.llm.registry import parse_model_id
 from agents.llm.types import Message, ModelSettings
-from optimizer.core.config import default_judge
+from optimizer.core.config import ConfigError, default_judge
 from optimizer.core.project import active_project
 from optimizer.core.suites import TASKS_DIR, SuiteError, load_suite
 from optimizer.propose.sandbox import describe
 from optimizer.propose.sandbox import isolation as sandbox_isolation
 from optimizer.workflows.doctor_git import Cleanup, GitStatus, check_git, fix_git
+from optimizer.workflows.sources import project_suites
 
 XLLAMACPP_PIN = "2026.10.11549"
 _PROVIDER_ENV = {
@@ -223,13 +224,16 @@ def _prompt_file(suite_root: Path, agent: str) -> Path:
     return root / rel
 
 
-def default_tasks_dir(git: GitStatus) -> Path:
-    """The checkout's tasks/ when it has suites, else the bundled ones (as optimize does)."""
-    if git.repo_root:
-        local = Path(git.repo_root) / "tasks"
-        if local.is_dir() and suite_roots(local):
-            return local
-    return TASKS_DIR
+def default_suites(git: GitStatus) -> tuple[list[Path], str]:
+    """(suite folders, where) to check without --tasks: in a repository, the suites its
+    agents declare (promptloop.toml's 'suites'), never promptloop's bundled ones, as eval and
+    optimize read them; outside any repository, the bundled suites."""
+    if not git.repo_root:
+        return suite_roots(TASKS_DIR), f"promptloop's bundled {TASKS_DIR}"
+    try:
+        return project_suites(Path(git.repo_root))
+    except ConfigError:
+        return [], f"the working tree of {git.repo_root}"
 
 
 def diagnose(
@@ -250,8 +254,9 @@ def diagnose(
     local = check_local()
     cleaned = fix_git(start, state_dir) if fix else None
     git = check_git(start, state_dir)
-    tasks = tasks_dir or default_tasks_dir(git)
-    suites = [check_suite(r, agent_model, judge_model) for r in suite_roots(tasks)]
+    roots, where = ((suite_roots(tasks_dir), str(tasks_dir)) if tasks_dir is not None
+                    else default_suites(git))
+    suites = [check_suite(r, agent_model, judge_model) for r in roots]
     report = DoctorReport(
         agent_model=agent_model, providers=providers, local=local, git=git, suites=suites,
         cleaned=cleaned,
@@ -274,7 +279,7 @@ def diagnose(
                 )
         else:
             local.check = LocalCheck(ok=False, error="the embedded model is not installed")
-    _check_git_and_suites(report, tasks)
+    _check_git_and_suites(report, where)
     return report
 
 
@@ -332,7 +337,7 @@ def _require_model(report: DoctorReport, model: str, base_url: str | None) -> No
         )
 
 
-def _check_git_and_suites(report: DoctorReport, tasks: Path) -> None:
+def _check_git_and_suites(report: DoctorReport, where: str) -> None:
     git = report.git
     if git.error:
         report.problems.append(
@@ -345,7 +350,10 @@ def _check_git_and_suites(report: DoctorReport, tasks: Path) -> None:
     _git_warnings(report)
     if not report.suites:
         report.problems.append(
-            Problem(what=f"no suite.json found under {tasks}", fix="pass --tasks <folder>")
+            Problem(what=f"no suite in {where}",
+                    fix="list your suite folders under 'suites' in your agent's [agents.<name>] "
+                    "table of promptloop.toml, run `promptloop init` to start one, or pass "
+                    "--tasks <folder>")
         )
     for s in report.suites:
         if not s.loads:

@@ -238,3 +238,20 @@ def test_health_reads_the_repository_suite_not_promptloops(
     code, out = _invoke(repo, monkeypatch, "health", "--suite", "pkm_agent/regression",
                         "--state-dir", str(state))
     assert code == 1 and "[agents.pkm_agent] key 'suites'" in out, out
+
+
+def test_doctor_checks_the_repository_suites_not_promptloops(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(repo)
+    result = runner.invoke(app, ["doctor", "--json", "--agent-model", "scripted:pkm"])
+    paths = sorted(Path(s["path"]) for s in json.loads(result.stdout)["suites"])
+    assert paths == [repo / "tasks/pkm_agent/capability", repo / "tasks/pkm_agent/regression"]
+    empty = tmp_path / "empty"
+    subprocess.run(["git", "init", "-q", str(empty)], check=True)
+    monkeypatch.chdir(empty)
+    result = runner.invoke(app, ["doctor", "--json", "--agent-model", "scripted:pkm"])
+    data = json.loads(result.stdout)
+    assert result.exit_code == 1 and data["suites"] == []
+    [problem] = [p for p in data["problems"] if "no suite" in p["what"]]
+    assert "promptloop init" in problem["fix"] and "'suites'" in problem["fix"]
