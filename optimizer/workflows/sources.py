@@ -171,12 +171,15 @@ class RepoSource:
 
     def prompt(self, agent: str, name: str | None = None) -> PromptSource:
         """Prompt target `name` (default: the agent's first) of `agent`, read from its file
-        here: never from promptloop's bundled copy, since what is evaluated must be what the
-        repository holds (a missing file is an error naming the project file and key)."""
+        here: inside a repository never from promptloop's bundled copy, since what is evaluated
+        must be what the repository holds (a missing file is an error naming the project file
+        and key); outside any repository, promptloop's own agents read their bundled prompt,
+        and the output says so (as their suites do)."""
         declared = active_project().agent(agent)
         target = declared.target(name)
+        bundled = self.root is None and declared.project.path is None
         try:
-            sourced = self.read(target.path, bundled=False, kind="prompt")
+            sourced = self.read(target.path, bundled=bundled, kind="prompt")
         except (ConfigError, GitOpsError) as err:
             raise ConfigError(f"{declared.project.where}: {declared.table} key 'prompt': "
                               f"{err}. Start a project with `promptloop init`") from None
