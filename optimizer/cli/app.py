@@ -87,3 +87,7 @@ def main() -> None:
     except KeyboardInterrupt:
         ui.error("interrupted")
         sys.exit(EXIT_INTERRUPTED)
+    except SystemExit as done:
+        if ui.STOPPED:  # stopped by Ctrl-C and cleaned up: nothing left to wait for
+            ui.exit_now(done.code if isinstance(done.code, int) else EXIT_INTERRUPTED)
+        raise

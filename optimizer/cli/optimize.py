@@ -153,7 +153,10 @@ def optimize(
         config = _config(flags)
         runs = RunLog()
         with listening(events, quiet=as_json, runs=runs) as emit:
-            result = asyncio.run(run_optimize(config, on_event=emit))
+            result = asyncio.run(ui.acknowledged(
+                run_optimize(config, on_event=emit),
+                "stopping: cleaning up the candidate branch and worktree... (Ctrl-C again "
+                "forces it)"))
         if as_json:
             ui.print_json(result.model_dump(mode="json"))
         else:

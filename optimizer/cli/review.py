@@ -136,7 +136,9 @@ def review(
         config = _config(flags)
         runs = RunLog()
         with listening(events, quiet=as_json, runs=runs) as emit:
-            result = asyncio.run(run_review(config, on_event=emit))
+            result = asyncio.run(ui.acknowledged(
+                run_review(config, on_event=emit),
+                "stopping: the runs so far stay saved... (Ctrl-C again forces it)"))
         data: dict[str, Any] = result.model_dump(mode="json")
         code = _publish(result, data, config.repo or Path.cwd(), flags)
         if fail_on_regression and code == 0:

@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
 import sys
 import textwrap
-from collections.abc import Mapping
+import threading
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, TypeVar
 
 from rich import box
 from rich.cells import cell_len
@@ -56,6 +61,8 @@ from optimizer.report import fmt, plain
 from optimizer.report.summary import RunSummary, failed_text
 from optimizer.report.table import Table as TableView
 from optimizer.report.table import bucket_table, comparison_table, gate_table
+
+T = TypeVar("T")
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -124,6 +131,43 @@ def command(label: str, cmd: str, *, indent: int = 2) -> None:
                           subsequent_indent="    ")
     text = " \\\n".join(" " * indent + p for p in parts)
     out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+STOPPED: list[bool] = []
+"""Non-empty once Ctrl-C stopped the running command (`acknowledged`)."""
+
+
+def exit_now(code: int) -> None:
+    """End a process whose command was stopped by Ctrl-C, once its clean-up ran: without the
+    interpreter's own shutdown, which waits for what the stop abandoned (the embedded model
+    still generating a reply nobody reads keeps both cores busy meanwhile)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+async def acknowledged(work: Awaitable[T], message: str) -> T:
+    """Await `work`; the first Ctrl-C prints `message` at once, then asyncio.run's own handler
+    cancels the work (its clean-up runs); a second Ctrl-C goes straight to that handler,
+    which forces the stop."""
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous) or threading.current_thread() is not threading.main_thread():
+        return await work
+
+    def first(signum: int, frame: FrameType | None) -> None:
+        STOPPED.append(True)
+        signal.signal(signal.SIGINT, previous)
+        with contextlib.suppress(Exception):  # printing must never stop the stop
+            err.print(message, markup=False, highlight=False)
+        previous(signum, frame)
+
+    signal.signal(signal.SIGINT, first)
+    try:
+        return await work
+    finally:
+        if signal.getsignal(signal.SIGINT) is first:
+            signal.signal(signal.SIGINT, previous)
 
 
 def print_json(data: Any) -> None:
@@ -439,9 +483,10 @@ class LoopDisplay:
                 self.message(f"[yellow]  candidate {escape(event.name)} out:[/] "
                              + escape(event.reason))
             case StepEstimated():
+                cost = "" if event.usd is None else f", ~{fmt.usd(event.usd)} at list prices"
                 self.message(
-                    f"{step} {escape(event.step)}: estimated ~{event.tokens} tokens "
-                    f"({escape(event.basis)})"
+                    f"{step} {escape(event.step)}: estimated ~{fmt.tokens(event.tokens)} tokens"
+                    f"{cost} ({escape(event.basis)})"
                 )
             case BudgetStopped():
                 self.message(

@@ -242,6 +242,8 @@ class StepEstimated(Event):
     step: str
     tokens: int
     basis: str
+    usd: float | None = None
+    """At list prices, where every model's price is known."""
 
 
 class BudgetStopped(Event):

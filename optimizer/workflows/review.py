@@ -12,14 +12,16 @@ written as a PR comment under `<state>/review/<id>/`.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agents.llm.types import ModelClient
+from agents.llm.types import ModelClient, Usage
 from optimizer.core.config import ConfigError
-from optimizer.core.events import EventSink, Phase, RunWarning, ignore
+from optimizer.core.events import EventSink, Phase, RunWarning, TrialsEstimated, ignore
 from optimizer.core.killpoint import kill_point
+from optimizer.core.pricing import estimate_cost
 from optimizer.core.project import project_scope
 from optimizer.core.prompt_target import PromptSource, open_target
 from optimizer.core.results import Provenance, RunResult, seeded_pairing
@@ -29,8 +31,10 @@ from optimizer.gate.policy import harm_method_text
 from optimizer.gate.sequential import TrialRequest
 from optimizer.gate.verdict import POOLED, ReviewVerdict, decide_review
 from optimizer.git import GitOps, GitOpsError
-from optimizer.report.store import default_store_dir
+from optimizer.report.store import default_store_dir, list_runs, load_run
+from optimizer.report.summary import summarize
 from optimizer.run.models import ModelSet
+from optimizer.run.usage import scale_usage
 from optimizer.workflows.gating import HarmRun, lineage_history, paired, run_harm
 from optimizer.workflows.paired import (
     agent_suites,
@@ -94,6 +98,41 @@ class Reviewer:
         saved = await run_and_save(suite, options, self.models, self.emit, prov)
         return saved.run
 
+    def _estimate(self, agent: str, suites: list[Suite]) -> TrialsEstimated:
+        """The trials both prompts need (cached ones included; confirmation and harm
+        detection may add some), and their tokens and cost from this agent model's last saved
+        run of each suite, where there is one and the model's price is known."""
+        trials = 2 * sum(self.c.trials or t.spec.trials_per_run for s in suites for t in s.tasks)
+        store = default_store_dir(self.c.state_dir)
+        latest: dict[str, str] = {}
+        for e in list_runs(store):  # oldest first: the last one wins
+            if e.agent_model == self.c.agent_model and e.num_trials:
+                latest[e.suite_name] = e.run_name
+        spend, measured = Usage(), 0
+        for s in suites:
+            if s.name not in latest:
+                continue
+            with contextlib.suppress(Exception):  # an unreadable run just leaves no figure
+                run = load_run(store, latest[s.name])
+                u = summarize(run).usage
+                used = Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+                             cache_read_tokens=u.cache_read_tokens,
+                             cache_write_tokens=u.cache_write_tokens)
+                per = 1 / max(1, len(run.trials))
+                n = 2 * sum(self.c.trials or t.spec.trials_per_run for t in s.tasks)
+                spend = spend + scale_usage(used, per * n)
+                measured += 1
+        if not measured:
+            return TrialsEstimated(what=f"{agent}: review", trials=trials,
+                                   basis="no earlier run of these suites to price them by; "
+                                   "the gate may add trials")
+        tokens = spend.input_tokens + spend.output_tokens
+        usd = estimate_cost(self.c.agent_model, spend).usd
+        return TrialsEstimated(what=f"{agent}: review", trials=trials, tokens=tokens, usd=usd,
+                               basis=f"agent tokens per trial of the last run of {measured} of "
+                               f"{len(suites)} suite(s), judges not counted; the gate may add "
+                               "trials")
+
     def _decide(self, comps: list[BucketComparison], base: list[RunResult],
                 head: list[RunResult], harm: HarmRun | None = None) -> ReviewVerdict:
         pooled = [x for pairs in paired(base, head).values() for x in pairs]
@@ -125,6 +164,7 @@ class Reviewer:
                 self.emit(RunWarning(message=note))
         for item in self.source.take_new():
             self.emit(Phase(message=item.line()))
+        self.emit(self._estimate(agent, suites))
         self.emit(Phase(message=f"{agent}: evaluating the base prompt"))
         base_runs = [await self._run(s, base_text, "base") for s in suites]
         kill_point("review")

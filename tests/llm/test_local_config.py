@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from agents.llm.errors import ModelConfigError
 from agents.llm.providers import local
 from agents.llm.registry import ModelOptions, create_client, parse_model_id
+from agents.llm.types import Message
 
 
 def test_model_ids_of_the_builtin_providers() -> None:
@@ -43,3 +45,50 @@ def test_context_size_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
         local.LocalModelClient("smollm2", ModelOptions())
     monkeypatch.setenv(local.N_CTX_VAR, "8192")
     assert local.LocalModelClient()._n_ctx == 8192
+
+
+class _Server:
+    """Stands for the embedded server: records how it was let go."""
+
+    url, running = "http://127.0.0.1:1", True
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+
+    def abandon(self) -> None:
+        self.calls.append("abandon")
+
+
+class _Busy:
+    async def complete(self, *_args: object, **_kwargs: object) -> object:
+        await asyncio.sleep(3600)
+        raise AssertionError("never answers")
+
+
+@pytest.mark.parametrize(("cut_short", "expected"), [(False, ["stop"]), (True, ["abandon"])])
+def test_a_cancelled_call_does_not_make_the_close_wait_for_the_server(
+    monkeypatch: pytest.MonkeyPatch, cut_short: bool, expected: list[str]
+) -> None:
+    """Stopping the server waits for every request it holds to be generated to the end (close
+    to a minute after Ctrl-C on 2 cores): after a cancelled call the client abandons it."""
+    server = _Server()
+    monkeypatch.setattr(local, "_shared", server)
+    monkeypatch.setattr(local, "_refs", 1)
+
+    async def run() -> None:
+        client = local.LocalModelClient()
+        client._inner, client._server = _Busy(), server  # type: ignore[assignment]
+        if cut_short:
+            call = asyncio.create_task(client.complete([Message.user("hi")]))
+            await asyncio.sleep(0.01)
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+        await client.aclose()
+
+    asyncio.run(run())
+    assert server.calls == expected
+    assert local._shared is None

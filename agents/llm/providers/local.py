@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import ctypes
 import importlib.metadata
 import os
 import threading
@@ -104,6 +105,16 @@ class EmbeddedServer:
         self._server = None
         self.url = None
 
+    def abandon(self) -> None:
+        """Forget the server without shutting it down: shutting down waits (holding the GIL)
+        for every request it holds, answered or not, to be generated to the end. The server
+        object is leaked on purpose (one reference kept forever, so neither this process nor
+        its interpreter's exit waits for it); the process's exit ends its threads."""
+        if self._server is not None:
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._server))
+        self._server = None
+        self.url = None
+
 
 _lock = threading.Lock()
 _shared: EmbeddedServer | None = None
@@ -125,14 +136,21 @@ def acquire_server(n_ctx: int = DEFAULT_N_CTX) -> EmbeddedServer:
         return _shared
 
 
-def release_server() -> None:
-    """Drop one reference; the last one stops the server."""
+def release_server(*, wait: bool = True) -> None:
+    """Drop one reference; the last one stops the server. Stopping waits for every request
+    the server holds, answered or not: a request whose client went away (a cancelled call,
+    Ctrl-C) is still generated to the end, and queued ones after it, which took close to a
+    minute on 2 cores. With `wait=False` (calls were cut short) the server is abandoned
+    (`EmbeddedServer.abandon`): the process's exit ends the generation."""
     global _shared, _refs
     with _lock:
         _refs = max(_refs - 1, 0)
         if _refs == 0 and _shared is not None:
-            _shared.stop()
-            _shared = None
+            server, _shared = _shared, None
+            if wait:
+                server.stop()
+            else:
+                server.abandon()
 
 
 def _stop_at_exit() -> None:
@@ -178,6 +196,9 @@ class LocalModelClient:
         self._server: EmbeddedServer | None = None
         self._sdk: Any = None
         self._start_lock = asyncio.Lock()
+        self._in_flight = 0
+        self._cut_short = False
+        """A call was cancelled while the server worked on it (Ctrl-C, a stopped gate)."""
 
     def __repr__(self) -> str:
         return f"LocalModelClient(model_id={self.model_id!r}, server={self._server!r})"
@@ -219,7 +240,14 @@ class LocalModelClient:
         cap = MAX_STEP_TOKENS if tools else MAX_OUTPUT_TOKENS
         if settings.max_tokens > cap:
             settings = settings.model_copy(update={"max_tokens": cap})
-        response = await client.complete(messages, tools=tools, settings=settings)
+        self._in_flight += 1
+        try:
+            response = await client.complete(messages, tools=tools, settings=settings)
+        except asyncio.CancelledError:
+            self._cut_short = True
+            raise
+        finally:
+            self._in_flight -= 1
         return response.model_copy(update={"model": self.model_id})
 
     async def preflight(self) -> None:
@@ -236,7 +264,8 @@ class LocalModelClient:
             if sdk is not None:
                 await sdk.close()
             self._server = None
-            release_server()
+            # after a cancelled call the server still generates its reply: do not wait
+            release_server(wait=not (self._cut_short or self._in_flight))
 
 
 def create(model: str, options: ModelOptions) -> LocalModelClient:

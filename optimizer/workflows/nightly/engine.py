@@ -270,7 +270,10 @@ class NightlyEngine:
         hit = over_budget(
             self.c.budget, cp.spend, self.wall_used(), estimate, self.c.models, self.c.prices
         )
-        if hit is None:
+        if hit is None:  # announced before its trials start: what it should cost
+            self.emit(StepEstimated(step=step_id, tokens=estimate.spend.tokens,
+                                    basis=estimate.basis,
+                                    usd=estimate.spend.usd(self.c.models, self.c.prices)))
             return False
         which, detail = hit
         cp.stop_reason = f"stopped: budget {which} before {step_id} ({detail})"
@@ -357,9 +360,6 @@ class NightlyEngine:
                 iteration=n,
                 estimate=estimate.spend,
                 started_at=datetime.now(UTC),
-            )
-            self.emit(
-                StepEstimated(step=step_id, tokens=estimate.spend.tokens, basis=estimate.basis)
             )
             self.save()
             return True

@@ -198,8 +198,15 @@ def test_a_review_verdict_reads_in_plain_words_first(
                      "worse (fixed 4 and broke 0 of 16 paired trials); merging it is safe")
     assert "H.mean = head mean score" in paragraph(stdout, "columns: ")
     assert not TEST_NAMES.search(stdout)
-    verbose, _ = invoke(["review", "--base", "main", "--head", "human/skip", "--agent-model",
-                         "scripted:pkm", "--state-dir", str(state), "--verbose"])
+    # before its trials start: how many, and (once a run of the suites was saved) their cost
+    assert ("» pkm_agent: review: about 32 trials; no earlier run of these suites to price "
+            "them by") in " ".join(stderr.splitlines())
+    assert stderr.index("about 32 trials") < stderr.index("run started: ")
+    verbose, again = invoke(["review", "--base", "main", "--head", "human/skip",
+                             "--agent-model", "scripted:pkm", "--state-dir", str(state),
+                             "--verbose"])
+    assert re.search(r"» pkm_agent: review: about 32 trials \(~[\d,]+ tokens, ~\$0\.0000 at "
+                     r"list prices\)", " ".join(again.splitlines())), again
     assert verbose.count("weighted Holm") == 2  # review's family and its harm detection
     assert cut_words(verbose) == []
     statements = [x for x in verbose.splitlines() if x.startswith("  [no harm] bucket")]

@@ -1,0 +1,57 @@
+"""Ctrl-C while the proposer works: acknowledged at once, the candidate branch and worktree
+removed, the iteration closed as abandoned, and the process gone within 5 s."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from optimizer.core.ledger import Ledger
+from tests.optimizer.workflows.test_optimize import _git
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_ctrl_c_while_the_proposer_works_stops_within_5_s(
+    repo: Path, state: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "asked"
+    env = {**os.environ, "STOP_CHILD_MARKER": str(marker), "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.optimizer.cli.stop_child", "optimize", "--suite",
+         "pkm_agent", "--bucket", "skip_trivial", "--iterations", "1", "--agent-model",
+         "scripted:pkm", "--proposer-model", "scripted:proposer", "--proposer-format", "diff",
+         "--state-dir", str(state)],
+        cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the proposer was never asked"
+            time.sleep(0.05)
+        assert _git(repo, "branch", "--list", "promptloop/*").strip()  # the candidate's
+        stopped = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=30)
+        took = time.monotonic() - stopped
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 130, err
+    assert took < 5, f"{took:.1f}s"
+    lines = err.splitlines()
+    assert "stopping: cleaning up the candidate branch and worktree... (Ctrl-C again forces " \
+           "it)" in lines
+    assert lines.index(next(x for x in lines if x.startswith("stopping: "))) < \
+        lines.index("Error: interrupted")
+    assert "Error" not in err.replace("Error: interrupted", "")  # no class name, no traceback
+    assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
+    assert _git(repo, "worktree", "list").count("\n") == 1
+    [entry] = Ledger(state / "ledger.jsonl").entries()
+    assert entry.outcome == "abandoned"
+    assert entry.reasons == ["interrupted (Ctrl-C or a stop signal)"]
