@@ -8,6 +8,7 @@ from optimizer.gate.verdict import Verdict
 from optimizer.git_sweep import verdict_trailers
 from optimizer.report.fmt import shorten_title, usd
 from optimizer.report.markdown import verdict_markdown
+from optimizer.report.plain import optimize_headline
 
 
 def trial_changes(base: RunResult, cand: RunResult) -> tuple[list[str], list[str]]:
@@ -46,6 +47,10 @@ def commit_message(
     )
 
 
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + ("" if text.endswith((".", "...")) else ".")
+
+
 def pr_body(
     *,
     suite: str,
@@ -70,7 +75,9 @@ def pr_body(
         "",
         f"**Hypothesis.** {hypothesis}",
         "",
-        f"**Verdict: {verdict.decision}.** " + " ".join(verdict.reasons),
+        f"**Verdict: {verdict.decision}.** {_sentence(optimize_headline(verdict))}",
+        "",
+        *(f"- {r}" for r in verdict.reasons),
         "",
         f"Branch `{branch}` from `{base_commit[:12]}`.",
         "",

@@ -18,6 +18,7 @@ from optimizer.gate.verdict import HARM_ORDER, ReviewDecision
 from optimizer.propose.package import FailingTrial, fence
 from optimizer.report.fmt import num, short
 from optimizer.report.markdown import cell, table_lines
+from optimizer.report.plain import review_headline
 from optimizer.report.table import comparison_table
 
 MAX_COMMENT_CHARS = 60_000
@@ -61,6 +62,9 @@ class AgentReviewLike(Protocol):
     decision: ReviewDecision
     reasons: list[str]
     comparisons: list[BucketComparison]
+    regressed: list[str]
+    improved: list[str]
+    open: list[str]
     confirmed_buckets: list[str]
     base_trials: int
     base_cached_trials: int
@@ -165,6 +169,9 @@ def _failing_detail(group: Sequence[TrialChangeLike]) -> str:
 
 def _agent_section(a: AgentReviewLike, confirm_trials: int) -> list[str]:
     out = [f"### `{a.agent}` (`{a.prompt_path}`): {_BADGE[a.decision]}", ""]
+    # in plain words first; the findings and the method follow
+    said = review_headline(a.decision, a.comparisons, a.regressed, a.improved, a.open)
+    out += [cell(said[:1].upper() + said[1:]) + ".", ""]
     out += [f"- {cell(r)}" for r in a.reasons]
     if a.confirmed_buckets:
         out.append(

@@ -5,6 +5,7 @@ terminal, the per-bucket table with a legend, the proposed diff, the method once
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Iterator
@@ -151,6 +152,12 @@ def test_verbose_prints_the_method_once_wrapped(
     assert "  how it was decided: target improvement" in stdout
     assert "obrien-fleming-type" in stdout and "run tests:" not in both
     assert "visible target tasks" in stdout  # the findings too
+    # the PR body: the same sentence first, then each reason on its own line
+    [body] = (state / "optimize").glob("*/iter-1/PR.md")
+    text = body.read_text()
+    assert ("**Verdict: accept.** The patch fixed 8 of 8 target trials and none of the 3 other "
+            "buckets got worse; review its branch and merge it.") in text
+    assert "\n- tests: target improvement" in text
 
 
 def test_a_refusal_says_why_in_words_and_keeps_every_reply(
@@ -197,6 +204,9 @@ def test_a_review_verdict_reads_in_plain_words_first(
     assert first == ("pkm_agent neutral: no bucket changed beyond the thresholds and none got "
                      "worse (fixed 4 and broke 0 of 16 paired trials); merging it is safe")
     assert "H.mean = head mean score" in paragraph(stdout, "columns: ")
+    [comment] = (state / "review").glob("*/comment.md")
+    assert "\nNo bucket changed beyond the thresholds and none got worse (fixed 4 and broke 0 " \
+           "of 16 paired trials); merging it is safe.\n" in comment.read_text()
     assert not TEST_NAMES.search(stdout)
     # before its trials start: how many, and (once a run of the suites was saved) their cost
     assert ("» pkm_agent: review: about 32 trials; no earlier run of these suites to price "
@@ -253,3 +263,24 @@ def test_progress_lines_in_a_log(capsys: pytest.CaptureFixture[str]) -> None:
     assert "proposer replied in 312 s (3,300 tokens in, 512 out)" in shown
     assert "run finished: baseline: 1 passed, 1 timed out" in shown
     assert leaks(shown) == [] and cut_words(shown) == []
+
+
+def test_a_terminal_gets_a_live_line_while_the_proposer_works() -> None:
+    """On a terminal: a spinner with the elapsed time and the tokens so far while the
+    proposer works, gone once a usable reply came."""
+    sink = io.StringIO()
+    display = ui.LoopDisplay(console=Console(file=sink, width=WIDTH, force_terminal=True))
+    with display:
+        display.on_event(ProposalRequested(iteration=1, tokens=3244, package="/tmp/p.md"))
+        [task] = display.progress.tasks
+        assert (task.description, task.total) == ("proposer", None)
+        assert task.fields["status"] == "~3,244 tokens sent, waiting for its reply"
+        display.on_event(ProposerReplied(iteration=1, attempt=1, seconds=40, input_tokens=3300,
+                                         output_tokens=20, problem="the reply contained no diff"))
+        [task] = display.progress.tasks
+        assert task.fields["status"] == ("reply 1 unusable, asking again; 3,300 tokens in, 20 "
+                                         "out")
+        display.on_event(ProposerReplied(iteration=1, attempt=2, seconds=41, input_tokens=3400,
+                                         output_tokens=300))
+        assert display.progress.tasks == []
+    assert "proposer replied in 41 s (6,700 tokens in, 320 out)" in sink.getvalue()
