@@ -19,6 +19,8 @@ from optimizer.cli.common import (
     BaseUrlOpt,
     ConcurrencyOpt,
     EventsOpt,
+    HarmSensitivity,
+    HarmSensitivityOpt,
     JsonOpt,
     JudgeModelOpt,
     MaxRunsOpt,
@@ -33,6 +35,7 @@ from optimizer.cli.common import (
 )
 from optimizer.cli.report import compare_command
 from optimizer.cli.util import guarded, option_errors, require_repo
+from optimizer.gate.policy import GatePolicy
 from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError, agent_names
 
 if TYPE_CHECKING:
@@ -40,6 +43,10 @@ if TYPE_CHECKING:
 
 Opt = typer.Option
 PROPOSER = "Proposer"
+
+POLICY = GatePolicy()
+"""Every gate default of the options below (`tests` check they equal GatePolicy's)."""
+SENSITIVITY = HarmSensitivity(POLICY.harm_sensitivity)
 
 
 class ProposerFormat(StrEnum):
@@ -110,10 +117,11 @@ def optimize(
     max_changed_lines: MaxChangedLinesOpt = 40,
     keep_rejected: KeepRejectedOpt = False,
     suites: SuitesOpt = "capability,regression",
-    min_improvement: MinImprovementOpt = 0.05,
-    regression_tolerance: RegressionToleranceOpt = 0.35,
-    round_trials: RoundTrialsOpt = 2,
-    max_trials: MaxTrialsOpt = 12,
+    min_improvement: MinImprovementOpt = POLICY.min_improvement,
+    regression_tolerance: RegressionToleranceOpt = POLICY.regression_tolerance,
+    harm_sensitivity: HarmSensitivityOpt = SENSITIVITY,
+    round_trials: RoundTrialsOpt = POLICY.round_trials,
+    max_trials: MaxTrialsOpt = POLICY.max_trials,
     trials: TrialsOpt = None,
     concurrency: ConcurrencyOpt = None,
     max_turns: MaxTurnsOpt = DEFAULT_MAX_TURNS,
@@ -179,6 +187,7 @@ def _config(flags: dict[str, Any]) -> OptimizeConfig:
                 "policy": GatePolicy(
                     min_improvement=flags["min_improvement"],
                     regression_tolerance=flags["regression_tolerance"],
+                    harm_sensitivity=flags["harm_sensitivity"].value,
                     max_trials=flags["max_trials"],
                     round_trials=flags["round_trials"],
                 ),

@@ -9,9 +9,15 @@ reason is worded, for optimize (`gate_method_text`) and review (`review_method_t
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.gate.exact import Spending
+
+Sensitivity = Literal["half", "narrow"]
+DROP_SHARE: dict[str, float] = {"half": 0.5, "narrow": 0.8}
+"""The share of a passing task's pass rate each sensitivity's harm test is built to catch."""
 
 
 class GatePolicy(BaseModel):
@@ -42,22 +48,26 @@ class GatePolicy(BaseModel):
     sweep_trials: int = Field(default=1, ge=1)
     """Trials per task in each round of harm detection, while the task is undecided (one run
     per round, so a task's evidence spreads over runs and their conditions)."""
-    harm_max_trials: int = Field(default=32, ge=1)
-    """Candidate trials per task harm detection may reach (it rarely needs them: only tasks
-    whose trials stay undecided get there)."""
-    harm_break_alpha: float = Field(default=0.016, gt=0.0, lt=1.0)
-    """Level of each task's exact break test (candidate vs its own baseline record)."""
-    harm_pass_drop: float = Field(default=0.5, gt=0.0, le=1.0)
-    """The drop in a pass/fail task's pass rate each task must rule out to say "no harm"."""
+    harm_sensitivity: Sensitivity = "half"
+    """The smallest drop per task the harm test is built to catch: `half` (a drop of half a
+    passing task's pass rate) or `narrow` (near-total breaks only, 80% of it: far cheaper)."""
+    harm_max_trials: int = Field(default=20, ge=1)
+    """Candidate trials per task harm detection may reach; at the cap the terminal rule
+    decides (no harm when the Bayes factor favours no change, else harm not ruled out)."""
+    harm_terminal_bf: float = Field(default=3.0, ge=1.0)
+    """The terminal rule at the cap: a task says "no harm" when its Bayes factor of the drop
+    is below this (the drop is then not the likelier story by this much: a flaky task whose
+    record cannot tell its rate to within the drop ends here, not in a run-out)."""
+    harm_break_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    """Family-wise level of the break tests, over every harm task and every look (each task's
+    Bayes factor must reach (tasks / this) to call a break)."""
     harm_task_beta: float = Field(default=0.125, gt=0.0, lt=1.0)
-    """Wald's bound per task: a broken task says "no harm" with probability about this."""
-    harm_steady_beta: float = Field(default=1 / 6, gt=0.0, lt=1.0)
-    """Wald's bound for a task that passes 75-90% of its recorded trials."""
-    flaky_trials: int = Field(default=2, ge=1)
-    """Candidate trials a flaky task (under 75% of its recorded trials passed) needs before
-    its results can be called consistent with its own measured flakiness."""
+    """Bayes factor (drop against no change) at or below which a task says "no harm": a task
+    broken by the drop says it with probability at most about this."""
+    drift_limit: float = Field(default=0.1, ge=0.0, le=0.5)
+    """Largest common drift of graded scores removed before any test (pass rates: half)."""
     history_min: int = Field(default=10, ge=0)
-    """A suspect task with fewer recorded baseline trials gets fresh baseline trials too."""
+    """A record with fewer trials is ambiguous: a suspect task gets fresh baseline trials."""
     bucket_bet: float = Field(default=0.9, gt=0.0, lt=1.0)
     """Largest stake of the adaptive (aGRAPA) betting tests on each bucket's and the pooled
     paired differences."""
@@ -79,14 +89,40 @@ class GatePolicy(BaseModel):
     seed: int = 0
     require_significant_improvement: bool = True
 
+    @property
+    def drop_share(self) -> float:
+        return DROP_SHARE[self.harm_sensitivity]
+
+
+def sensitivity_statement(policy: GatePolicy) -> str:
+    """What harm detection ruled out when every task said "no harm", and what it did not, in
+    one plain sentence (verdicts, PR bodies and review comments all carry it)."""
+    p = policy
+    confidence = f"{1 - p.harm_task_beta:.1%}".replace(".0%", "%")
+    if p.harm_sensitivity == "half":
+        caught = "half or more of its pass rate"
+        missed = ("smaller drops (a task going from 100% to 60% can pass) and any drop of a "
+                  "task that passes under half the time")
+    else:
+        caught = "80% or more of its pass rate (a near-total break)"
+        missed = ("any smaller drop (a task going from 100% to 50% can pass: use "
+                  "--harm-sensitivity half to rule that out) and any drop of a task that "
+                  "passes under 80% of the time")
+    return (f"Ruled out: no task lost {caught} or {p.regression_tolerance:g} of its mean judge "
+            f"score, at {confidence} confidence per task (harm sensitivity "
+            f"{p.harm_sensitivity}); not ruled out: {missed}.")
+
 
 def _harm_per_task(p: GatePolicy) -> str:
     """Harm detection per task, as optimize and review both run it."""
-    return (f"one-sided Fisher exact / two-sample permutation test against the task's own "
-            f"baseline record at {p.harm_break_alpha:g} (break), Wald's ratio >= "
-            f"{1 / p.harm_task_beta:g} (tasks passing 75-90%: {1 / p.harm_steady_beta:g}) "
-            f"against a drop of {p.harm_pass_drop:g} in pass rate or "
-            f"{p.regression_tolerance:g} in mean score")
+    return (f"a sequential Bayes factor against the task's own baseline record (posterior of "
+            f"its pass rate; judge scores by a robust kernel density of its recorded scores, "
+            f"the common drift estimated over all tasks and removed) of a drop of "
+            f"{p.drop_share:g} x a passing task's pass rate ({p.harm_sensitivity}) or "
+            f"{p.regression_tolerance:g} in mean score: break at (tasks / "
+            f"{p.harm_break_alpha:g}), Bonferroni over tasks and anytime-valid over looks; "
+            f"no harm at <= {p.harm_task_beta:g}; at {p.harm_max_trials} trials the terminal "
+            f"rule (no harm below {p.harm_terminal_bf:g})")
 
 
 def _harm_per_bucket(p: GatePolicy) -> str:
@@ -96,11 +132,11 @@ def _harm_per_bucket(p: GatePolicy) -> str:
 
 
 def _harm_family(p: GatePolicy) -> str:
-    """Optimize's bucket family: the candidate against the tasks' records, once, at the end
-    (the cached baseline's pairs would carry the drift since it ran)."""
-    return ("per bucket and pooled: one-sided exact stratified Fisher tests of the candidate's "
-            f"passes against the tasks' records on the final look, weighted Holm at "
-            f"alpha={p.regression_alpha:g}")
+    """Optimize's family test: the candidate against every task's record at once, at the end,
+    net of the common drift."""
+    return ("pooled over all other tasks: a one-sided test that the candidate passes less "
+            "often than the tasks' records, the common drift in pass rate removed, at "
+            f"alpha={p.regression_alpha * p.pooled_weight:g} on the final look")
 
 
 def gate_method_text(policy: GatePolicy, harm: bool = True) -> str:
@@ -115,9 +151,8 @@ def gate_method_text(policy: GatePolicy, harm: bool = True) -> str:
               f"alpha={p.heldout_alpha:g} ({p.heldout_spending}-type spending)")
     if not harm:
         return target
-    return (f"{target}; harm per task: {_harm_per_task(p)}, graded scores net of the "
-            f"suite-wide median drift (no harm); {_harm_family(p)}; McNemar p-values are "
-            "shown, never decide")
+    return (f"{target}; harm per task: {_harm_per_task(p)}; {_harm_family(p)}; McNemar "
+            "p-values are shown, never decide")
 
 
 def review_method_text(policy: GatePolicy, tested: int) -> str:

@@ -394,21 +394,22 @@ def _apply(scenario: str, world: World, effects: dict[tuple[str, str], Effect],
 
 
 def _cached(suites: list[Suite], truth: dict[tuple[str, str], TaskTruth], noise: float,
-            seed: str, history: bool = False) -> list[RunResult]:
+            seed: str, history: bool = False, runs: int = HISTORY_RUNS) -> list[RunResult]:
     """The cached baseline (one run per suite, BASE_TRIALS trials per task) or the history
-    (HISTORY_RUNS earlier runs per suite, suite by suite, oldest first, 1 trial each), at p."""
+    (`runs` earlier runs per suite, suite by suite, oldest first, 1 trial each), at p. The
+    first HISTORY_RUNS history runs are the same whatever `runs` is (one stream)."""
     rng, plan = random.Random(f"{seed}:{'history' if history else 'baseline'}"), _plan(
         truth, lambda t: t.p)
     if not history:
         return [draw_run(rng, s, plan, _all_indices(s, BASE_TRIALS), noise,
                          f"{s.name}-world-baseline", _T0, cached=True) for s in suites]
     return [draw_run(rng, s, plan, _all_indices(s, 1), noise, f"{s.name}-world-history-{k + 1:02d}",
-                     _T0 - timedelta(days=HISTORY_RUNS - k)) for s in suites
-            for k in range(HISTORY_RUNS)]
+                     _T0 - timedelta(days=runs - k)) for s in suites
+            for k in range(runs)]
 
 
 def _attempt(agent: str, target_size: int, noise: float, seed: str, heldout_of: HeldoutOf,
-             scenario: str | None) -> World | None:
+             scenario: str | None, history_runs: int = HISTORY_RUNS) -> World | None:
     """The world of one sub-seed, or None when it must be redrawn."""
     suites, truth = _draw_tasks(random.Random(f"{seed}:world"), agent, target_size)
     drift = random.Random(f"{seed}:drift").choice((-DRIFT, DRIFT))
@@ -425,7 +426,7 @@ def _attempt(agent: str, target_size: int, noise: float, seed: str, heldout_of: 
         baseline = _cached(suites, truth, noise, seed)  # same draws; only the target moves
         if choose_target(baseline[0], sizes, target_size) != target:
             return None
-    history = _cached(suites, truth, noise, seed, history=True)
+    history = _cached(suites, truth, noise, seed, history=True, runs=history_runs)
     ids = [t.id for t in suites[0].tasks if t.bucket == target]
     heldout = frozenset(heldout_of(ids, record_rates([*history, *baseline], set(ids))))
     for (b, tid), t in truth.items():
@@ -454,10 +455,11 @@ def record_rates(runs: Iterable[RunResult], ids: set[str]) -> dict[str, float]:
 
 def build_world(agent: str, target_size: int, noise: float, seed: int,
                 heldout_of: HeldoutOf,
-                scenario: str | None = None) -> World:
+                scenario: str | None = None, history_runs: int = HISTORY_RUNS) -> World:
     """The world of `seed`, redrawn from the next sub-seed until the target has a failing
     baseline trial (and the scenario is feasible); `scenario` also registers the candidate
-    prompt "candidate" with it."""
+    prompt "candidate" with it. `history_runs`: earlier runs of the base prompt per suite
+    (the lineage history; 10 in issue 18's world)."""
     capability_layout(agent, target_size)
     if not 0.0 <= noise <= 0.5:
         raise ValueError(f"noise must be in [0, 0.5], got {noise}")
@@ -465,7 +467,7 @@ def build_world(agent: str, target_size: int, noise: float, seed: int,
         raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     for sub in range(MAX_REDRAWS):
         world = _attempt(agent, target_size, noise, f"{agent}:{target_size}:{seed}:{sub}",
-                         heldout_of, scenario)
+                         heldout_of, scenario, history_runs)
         if world is not None:
             return world
     raise RuntimeError(f"no usable world in {MAX_REDRAWS} sub-seeds of seed {seed}")
