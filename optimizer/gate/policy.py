@@ -54,7 +54,7 @@ class GatePolicy(BaseModel):
     harm_max_trials: int = Field(default=20, ge=1)
     """Candidate trials per task harm detection may reach; at the cap the terminal rule
     decides (no harm when the Bayes factor favours no change, else harm not ruled out)."""
-    harm_terminal_bf: float = Field(default=3.0, ge=1.0)
+    harm_terminal_bf: float = Field(default=5.0, ge=1.0)
     """The terminal rule at the cap: a task says "no harm" when its Bayes factor of the drop
     is below this (the drop is then not the likelier story by this much: a flaky task whose
     record cannot tell its rate to within the drop ends here, not in a run-out)."""
@@ -108,8 +108,9 @@ def sensitivity_statement(policy: GatePolicy) -> str:
         missed = ("any smaller drop (a task going from 100% to 50% can pass: use "
                   "--harm-sensitivity half to rule that out) and any drop of a task that "
                   "passes under 80% of the time")
-    return (f"Ruled out: no task lost {caught} or {p.regression_tolerance:g} of its mean judge "
-            f"score, at {confidence} confidence per task (harm sensitivity "
+    return (f"Ruled out: no pass/fail task lost {caught} and no judge-scored task "
+            f"{p.regression_tolerance:g} or more of its mean score, at {confidence} confidence "
+            f"per task (harm sensitivity "
             f"{p.harm_sensitivity}); not ruled out: {missed}.")
 
 

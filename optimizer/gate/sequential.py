@@ -10,7 +10,8 @@ One optimize iteration walks these stages, asking the caller to run trials betwe
    looks after each round; look j is tested at the alpha spent since look j-1 by a Lan-DeMets
    spending function (union-bound increments), so peeking never inflates false accepts
    beyond `alpha`. Efficacy needs p <= the look's alpha AND a pass-rate gain >=
-   `min_improvement`. Futility (no gain after the first look) rejects; `max_trials` per task
+   `min_improvement`. Futility (no gain at the second look or later: the first look's
+   trials are a task's first two, one of which may have errored) rejects; `max_trials` per task
    ends reject/inconclusive. Rounds add candidate trials (baseline too where a record is thin).
 3. held-out: held-out target tasks that fail on their record must improve: the same test at
    `heldout_alpha`, spent over their own looks; no gain rejects ("the held-out tasks did not
@@ -280,7 +281,7 @@ class SequentialGate:
             self.stage = "heldout"
             return self._heldout_look(f"target improved at look {self.looks} ({moved} <= "
                                       f"{a:.3g})")
-        if gain <= 0 and (self.looks > 1 or gain < -p.min_improvement):
+        if gain <= 0 and self.looks > 1:
             return self._verdict("reject", "futility", f"target bucket {self.target!r} did "
                                  f"not improve on its visible tasks: {moved}")
         if n >= p.max_trials:

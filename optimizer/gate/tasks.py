@@ -232,32 +232,29 @@ def _fmt_bf(log_bf: float) -> str:
 
 
 def _evidence(rec: TaskRecord, policy: GatePolicy, scale: HarmScale,
-              extra_passes: int = 0) -> tuple[float, bool, str, int]:
-    """(log Bayes factor of the drop, whether the task can lose it, what is tested, tests
-    run), with `extra_passes` clean candidate trials added (to count the trials a clean path
-    needs). Every task takes the pass-rate test; a graded task also the score test, and its
-    factor is the larger of the two (a drop shows in either)."""
-    tests: list[tuple[float, str]] = []
+              extra_passes: int = 0) -> tuple[float, bool, str, float]:
+    """(log Bayes factor of the drop, whether the task can lose it, what is tested, the
+    pass-rate test's factor), with `extra_passes` clean candidate trials added (to count the
+    trials a clean path needs). A pass/fail task takes the pass-rate test; a graded task is
+    decided by the score test (its pass flags are its scores against a threshold, and noise
+    near the threshold makes them the weaker evidence), while its pass-rate test may still
+    call a break (a task that stops passing with scores that barely move)."""
     d = pass_drop(policy, scale)
     r, n, c, m = rec.stratum()
-    log_bf, mass = drop_log_bf(r, n, c + extra_passes, m + extra_passes, round(d, 4))
-    if mass > CANNOT_LOSE:
-        tests.append((log_bf, f"a drop of {d:.2g} in pass rate"))
-    if rec.graded:
-        ref = rec.reference
-        h = policy.regression_tolerance
-        mean = math.fsum(ref) / len(ref)
-        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in ref) / max(1, len(ref) - 1))
-        if mean + 1.2816 * max(sd, 0.05) / math.sqrt(len(ref)) >= h:
-            cand = rec.candidate + [max(ref)] * extra_passes
-            tests.append((shift_log_bf(ref, cand, h, slack=policy.drift_limit / 2),
-                          f"a drop of {h:g} in mean score"))
-    if not tests:
-        what = f"a drop of {d:.2g} in pass rate" + (
-            f" or {policy.regression_tolerance:g} in mean score" if rec.graded else "")
-        return 0.0, False, what, 0
-    worst = max(tests)
-    return worst[0], True, worst[1], len(tests)
+    pass_bf, mass = drop_log_bf(r, n, c + extra_passes, m + extra_passes, round(d, 4))
+    if mass <= CANNOT_LOSE:
+        pass_bf = -math.inf
+    if not rec.graded:
+        return pass_bf, mass > CANNOT_LOSE, f"a drop of {d:.2g} in pass rate", pass_bf
+    ref = rec.reference
+    h = policy.regression_tolerance
+    mean = math.fsum(ref) / len(ref)
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in ref) / max(1, len(ref) - 1))
+    what = f"a drop of {h:g} in mean score"
+    if mean + 1.2816 * max(sd, 0.05) / math.sqrt(len(ref)) < h:
+        return 0.0, False, what, pass_bf
+    cand = rec.candidate + [max(ref)] * extra_passes
+    return shift_log_bf(ref, cand, h, slack=policy.drift_limit / 2), True, what, pass_bf
 
 
 def break_bound(policy: GatePolicy, scale: HarmScale) -> float:
@@ -281,11 +278,19 @@ def judge_task(rec: TaskRecord, policy: GatePolicy, scale: HarmScale | None = No
 
     if not ref:
         return finding("undecided", "no baseline trial counted (all errored)", need=1)
-    log_bf, can_lose, what, tests = _evidence(rec, policy, scale)
+    log_bf, can_lose, what, pass_bf = _evidence(rec, policy, scale)
+    high = break_bound(policy, scale)
+    if rec.graded:
+        high += math.log(2.0)  # two break tests (score, pass rate): Bonferroni
+        if pass_bf >= high:
+            return finding("break", f"broken: Bayes factor of a drop of "
+                           f"{pass_drop(policy, scale):.2g} in pass rate against no change "
+                           f"{math.exp(min(pass_bf, 700)):.3g} >= {math.exp(high):.3g} (the "
+                           f"break level {policy.harm_break_alpha:g} over {scale.tasks} "
+                           "task(s), two tests)", pass_bf)
     if not can_lose:
         return finding("no harm", f"no harm: its record is below {what}, so it cannot lose "
                        "that much", basis="cannot lose")
-    high = break_bound(policy, scale) + math.log(tests)
     low = math.log(policy.harm_task_beta)
     test = "Bayes factor of " + what + " against no change"
     if log_bf >= high:
