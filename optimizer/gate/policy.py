@@ -41,7 +41,7 @@ class GatePolicy(BaseModel):
     pooled_weight: float = Field(default=0.5, gt=0.0, lt=1.0)
     """Share of the regression alpha given to the pooled test over all non-target buckets
     (a broad, thin regression), the rest being shared by the per-bucket tests."""
-    max_trials: int = Field(default=12, ge=1)
+    max_trials: int = Field(default=24, ge=1)
     """Trials per task the sequential gate may reach (baseline and candidate alike)."""
     round_trials: int = Field(default=2, ge=1)
     """Trials added per task and side in each round on the target or on held-out tasks."""
@@ -67,7 +67,10 @@ class GatePolicy(BaseModel):
     drift_limit: float = Field(default=0.1, ge=0.0, le=0.5)
     """Largest common drift of graded scores removed before any test (pass rates: half)."""
     history_min: int = Field(default=10, ge=0)
-    """A record with fewer trials is ambiguous: a suspect task gets fresh baseline trials."""
+    """A record with fewer trials is ambiguous (`tasks.classify`)."""
+    twin_record: int = Field(default=40, ge=0)
+    """A suspect harm task whose record has fewer trials gets fresh baseline trials beside
+    its candidate trials (from its third candidate trial on)."""
     bucket_bet: float = Field(default=0.9, gt=0.0, lt=1.0)
     """Largest stake of the adaptive (aGRAPA) betting tests on each bucket's and the pooled
     paired differences."""

@@ -10,8 +10,8 @@ One optimize iteration walks these stages, asking the caller to run trials betwe
    looks after each round; look j is tested at the alpha spent since look j-1 by a Lan-DeMets
    spending function (union-bound increments), so peeking never inflates false accepts
    beyond `alpha`. Efficacy needs p <= the look's alpha AND a pass-rate gain >=
-   `min_improvement`. Futility (no gain at the second look or later: the first look's
-   trials are a task's first two, one of which may have errored) rejects; `max_trials` per task
+   `min_improvement`. Futility (no gain once each task has `FUTILE_AFTER` trials) rejects;
+   looks come at 2, 4, 8, 16... trials per task (`_more`); `max_trials` per task
    ends reject/inconclusive. Rounds add candidate trials (baseline too where a record is thin).
 3. held-out: held-out target tasks that fail on their record must improve: the same test at
    `heldout_alpha`, spent over their own looks; no gain rejects ("the held-out tasks did not
@@ -98,6 +98,9 @@ def heldout_tasks(task_ids: Sequence[str], policy: GatePolicy, salt: str = "",
 
 FAILING = 0.5
 """A task fails on the baseline when under half of its recorded trials passed."""
+FUTILE_AFTER = 6
+"""Trials per task before a look without any gain rejects for futility (the first looks'
+two or four trials of a flaky-fixed task say little)."""
 PASSING = 0.8
 """A target task passes on its record when its rate is at least this share of the suite's
 passing rate (a noisy suite's reliable tasks pass less than 100%)."""
@@ -260,6 +263,13 @@ class SequentialGate:
         return [k for k in keys if k not in self._obs
                 or len(self._obs[k].reference) < self.policy.history_min]
 
+    def _more(self, n: int) -> int:
+        """Trials per task the next target or held-out look adds: the trials so far again
+        (looks at 2, 4, 8, 16, 24...), at least `round_trials`. Looks spaced so give each
+        one a share of the spent alpha worth having (union-bound increments over many close
+        looks leave the last one almost nothing)."""
+        return max(self.policy.round_trials, n)
+
     def _target_look(self) -> TrialRequest | Verdict:
         """Efficacy on the visible tasks: the exact stratified Fisher test of the candidate's
         passes against each task's own record, at the look's spent alpha, and a mean gain of
@@ -281,7 +291,7 @@ class SequentialGate:
             self.stage = "heldout"
             return self._heldout_look(f"target improved at look {self.looks} ({moved} <= "
                                       f"{a:.3g})")
-        if gain <= 0 and self.looks > 1:
+        if gain <= 0 and n >= FUTILE_AFTER:
             return self._verdict("reject", "futility", f"target bucket {self.target!r} did "
                                  f"not improve on its visible tasks: {moved}")
         if n >= p.max_trials:
@@ -290,7 +300,7 @@ class SequentialGate:
                                  f"target bucket {self.target!r} undecided at {n} trials per "
                                  f"task ({moved} > look alpha {a:.3g}, needs gain >= "
                                  f"{p.min_improvement:g})")
-        req = self._request(dict.fromkeys(keys, p.round_trials), "target",
+        req = self._request(dict.fromkeys(keys, self._more(n)), "target",
                             f"target promising but undecided at look {self.looks} "
                             f"({moved} > {a:.3g}); adding trials", paired=self._thin(keys))
         assert req is not None  # n < max_trials
@@ -323,11 +333,11 @@ class SequentialGate:
         self._heldout_text = moved
         if gain > 0 and p_value <= a:  # held-out improved
             return self._start_harm(f"{why}; held-out tasks improved too ({moved} <= {a:.3g})")
-        if gain <= 0 and n > p.round_trials:
+        if gain <= 0 and n >= FUTILE_AFTER:
             return self._verdict("reject", "held-out",
                                  f"the held-out task(s) of {self.target!r} did not improve "
                                  f"(overfit to the tasks the proposer saw): {moved}")
-        req = self._request(dict.fromkeys(keys, p.round_trials), "heldout",
+        req = self._request(dict.fromkeys(keys, self._more(n)), "heldout",
                             f"held-out tasks promising but undecided ({moved} > {a:.3g}); "
                             "adding trials", paired=self._thin(keys))
         if req is not None:

@@ -330,18 +330,14 @@ def first_trials(rec: TaskRecord, policy: GatePolicy, scale: HarmScale | None = 
 
 
 def ambiguous(rec: TaskRecord, policy: GatePolicy, scale: HarmScale) -> bool:
-    """The record is too short or too wide to decide against: fresh baseline trials pay.
-    Besides `classify`'s ambiguous records, a flaky pass/fail record that can lose the drop:
-    a flaky task's rate over a dozen trials is uncertain by about as much as the drop, so
-    "a flaky task, unchanged" and "a better task, broken" both fit it."""
-    kind = classify(rec, policy, scale)
-    if kind == "ambiguous":
-        return True
-    if rec.graded or kind != "flaky":
-        return False
-    r, n, _, _ = rec.stratum()
-    mass = drop_log_bf(r, n, 0, 0, round(pass_drop(policy, scale), 4))[1]
-    return mass > CANNOT_LOSE
+    """The record is too short to decide a suspect against: fresh baseline trials pay. A
+    record of a dozen trials spread over a few runs cannot tell a reliable task from a flaky
+    one that was lucky (run-to-run swings of a flaky task are wider than its trial count
+    says), and "a flaky task, unchanged" then reads as "a better task, broken"; under
+    `policy.twin_record` trials (or when `classify` finds it ambiguous) the record grows with
+    fresh baseline trials beside the candidate's."""
+    return (len(rec.ref_passes) < policy.twin_record
+            or classify(rec, policy, scale) == "ambiguous")
 
 
 def pooled_pvalue(records: Sequence[TaskRecord], scale: HarmScale) -> float:

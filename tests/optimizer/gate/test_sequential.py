@@ -70,10 +70,11 @@ def test_false_breaks_are_controlled_over_looks() -> None:
 
 
 def test_a_half_broken_task_rarely_says_no_harm() -> None:
-    """A reliable task whose pass rate halves reaches "no harm" with probability about
-    `harm_task_beta` at most (the terminal rule at the cap adds little)."""
+    """A reliable task whose pass rate halves reaches "no harm" by its Bayes factor with
+    probability about `harm_task_beta` at most; the terminal rule at the cap adds a little
+    (together under the issue's 20% bound for a half-break)."""
     rng = random.Random(3)
-    cleared = 0
+    bayes = terminal = 0
     for _ in range(400):
         hist = [rng.random() < 0.99 for _ in range(12)]
         cand: list[bool] = []
@@ -82,8 +83,10 @@ def test_a_half_broken_task_rarely_says_no_harm() -> None:
             f = judge_task(record(history=hist, cand=cand), POLICY, HarmScale(tasks=50))
             if f.state != "undecided":
                 break
-        cleared += f.state == "no harm"
-    assert cleared / 400 <= POLICY.harm_task_beta + 0.04
+        bayes += f.basis == "bayes"
+        terminal += f.basis == "terminal"
+    assert bayes / 400 <= POLICY.harm_task_beta + 0.04
+    assert (bayes + terminal) / 400 <= 0.2
 
 
 def test_a_task_never_run_never_says_no_harm() -> None:
@@ -118,7 +121,7 @@ def test_the_terminal_rule_decides_at_the_cap() -> None:
     even = judge_task(record(history=hist, cand=[True, False, True, False]), capped,
                       HarmScale(tasks=50))
     assert even.state == "no harm" and even.basis == "terminal" and "terminal" in even.why
-    worse = judge_task(record(history=hist, cand=[True, False, False, False]), capped,
+    worse = judge_task(record(history=hist, cand=[False, False, True, False]), capped,
                        HarmScale(tasks=50))
     assert worse.state == "undecided" and worse.need == 0 and "cap" in worse.why
     # under the cap the same evidence asks for more trials
