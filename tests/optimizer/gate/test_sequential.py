@@ -121,7 +121,7 @@ def test_the_terminal_rule_decides_at_the_cap() -> None:
     even = judge_task(record(history=hist, cand=[True, False, True, False]), capped,
                       HarmScale(tasks=50))
     assert even.state == "no harm" and even.basis == "terminal" and "terminal" in even.why
-    worse = judge_task(record(history=hist, cand=[False, False, True, False]), capped,
+    worse = judge_task(record(history=hist, cand=[False] * 4), capped,
                        HarmScale(tasks=50))
     assert worse.state == "undecided" and worse.need == 0 and "cap" in worse.why
     # under the cap the same evidence asks for more trials
