@@ -273,7 +273,7 @@ def test_a_good_patch_is_accepted_only_once_every_bucket_says_no_harm() -> None:
     harm = [r for r in reqs if r.stage == "harm"]
     assert harm  # the target's passing tasks (all fixed here) are none of harm's business
     assert "stratified Fisher" in v.test and "Bayes factor" in v.test and "never decide" in v.test
-    assert v.ruled_out.startswith("Ruled out: no task lost half or more")
+    assert v.ruled_out.startswith("Ruled out: no pass/fail task lost half or more")
     assert v.ruled_out in v.reasons
 
 
