@@ -238,7 +238,8 @@ def _evidence(rec: TaskRecord, policy: GatePolicy, scale: HarmScale,
     trials a clean path needs). A pass/fail task takes the pass-rate test; a graded task is
     decided by the score test (its pass flags are its scores against a threshold, and noise
     near the threshold makes them the weaker evidence), while its pass-rate test may still
-    call a break (a task that stops passing with scores that barely move)."""
+    call a break, and keeps it from "no harm" while it favours the drop by
+    `harm_terminal_bf` or more (a task that stops passing with scores that barely move)."""
     d = pass_drop(policy, scale)
     r, n, c, m = rec.stratum()
     pass_bf, mass = drop_log_bf(r, n, c + extra_passes, m + extra_passes, round(d, 4))
@@ -288,6 +289,11 @@ def judge_task(rec: TaskRecord, policy: GatePolicy, scale: HarmScale | None = No
                            f"{math.exp(min(pass_bf, 700)):.3g} >= {math.exp(high):.3g} (the "
                            f"break level {policy.harm_break_alpha:g} over {scale.tasks} "
                            "task(s), two tests)", pass_bf)
+    terminal = math.log(policy.harm_terminal_bf)
+    if rec.graded and pass_bf >= terminal:
+        # the scores may not move much, but the task passes less often: not ruled out
+        what = f"a drop of {pass_drop(policy, scale):.2g} in pass rate"
+        log_bf, can_lose = max(log_bf, pass_bf), True
     if not can_lose:
         return finding("no harm", f"no harm: its record is below {what}, so it cannot lose "
                        "that much", basis="cannot lose")
@@ -302,7 +308,7 @@ def judge_task(rec: TaskRecord, policy: GatePolicy, scale: HarmScale | None = No
                        f"{policy.harm_task_beta:g})", log_bf, basis="bayes")
     ran = max(rec.cand) + 1 if rec.cand else 0  # trial indices spent, errored ones too
     if ran >= policy.harm_max_trials:
-        if log_bf < math.log(policy.harm_terminal_bf):
+        if log_bf < terminal:
             return finding("no harm", f"no harm (terminal rule at {ran} trials): {test} "
                            f"{_fmt_bf(log_bf)} the drop", log_bf, basis="terminal")
         return finding("undecided", f"{what} not ruled out at the cap of {ran} trials "
