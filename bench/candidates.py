@@ -3,7 +3,7 @@
     python bench/candidates.py                       # K = 1, 2, 4, 8 at noise 0.1, 200 iterations
     python bench/candidates.py --n 60 --noises 0.0,0.1 --markdown
 
-Each iteration builds a world of `optimizer.gate.world` (card agent, 10-task target, 10
+Each iteration builds a world of `optimizer.sim.world` (card agent, 10-task target, 10
 history runs) and draws K proposals from a simulated proposer population, independently:
 30% good (every failing target task fixed), 20% partial (half of them fixed), 30% null,
 10% narrow-1 (good plus one broken passing task elsewhere), 10% broad (good plus every
@@ -43,7 +43,7 @@ from optimizer.gate.compare import GatePolicy
 from optimizer.gate.pairing import Pair
 from optimizer.gate.screen import SCREEN_INDEX_OFFSET, Screening
 from optimizer.gate.sequential import TrialRequest, heldout_tasks
-from optimizer.gate.world import World, build_world
+from optimizer.sim.world import World, build_world
 from optimizer.workflows.gating import run_gate
 
 POPULATION = (("good-all", 0.30), ("half-fix", 0.20), ("null", 0.30), ("narrow-1", 0.10),

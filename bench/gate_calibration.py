@@ -4,7 +4,7 @@
     python bench/gate_calibration.py --n 40 --seed-set tune --scenarios good-all,narrow-1
     python bench/gate_calibration.py --json bench/gate_calibration.json --markdown
 
-Each iteration builds a world of `optimizer.gate.world` (suites shaped like ours, a target
+Each iteration builds a world of `optimizer.sim.world` (suites shaped like ours, a target
 chosen from the baseline as nightly chooses it, flaky and judge-scored tasks, bucket shocks,
 noise, errored trials, drift, 10 history runs) and runs ONE optimize gate on it through the
 real driver, `optimizer.workflows.gating.run_gate`, with the world's `run` as the trial
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from optimizer.gate.compare import GatePolicy
 from optimizer.gate.sequential import heldout_tasks
-from optimizer.gate.world import (
+from optimizer.sim.world import (
     AGENTS,
     HISTORY_RUNS,
     SCENARIOS,

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison, GatePolicy, compare_bucket
 from optimizer.gate.exact import look_alpha, stratified_pvalue
 from optimizer.gate.harm import BucketHarm, bucket_statement, summary
@@ -94,6 +95,18 @@ def heldout_tasks(task_ids: Sequence[str], policy: GatePolicy, salt: str = "",
         if len(failing) >= 2 else 0
     rest = sorted((t for t in task_ids if t not in failing[:k_fail]), key=rank)
     return frozenset(failing[:k_fail] + rest[:k - k_fail])
+
+
+def record_rates(runs: Iterable[RunResult], ids: set[str]) -> dict[str, float]:
+    """Task id -> pass rate over the counted trials of `runs` (history and baseline)."""
+    tally: dict[str, list[int]] = {}
+    for r in runs:
+        for t in r.trials:
+            if t.task_id in ids and t.counts:
+                c = tally.setdefault(t.task_id, [0, 0])
+                c[0] += t.passed
+                c[1] += 1
+    return {tid: c[0] / c[1] for tid, c in tally.items() if c[1]}
 
 
 FAILING = 0.5

@@ -6,7 +6,7 @@ into the baseline and candidate runs, turns them with the lineage history into o
 task, and steps the gate until it returns a verdict. It is the only driver: `optimize` and
 `review` pass the runner (the trial cache serves anything already paid for), and the
 calibration benchmark (bench/gate_calibration.py) passes the simulated world of
-`optimizer.gate.world`: only the trial runner differs. `run_harm` is review's driver: the
+`optimizer.sim.world`: only the trial runner differs. `run_harm` is review's driver: the
 same harm detection on every bucket, with no target (`optimizer.gate.review_harm`).
 """
 

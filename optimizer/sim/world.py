@@ -29,6 +29,7 @@ from optimizer.core.buckets import bucket_prefix
 from optimizer.core.results import Provenance, RunResult, TrialResult
 from optimizer.core.suite_models import SuiteConfig, TaskSpec
 from optimizer.core.suites import LoadedTask, Suite
+from optimizer.gate.sequential import record_rates
 
 SCENARIOS: tuple[str, ...] = ("good-all", "good-partial", "null", "broad", "narrow-1",
                               "narrow-3", "half-break", "score-drop", "overfit", "flaky-target")
@@ -439,18 +440,6 @@ def _attempt(agent: str, target_size: int, noise: float, seed: str, heldout_of: 
         except InfeasibleScenario:
             return None
     return world
-
-
-def record_rates(runs: Iterable[RunResult], ids: set[str]) -> dict[str, float]:
-    """Task id -> pass rate over the counted trials of `runs` (history and baseline)."""
-    tally: dict[str, list[int]] = {}
-    for r in runs:
-        for t in r.trials:
-            if t.task_id in ids and t.counts:
-                c = tally.setdefault(t.task_id, [0, 0])
-                c[0] += t.passed
-                c[1] += 1
-    return {tid: c[0] / c[1] for tid, c in tally.items() if c[1]}
 
 
 def build_world(agent: str, target_size: int, noise: float, seed: int,
