@@ -54,14 +54,14 @@ class GatePolicy(BaseModel):
     harm_max_trials: int = Field(default=20, ge=1)
     """Candidate trials per task harm detection may reach; at the cap the terminal rule
     decides (no harm when the Bayes factor favours no change, else harm not ruled out)."""
-    harm_terminal_bf: float = Field(default=5.0, ge=1.0)
+    harm_terminal_bf: float = Field(default=10.0, ge=1.0)
     """The terminal rule at the cap: a task says "no harm" when its Bayes factor of the drop
     is below this (the drop is then not the likelier story by this much: a flaky task whose
     record cannot tell its rate to within the drop ends here, not in a run-out)."""
     harm_break_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     """Family-wise level of the break tests, over every harm task and every look (each task's
     Bayes factor must reach (tasks / this) to call a break)."""
-    harm_task_beta: float = Field(default=0.125, gt=0.0, lt=1.0)
+    harm_task_beta: float = Field(default=0.11, gt=0.0, lt=1.0)
     """Bayes factor (drop against no change) at or below which a task says "no harm": a task
     broken by the drop says it with probability at most about this."""
     drift_limit: float = Field(default=0.1, ge=0.0, le=0.5)

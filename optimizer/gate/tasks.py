@@ -8,9 +8,9 @@ sensitivity names, `GatePolicy.harm_sensitivity`):
 
 - **pass/fail tasks**: H0 "the candidate passes as often as the record", H1 "it passes `d`
   less often", where `d` is the sensitivity's share (half: 0.5, narrow: 0.8) of a passing
-  task's rate in this suite (`HarmScale.ceiling`, estimated from every record at once, so
-  that a noisy suite whose reliable tasks pass 85% of the time asks for a drop of 0.43, not
-  0.5). The record's rate is uncertain (a 12/12 record is not a rate of 1): both hypotheses
+  task's rate seen through the suite's outcome noise (`pass_drop`: a noisy suite whose
+  reliable tasks pass 89% of the time shows half of a passing task's rate as a drop of
+  0.39, not 0.5; `HarmScale.ceiling` is estimated from every record at once). The record's rate is uncertain (a 12/12 record is not a rate of 1): both hypotheses
   integrate over its posterior (`exact.drop_log_bf`).
 - **graded tasks** (judge scores): H0 "the candidate's scores follow the record's scores",
   H1 "they follow them lowered by `regression_tolerance`", each a kernel density of the
@@ -166,9 +166,12 @@ def estimate_scale(records: Sequence[TaskRecord], policy: GatePolicy,
 
 
 def pass_drop(policy: GatePolicy, scale: HarmScale) -> float:
-    """The drop in pass rate each task must rule out: the sensitivity's share of a passing
-    task's rate in this suite."""
-    return policy.drop_share * scale.ceiling
+    """The drop in observed pass rate each task must rule out: the sensitivity's share of a
+    passing task's rate, seen through the suite's outcome noise. A passing task that passes
+    a share c of its trials (`HarmScale.ceiling`) has its outcomes flipped with probability
+    about 1 - c, and symmetric flips shrink any drop by 2c - 1: half of a passing task's
+    rate is a drop of 0.5 at c = 1, 0.39 at c = 0.89, 0.29 at c = 0.79."""
+    return policy.drop_share * max(0.2, 2.0 * scale.ceiling - 1.0)
 
 
 def classify(rec: TaskRecord, policy: GatePolicy, scale: HarmScale | None = None

@@ -101,9 +101,9 @@ def test_a_task_never_run_never_says_no_harm() -> None:
 
 
 def test_clean_candidate_trials_rule_the_drop_out() -> None:
-    f = judge_task(record(history=[True] * 10, base=[True] * 2, cand=[True] * 3), POLICY)
+    f = judge_task(record(history=[True] * 10, base=[True] * 2, cand=[True] * 4), POLICY)
     assert f.state == "no harm" and f.basis == "bayes" and "Bayes factor" in f.why
-    assert judge_task(record(history=[True] * 10, base=[True] * 2, cand=[True] * 2),
+    assert judge_task(record(history=[True] * 10, base=[True] * 2, cand=[True] * 3),
                       POLICY).state == "undecided"
     statement = bucket_statement("b", [f], None, POLICY)
     assert statement.state == "no harm" and "no harm" in statement.statement
@@ -132,7 +132,7 @@ def test_the_terminal_rule_decides_at_the_cap() -> None:
 def test_sensitivity_narrow_only_rules_out_near_total_breaks() -> None:
     narrow = POLICY.model_copy(update={"harm_sensitivity": "narrow"})
     rec = record(history=[True] * 12, cand=[True, True])
-    # two clean trials rule out a near-total break; half needs three
+    # two clean trials rule out a near-total break; half needs four
     assert judge_task(rec, narrow).state == "no harm"
     assert judge_task(rec, POLICY).state == "undecided"
     # a task passing 70% cannot lose 80% of a passing task's rate
@@ -308,7 +308,8 @@ def test_harm_only_gate_for_review() -> None:
     assert all(min(r.indices[k]) >= 2 for r in reqs for k in r.indices)
     # at the cap the terminal rule decides: an unchanged task says no harm, a task that
     # failed both trials against two recorded passes stays "harm not ruled out"
-    strict = POLICY.model_copy(update={"harm_max_trials": 2, "harm_task_beta": 0.01})
+    strict = POLICY.model_copy(update={"harm_max_trials": 2, "harm_task_beta": 0.01,
+                                       "harm_terminal_bf": 1.0})
     capped = HarmOnlyGate(strict, BUCKETS,
                           {(b, t): (2, 2) for b, ts in BUCKETS.items() for t in ts})
     open_, reqs = drive(capped, agent(fixed=set(), broken={"o1"}))

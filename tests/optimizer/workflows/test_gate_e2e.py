@@ -194,16 +194,18 @@ def test_review_with_harm_not_ruled_out_is_inconclusive_never_neutral(
 ) -> None:
     """The same breaking rule, with harm detection capped at the trials both refs already ran
     and no confirmation: one task failing twice against a record of two passes is no break
-    (Fisher p = 1/6) and rules nothing out: "harm not ruled out", so inconclusive, and
+    (its Bayes factor is far from the break level) and rules nothing out: "harm not ruled out", so inconclusive, and
     `--fail-on-regression` maps that to exit 4 (`cli.review.EXIT_INCONCLUSIVE`)."""
     human_branch(repo, "human/rules", BREAKING)
-    policy = GatePolicy(harm_max_trials=2, regression_tolerance=1.0)
+    # the terminal rule at the cap at even odds: two failures against two recorded passes
+    # favour the drop, so the task stays "harm not ruled out"
+    policy = GatePolicy(harm_max_trials=2, regression_tolerance=1.0, harm_terminal_bf=1.0)
     config = ReviewConfig(base="main", head="human/rules", agent_model="scripted:world",
                           repo=repo, state_dir=state, confirm_trials=0, policy=policy)
     result = asyncio.run(review(config, agent=agent()))
     [a] = result.agents
     assert result.decision == a.decision == "inconclusive", a.reasons
-    # two trials per task rule no drop out anywhere (Wald's ratio needs three clean ones)
+    # two trials per task rule no drop out anywhere (the Bayes factor needs more clean ones)
     assert "short_fact" in a.open and a.regressed == []
     states = {b.bucket: b.state for b in a.buckets}
     assert states["short_fact"] == "harm not ruled out"
