@@ -10,8 +10,9 @@ sensitivity names, `GatePolicy.harm_sensitivity`):
   less often", where `d` is the sensitivity's share (half: 0.5, narrow: 0.8) of a passing
   task's rate seen through the suite's outcome noise (`pass_drop`: a noisy suite whose
   reliable tasks pass 89% of the time shows half of a passing task's rate as a drop of
-  0.39, not 0.5; `HarmScale.ceiling` is estimated from every record at once). The record's rate is uncertain (a 12/12 record is not a rate of 1): both hypotheses
-  integrate over its posterior (`exact.drop_log_bf`).
+  0.39, not 0.5; `HarmScale.ceiling` is estimated from every record at once). The
+  record's rate is uncertain (a 12/12 record is not a rate of 1): both hypotheses integrate
+  over its posterior (`exact.drop_log_bf`).
 - **graded tasks** (judge scores): H0 "the candidate's scores follow the record's scores",
   H1 "they follow them lowered by `regression_tolerance`", each a kernel density of the
   record with a uniform share (`exact.shift_log_bf`): the record's own shape, bimodal where

@@ -194,7 +194,8 @@ def test_review_with_harm_not_ruled_out_is_inconclusive_never_neutral(
 ) -> None:
     """The same breaking rule, with harm detection capped at the trials both refs already ran
     and no confirmation: one task failing twice against a record of two passes is no break
-    (its Bayes factor is far from the break level) and rules nothing out: "harm not ruled out", so inconclusive, and
+    (its Bayes factor is far from the break level) and rules nothing out: "harm not ruled
+    out", so inconclusive, and
     `--fail-on-regression` maps that to exit 4 (`cli.review.EXIT_INCONCLUSIVE`)."""
     human_branch(repo, "human/rules", BREAKING)
     # the terminal rule at the cap at even odds: two failures against two recorded passes
