@@ -49,6 +49,11 @@ HARMFUL = ("narrow-1", "narrow-3", "broad", "score-drop")
 MAX_COST = 0.6
 
 
+def bench_policy(sensitivity: str) -> GatePolicy:
+    """The gate the benchmark runs: `GatePolicy`'s defaults, at the sensitivity asked for."""
+    return GatePolicy(harm_sensitivity=sensitivity)  # type: ignore[arg-type]
+
+
 def naive_calls(world: World) -> int:
     return 2 * sum(len(s.tasks) for s in world.suites) * 2
 
@@ -68,7 +73,7 @@ def one(agent: str, size: int, noise: float, scenario: str, seed: int,
 def cell(args: tuple[str, int, float, str, int, str, str, int]
          ) -> dict[str, float | int | str]:
     agent, size, noise, scenario, n, seed_set, sensitivity, history_runs = args
-    policy = GatePolicy(harm_sensitivity=sensitivity)  # type: ignore[arg-type]
+    policy = bench_policy(sensitivity)
     counts = {"accept": 0, "reject": 0, "inconclusive": 0}
     calls = naive = 0
     heldout = False
@@ -150,8 +155,7 @@ def main() -> None:
     print(f"{len(rows)} cells x {a.n} iterations in {seconds:.0f}s", file=sys.stderr)
     if a.json:
         a.json.write_text(json.dumps({"n": a.n, "seed_set": a.seed_set,
-                                      "policy": GatePolicy(
-                                          harm_sensitivity=a.harm_sensitivity).model_dump(),
+                                      "policy": bench_policy(a.harm_sensitivity).model_dump(),
                                       "history_runs": a.history_runs, "rows": rows,
                                       "seconds": round(seconds)}, indent=2) + "\n")
     if a.markdown:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from optimizer.gate.compare import GatePolicy
 from optimizer.gate.harm import BucketHarm, HarmEvidence, bucket_statement, summary
 from optimizer.gate.pairing import Pair
+from optimizer.gate.policy import sensitivity_statement
 from optimizer.gate.sequential import Observations, TrialRequest
 from optimizer.gate.tasks import (
     HarmScale,
@@ -51,6 +52,8 @@ class HarmResult:
     stopped: str
     """"decided" (every bucket regressed or said no harm), "regressed" (a bucket regressed
     while others were still open: no more trials were spent) or "max trials"."""
+    ruled_out: str = ""
+    """What harm detection is built to rule out and what not (`policy.sensitivity_statement`)."""
 
     @property
     def regressed(self) -> list[str]:
@@ -74,6 +77,8 @@ class HarmResult:
                        f"p={self.pooled_p:.3g}, weighted Holm)")
         if self.statements:
             out.append("harm detection: " + summary(self.statements))
+        if self.ruled_out:
+            out.append(self.ruled_out)
         return out
 
 
@@ -129,7 +134,8 @@ class HarmOnlyGate:
         open_ = [f for s in statements if s.state == "harm not ruled out" for f in s.findings
                  if f.state == "undecided"]
         result = HarmResult(statements, POOLED in rejected, self._evidence.p_pooled(),
-                            self.rounds, "regressed" if open_ else "decided")
+                            self.rounds, "regressed" if open_ else "decided",
+                            sensitivity_statement(p))
         if not open_ or result.regressed:
             return result
         req = self._request(open_, obs)

@@ -453,8 +453,7 @@ class SequentialGate:
         if self._statements:
             statements.append("other buckets: " + summary(self._statements))
             ruled = sensitivity_statement(p)
-            if decision == "accept":
-                statements.append(ruled)
+            statements.append(ruled)
         return Verdict(
             decision=decision,
             target_bucket=self.target,

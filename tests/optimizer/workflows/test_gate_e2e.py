@@ -10,6 +10,8 @@ deterministic on both sides (no noise), so each case has one right verdict.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +24,7 @@ from agents.llm.types import ModelResponse
 from optimizer.cli.app import app
 from optimizer.core.ledger import Ledger
 from optimizer.gate.compare import GatePolicy
+from optimizer.gate.policy import sensitivity_statement
 from optimizer.gate.sequential import heldout_tasks
 from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
 from optimizer.workflows.review import ReviewConfig, review
@@ -212,3 +215,55 @@ def test_review_with_harm_not_ruled_out_is_inconclusive_never_neutral(
     assert states["short_fact"] == "harm not ruled out"
     assert any("harm not ruled out" in r for r in a.reasons)
     assert result.message.startswith("inconclusive: harm not ruled out in bucket(s): ")
+
+
+def test_harm_sensitivity_changes_what_the_verdict_says(repo: Path, state: Path) -> None:
+    """`--harm-sensitivity narrow` rules out near-total breaks only, and says so: the verdict,
+    its reasons and the PR body carry the one sentence of the sensitivity that ran."""
+    half, _ = run(repo, state, proposal(*ALL_TARGET))
+    [it] = half.iterations
+    assert it.outcome == "accepted", it.reasons
+    said = [r for r in it.reasons if r.startswith("Ruled out: ")]
+    assert said == [sensitivity_statement(GatePolicy())]
+    assert "half or more of its pass rate" in said[0] and "not ruled out" in said[0]
+    assert said[0] in Path(it.pr_body_path or "").read_text()
+    narrow_state = state.parent / "narrow-state"
+    config = OptimizeConfig(suite="pkm_agent", bucket="skip_trivial", iterations=1,
+                            agent_model="scripted:world", proposer_model="scripted:proposer",
+                            proposer_format="diff", repo=repo, state_dir=narrow_state,
+                            policy=GatePolicy(harm_sensitivity="narrow"))
+    narrow = asyncio.run(optimize(config, agent=agent(),
+                                  proposer=ScriptedModel([reply(proposal(*ALL_TARGET))])))
+    [nit] = narrow.iterations
+    told = [r for r in nit.reasons if r.startswith("Ruled out: ")]
+    assert told == [sensitivity_statement(GatePolicy(harm_sensitivity="narrow"))]
+    assert told != said and "near-total" in told[0]
+
+
+def test_the_cli_gate_defaults_are_gate_policys() -> None:
+    """One home for every gate default: optimize's and review's options, nightly's config
+    and the calibration benchmark read `GatePolicy`; this fails when one of them differs."""
+    from optimizer.cli.optimize import optimize as optimize_cmd
+    from optimizer.cli.review import review as review_cmd
+    from optimizer.workflows.nightly.config import NightlyConfig
+
+    policy = GatePolicy()
+    for command, names in (
+        (optimize_cmd, ("min_improvement", "regression_tolerance", "harm_sensitivity",
+                        "round_trials", "max_trials")),
+        (review_cmd, ("min_improvement", "regression_tolerance", "harm_sensitivity")),
+    ):
+        params = inspect.signature(command).parameters
+        for name in names:
+            default = params[name].default
+            assert getattr(default, "value", default) == getattr(policy, name), (command, name)
+    field = NightlyConfig.model_fields["policy"]
+    assert field.default_factory is not None and field.default_factory() == policy  # type: ignore[call-arg]
+    spec = importlib.util.spec_from_file_location(
+        "gate_calibration", Path(__file__).resolve().parents[3] / "bench" / "gate_calibration.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.bench_policy("half") == policy
+    help_text = CliRunner().invoke(app, ["optimize", "--help"], terminal_width=120).output
+    assert "--harm-sensitivity" in help_text
