@@ -66,6 +66,9 @@ class GatePolicy(BaseModel):
     broken by the drop says it with probability at most about this."""
     drift_limit: float = Field(default=0.1, ge=0.0, le=0.5)
     """Largest common drift of graded scores removed before any test (pass rates: half)."""
+    score_slack: float = Field(default=0.025, ge=0.0, le=0.5)
+    """A graded task's own move (after the common drift is removed) that is no harm: the
+    no-change side of its score test may move the record by up to this either way."""
     history_min: int = Field(default=10, ge=0)
     """A record with fewer trials is ambiguous (`tasks.classify`)."""
     twin_record: int = Field(default=40, ge=0)

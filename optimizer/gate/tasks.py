@@ -259,7 +259,7 @@ def _evidence(rec: TaskRecord, policy: GatePolicy, scale: HarmScale,
     if mean + 1.2816 * max(sd, 0.05) / math.sqrt(len(ref)) < h:
         return 0.0, False, what, pass_bf
     cand = rec.candidate + [max(ref)] * extra_passes
-    return shift_log_bf(ref, cand, h, slack=policy.drift_limit / 2), True, what, pass_bf
+    return shift_log_bf(ref, cand, h, slack=policy.score_slack), True, what, pass_bf
 
 
 def break_bound(policy: GatePolicy, scale: HarmScale) -> float:
