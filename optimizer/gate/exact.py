@@ -298,7 +298,7 @@ def wilson_lower(successes: float, n: int, z: float = 1.2816) -> float:
 PRIOR = 0.5
 """Jeffreys' prior Beta(1/2, 1/2) on a task's pass rate: a record of 12 passes puts its rate
 near 0.96 (the uniform prior's 0.93 would read a reliable task as a flaky one)."""
-_GRID = 256
+_GRID = 128
 """Midpoints of the quadrature over the record's pass rate (the truncated H1 prior)."""
 
 
@@ -408,3 +408,22 @@ def pooled_drop_pvalue(strata: Sequence[tuple[int, int, int, int]], drift: float
     if var <= 0:
         return 1.0
     return _phi(total / math.sqrt(var))
+
+
+def rate_above(passes: int, n: int, level: float, grid: int = 512) -> float:
+    """Posterior probability that a rate is above `level`, given `passes` of `n` (Jeffreys'
+    prior), by the midpoint rule in u = sqrt(1 - p): the substitution removes the prior's
+    singularity at 1, so a record of 40 passes gets its mass near 1 right."""
+    a, b = passes + PRIOR, n - passes + PRIOR
+    lo = min(max(level, 0.0), 1.0)
+    top = math.sqrt(1.0 - lo)
+    if top <= 0.0:
+        return 0.0
+    du = top / grid
+    logs = []
+    for i in range(grid):
+        u = (i + 0.5) * du
+        p = 1.0 - u * u
+        logs.append((a - 1.0) * math.log(p) + (2.0 * b - 1.0) * math.log(u) + math.log(2.0 * du)
+                    - _lbeta(a, b))
+    return min(1.0, math.exp(_logsumexp(logs)))

@@ -172,7 +172,8 @@ def pass_drop(policy: GatePolicy, scale: HarmScale) -> float:
     a share c of its trials (`HarmScale.ceiling`) has its outcomes flipped with probability
     about 1 - c, and symmetric flips shrink any drop by 2c - 1: half of a passing task's
     rate is a drop of 0.5 at c = 1, 0.39 at c = 0.89, 0.29 at c = 0.79."""
-    return policy.drop_share * max(0.2, 2.0 * scale.ceiling - 1.0)
+    # on a grid of 0.01: the ceiling moves a little between looks, the cached factors must not
+    return round(policy.drop_share * max(0.2, 2.0 * scale.ceiling - 1.0), 2)
 
 
 def classify(rec: TaskRecord, policy: GatePolicy, scale: HarmScale | None = None
@@ -246,7 +247,7 @@ def _evidence(rec: TaskRecord, policy: GatePolicy, scale: HarmScale,
     `harm_terminal_bf` or more (a task that stops passing with scores that barely move)."""
     d = pass_drop(policy, scale)
     r, n, c, m = rec.stratum()
-    pass_bf, mass = drop_log_bf(r, n, c + extra_passes, m + extra_passes, round(d, 4))
+    pass_bf, mass = drop_log_bf(r, n, c + extra_passes, m + extra_passes, d)
     if mass <= CANNOT_LOSE:
         pass_bf = -math.inf
     if not rec.graded:
