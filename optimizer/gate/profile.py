@@ -7,7 +7,8 @@ budget of baseline trials ahead of time where they change future decisions most:
 
 - the value of a task's record is the uncertainty of the one question harm detection asks of
   it: can the task lose the drop (`tasks.pass_drop`)? That is the binary entropy of the
-  posterior mass of its pass rate above the drop (`exact.rate_above`), in bits: 0 for a task that surely passes reliably or surely fails, 1 for a coin flip;
+  posterior mass of its pass rate above the drop (`exact.rate_above`), in bits: 0 for a
+  task that surely passes reliably or surely fails, 1 for a coin flip;
 - a record shorter than `history_min` is worth at least 1 (ambiguous by length alone);
 - trials go in chunks of `chunk` to the task of highest value per trial, the value of the
   next chunk taken as the entropy times the share of the record the chunk would add
