@@ -104,20 +104,20 @@ def sensitivity_statement(policy: GatePolicy) -> str:
     """What harm detection ruled out when every task said "no harm", and what it did not, in
     one plain sentence (verdicts, PR bodies and review comments all carry it)."""
     p = policy
-    confidence = f"{1 - p.harm_task_beta:.1%}".replace(".0%", "%")
     if p.harm_sensitivity == "half":
         caught = "half or more of its pass rate"
         missed = ("smaller drops (a task going from 100% to 60% can pass) and any drop of a "
                   "task that passes under half the time")
     else:
         caught = "80% or more of its pass rate (a near-total break)"
-        missed = ("any smaller drop (a task going from 100% to 50% can pass: use "
-                  "--harm-sensitivity half to rule that out) and any drop of a task that "
-                  "passes under 80% of the time")
+        missed = ("any smaller drop (a task going from 100% to 50% can pass: "
+                  "--harm-sensitivity half rules that out) and any drop of a task that passes "
+                  "under 80% of the time")
     return (f"Ruled out: no pass/fail task lost {caught} and no judge-scored task "
-            f"{p.regression_tolerance:g} or more of its mean score, at {confidence} confidence "
-            f"per task (harm sensitivity "
-            f"{p.harm_sensitivity}); not ruled out: {missed}.")
+            f"{p.regression_tolerance:g} or more of its mean score, each task by a Bayes factor "
+            f"of {1 / p.harm_task_beta:.0f}:1 against such a drop (at the "
+            f"{p.harm_max_trials}-trial cap: one not {p.harm_terminal_bf:g}:1 for it; harm "
+            f"sensitivity {p.harm_sensitivity}); not ruled out: {missed}.")
 
 
 def _harm_per_task(p: GatePolicy) -> str:
