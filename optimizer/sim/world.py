@@ -288,6 +288,8 @@ class World:
     """Built for flaky-target: the target's failing tasks are flaky at p=0.5."""
     _plans: dict[str, Plan] = field(default_factory=dict, repr=False)
     _seen: set[tuple[str, str, int]] = field(default_factory=set, repr=False)
+    _base_trials: dict[tuple[str, int], TrialResult] = field(default_factory=dict, repr=False)
+    """Base-prompt trials run through `run` (served again, cached, to a later gate)."""
     _rng: random.Random = field(init=False, repr=False)
     _serial: int = 0
 
@@ -321,25 +323,45 @@ class World:
 
     async def run(self, suite: Suite, prompt: str, label: str,
                   indices: dict[str, list[int]] | None) -> RunResult:
-        """RunFn: fresh trials of `suite` under `prompt` (None: every task at 0..1)."""
+        """RunFn: fresh trials of `suite` under `prompt` (None: every task at 0..1). A trial
+        of the base prompt asked again (a second gate of the same session, on the same
+        baseline) is served as the trial cache serves it: the same trial, `cached`, no call;
+        any other trial asked twice is a bug of the caller."""
         plan = self._plans.get(prompt)
         if plan is None:
             raise ValueError(f"unknown prompt {prompt[:40]!r}: neither the base nor a candidate")
         wanted = _all_indices(suite, BASE_TRIALS) if indices is None else indices
         known = {t.id for t in suite.tasks}
+        fresh: dict[str, list[int]] = {}
+        served: list[TrialResult] = []
         for tid, ids in wanted.items():
             if tid not in known:
                 raise ValueError(f"task {tid} is not in the suite {suite.name}")
             for i in ids:
                 key = (prompt, tid, i)
                 if key in self._seen:
-                    raise AssertionError(f"trial {tid}#{i} requested twice ({label})")
+                    done = self._base_trials.get((tid, i)) if prompt == self.base_prompt else None
+                    if done is None:
+                        raise AssertionError(f"trial {tid}#{i} requested twice ({label})")
+                    served.append(done.model_copy(update={"cached": True}))
+                    continue
                 self._seen.add(key)
-            self.calls += len(ids)
+                fresh.setdefault(tid, []).append(i)
+            self.calls += len(fresh.get(tid, ()))
         self._serial += 1
         at = _T0 + timedelta(minutes=1 + self._serial)
-        return draw_run(self._rng, suite, plan, wanted, self.noise,
-                        f"{suite.name}-world-{self._serial}", at)
+        run = draw_run(self._rng, suite, plan, fresh, self.noise,
+                       f"{suite.name}-world-{self._serial}", at)
+        if prompt == self.base_prompt:
+            self._base_trials.update(((t.task_id, t.trial_index), t) for t in run.trials)
+        if not served:
+            return run
+        trials = [*run.trials, *served]
+        counts = {tid: len(ids) for tid, ids in wanted.items()}
+        return run.model_copy(update={
+            "trials": trials, "task_ids": [t.id for t in suite.tasks if t.id in counts],
+            "task_buckets": {t.id: t.bucket for t in suite.tasks if t.id in counts},
+            "trials_per_task": counts})
 
 
 def _passing(world: World, buckets: Iterable[str]) -> list[tuple[str, str]]:
