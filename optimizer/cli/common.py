@@ -122,8 +122,8 @@ RegressionToleranceOpt = Annotated[
         envvar="PROMPTLOOP_REGRESSION_TOLERANCE",
         rich_help_panel=GATE,
         help="The drop in a judge-scored or partial-credit task's mean score that harm "
-        "detection must rule out before the task says 'no harm' (a median drop this large on "
-        "fresh trials is also a break); review also confirms a bucket that fell this much.",
+        "detection must rule out before the task says 'no harm' (its score test's "
+        "alternative); review also confirms a bucket that fell this much.",
     ),
 ]
 class HarmSensitivity(StrEnum):
