@@ -3,13 +3,16 @@
     python bench/gate_calibration.py                      # every cell, 200 iterations each
     python bench/gate_calibration.py --n 40 --seed-set tune --scenarios good-all,narrow-1
     python bench/gate_calibration.py --json bench/gate_calibration.json --markdown
+    python bench/gate_calibration.py --harm-sensitivity narrow --history-runs 40 --noises 0.1
 
 Each iteration builds a world of `optimizer.sim.world` (suites shaped like ours, a target
 chosen from the baseline as nightly chooses it, flaky and judge-scored tasks, bucket shocks,
 noise, errored trials, drift, 10 history runs) and runs ONE optimize gate on it through the
 real driver, `optimizer.workflows.gating.run_gate`, with the world's `run` as the trial
 runner: the code that schedules trials and decides is the code `optimize` runs. The gate runs
-at its defaults (`GatePolicy()`).
+at its defaults (`GatePolicy()`, `bench_policy`), at `--harm-sensitivity` (half or narrow);
+`--history-runs N` gives the world N earlier runs per suite (default 10). Rows keep the
+fields of issue 18's table and add `sensitivity` and `history_runs`.
 
 Definitions (fixed before the run, see issue 18): "kept" = accepted; model calls = trials run
 through the world's runner (candidate and fresh baseline trials; the cached baseline and the
