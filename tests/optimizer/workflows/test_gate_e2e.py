@@ -189,6 +189,7 @@ def test_review_of_a_breaking_rule_regresses_and_fails_the_check(
     assert "'oat-milk'" in statement
     comment = Path(data["comment_path"]).read_text()
     assert "**Harm detection per bucket**" in comment and "`short_fact`: 🔴 regressed" in comment
+    assert "Ruled out: no pass/fail task lost half or more" in comment  # the sensitivity
     assert "neutral" not in data["message"]
 
 
