@@ -3,7 +3,7 @@
     python bench/candidates.py                       # K = 1, 2, 4, 8 at noise 0.1, 200 iterations
     python bench/candidates.py --n 60 --noises 0.0,0.1 --markdown
 
-Each iteration builds a world of `optimizer.gate.world` (card agent, 10-task target, 10
+Each iteration builds a world of `optimizer.sim.world` (card agent, 10-task target, 10
 history runs) and draws K proposals from a simulated proposer population, independently:
 30% good (every failing target task fixed), 20% partial (half of them fixed), 30% null,
 10% narrow-1 (good plus one broken passing task elsewhere), 10% broad (good plus every
@@ -13,7 +13,9 @@ does. K > 1 screens the candidates with the real successive-halving state machin
 tasks, each trial a fresh draw of the world at a screening index, paired with the cached
 baseline as the tournament pairs it;
 the winner then goes through the real gate driver (`optimizer.workflows.gating.run_gate`) on
-fresh trials. Merges are not simulated (the merge callback declines).
+fresh trials; when the gate rejects it for harm, the next candidate that fixed the target in
+screening is gated too (once; `--no-fallback` turns it off), as the tournament does. Ties in
+screening are broken by a seeded draw. Merges are not simulated (the merge callback declines).
 
 Definitions (fixed before the run): model calls = proposer calls (1 per iteration: K patches
 in one request) + screening trials + gate trials (candidate and fresh baseline; the cached
@@ -43,7 +45,7 @@ from optimizer.gate.compare import GatePolicy
 from optimizer.gate.pairing import Pair
 from optimizer.gate.screen import SCREEN_INDEX_OFFSET, Screening
 from optimizer.gate.sequential import TrialRequest, heldout_tasks
-from optimizer.gate.world import World, build_world
+from optimizer.sim.world import World, build_world
 from optimizer.workflows.gating import run_gate
 
 POPULATION = (("good-all", 0.30), ("half-fix", 0.20), ("null", 0.30), ("narrow-1", 0.10),
@@ -79,7 +81,8 @@ def screen_trial(world: World, base_scores: dict[str, list[tuple[float, bool]]])
     return trial
 
 
-def one(k: int, noise: float, seed: int, policy: GatePolicy) -> dict[str, float | str]:
+def one(k: int, noise: float, seed: int, policy: GatePolicy, fallback: bool = True
+        ) -> dict[str, float | str]:
     rng = random.Random(seed)
     world = build_world("card", 10, noise, seed,
                         lambda ids, rates: heldout_tasks(ids, policy, str(seed), rates))
@@ -93,23 +96,35 @@ def one(k: int, noise: float, seed: int, policy: GatePolicy) -> dict[str, float 
         if t.counts:
             base_scores[t.task_id].append((t.score, t.passed))
     rounds: list[int] = [1]  # the proposer call
+    screening: Screening | None = None
     if k == 1:
         winner: str | None = next(iter(kinds))
         screened = 0
     else:
         before = world.calls
-        winner = _screen(list(kinds), visible, screen_trial(world, base_scores), rounds)
+        screening = _screen(list(kinds), visible, screen_trial(world, base_scores), rounds,
+                            seed)
+        winner = screening.winner
         screened = world.calls - before
-    decision, gate_calls = "reject", 0
-    if winner is not None:
+    decision, gate_calls, gated_kind = "reject", 0, ""
+    fell_back = False
+    for attempt in range(2):  # the winner, then (after a harm rejection) one fallback
+        if winner is None:
+            break
         before = world.calls
         gated = asyncio.run(run_gate(
             world.suites, world.baseline, (world.base_prompt, winner), world.target, policy,
             world.run, heldout=world.heldout, history=world.history,
             on_stage=lambda req: rounds.append(_request_trials(req)), display=False))
-        decision, gate_calls = gated.verdict.decision, world.calls - before
-    kept = kinds[winner] if winner is not None and decision == "accept" else ""
-    return {"kept": kept, "calls": 1 + screened + gate_calls,
+        decision, gate_calls = gated.verdict.decision, gate_calls + world.calls - before
+        gated_kind = kinds[winner]
+        if (attempt or not fallback or screening is None or decision != "reject"
+                or gated.verdict.stopped != "regression"):
+            break
+        nxt = screening.fallbacks(exclude=[winner])
+        winner, fell_back = (nxt[0] if nxt else None), bool(nxt)
+    kept = gated_kind if decision == "accept" else ""
+    return {"kept": kept, "calls": 1 + screened + gate_calls, "fallback": int(fell_back),
             "wall": sum(math.ceil(n / CONCURRENCY) if n else 0 for n in rounds)}
 
 
@@ -117,24 +132,28 @@ def _request_trials(req: TrialRequest) -> int:
     return sum(map(len, req.indices.values())) + sum(map(len, req.base.values()))
 
 
-def _screen(cands: list[str], tasks: list[str], trial, rounds: list[int]) -> str | None:  # type: ignore[no-untyped-def]
-    """`screen.simulate`'s loop, counting each round's trials (merges declined)."""
-    screening = Screening(cands)
+def _screen(cands: list[str], tasks: list[str], trial, rounds: list[int],  # type: ignore[no-untyped-def]
+            seed: int) -> Screening:
+    """`screen.simulate`'s loop, counting each round's trials (merges declined); ties broken
+    by a draw seeded with the iteration's seed."""
+    screening = Screening(cands, seed=seed)
     while (req := screening.request()) is not None:
         got = {c: [trial(c, t, s) for t in tasks for s in slots] for c, slots in req.slots.items()}
         rounds.append(sum(len(v) for v in got.values()))
         screening.feed(got)
         if screening.merge_wanted() is not None:
             screening.decline_merge()
-    return screening.winner
+    return screening
 
 
-def cell(args: tuple[int, float, int, str]) -> dict[str, float | int | str]:
-    k, noise, n, seed_set = args
+def cell(args: tuple[int, float, int, str, bool]) -> dict[str, float | int | str]:
+    k, noise, n, seed_set, fallback = args
     policy = GatePolicy()
-    good = harmful = null = calls = wall = 0.0
+    good = harmful = null = calls = wall = fell = 0.0
     for i in range(n):
-        r = one(k, noise, zlib.crc32(f"{seed_set}:cands:{k}:{noise}:{i}".encode()), policy)
+        r = one(k, noise, zlib.crc32(f"{seed_set}:cands:{k}:{noise}:{i}".encode()), policy,
+                fallback)
+        fell += float(r["fallback"])
         good += r["kept"] in GOOD
         harmful += r["kept"] in HARMFUL
         null += r["kept"] == "null"
@@ -142,7 +161,7 @@ def cell(args: tuple[int, float, int, str]) -> dict[str, float | int | str]:
         wall += float(r["wall"])
     return {"k": k, "noise": noise, "n": n, "good_per_1000_calls": 1000 * good / calls,
             "harmful_kept": harmful / n, "null_kept": null / n, "calls": calls / n,
-            "wall_latencies": wall / n}
+            "wall_latencies": wall / n, "fallback": int(fallback), "fell_back": fell / n}
 
 
 def main() -> None:
@@ -151,11 +170,13 @@ def main() -> None:
     ap.add_argument("--ks", default="1,2,4,8")
     ap.add_argument("--noises", default="0.1")
     ap.add_argument("--seed-set", default="v2")
+    ap.add_argument("--no-fallback", action="store_true",
+                    help="never gate the next candidate after a harm rejection")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--markdown", action="store_true")
     a = ap.parse_args()
-    jobs = [(int(k), float(x), a.n, a.seed_set) for x in a.noises.split(",")
+    jobs = [(int(k), float(x), a.n, a.seed_set, not a.no_fallback) for x in a.noises.split(",")
             for k in a.ks.split(",")]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(a.workers) as pool:
@@ -163,7 +184,8 @@ def main() -> None:
     for r in rows:
         print(f"noise {r['noise']:.1f} K={r['k']}: good kept per 1000 calls "
               f"{float(r['good_per_1000_calls']):.2f}, harmful kept {float(r['harmful_kept']):.1%}"
-              f", null kept {float(r['null_kept']):.1%}, calls {float(r['calls']):.1f}, wall "
+              f", null kept {float(r['null_kept']):.1%}, fell back {float(r['fell_back']):.1%}"
+              f", calls {float(r['calls']):.1f}, wall "
               f"{float(r['wall_latencies']):.1f} latencies", file=sys.stderr)
     print(f"{len(rows)} cells x {a.n} iterations in {time.perf_counter() - t0:.0f}s",
           file=sys.stderr)

@@ -3,13 +3,16 @@
     python bench/gate_calibration.py                      # every cell, 200 iterations each
     python bench/gate_calibration.py --n 40 --seed-set tune --scenarios good-all,narrow-1
     python bench/gate_calibration.py --json bench/gate_calibration.json --markdown
+    python bench/gate_calibration.py --harm-sensitivity narrow --history-runs 40 --noises 0.1
 
-Each iteration builds a world of `optimizer.gate.world` (suites shaped like ours, a target
+Each iteration builds a world of `optimizer.sim.world` (suites shaped like ours, a target
 chosen from the baseline as nightly chooses it, flaky and judge-scored tasks, bucket shocks,
 noise, errored trials, drift, 10 history runs) and runs ONE optimize gate on it through the
 real driver, `optimizer.workflows.gating.run_gate`, with the world's `run` as the trial
 runner: the code that schedules trials and decides is the code `optimize` runs. The gate runs
-at its defaults (`GatePolicy()`).
+at its defaults (`GatePolicy()`, `bench_policy`), at `--harm-sensitivity` (half or narrow);
+`--history-runs N` gives the world N earlier runs per suite (default 10). Rows keep the
+fields of issue 18's table and add `sensitivity` and `history_runs`.
 
 Definitions (fixed before the run, see issue 18): "kept" = accepted; model calls = trials run
 through the world's runner (candidate and fresh baseline trials; the cached baseline and the
@@ -34,7 +37,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from optimizer.gate.compare import GatePolicy
 from optimizer.gate.sequential import heldout_tasks
-from optimizer.gate.world import AGENTS, SCENARIOS, TARGET_SIZES, World, build_world
+from optimizer.sim.world import (
+    AGENTS,
+    HISTORY_RUNS,
+    SCENARIOS,
+    TARGET_SIZES,
+    World,
+    build_world,
+)
 from optimizer.workflows.gating import run_gate
 
 NOISES = (0.0, 0.1, 0.2)
@@ -42,30 +52,37 @@ HARMFUL = ("narrow-1", "narrow-3", "broad", "score-drop")
 MAX_COST = 0.6
 
 
+def bench_policy(sensitivity: str) -> GatePolicy:
+    """The gate the benchmark runs: `GatePolicy`'s defaults, at the sensitivity asked for."""
+    return GatePolicy(harm_sensitivity=sensitivity)  # type: ignore[arg-type]
+
+
 def naive_calls(world: World) -> int:
     return 2 * sum(len(s.tasks) for s in world.suites) * 2
 
 
 def one(agent: str, size: int, noise: float, scenario: str, seed: int,
-        policy: GatePolicy) -> tuple[str, int, int, bool]:
+        policy: GatePolicy, history_runs: int = HISTORY_RUNS) -> tuple[str, int, int, bool]:
     """(decision, model calls, naive calls, target has held-out tasks) of one iteration."""
     world = build_world(agent, size, noise, seed,
-                        lambda ids, rates: heldout_tasks(ids, policy, str(seed), rates), scenario)
+                        lambda ids, rates: heldout_tasks(ids, policy, str(seed), rates), scenario,
+                        history_runs)
     gated = asyncio.run(run_gate(world.suites, world.baseline, (world.base_prompt, "candidate"),
                                  world.target, policy, world.run, heldout=world.heldout,
                                  history=world.history, display=False))
     return gated.verdict.decision, world.calls, naive_calls(world), bool(world.heldout)
 
 
-def cell(args: tuple[str, int, float, str, int, str]) -> dict[str, float | int | str]:
-    agent, size, noise, scenario, n, seed_set = args
-    policy = GatePolicy()
+def cell(args: tuple[str, int, float, str, int, str, str, int]
+         ) -> dict[str, float | int | str]:
+    agent, size, noise, scenario, n, seed_set, sensitivity, history_runs = args
+    policy = bench_policy(sensitivity)
     counts = {"accept": 0, "reject": 0, "inconclusive": 0}
     calls = naive = 0
     heldout = False
     for k in range(n):
         seed = zlib.crc32(f"{seed_set}:{agent}:{size}:{noise}:{scenario}:{k}".encode())
-        decision, c, nv, held = one(agent, size, noise, scenario, seed, policy)
+        decision, c, nv, held = one(agent, size, noise, scenario, seed, policy, history_runs)
         counts[decision] += 1
         calls += c
         naive += nv
@@ -73,7 +90,8 @@ def cell(args: tuple[str, int, float, str, int, str]) -> dict[str, float | int |
     return {"agent": agent, "target_tasks": size, "noise": noise, "scenario": scenario, "n": n,
             "kept": counts["accept"] / n, "rejected": counts["reject"] / n,
             "inconclusive": counts["inconclusive"] / n, "calls": calls / n,
-            "naive": naive / n, "cost_ratio": calls / naive, "heldout": int(heldout)}
+            "naive": naive / n, "cost_ratio": calls / naive, "heldout": int(heldout),
+            "sensitivity": sensitivity, "history_runs": history_runs}
 
 
 def failures(row: dict[str, float | int | str]) -> list[str]:
@@ -108,12 +126,17 @@ def main() -> None:
     ap.add_argument("--noises", default=",".join(map(str, NOISES)))
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--seed-set", default="v2", help="v2 (reported) or tune")
+    ap.add_argument("--harm-sensitivity", default=GatePolicy().harm_sensitivity,
+                    choices=["half", "narrow"], help="the gate's harm sensitivity")
+    ap.add_argument("--history-runs", type=int, default=HISTORY_RUNS,
+                    help=f"earlier runs per suite in the world's lineage (default {HISTORY_RUNS})")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", type=Path, help="write the rows as JSON here")
     ap.add_argument("--rows", type=Path, help="append each finished cell here (JSON lines)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     a = ap.parse_args()
-    jobs = [(agent, int(size), float(noise), s, a.n, a.seed_set)
+    jobs = [(agent, int(size), float(noise), s, a.n, a.seed_set, a.harm_sensitivity,
+             a.history_runs)
             for agent in a.agents.split(",") for noise in a.noises.split(",")
             for size in a.sizes.split(",") for s in a.scenarios.split(",")]
     t0 = time.perf_counter()
@@ -135,7 +158,8 @@ def main() -> None:
     print(f"{len(rows)} cells x {a.n} iterations in {seconds:.0f}s", file=sys.stderr)
     if a.json:
         a.json.write_text(json.dumps({"n": a.n, "seed_set": a.seed_set,
-                                      "policy": GatePolicy().model_dump(), "rows": rows,
+                                      "policy": bench_policy(a.harm_sensitivity).model_dump(),
+                                      "history_runs": a.history_runs, "rows": rows,
                                       "seconds": round(seconds)}, indent=2) + "\n")
     if a.markdown:
         print("| agent | noise | target tasks | scenario | kept | rejected | inconclusive "

@@ -16,7 +16,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "optimizer"
 LAYER = {"cli": 4, "view": 3, "workflows": 2, "propose": 1, "gate": 1, "run": 1, "report": 1,
-         "git": 1, "git_sweep": 1, "git_read": 1, "lifecycle": 1, "adapters": 1, "core": 0}
+         "git": 1, "git_sweep": 1, "git_read": 1, "lifecycle": 1, "adapters": 1, "core": 0,
+         "sim": 5}
+"""`sim` (the simulated worlds of the benchmarks) sits above everything: it may use any
+package, and no production module may import it."""
 LIFECYCLE_IMPORTS = {"lifecycle", "core", "report", "git"}
 IO_MODULES = {"os", "subprocess", "shutil", "socket", "asyncio", "tempfile", "git",
               "optimizer.git", "optimizer.git_sweep", "optimizer.git_read", "httpx", "anthropic",
@@ -65,6 +68,13 @@ def test_layers_only_import_downwards() -> None:
                 bad.append(f"{path.relative_to(ROOT)} (gate) imports {name}")
             if pkg == "lifecycle" and target not in LIFECYCLE_IMPORTS:
                 bad.append(f"{path.relative_to(ROOT)} (lifecycle) imports {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_production_module_imports_the_simulator() -> None:
+    bad = [f"{p.relative_to(ROOT)} imports {name}" for p in modules()
+           if package_of(p) != "sim" for name in imports(p)
+           if name == "optimizer.sim" or name.startswith("optimizer.sim.")]
     assert not bad, "\n".join(bad)
 
 

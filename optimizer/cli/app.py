@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from optimizer.cli import agent, doctor, nightly, optimize, report, review, ui
+from optimizer.cli import agent, doctor, nightly, optimize, profile, report, review, ui
 from optimizer.cli import eval as eval_cmd
 from optimizer.cli import init as init_cmd
 from optimizer.cli.calibrate import calibrate
@@ -76,7 +76,7 @@ for _name, _fn in (("agent", agent.agent), ("suites", report.suites), ("eval", e
                    ("nightly", nightly.nightly), ("review", review.review),
                    ("doctor", doctor.doctor), ("runs", runs), ("view", view),
                    ("health", health), ("graduate", graduate), ("calibrate", calibrate),
-                   ("init", init_cmd.init)):
+                   ("init", init_cmd.init), ("profile", profile.profile)):
     app.command(_name, cls=PromptloopCommand)(_fn)
 
 

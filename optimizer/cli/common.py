@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 from contextlib import ExitStack, contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -121,8 +122,23 @@ RegressionToleranceOpt = Annotated[
         envvar="PROMPTLOOP_REGRESSION_TOLERANCE",
         rich_help_panel=GATE,
         help="The drop in a judge-scored or partial-credit task's mean score that harm "
-        "detection must rule out before the task says 'no harm' (a median drop this large on "
-        "fresh trials is also a break); review also confirms a bucket that fell this much.",
+        "detection must rule out before the task says 'no harm' (its score test's "
+        "alternative); review also confirms a bucket that fell this much.",
+    ),
+]
+class HarmSensitivity(StrEnum):
+    half = "half"
+    narrow = "narrow"
+
+
+HarmSensitivityOpt = Annotated[
+    HarmSensitivity,
+    typer.Option(
+        "--harm-sensitivity",
+        envvar="PROMPTLOOP_HARM_SENSITIVITY",
+        rich_help_panel=GATE,
+        help="The smallest drop per task harm detection is built to rule out: 'half' (half "
+        "of a passing task's pass rate) or 'narrow' (near-total breaks only, far cheaper).",
     ),
 ]
 MaxTurnsOpt = Annotated[int, typer.Option(

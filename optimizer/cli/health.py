@@ -105,6 +105,9 @@ def health(
             ui.out.print("Stragglers: " + ", ".join(s.stragglers), highlight=False)
         if result.ambiguous:
             ui.show_table(ambiguous_table(result.ambiguous), "Ambiguous or flaky tasks")
+        ui.table("Task records (what the gate judges each task against)",
+                 ["Task", "Bucket", "Record", "Class"],
+                 [[t.task_id, t.bucket, t.trials, t.record_class] for t in result.tasks])
         ui.info(f"Saved {path}")
 
     guarded(body)

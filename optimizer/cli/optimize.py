@@ -19,6 +19,8 @@ from optimizer.cli.common import (
     BaseUrlOpt,
     ConcurrencyOpt,
     EventsOpt,
+    HarmSensitivity,
+    HarmSensitivityOpt,
     JsonOpt,
     JudgeModelOpt,
     MaxRunsOpt,
@@ -44,12 +46,17 @@ from optimizer.workflows.context import (
     agent_names,
     split_suite,
 )
+from optimizer.gate.policy import GatePolicy
 
 if TYPE_CHECKING:
     from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult
 
 Opt = typer.Option
 PROPOSER = "Proposer"
+
+POLICY = GatePolicy()
+"""Every gate default of the options below (`tests` check they equal GatePolicy's)."""
+SENSITIVITY = HarmSensitivity(POLICY.harm_sensitivity)
 
 
 class ProposerFormat(StrEnum):
@@ -123,10 +130,11 @@ def optimize(
     max_changed_lines: MaxChangedLinesOpt = 40,
     keep_rejected: KeepRejectedOpt = False,
     suites: SuitesOpt = "capability,regression",
-    min_improvement: MinImprovementOpt = 0.05,
-    regression_tolerance: RegressionToleranceOpt = 0.35,
-    round_trials: RoundTrialsOpt = 2,
-    max_trials: MaxTrialsOpt = 12,
+    min_improvement: MinImprovementOpt = POLICY.min_improvement,
+    regression_tolerance: RegressionToleranceOpt = POLICY.regression_tolerance,
+    harm_sensitivity: HarmSensitivityOpt = SENSITIVITY,
+    round_trials: RoundTrialsOpt = POLICY.round_trials,
+    max_trials: MaxTrialsOpt = POLICY.max_trials,
     trials: TrialsOpt = None,
     concurrency: ConcurrencyOpt = None,
     max_turns: MaxTurnsOpt = DEFAULT_MAX_TURNS,
@@ -212,6 +220,7 @@ def _config(flags: dict[str, Any]) -> OptimizeConfig:
                 "policy": GatePolicy(
                     min_improvement=flags["min_improvement"],
                     regression_tolerance=flags["regression_tolerance"],
+                    harm_sensitivity=flags["harm_sensitivity"].value,
                     max_trials=flags["max_trials"],
                     round_trials=flags["round_trials"],
                 ),

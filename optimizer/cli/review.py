@@ -20,6 +20,8 @@ from optimizer.cli.common import (
     BatchOpt,
     ConcurrencyOpt,
     EventsOpt,
+    HarmSensitivity,
+    HarmSensitivityOpt,
     JsonOpt,
     JudgeModelOpt,
     MaxRunsOpt,
@@ -36,6 +38,8 @@ from optimizer.cli.common import (
 from optimizer.cli.common import AgentOpt as AgentNameOpt
 from optimizer.cli.report import compare_command
 from optimizer.cli.util import EXIT_INFRA, guarded, option_errors, require_repo
+from optimizer.gate.compare import BucketComparison
+from optimizer.gate.policy import GatePolicy
 from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError, split_suite
 
 if TYPE_CHECKING:
@@ -46,6 +50,10 @@ EXIT_REGRESSION = 3
 """With --fail-on-regression: the review completed and some bucket regresses."""
 EXIT_INCONCLUSIVE = 4
 """With --fail-on-regression: no bucket regressed, but some bucket's harm was not ruled out."""
+
+POLICY = GatePolicy()
+"""Every gate default of the options below (`tests` check they equal GatePolicy's)."""
+SENSITIVITY = HarmSensitivity(POLICY.harm_sensitivity)
 
 
 Opt = typer.Option
@@ -91,8 +99,9 @@ def review(
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     judge_model: JudgeModelOpt = None,
     base_url: BaseUrlOpt = None,
-    min_improvement: MinImprovementOpt = 0.05,
-    regression_tolerance: RegressionToleranceOpt = 0.35,
+    min_improvement: MinImprovementOpt = POLICY.min_improvement,
+    regression_tolerance: RegressionToleranceOpt = POLICY.regression_tolerance,
+    harm_sensitivity: HarmSensitivityOpt = SENSITIVITY,
     round_trials: ConfirmTrialsOpt = 2,
     fail_on_regression: FailOnRegressionOpt = False,
     trials: TrialsOpt = None,
@@ -174,6 +183,7 @@ def _config(flags: dict[str, Any]) -> ReviewConfig:
                 "policy": GatePolicy(
                     min_improvement=flags["min_improvement"],
                     regression_tolerance=flags["regression_tolerance"],
+                    harm_sensitivity=flags["harm_sensitivity"].value,
                 ),
                 "repo": root,
                 "state_dir": resolve_state(flags["state_dir"]),

@@ -39,6 +39,7 @@ read as certainty, as a bootstrap interval of zero width would be.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Sequence
@@ -290,3 +291,139 @@ def wilson_lower(successes: float, n: int, z: float = 1.2816) -> float:
     if n <= 0:
         return 0.0
     return 1.0 - wilson_upper(n - successes, n, z)
+
+
+# --- per-task Bayes factors of a drop (harm detection) ----------------------------------------
+
+PRIOR = 0.5
+"""Jeffreys' prior Beta(1/2, 1/2) on a task's pass rate: a record of 12 passes puts its rate
+near 0.96 (the uniform prior's 0.93 would read a reliable task as a flaky one)."""
+_GRID = 128
+"""Midpoints of the quadrature over the record's pass rate (the truncated H1 prior)."""
+
+
+def _lbeta(a: float, b: float) -> float:
+    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+
+def _logsumexp(xs: Sequence[float]) -> float:
+    top = max(xs)
+    if top == -math.inf:
+        return -math.inf
+    return top + math.log(math.fsum(math.exp(x - top) for x in xs))
+
+
+@functools.lru_cache(maxsize=200_000)
+def drop_log_bf(ref_pass: int, ref_n: int, cand_pass: int, cand_n: int, drop: float,
+                floor: float = 0.01) -> tuple[float, float]:
+    """(log Bayes factor, P(rate > drop)) of "the candidate's pass rate is the record's rate
+    minus `drop`" (H1) against "it is the record's rate" (H0), for a task whose record passed
+    `ref_pass` of `ref_n` trials and whose candidate passed `cand_pass` of `cand_n`.
+
+    The record's rate p has the posterior Beta(ref_pass + 1/2, ref_n - ref_pass + 1/2)
+    (Jeffreys' prior). H0's marginal likelihood is the beta-binomial one, in closed form;
+    H1's integrates max(p - drop, floor) over the posterior truncated to p > drop (only a
+    task whose rate
+    exceeds the drop can lose it), by the midpoint rule on `_GRID` points. Under H0 the
+    factor is a nonnegative martingale in the candidate's trials (a ratio of predictive
+    likelihoods, H0's being the true one), so by Ville's inequality it ever reaches 1/a with
+    probability at most a, however often it is looked at. The second value, the posterior
+    mass above `drop`, says whether the task can lose the drop at all."""
+    a, b = ref_pass + PRIOR, ref_n - ref_pass + PRIOR
+    fails = cand_n - cand_pass
+    log0 = _lbeta(a + cand_pass, b + fails) - _lbeta(a, b)
+    lo = min(max(drop, 0.0), 1.0)
+    if lo >= 1.0:
+        return -math.inf, 0.0
+    width = (1.0 - lo) / _GRID
+    logs_w, logs_l = [], []
+    base = -_lbeta(a, b) + math.log(width)
+    for i in range(_GRID):
+        p = lo + (i + 0.5) * width
+        w = base + (a - 1.0) * math.log(p) + (b - 1.0) * math.log1p(-p)
+        q = max(p - drop, floor)
+        logs_w.append(w)
+        logs_l.append(w + cand_pass * math.log(q) + fails * math.log1p(-q))
+    mass = _logsumexp(logs_w)
+    if mass == -math.inf:
+        return -math.inf, 0.0
+    return _logsumexp(logs_l) - mass - log0, min(1.0, math.exp(mass))
+
+
+def kde_bandwidth(ref: Sequence[float]) -> float:
+    """The kernel width of the record's scores: their robust spread (the smaller of the
+    standard deviation and IQR / 1.349, at least 0.05). A kernel as wide as the spread makes
+    the density a predictive one (a new score's spread is the record's plus its estimate's),
+    never a spiky estimate whose tails a drift of a few hundredths would read as harm; it
+    still keeps two modes apart where noise reflects scores."""
+    n = len(ref)
+    if n < 2:
+        return 0.1
+    xs = sorted(ref)
+    mean = math.fsum(xs) / n
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
+    iqr = xs[(3 * n) // 4] - xs[n // 4]
+    spread = min(sd, iqr / 1.349) if iqr > 0 else sd
+    return max(0.05, spread)
+
+
+def shift_log_bf(ref: Sequence[float], cand: Sequence[float], drop: float,
+                 contamination: float = 0.05, slack: float = 0.0) -> float:
+    """Log Bayes factor of "the candidate's scores are the record's scores lowered by `drop`"
+    against "they are the record's scores, moved by at most `slack` either way" (a task's own
+    drift is no harm), each side a kernel density of the record (`kde_bandwidth`) mixed with
+    `contamination` of a uniform score: the record's own shape, two modes where noise
+    reflects scores, and no single trial worth more than a bounded factor. The no-change side
+    takes its best move on a grid of nine (a profile likelihood: conservative, it favours no
+    change)."""
+    if not ref:
+        return 0.0
+    bw = kde_bandwidth(ref)
+    norm = 1.0 / (len(ref) * bw * math.sqrt(2.0 * math.pi))
+    keep = 1.0 - contamination
+
+    def log_lik(shift: float) -> float:
+        return math.fsum(math.log(keep * norm * math.fsum(
+            math.exp(-0.5 * ((y + shift - x) / bw) ** 2) for x in ref) + contamination)
+            for y in cand)
+
+    moves = [slack * (k / 4.0 - 1.0) for k in range(9)] if slack > 0 else [0.0]
+    return log_lik(drop) - max(log_lik(-m) for m in moves)
+
+
+def pooled_drop_pvalue(strata: Sequence[tuple[int, int, int, int]], drift: float = 0.0
+                       ) -> float:
+    """One-sided p-value that the candidate passes less often than the tasks' records, over
+    all tasks at once, the common drift `drift` (in pass rate) removed first: the sum over
+    tasks of (candidate passes - expected), each task's expectation and beta-binomial
+    variance from its record (posterior mean (passes + 0.5) / (trials + 1), plus the drift),
+    standardised (normal approximation: many tasks)."""
+    total = var = 0.0
+    for ref_pass, ref_n, cand_pass, cand_n in strata:
+        if cand_n == 0:
+            continue
+        mu = min(0.995, max(0.005, (ref_pass + 0.5) / (ref_n + 1.0) + drift))
+        total += cand_pass - cand_n * mu
+        var += cand_n * mu * (1 - mu) * (ref_n + 2.0 + cand_n) / (ref_n + 3.0)
+    if var <= 0:
+        return 1.0
+    return _phi(total / math.sqrt(var))
+
+
+def rate_above(passes: int, n: int, level: float, grid: int = 512) -> float:
+    """Posterior probability that a rate is above `level`, given `passes` of `n` (Jeffreys'
+    prior), by the midpoint rule in u = sqrt(1 - p): the substitution removes the prior's
+    singularity at 1, so a record of 40 passes gets its mass near 1 right."""
+    a, b = passes + PRIOR, n - passes + PRIOR
+    lo = min(max(level, 0.0), 1.0)
+    top = math.sqrt(1.0 - lo)
+    if top <= 0.0:
+        return 0.0
+    du = top / grid
+    logs = []
+    for i in range(grid):
+        u = (i + 0.5) * du
+        p = 1.0 - u * u
+        logs.append((a - 1.0) * math.log(p) + (2.0 * b - 1.0) * math.log(u) + math.log(2.0 * du)
+                    - _lbeta(a, b))
+    return min(1.0, math.exp(_logsumexp(logs)))

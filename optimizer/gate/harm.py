@@ -3,10 +3,10 @@
 Each bucket ends with exactly one of three statements:
 
 - "regressed": one of its tasks is broken (`tasks.judge_task`), or a bucket family rejects
-  it: optimize's stratified Fisher family at the final look (`gate.sequential`), review's
+  it: optimize's pooled test at the final look (`gate.sequential`), review's
   anytime-valid betting family (`HarmEvidence`, `gate.review_harm`);
-- "no harm": every one of its tasks ruled out its drop on evidence (`tasks.judge_task`: Wald's
-  ratio, a record that cannot lose that much, or a flaky task consistent with its own record;
+- "no harm": every one of its tasks ruled out its drop on evidence (`tasks.judge_task`: its
+  Bayes factor, a record that cannot lose that much, or the terminal rule at the trial cap;
   the statement says how many of each);
 - "harm not ruled out": anything else, with the trials that would decide it.
 
@@ -104,13 +104,13 @@ def bucket_statement(bucket: str, findings: Sequence[TaskFinding], family_p: flo
                           f"bucket {bucket!r}: harm not ruled out (would need {need} more "
                           f"trial(s) of tasks {names}); {moved}", tuple(findings))
     bases = {b: sum(f.basis == b for f in findings)
-             for b in ("wald", "cannot lose", "flakiness")}
+             for b in ("bayes", "cannot lose", "terminal")}
     how = ", ".join(f"{n} {label}" for b, label in (
-        ("wald", "by Wald's ratio against the drop"),
+        ("bayes", "by its Bayes factor against the drop"),
         ("cannot lose", "whose record cannot lose it"),
-        ("flakiness", "flaky and within their own record's band")) if (n := bases[b]))
+        ("terminal", "by the terminal rule at the trial cap")) if (n := bases[b]))
     return BucketHarm(bucket, "no harm", f"bucket {bucket!r}: no harm: each task ruled out a "
-                      f"drop of {policy.harm_pass_drop:g} in pass rate or "
+                      f"drop of {policy.drop_share:g} x a passing task's pass rate or "
                       f"{policy.regression_tolerance:g} in mean score ({how}); {moved}",
                       tuple(findings))
 

@@ -9,9 +9,15 @@ reason is worded, for optimize (`gate_method_text`) and review (`review_method_t
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.gate.exact import Spending
+
+Sensitivity = Literal["half", "narrow"]
+DROP_SHARE: dict[str, float] = {"half": 0.5, "narrow": 0.8}
+"""The share of a passing task's pass rate each sensitivity's harm test is built to catch."""
 
 
 class GatePolicy(BaseModel):
@@ -35,29 +41,39 @@ class GatePolicy(BaseModel):
     pooled_weight: float = Field(default=0.5, gt=0.0, lt=1.0)
     """Share of the regression alpha given to the pooled test over all non-target buckets
     (a broad, thin regression), the rest being shared by the per-bucket tests."""
-    max_trials: int = Field(default=12, ge=1)
+    max_trials: int = Field(default=24, ge=1)
     """Trials per task the sequential gate may reach (baseline and candidate alike)."""
     round_trials: int = Field(default=2, ge=1)
     """Trials added per task and side in each round on the target or on held-out tasks."""
     sweep_trials: int = Field(default=1, ge=1)
     """Trials per task in each round of harm detection, while the task is undecided (one run
     per round, so a task's evidence spreads over runs and their conditions)."""
-    harm_max_trials: int = Field(default=32, ge=1)
-    """Candidate trials per task harm detection may reach (it rarely needs them: only tasks
-    whose trials stay undecided get there)."""
-    harm_break_alpha: float = Field(default=0.016, gt=0.0, lt=1.0)
-    """Level of each task's exact break test (candidate vs its own baseline record)."""
-    harm_pass_drop: float = Field(default=0.5, gt=0.0, le=1.0)
-    """The drop in a pass/fail task's pass rate each task must rule out to say "no harm"."""
-    harm_task_beta: float = Field(default=0.125, gt=0.0, lt=1.0)
-    """Wald's bound per task: a broken task says "no harm" with probability about this."""
-    harm_steady_beta: float = Field(default=1 / 6, gt=0.0, lt=1.0)
-    """Wald's bound for a task that passes 75-90% of its recorded trials."""
-    flaky_trials: int = Field(default=2, ge=1)
-    """Candidate trials a flaky task (under 75% of its recorded trials passed) needs before
-    its results can be called consistent with its own measured flakiness."""
+    harm_sensitivity: Sensitivity = "half"
+    """The smallest drop per task the harm test is built to catch: `half` (a drop of half a
+    passing task's pass rate) or `narrow` (near-total breaks only, 80% of it: far cheaper)."""
+    harm_max_trials: int = Field(default=20, ge=1)
+    """Candidate trials per task harm detection may reach; at the cap the terminal rule
+    decides (no harm when the Bayes factor favours no change, else harm not ruled out)."""
+    harm_terminal_bf: float = Field(default=10.0, ge=1.0)
+    """The terminal rule at the cap: a task says "no harm" when its Bayes factor of the drop
+    is below this (the drop is then not the likelier story by this much: a flaky task whose
+    record cannot tell its rate to within the drop ends here, not in a run-out)."""
+    harm_break_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    """Family-wise level of the break tests, over every harm task and every look (each task's
+    Bayes factor must reach (tasks / this) to call a break)."""
+    harm_task_beta: float = Field(default=0.11, gt=0.0, lt=1.0)
+    """Bayes factor (drop against no change) at or below which a task says "no harm": a task
+    broken by the drop says it with probability at most about this."""
+    drift_limit: float = Field(default=0.1, ge=0.0, le=0.5)
+    """Largest common drift of graded scores removed before any test (pass rates: half)."""
+    score_slack: float = Field(default=0.025, ge=0.0, le=0.5)
+    """A graded task's own move (after the common drift is removed) that is no harm: the
+    no-change side of its score test may move the record by up to this either way."""
     history_min: int = Field(default=10, ge=0)
-    """A suspect task with fewer recorded baseline trials gets fresh baseline trials too."""
+    """A record with fewer trials is ambiguous (`tasks.classify`)."""
+    twin_record: int = Field(default=40, ge=0)
+    """A suspect harm task whose record has fewer trials gets fresh baseline trials beside
+    its candidate trials (from its third candidate trial on)."""
     bucket_bet: float = Field(default=0.9, gt=0.0, lt=1.0)
     """Largest stake of the adaptive (aGRAPA) betting tests on each bucket's and the pooled
     paired differences."""
@@ -79,14 +95,41 @@ class GatePolicy(BaseModel):
     seed: int = 0
     require_significant_improvement: bool = True
 
+    @property
+    def drop_share(self) -> float:
+        return DROP_SHARE[self.harm_sensitivity]
+
+
+def sensitivity_statement(policy: GatePolicy) -> str:
+    """What harm detection ruled out when every task said "no harm", and what it did not, in
+    one plain sentence (verdicts, PR bodies and review comments all carry it)."""
+    p = policy
+    if p.harm_sensitivity == "half":
+        caught = "half or more of its pass rate"
+        missed = ("smaller drops (a task going from 100% to 60% can pass) and any drop of a "
+                  "task that passes under half the time")
+    else:
+        caught = "80% or more of its pass rate (a near-total break)"
+        missed = ("any smaller drop (a task going from 100% to 50% can pass: "
+                  "--harm-sensitivity half rules that out) and any drop of a task that passes "
+                  "under 80% of the time")
+    return (f"Ruled out: no pass/fail task lost {caught} and no judge-scored task "
+            f"{p.regression_tolerance:g} or more of its mean score, each task by a Bayes factor "
+            f"of {1 / p.harm_task_beta:.0f}:1 against such a drop (at the "
+            f"{p.harm_max_trials}-trial cap: one not {p.harm_terminal_bf:g}:1 for it; harm "
+            f"sensitivity {p.harm_sensitivity}); not ruled out: {missed}.")
+
 
 def _harm_per_task(p: GatePolicy) -> str:
     """Harm detection per task, as optimize and review both run it."""
-    return (f"one-sided Fisher exact / two-sample permutation test against the task's own "
-            f"baseline record at {p.harm_break_alpha:g} (break), Wald's ratio >= "
-            f"{1 / p.harm_task_beta:g} (tasks passing 75-90%: {1 / p.harm_steady_beta:g}) "
-            f"against a drop of {p.harm_pass_drop:g} in pass rate or "
-            f"{p.regression_tolerance:g} in mean score")
+    return (f"a sequential Bayes factor against the task's own baseline record (posterior of "
+            f"its pass rate; judge scores by a robust kernel density of its recorded scores, "
+            f"the common drift estimated over all tasks and removed) of a drop of "
+            f"{p.drop_share:g} x a passing task's pass rate ({p.harm_sensitivity}) or "
+            f"{p.regression_tolerance:g} in mean score: break at (tasks / "
+            f"{p.harm_break_alpha:g}), Bonferroni over tasks and anytime-valid over looks; "
+            f"no harm at <= {p.harm_task_beta:g}; at {p.harm_max_trials} trials the terminal "
+            f"rule (no harm below {p.harm_terminal_bf:g})")
 
 
 def _harm_per_bucket(p: GatePolicy) -> str:
@@ -96,11 +139,11 @@ def _harm_per_bucket(p: GatePolicy) -> str:
 
 
 def _harm_family(p: GatePolicy) -> str:
-    """Optimize's bucket family: the candidate against the tasks' records, once, at the end
-    (the cached baseline's pairs would carry the drift since it ran)."""
-    return ("per bucket and pooled: one-sided exact stratified Fisher tests of the candidate's "
-            f"passes against the tasks' records on the final look, weighted Holm at "
-            f"alpha={p.regression_alpha:g}")
+    """Optimize's family test: the candidate against every task's record at once, at the end,
+    net of the common drift."""
+    return ("pooled over all other tasks: a one-sided test that the candidate passes less "
+            "often than the tasks' records, the common drift in pass rate removed, at "
+            f"alpha={p.regression_alpha * p.pooled_weight:g} on the final look")
 
 
 def gate_method_text(policy: GatePolicy, harm: bool = True) -> str:
@@ -115,9 +158,8 @@ def gate_method_text(policy: GatePolicy, harm: bool = True) -> str:
               f"alpha={p.heldout_alpha:g} ({p.heldout_spending}-type spending)")
     if not harm:
         return target
-    return (f"{target}; harm per task: {_harm_per_task(p)}, graded scores net of the "
-            f"suite-wide median drift (no harm); {_harm_family(p)}; McNemar p-values are "
-            "shown, never decide")
+    return (f"{target}; harm per task: {_harm_per_task(p)}; {_harm_family(p)}; McNemar "
+            "p-values are shown, never decide")
 
 
 def review_method_text(policy: GatePolicy, tested: int) -> str:

@@ -5,15 +5,15 @@ already run every task at the suite's trials when this starts, so the first look
 task on those trials against its own record (lineage history + the base ref's trials), with
 exactly the rules of optimize's harm stage (`gate.tasks.judge_task`, `gate.harm`):
 
-- each task: break, no harm or undecided (`tasks.judge_task`, the suite-wide graded drift
-  subtracted first, as optimize does);
+- each task: break, no harm or undecided (`tasks.judge_task`, the suite-wide drift
+  estimated over all tasks and subtracted first, as optimize does);
 - each bucket: "regressed", "no harm" or "harm not ruled out" (`harm.bucket_statement`), with
   the adaptive (aGRAPA) sign-flip betting tests of each bucket and of all buckets pooled in
   one weighted Holm family (`harm.HarmEvidence`, anytime-valid at every look);
 - while a task is undecided and under `harm_max_trials`, a round adds up to `round_trials`
   head trials to it (at least `sweep_trials`, else the trials its clean path needs), and fresh
-  base trials to a suspect (a task whose head mean fell) whose record is thinner than
-  `history_min`.
+  base trials to a suspect (a task whose Bayes factor leans to harm) whose record is
+  ambiguous (`tasks.classify`: shorter than `history_min` or too wide to decide against).
 
 `HarmOnlyGate.first(obs)` then `step(obs)` until a `HarmResult` comes back; the I/O loop is
 `optimizer.workflows.gating.run_harm`.
@@ -27,8 +27,17 @@ from dataclasses import dataclass, field, replace
 from optimizer.gate.compare import GatePolicy
 from optimizer.gate.harm import BucketHarm, HarmEvidence, bucket_statement, summary
 from optimizer.gate.pairing import Pair
+from optimizer.gate.policy import sensitivity_statement
 from optimizer.gate.sequential import Observations, TrialRequest
-from optimizer.gate.tasks import TaskFinding, TaskKey, TaskRecord, graded_shift, judge_task
+from optimizer.gate.tasks import (
+    HarmScale,
+    TaskFinding,
+    TaskKey,
+    TaskRecord,
+    ambiguous,
+    estimate_scale,
+    judge_task,
+)
 from optimizer.gate.verdict import HARM_ORDER, POOLED, BucketVerdict
 
 
@@ -43,6 +52,8 @@ class HarmResult:
     stopped: str
     """"decided" (every bucket regressed or said no harm), "regressed" (a bucket regressed
     while others were still open: no more trials were spent) or "max trials"."""
+    ruled_out: str = ""
+    """What harm detection is built to rule out and what not (`policy.sensitivity_statement`)."""
 
     @property
     def regressed(self) -> list[str]:
@@ -66,6 +77,8 @@ class HarmResult:
                        f"p={self.pooled_p:.3g}, weighted Holm)")
         if self.statements:
             out.append("harm detection: " + summary(self.statements))
+        if self.ruled_out:
+            out.append(self.ruled_out)
         return out
 
 
@@ -81,8 +94,8 @@ class HarmOnlyGate:
     _cand_n: dict[TaskKey, int] = field(default_factory=dict)
     _base_n: dict[TaskKey, int] = field(default_factory=dict)
     _evidence: HarmEvidence | None = None
-    _since: dict[TaskKey, int] = field(default_factory=dict)
-    """Suspect task -> the first head trial index after it became a suspect."""
+
+    _scale: HarmScale = field(default_factory=HarmScale)
 
     def __post_init__(self) -> None:
         for k in self.keys:
@@ -95,16 +108,11 @@ class HarmOnlyGate:
 
     def _findings(self, obs: Observations) -> dict[str, list[TaskFinding]]:
         records = [obs.get(k, TaskRecord(k)) for k in self.keys]
-        shift = graded_shift(records)
+        self._scale = estimate_scale(records, self.policy)
         out: dict[str, list[TaskFinding]] = {b: [] for b in self.bucket_tasks}
         for k, rec in zip(self.keys, records, strict=True):
-            found = judge_task(replace(rec, shift=shift, since=self._since.get(k)), self.policy)
-            if found.suspect and k not in self._since:
-                # as in optimize: the trials that raised the suspicion are no evidence of a
-                # break; only the head trials run after it count in the break test
-                self._since[k] = max(rec.cand, default=-1) + 1
-                found = judge_task(replace(rec, shift=shift, since=self._since[k]), self.policy)
-            out[k[0]].append(found)
+            out[k[0]].append(judge_task(replace(rec, shift=self._scale.drift_of(rec)),
+                                        self.policy, self._scale))
         return out
 
     @staticmethod
@@ -126,7 +134,8 @@ class HarmOnlyGate:
         open_ = [f for s in statements if s.state == "harm not ruled out" for f in s.findings
                  if f.state == "undecided"]
         result = HarmResult(statements, POOLED in rejected, self._evidence.p_pooled(),
-                            self.rounds, "regressed" if open_ else "decided")
+                            self.rounds, "regressed" if open_ else "decided",
+                            sensitivity_statement(p))
         if not open_ or result.regressed:
             return result
         req = self._request(open_, obs)
@@ -146,7 +155,7 @@ class HarmOnlyGate:
             cand[k] = list(range(start, stop))
             self._cand_n[k] = stop
             rec = obs.get(k)
-            thin = rec is None or len(rec.reference) < p.history_min
+            thin = rec is None or ambiguous(rec, p, self._scale)
             if f.suspect and thin:
                 extra = [i for i in cand[k] if i >= self._base_n[k]]
                 if extra:

@@ -22,6 +22,7 @@ real runs.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -99,9 +100,12 @@ def fixes(p: Pair) -> bool:
 
 
 class Screening:
-    """Successive halving over `candidates` (names, in proposal order: the tie-break)."""
+    """Successive halving over `candidates` (names, in proposal order). Ties in the ranking
+    are broken by a draw seeded with `seed` and the name, never by position (a proposer that
+    lists its best guess first would otherwise win every tie)."""
 
-    def __init__(self, candidates: Sequence[str], plan: ScreenPlan | None = None) -> None:
+    def __init__(self, candidates: Sequence[str], plan: ScreenPlan | None = None,
+                 seed: int | str = 0) -> None:
         if len(set(candidates)) != len(candidates):
             raise ValueError("candidate names must be unique")
         self.plan = plan or ScreenPlan()
@@ -117,6 +121,7 @@ class Screening:
         self._catch_up: list[str] = []
         self.log: list[str] = []
         """What happened, round by round, in words (for records and pages)."""
+        self.seed = seed
 
     # --- the state machine ----------------------------------------------------------------
     @property
@@ -202,11 +207,23 @@ class Screening:
                             f"dropped {', '.join(s.name for s in out)}")
         return out
 
+    def _draw(self, name: str) -> str:
+        return hashlib.sha256(f"{self.seed}:{name}".encode()).hexdigest()
+
+    def _ranked(self, standings: Sequence[Standing]) -> list[Standing]:
+        return sorted(standings, key=lambda s: (-s.rank_key[0], -s.rank_key[1],
+                                                self._draw(s.name)))
+
     def ranking(self) -> list[Standing]:
-        """The candidates in the running, best first (ties: proposal order)."""
-        alive = [self.standings[c] for c in self.alive]
-        return sorted(alive, key=lambda s: (-s.rank_key[0], -s.rank_key[1],
-                                            self.order.index(s.name)))
+        """The candidates in the running, best first (ties: a seeded draw)."""
+        return self._ranked([self.standings[c] for c in self.alive])
+
+    def fallbacks(self, exclude: Sequence[str] = ()) -> list[str]:
+        """The candidates that fixed a visible target trial in screening, best first on all
+        their screening pairs (ties: the seeded draw), without `exclude` (the winner): the
+        next one is gated when the winner is rejected for harm."""
+        fixed = [s for s in self.standings.values() if s.fixed and s.name not in exclude]
+        return [s.name for s in self._ranked(fixed)]
 
     # --- merging --------------------------------------------------------------------------
     def merge_wanted(self) -> tuple[str, str] | None:
@@ -298,10 +315,11 @@ class ScreenOutcome:
 
 
 def simulate(candidates: Sequence[str], tasks: Sequence[str], trial: TrialFn, *,
-             merge: MergeFn | None = None, plan: ScreenPlan | None = None) -> ScreenOutcome:
+             merge: MergeFn | None = None, plan: ScreenPlan | None = None,
+             seed: int | str = 0) -> ScreenOutcome:
     """Screen `candidates` on `tasks` with `trial` answering every trial; `merge` (optional)
     is asked at most once for a merged candidate. Returns the winner and what it cost."""
-    screening = Screening(candidates, plan)
+    screening = Screening(candidates, plan, seed)
     spent = merge_calls = 0
     while (req := screening.request()) is not None:
         got = {c: [trial(c, t, s) for t in tasks for s in slots] for c, slots in req.slots.items()}

@@ -10,7 +10,8 @@ One optimize iteration walks these stages, asking the caller to run trials betwe
    looks after each round; look j is tested at the alpha spent since look j-1 by a Lan-DeMets
    spending function (union-bound increments), so peeking never inflates false accepts
    beyond `alpha`. Efficacy needs p <= the look's alpha AND a pass-rate gain >=
-   `min_improvement`. Futility (no gain after the first look) rejects; `max_trials` per task
+   `min_improvement`. Futility (no gain once each task has `FUTILE_AFTER` trials) rejects;
+   looks come at 2, 4, 8, 16... trials per task (`_more`); `max_trials` per task
    ends reject/inconclusive. Rounds add candidate trials (baseline too where a record is thin).
 3. held-out: held-out target tasks that fail on their record must improve: the same test at
    `heldout_alpha`, spent over their own looks; no gain rejects ("the held-out tasks did not
@@ -28,25 +29,28 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison, GatePolicy, compare_bucket
-from optimizer.gate.exact import holm, look_alpha, stratified_pvalue
+from optimizer.gate.exact import look_alpha, stratified_pvalue
 from optimizer.gate.harm import BucketHarm, bucket_statement, summary
 from optimizer.gate.pairing import Pair
-from optimizer.gate.policy import gate_method_text
+from optimizer.gate.policy import gate_method_text, sensitivity_statement
 from optimizer.gate.tasks import (
+    HarmScale,
     TaskFinding,
     TaskKey,
     TaskRecord,
+    ambiguous,
+    estimate_scale,
     first_trials,
-    graded_shift,
     judge_task,
-    passes_record,
+    pooled_pvalue,
 )
-from optimizer.gate.verdict import POOLED, BucketVerdict, Decision, Verdict
+from optimizer.gate.verdict import BucketVerdict, Decision, Verdict
 
 Side = Literal["base", "cand"]
 Stage = Literal["screen", "target", "heldout", "harm", "done"]
@@ -93,8 +97,26 @@ def heldout_tasks(task_ids: Sequence[str], policy: GatePolicy, salt: str = "",
     return frozenset(failing[:k_fail] + rest[:k - k_fail])
 
 
+def record_rates(runs: Iterable[RunResult], ids: set[str]) -> dict[str, float]:
+    """Task id -> pass rate over the counted trials of `runs` (history and baseline)."""
+    tally: dict[str, list[int]] = {}
+    for r in runs:
+        for t in r.trials:
+            if t.task_id in ids and t.counts:
+                c = tally.setdefault(t.task_id, [0, 0])
+                c[0] += t.passed
+                c[1] += 1
+    return {tid: c[0] / c[1] for tid, c in tally.items() if c[1]}
+
+
 FAILING = 0.5
 """A task fails on the baseline when under half of its recorded trials passed."""
+FUTILE_AFTER = 6
+"""Trials per task before a look without any gain rejects for futility (the first looks'
+two or four trials of a flaky-fixed task say little)."""
+PASSING = 0.8
+"""A target task passes on its record when its rate is at least this share of the suite's
+passing rate (a noisy suite's reliable tasks pass less than 100%)."""
 
 
 @dataclass
@@ -119,10 +141,8 @@ class SequentialGate:
     _heldout_text: str = ""
     _target_text: str = ""
     _statements: list[BucketHarm] = field(default_factory=list)
-    _shift: float = 0.0
-    """Suite-wide drift of graded scores at the last harm look (`tasks.graded_shift`)."""
-    _since: dict[TaskKey, int] = field(default_factory=dict)
-    """Suspect task -> the first candidate trial index after it became a suspect."""
+    _scale: HarmScale = field(default_factory=HarmScale)
+    """The suite's passing rate and common drifts at the last harm look."""
     _alias: dict[TaskKey, TaskKey] = field(default_factory=dict)
     """Held-out tasks' names in statements -> their real keys."""
 
@@ -141,17 +161,25 @@ class SequentialGate:
     def visible(self) -> list[TaskKey]:
         return [k for k in self._keys([self.target]) if k[1] not in self.heldout]
 
-    def _passes_record(self, k: TaskKey) -> bool:
-        """At least 90% of the task's recorded trials passed: nothing there to improve."""
+    def _ceiling(self) -> float:
+        """A passing task's pass rate in this suite (`tasks.HarmScale.ceiling`)."""
+        return estimate_scale(list(self._obs.values()), self.policy).ceiling
+
+    def _passes_record(self, k: TaskKey, ceiling: float) -> bool:
+        """The task passes on its record as a passing task of this suite does (at least
+        `PASSING` of the suite's passing rate): nothing there to improve."""
         rec = self._obs.get(k)
-        return rec is not None and passes_record(rec)
+        if rec is None or not rec.ref_passes:
+            return False
+        return sum(rec.ref_passes) / len(rec.ref_passes) >= PASSING * ceiling
 
     @property
     def efficacy_keys(self) -> list[TaskKey]:
         """The visible target tasks the efficacy test is about: those that fail on their
-        record (under 90% passed); all visible tasks when none does. The others only must not
-        get worse (harm detection)."""
-        failing = [k for k in self.visible if not self._passes_record(k)]
+        record; all visible tasks when none does. The others only must not get worse (harm
+        detection): a passing task in the test would only dilute it."""
+        ceiling = self._ceiling()
+        failing = [k for k in self.visible if not self._passes_record(k, ceiling)]
         return failing or self.visible
 
     def _failing_heldout(self) -> list[TaskKey]:
@@ -248,6 +276,13 @@ class SequentialGate:
         return [k for k in keys if k not in self._obs
                 or len(self._obs[k].reference) < self.policy.history_min]
 
+    def _more(self, n: int) -> int:
+        """Trials per task the next target or held-out look adds: the trials so far again
+        (looks at 2, 4, 8, 16, 24...), at least `round_trials`. Looks spaced so give each
+        one a share of the spent alpha worth having (union-bound increments over many close
+        looks leave the last one almost nothing)."""
+        return max(self.policy.round_trials, n)
+
     def _target_look(self) -> TrialRequest | Verdict:
         """Efficacy on the visible tasks: the exact stratified Fisher test of the candidate's
         passes against each task's own record, at the look's spent alpha, and a mean gain of
@@ -269,7 +304,7 @@ class SequentialGate:
             self.stage = "heldout"
             return self._heldout_look(f"target improved at look {self.looks} ({moved} <= "
                                       f"{a:.3g})")
-        if gain <= 0 and (self.looks > 1 or gain < -p.min_improvement):
+        if gain <= 0 and n >= FUTILE_AFTER:
             return self._verdict("reject", "futility", f"target bucket {self.target!r} did "
                                  f"not improve on its visible tasks: {moved}")
         if n >= p.max_trials:
@@ -278,7 +313,7 @@ class SequentialGate:
                                  f"target bucket {self.target!r} undecided at {n} trials per "
                                  f"task ({moved} > look alpha {a:.3g}, needs gain >= "
                                  f"{p.min_improvement:g})")
-        req = self._request(dict.fromkeys(keys, p.round_trials), "target",
+        req = self._request(dict.fromkeys(keys, self._more(n)), "target",
                             f"target promising but undecided at look {self.looks} "
                             f"({moved} > {a:.3g}); adding trials", paired=self._thin(keys))
         assert req is not None  # n < max_trials
@@ -311,11 +346,11 @@ class SequentialGate:
         self._heldout_text = moved
         if gain > 0 and p_value <= a:  # held-out improved
             return self._start_harm(f"{why}; held-out tasks improved too ({moved} <= {a:.3g})")
-        if gain <= 0 and n > p.round_trials:
+        if gain <= 0 and n >= FUTILE_AFTER:
             return self._verdict("reject", "held-out",
                                  f"the held-out task(s) of {self.target!r} did not improve "
                                  f"(overfit to the tasks the proposer saw): {moved}")
-        req = self._request(dict.fromkeys(keys, p.round_trials), "heldout",
+        req = self._request(dict.fromkeys(keys, self._more(n)), "heldout",
                             f"held-out tasks promising but undecided ({moved} > {a:.3g}); "
                             "adding trials", paired=self._thin(keys))
         if req is not None:
@@ -324,11 +359,16 @@ class SequentialGate:
                              f"the held-out task(s) of {self.target!r} did not improve "
                              f"significantly at {n} trials per task: {moved}")
 
+    def _harm_records(self) -> list[TaskRecord]:
+        return [self._obs.get(k, TaskRecord(k)) for k in self.harm_keys()]
+
     def _start_harm(self, why: str) -> TrialRequest | Verdict:
         self.stage = "harm"
-        wanted = {k: min(self.policy.sweep_trials,
-                         first_trials(self._obs.get(k, TaskRecord(k)), self.policy))
-                  for k in self.harm_keys()}
+        records = self._harm_records()
+        self._scale = estimate_scale(records, self.policy)
+        wanted = {rec.key: min(self.policy.sweep_trials,
+                               first_trials(rec, self.policy, self._scale))
+                  for rec in records}
         req = self._request(wanted, "harm", f"{why}; harm detection on "
                             f"{sum(1 for n in wanted.values() if n)} other task(s), each at "
                             "the trials its clean path needs", paired=[])
@@ -339,16 +379,11 @@ class SequentialGate:
         never by name (reasons reach the proposer through the ledger)."""
         out: dict[str, list[TaskFinding]] = {}
         hidden = 0
-        records = [self._obs.get(k, TaskRecord(k)) for k in self.harm_keys()]
-        self._shift = graded_shift(records)
+        records = self._harm_records()
+        self._scale = estimate_scale(records, self.policy)
         for k, rec in zip(self.harm_keys(), records, strict=True):
-            found = judge_task(replace(rec, shift=self._shift, since=self._since.get(k)),
-                               self.policy)
-            if found.suspect and k not in self._since:
-                # from now on its trials are fresh: the break test uses only those
-                self._since[k] = self._cand_n[k]
-                found = judge_task(replace(rec, shift=self._shift, since=self._since[k]),
-                                   self.policy)
+            found = judge_task(replace(rec, shift=self._scale.drift_of(rec)), self.policy,
+                               self._scale)
             if k[0] == self.target and k[1] in self.heldout:
                 hidden += 1
                 alias = (f"{self.target} (held-out)", f"held-out #{hidden}")
@@ -360,16 +395,6 @@ class SequentialGate:
     def _real(self, key: TaskKey) -> TaskKey:
         return self._alias.get(key, key)
 
-    def _bucket_family(self, by_bucket: Mapping[str, Sequence[TaskFinding]]
-                       ) -> tuple[dict[str, float], float]:
-        """Each bucket's and the pooled one-sided exact stratified Fisher p-value (the
-        candidate passes less often than the tasks' records), on the final look only."""
-        strata_of = {b: self._strata([self._real(f.key) for f in fs])[0]
-                     for b, fs in by_bucket.items()}
-        pooled = [x for st in strata_of.values() for x in st]
-        return ({b: stratified_pvalue(st, "less") for b, st in strata_of.items()},
-                stratified_pvalue(pooled, "less"))
-
     def _harm_look(self) -> TrialRequest | Verdict:
         p = self.policy
         by_bucket = self._findings()
@@ -380,30 +405,26 @@ class SequentialGate:
             return self._verdict("reject", "regression", *(s.statement for s in bad))
         open_ = [f for fs in by_bucket.values() for f in fs if f.state == "undecided"]
         if open_:
-            thin = [real(f.key) for f in open_ if f.suspect]  # fresh baseline trials too
             # `sweep_trials` (1) per task and round: trials of one round share one run (and
-            # its conditions), so a task's evidence is spread over runs
+            # its conditions), so a task's evidence is spread over runs; fresh baseline
+            # trials only where the record is too short or too wide to decide against
+            twins = [real(f.key) for f in open_ if f.suspect and f.n_cand >= 3
+                     and ambiguous(self._obs.get(real(f.key), TaskRecord(real(f.key))), p,
+                                   self._scale)]
             more = dict.fromkeys((real(f.key) for f in open_), p.sweep_trials)
             req = self._request(more, "harm", f"harm not yet ruled out on {len(open_)} task(s)"
                                 ": " + ", ".join(f.key[1] for f in open_[:8])
-                                + ("" if len(open_) <= 8 else ", ..."), paired=thin)
+                                + ("" if len(open_) <= 8 else ", ..."), paired=twins)
             if req is not None:
                 return req
-        # the final look: the bucket family, once (a fixed sample, so Holm holds)
-        pvals, pooled = self._bucket_family(by_bucket)
-        names = [*pvals, POOLED]
-        share = (1.0 - p.pooled_weight) / max(1, len(pvals))
-        rejected = [n for n, r in zip(names, holm([*pvals.values(), pooled], p.regression_alpha,
-                                                  [share] * len(pvals) + [p.pooled_weight]),
-                                      strict=True) if r]
-        if rejected:
-            self._statements = [bucket_statement(s.bucket, s.findings, pvals[s.bucket], p)
-                                if s.bucket in rejected else s for s in self._statements]
-            why = [s.statement for s in self._statements if s.state == "regressed"]
-            if POOLED in rejected:
-                why.append(f"all other buckets together regressed (stratified Fisher test "
-                           f"p={pooled:.3g}, weighted Holm at {p.regression_alpha:g})")
-            return self._verdict("reject", "regression", *why)
+        # the final look: every harm task together, net of the common drift, once
+        pooled = pooled_pvalue(self._harm_records(), self._scale)
+        level = p.regression_alpha * p.pooled_weight
+        if pooled <= level:
+            return self._verdict("reject", "regression", f"all other tasks together pass less "
+                                 f"often than their records (pooled test p={pooled:.3g} <= "
+                                 f"{level:g}, common drift {self._scale.pass_drift:+.3f} "
+                                 "removed)")
         if open_:
             return self._verdict("inconclusive", "max trials", *(
                 s.statement for s in self._statements if s.state == "harm not ruled out"))
@@ -428,8 +449,11 @@ class SequentialGate:
         method = gate_method_text(p, harm=bool(self._statements))
         statements = [s.statement for s in self._statements
                       if s.statement not in reasons and s.state != "no harm"]
+        ruled = ""
         if self._statements:
             statements.append("other buckets: " + summary(self._statements))
+            ruled = sensitivity_statement(p)
+            statements.append(ruled)
         return Verdict(
             decision=decision,
             target_bucket=self.target,
@@ -446,4 +470,5 @@ class SequentialGate:
             heldout_tasks=sorted(self.heldout),
             buckets=[BucketVerdict(bucket=s.bucket, state=s.state, statement=s.statement)
                      for s in self._statements],
+            ruled_out=ruled,
         )

@@ -108,6 +108,9 @@ class Verdict(BaseModel):
     heldout_tasks: list[str] = Field(default_factory=list)
     buckets: list[BucketVerdict] = Field(default_factory=list)
     """Every non-target bucket's statement: no harm, harm not ruled out, or regressed."""
+    ruled_out: str = ""
+    """What harm detection is built to rule out and what it is not, in one plain sentence
+    (`policy.sensitivity_statement`; empty when harm detection did not run)."""
 
 
 ReviewDecision = Literal["regresses", "improves", "neutral", "inconclusive"]

@@ -14,9 +14,11 @@ hold fresh trials of it, with a 95% t-interval (needs 3 runs).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -54,15 +56,39 @@ class RunPoint(BaseModel):
     mature: bool
 
 
+RecordClass = Literal["reliable", "flaky", "failing", "ambiguous"]
+
+
+def record_class(passed: int, trials: int, least: int = 10) -> RecordClass:
+    """What a task's record tells the gate (as `gate.tasks.classify` does, at a passing rate
+    of 1): "ambiguous" under `least` trials or with a posterior of its rate wider than 0.12
+    (sd, Jeffreys' prior), "reliable" when its rate is at least 0.8 at 90% confidence,
+    "failing" when it passes under half the time (it cannot lose half of a passing task's
+    rate), else "flaky"."""
+    if trials < least:
+        return "ambiguous"
+    a, b = passed + 0.5, trials - passed + 0.5
+    mean = a / (a + b)
+    sd = math.sqrt(a * b / ((a + b) ** 2 * (a + b + 1)))
+    if mean - 1.2816 * sd >= 0.8:
+        return "reliable"
+    if mean < 0.5:
+        return "failing"
+    return "ambiguous" if sd > 0.12 else "flaky"
+
+
 class TaskHealth(BaseModel):
     task_id: str
     bucket: str
     trials: int
+    """The task's record length over the window (counted trials)."""
     passed: int
     pass_rate: float | None
     trend: Trend
     mature: bool
     straggler: bool
+    record_class: RecordClass = "ambiguous"
+    """reliable, flaky, failing or ambiguous (`record_class`)."""
 
 
 class BucketHealth(BaseModel):
@@ -198,7 +224,8 @@ def _tasks(runs: Sequence[RunResult], owned: dict[str, list[TrialResult]],
             passed=total.passed, pass_rate=rate,
             trend=_trend([c.rate or 0.0 for _, c in series], policy.confidence),
             mature=rate is not None and rate >= policy.mature,
-            straggler=rate == 0.0 and total.trials >= policy.straggler_trials))
+            straggler=rate == 0.0 and total.trials >= policy.straggler_trials,
+            record_class=record_class(total.passed, total.trials)))
     return out
 
 

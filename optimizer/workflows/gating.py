@@ -6,7 +6,7 @@ into the baseline and candidate runs, turns them with the lineage history into o
 task, and steps the gate until it returns a verdict. It is the only driver: `optimize` and
 `review` pass the runner (the trial cache serves anything already paid for), and the
 calibration benchmark (bench/gate_calibration.py) passes the simulated world of
-`optimizer.gate.world`: only the trial runner differs. `run_harm` is review's driver: the
+`optimizer.sim.world`: only the trial runner differs. `run_harm` is review's driver: the
 same harm detection on every bucket, with no target (`optimizer.gate.review_harm`).
 """
 
@@ -64,11 +64,13 @@ def bucket_tasks(suites: Sequence[Suite]) -> tuple[dict[str, list[str]], dict[Ta
     return tasks, where
 
 
-def lineage_history(store_dir: Path, base_runs: Sequence[RunResult], window: int = 10
+def lineage_history(store_dir: Path, base_runs: Sequence[RunResult], window: int | None = None
                     ) -> list[RunResult]:
     """Earlier live runs of each baseline's suite with the same agent model and the same
-    prompt (its lineage), newest `window` per suite: each task's measured flakiness. Runs that
-    cannot be read are skipped; the baseline's own trials are left out by `history_records`."""
+    prompt (its lineage): every one of them by default (the record is the gate's binding
+    constraint; a longer one decides with fewer candidate trials), else the newest `window`
+    per suite. Runs that cannot be read are skipped; the baseline's own trials are left out
+    by `history_records`."""
     try:
         entries = list_runs(store_dir)
     except (OSError, ValueError, ReportError):
@@ -82,7 +84,7 @@ def lineage_history(store_dir: Path, base_runs: Sequence[RunResult], window: int
         same = sorted((e for e in entries if e.suite_name == base.suite_name
                        and e.prompt_hash == wanted and e.run_name not in own
                        and e.agent_model == base.provenance.agent_model),
-                      key=lambda e: e.started_at, reverse=True)[:window]
+                      key=lambda e: e.started_at, reverse=True)[:window]  # None: all
         for entry in same:
             try:
                 run = load_run(store_dir, entry.run_name)

@@ -23,8 +23,7 @@ from optimizer.core.project import project_scope
 from optimizer.core.prompt_target import PromptSource
 from optimizer.core.results import Provenance, RunResult
 from optimizer.core.suites import Suite
-from optimizer.gate.sequential import heldout_tasks
-from optimizer.gate.world import record_rates
+from optimizer.gate.sequential import heldout_tasks, record_rates
 from optimizer.git import GitOps, provenance
 from optimizer.lifecycle.flaky import bucket_flakiness
 from optimizer.propose.literals import build_literal_index

@@ -152,6 +152,9 @@ class Tournament:
         assert winner.cand is not None
         self.opt.emit(CandidateEvaluating(iteration=self.i.n, branch=winner.cand.branch))
         await self.i._conclude(winner.cand, winner.new_text)
+        fallback = self._fallback(winner)
+        if fallback is not None:
+            await self._gate_fallback(winner, fallback)
 
     # --- proposals --------------------------------------------------------------------------
     async def _propose(self) -> list[Proposal | Exception]:
@@ -275,7 +278,9 @@ class Tournament:
         suite, base_run, tasks = self._target()
         if not tasks:  # (the held-out share never takes every task)
             raise RuntimeError(f"bucket {self.c.bucket} has no visible task to screen on")
-        screening = self.screening = Screening([e.name for e in live])
+        screening = self.screening = Screening(
+            [e.name for e in live], seed=f"{self.c.policy.seed}:{self.opt.session_dir.name}:"
+            f"{self.i.n}")
         by_name = {e.name: e for e in live}
         sub = suite.select(task_ids=tasks)
         while (req := screening.request()) is not None:
@@ -339,6 +344,53 @@ class Tournament:
         return e
 
     # --- the outcome ------------------------------------------------------------------------
+    def _harm_rejected(self) -> bool:
+        """The gate rejected the winner for harm elsewhere (a bucket regressed, or all other
+        tasks together), not for its target."""
+        it = self.i.it
+        return it.outcome == "rejected" and (
+            any(h.startswith("[regressed]") for h in it.harm)
+            or any(r.startswith("all other tasks together") for r in it.reasons))
+
+    def _fallback(self, winner: Entrant) -> Entrant | None:
+        """The next candidate that fixed the target in screening, when the winner was
+        rejected for harm (once per iteration: one more gate, on the same baseline)."""
+        if self.screening is None or not self._harm_rejected():
+            return None
+        by_name = {e.name: e for e in self.entrants}
+        for name in self.screening.fallbacks(exclude=[winner.name]):
+            e = by_name.get(name)
+            if e is not None and e.status == "screened_out" and e.new_text:
+                return e
+        return None
+
+    async def _gate_fallback(self, winner: Entrant, e: Entrant) -> None:
+        """Gate `e` after the winner's harm rejection. The winner's verdict stays in the
+        reasons; `e`'s verdict is the iteration's (its own fresh trials, its own error rates:
+        two gates at most, each at the policy's levels)."""
+        it = self.i.it
+        first = next((h for h in it.harm if h.startswith("[regressed]")),
+                     next((r for r in it.reasons if r.startswith("all other tasks")), ""))
+        winner.status = "screened_out"
+        winner.stopped = f"rejected for harm by the gate: {first}"
+        e.status, e.stopped = "winner", ""
+        e.cand = None  # its worktree went when it was screened out: a fresh one
+        self._open(e)
+        self._select(e)
+        note = (f"fallback: the screened winner {winner.name} was rejected for harm "
+                f"({first}); {e.name}, the next candidate that fixed the target in screening, "
+                "was gated on the same baseline with fresh trials")
+        chosen = self.i.selection
+
+        def annotate(v: Verdict) -> Verdict:
+            v = chosen(v) if chosen is not None else v
+            return v.model_copy(update={"reasons": [*v.reasons, note]})
+
+        self.i.selection = annotate
+        assert e.cand is not None
+        self.opt.emit(CandidateEvaluating(iteration=self.i.n, branch=e.cand.branch))
+        await self.i._conclude(e.cand, e.new_text)
+
     def _select(self, winner: Entrant) -> None:
         """The winner becomes the iteration's proposal; its verdict will say how it was
         picked (`Iteration.selection`) and the PR body names the runners-up."""

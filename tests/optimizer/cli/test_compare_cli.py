@@ -52,7 +52,7 @@ def test_optimize_prints_the_command_that_shows_its_gate_table(
     assert statuses == {"long_fact": "unchanged", "short_fact": "unchanged",
                         "skip_trivial": "improved", "regression/plain": "unchanged"}
     skip = next(b for b in data["buckets"] if b["bucket"] == "skip_trivial")
-    assert (skip["n"], skip["fixed"], skip["broken"]) == (8, 8, 0)  # every round, pooled
+    assert (skip["n"], skip["fixed"], skip["broken"]) == (16, 16, 0)  # every look, pooled
 
     table = runner.invoke(app, args, env={"COLUMNS": "80"})
     assert table.exit_code == 0, table.output

@@ -54,7 +54,7 @@ def test_events_log_of_an_optimize_run(
                     "tasks: tasks/pkm_agent/capability @ HEAD",
                     "tasks: tasks/pkm_agent/regression @ HEAD"]
     assert [e.stage for e in events if isinstance(e, GateStage)] == [
-        "screen", "target", "harm", "harm"]
+        "screen", "target", "target", "harm", "harm", "harm"]
     assert [e.event for e in events if e.event not in TRIAL_EVENTS] == [
         "phase", "phase", "phase",  # where the prompt and the two suites were read
         "phase",
@@ -67,10 +67,13 @@ def test_events_log_of_an_optimize_run(
         "evaluating",
         # the sequential gate: the candidate on the target bucket first ...
         "gate_stage", "run_start", "run_end",
-        # ... a round of more trials on both sides while the target is undecided ...
+        # ... looks with more trials on both sides while the target is undecided (at 4 and 8
+        # trials per task) ...
         "gate_stage", "run_start", "run_end", "run_start", "run_end",
-        # ... then harm detection on every other task once the target improved: each task
-        # at the trials its clean path needs, then the undecided ones again
+        "gate_stage", "run_start", "run_end", "run_start", "run_end",
+        # ... then harm detection on every other task once the target improved: one trial
+        # per task and round until each task's Bayes factor rules the drop out
+        "gate_stage", "run_start", "run_end", "run_start", "run_end",
         "gate_stage", "run_start", "run_end", "run_start", "run_end",
         "gate_stage", "run_start", "run_end", "run_start", "run_end",
         "verdict",
@@ -81,8 +84,8 @@ def test_events_log_of_an_optimize_run(
         "baseline pkm_agent_capability", "baseline pkm_agent_regression",
         "candidate (screen) pkm_agent_capability",
         "gate base pkm_agent_capability", "candidate (target) pkm_agent_capability",
-        "candidate (harm) pkm_agent_capability", "candidate (harm) pkm_agent_regression",
-        "candidate (harm) pkm_agent_capability", "candidate (harm) pkm_agent_regression"]
+        "gate base pkm_agent_capability", "candidate (target) pkm_agent_capability",
+        *["candidate (harm) pkm_agent_capability", "candidate (harm) pkm_agent_regression"] * 3]
     for r in runs:  # every trial of a run is reported once, under its run
         ends = [e for e in events if isinstance(e, TrialFinished) and e.run == r.run]
         assert len(ends) == r.total == len({(e.task, e.trial) for e in ends})

@@ -63,9 +63,27 @@ def test_one_candidate_is_not_screened() -> None:
     assert out.winner == "only" and out.trials == 0 and calls == []
 
 
-def test_ties_keep_proposal_order() -> None:
+def test_ties_are_broken_by_a_seeded_draw_not_by_position() -> None:
+    """Two candidates that fix the same task tie: the seed decides, whatever order the
+    proposer listed them in, and the same seed decides the same way every time."""
     trial, _ = world({"a": {"t1"}, "b": {"t1"}})
-    assert simulate(["b", "a"], TASKS, trial).winner == "b"
+    winners = {seed: simulate(["b", "a"], TASKS, trial, seed=seed).winner for seed in range(8)}
+    assert set(winners.values()) == {"a", "b"}  # not always the first listed
+    for seed, won in winners.items():
+        assert simulate(["a", "b"], TASKS, trial, seed=seed).winner == won  # order-free
+        assert simulate(["b", "a"], TASKS, trial, seed=seed).winner == won  # reproducible
+
+
+def test_fallbacks_are_the_other_candidates_that_fixed_the_target() -> None:
+    trial, _ = world({"a": {"t1", "t2"}, "b": {"t1"}, "c": set()})
+    s = Screening(["a", "b", "c"], ScreenPlan(first=2))
+    while (req := s.request()) is not None:
+        s.feed({n: [trial(n, t, x) for t in TASKS for x in slots]
+                for n, slots in req.slots.items()})
+        if s.merge_wanted() is not None:
+            s.decline_merge()
+    assert s.winner == "a"
+    assert s.fallbacks(exclude=["a"]) == ["b"]  # c fixed nothing
 
 
 def test_merge_is_asked_for_disjoint_fixes_and_screened() -> None:

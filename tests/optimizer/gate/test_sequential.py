@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
 from optimizer.gate.compare import GatePolicy
+from optimizer.gate.exact import drop_log_bf
 from optimizer.gate.harm import bucket_statement
+from optimizer.gate.policy import sensitivity_statement
 from optimizer.gate.review_harm import HarmOnlyGate, HarmResult
 from optimizer.gate.sequential import SequentialGate, TaskKey, TrialRequest, heldout_tasks
-from optimizer.gate.tasks import TaskRecord, judge_task
+from optimizer.gate.tasks import HarmScale, TaskRecord, estimate_scale, judge_task, pooled_pvalue
 from optimizer.gate.verdict import Verdict
 
 POLICY = GatePolicy()
@@ -26,27 +30,63 @@ def record(key: TaskKey = ("b", "t"), history: list[bool] = (), base: list[bool]
 
 # --- one task against its own record ---------------------------------------------------------
 
-def test_a_task_passing_12_of_12_that_fails_twice_is_a_break() -> None:
-    f = judge_task(record(history=[True] * 10, base=[True] * 2, cand=[False, False]), POLICY)
-    assert f.state == "break"
-    assert f.p_break == pytest.approx(1 / 91)  # Fisher: C(14, 2) = 91 ways, one this extreme
-    assert f.cand_failed == [0, 1] and "Fisher" in f.why
-    assert "failed trial(s) #0, #1" in f.describe() and "'t'" in f.describe()
-    # 10 of 10 recorded: 1/66, still a break; 2 of 2 recorded: 1/6, not one
-    assert judge_task(record(history=[True] * 8, base=[True] * 2, cand=[False] * 2),
-                      POLICY).p_break == pytest.approx(1 / 66)
-    assert judge_task(record(base=[True] * 2, cand=[False] * 2), POLICY).state == "undecided"
+def test_a_break_needs_the_bayes_factor_bonferroni_over_tasks() -> None:
+    rec = record(history=[True] * 10, base=[True] * 2, cand=[False, False])
+    alone = judge_task(rec, POLICY, HarmScale(tasks=1))
+    assert alone.state == "break" and alone.log_bf >= math.log(1 / POLICY.harm_break_alpha)
+    assert alone.cand_failed == [0, 1] and "Bayes factor" in alone.why
+    assert "failed trial(s) #0, #1" in alone.describe() and "'t'" in alone.describe()
+    # among 50 harm tasks two failures are no break yet (the level is 50 / alpha) ...
+    many = HarmScale(tasks=50)
+    assert judge_task(rec, POLICY, many).state == "undecided"
+    # ... five in a row are
+    five = record(history=[True] * 10, base=[True] * 2, cand=[False] * 5)
+    assert judge_task(five, POLICY, many).state == "break"
+    # a record of 2 passes says little: two failures there are no break even alone
+    assert judge_task(record(base=[True] * 2, cand=[False] * 2), POLICY,
+                      HarmScale(tasks=1)).state == "undecided"
 
 
-def test_a_flaky_task_failing_as_often_as_its_record_says_no_harm() -> None:
-    flaky = {"history": [True, False] * 5, "base": [True, False]}
-    one = judge_task(record(**flaky, cand=[False]), POLICY)  # type: ignore[arg-type]
-    assert one.state == "undecided" and one.need == POLICY.flaky_trials - 1
-    enough = judge_task(record(**flaky, cand=[True, False]), POLICY)  # type: ignore[arg-type]
-    assert enough.state == "no harm" and "flakiness" in enough.why
-    # failing every trial where it passed half of 12 is outside the band its flakiness predicts
-    worse = judge_task(record(**flaky, cand=[False] * 4), POLICY)  # type: ignore[arg-type]
-    assert worse.state != "no harm"
+def _sup_reaches(p: float, rng: random.Random, bound: float, n_ref: int, cap: int,
+                 drop: float) -> bool:
+    ref = sum(rng.random() < p for _ in range(n_ref))
+    c = 0
+    for m in range(1, cap + 1):
+        c += rng.random() < p
+        if drop_log_bf(ref, n_ref, c, m, drop)[0] >= bound:
+            return True
+    return False
+
+
+def test_false_breaks_are_controlled_over_looks() -> None:
+    """Ville's inequality: a task that did not change (its rate drawn from the prior, record
+    and candidate from that rate) reaches the break level 1/a at ANY of 20 looks with
+    probability at most a."""
+    rng = random.Random(7)
+    a, n = 0.05, 3000
+    hits = sum(_sup_reaches(rng.random(), rng, math.log(1 / a), 12, 20, 0.5)
+               for _ in range(n))
+    assert hits / n <= a
+
+
+def test_a_half_broken_task_rarely_says_no_harm() -> None:
+    """A reliable task whose pass rate halves reaches "no harm" by its Bayes factor with
+    probability about `harm_task_beta` at most; the terminal rule at the cap adds a little
+    (together under the issue's 20% bound for a half-break)."""
+    rng = random.Random(3)
+    bayes = terminal = 0
+    for _ in range(400):
+        hist = [rng.random() < 0.99 for _ in range(12)]
+        cand: list[bool] = []
+        for _ in range(POLICY.harm_max_trials):
+            cand.append(rng.random() < 0.495)
+            f = judge_task(record(history=hist, cand=cand), POLICY, HarmScale(tasks=50))
+            if f.state != "undecided":
+                break
+        bayes += f.basis == "bayes"
+        terminal += f.basis == "terminal"
+    assert bayes / 400 <= POLICY.harm_task_beta + 0.04
+    assert (bayes + terminal) / 400 <= 0.2
 
 
 def test_a_task_never_run_never_says_no_harm() -> None:
@@ -55,19 +95,107 @@ def test_a_task_never_run_never_says_no_harm() -> None:
     assert judge_task(record(), POLICY).state == "undecided"  # no record at all
     statement = bucket_statement("b", [steady], None, POLICY)
     assert statement.state == "harm not ruled out" and "would need" in statement.statement
-    # a task failing all of its record cannot lose a drop of half its pass rate
-    assert judge_task(record(history=[False] * 10, base=[False] * 2), POLICY).state == "no harm"
+    # a task failing most of its record cannot lose half of a passing task's rate
+    low = judge_task(record(history=[False] * 8 + [True] * 2, base=[False] * 2), POLICY)
+    assert low.state == "no harm" and low.basis == "cannot lose"
 
 
 def test_clean_candidate_trials_rule_the_drop_out() -> None:
-    f = judge_task(record(history=[True] * 10, base=[True] * 2, cand=[True] * 3), POLICY)
-    assert f.state == "no harm" and "Wald" in f.why
+    f = judge_task(record(history=[True] * 10, base=[True] * 2, cand=[True] * 4), POLICY)
+    assert f.state == "no harm" and f.basis == "bayes" and "Bayes factor" in f.why
+    assert judge_task(record(history=[True] * 10, base=[True] * 2, cand=[True] * 3),
+                      POLICY).state == "undecided"
     statement = bucket_statement("b", [f], None, POLICY)
     assert statement.state == "no harm" and "no harm" in statement.statement
     broken = bucket_statement("b", [f, judge_task(record(
         ("b", "u"), history=[True] * 10, base=[True] * 2, cand=[False] * 2), POLICY)], None,
         POLICY)
     assert broken.state == "regressed" and "'u'" in broken.statement
+
+
+def test_the_terminal_rule_decides_at_the_cap() -> None:
+    """A flaky task whose factor wanders ends at the cap: no harm when the drop is not the
+    likelier story by `harm_terminal_bf`, else harm not ruled out (never a run-out)."""
+    capped = POLICY.model_copy(update={"harm_max_trials": 4})
+    hist = [True] * 9 + [False] * 3
+    even = judge_task(record(history=hist, cand=[True, False, True, False]), capped,
+                      HarmScale(tasks=50))
+    assert even.state == "no harm" and even.basis == "terminal" and "terminal" in even.why
+    worse = judge_task(record(history=hist, cand=[False] * 4), capped,
+                       HarmScale(tasks=50))
+    assert worse.state == "undecided" and worse.need == 0 and "cap" in worse.why
+    # under the cap the same evidence asks for more trials
+    assert judge_task(record(history=hist, cand=[True, False, True, False]), POLICY,
+                      HarmScale(tasks=50)).state == "undecided"
+
+
+def test_sensitivity_narrow_only_rules_out_near_total_breaks() -> None:
+    narrow = POLICY.model_copy(update={"harm_sensitivity": "narrow"})
+    rec = record(history=[True] * 12, cand=[True, True])
+    # two clean trials rule out a near-total break; half needs four
+    assert judge_task(rec, narrow).state == "no harm"
+    assert judge_task(rec, POLICY).state == "undecided"
+    # a task passing 70% cannot lose 80% of a passing task's rate
+    flaky = record(history=[True] * 7 + [False] * 3 + [True, False])
+    assert judge_task(flaky, narrow).basis == "cannot lose"
+    assert "near-total" in sensitivity_statement(narrow)
+    assert "half or more of its pass rate" in sensitivity_statement(POLICY)
+    assert "not ruled out" in sensitivity_statement(POLICY)
+
+
+def graded(key: TaskKey, ref: list[float], cand: list[float]) -> TaskRecord:
+    return TaskRecord(key, [(x, x >= 0.6) for x in ref], {},
+                      {i: (x, x >= 0.6) for i, x in enumerate(cand)})
+
+
+def test_judge_scores_with_reflected_noise_are_no_break() -> None:
+    """A judge-scored task whose record is bimodal (noise reflects scores around the
+    threshold): the same mixture on the candidate says no harm; a drop of the tolerance on
+    every trial is a break."""
+    rng = random.Random(11)
+
+    def draw(shift: float = 0.0) -> float:
+        x = min(1.0, max(0.0, rng.gauss(0.85, 0.1) + shift))
+        return 1.2 - x if rng.random() < 0.15 else x
+
+    ref = [draw() for _ in range(12)]
+    same = judge_task(graded(("b", "j"), ref, [draw() for _ in range(6)]), POLICY,
+                      HarmScale(tasks=50))
+    assert same.state == "no harm"
+    dropped = [draw(-0.35) for _ in range(POLICY.harm_max_trials)]
+    states = [judge_task(graded(("b", "j"), ref, dropped[:k]), POLICY, HarmScale(tasks=50))
+              .state for k in range(1, len(dropped) + 1)]
+    assert "no harm" not in states and states[-1] == "break"
+
+
+def test_drift_is_estimated_by_level_and_removed() -> None:
+    """Every graded task moves with the model's drift, those far from the threshold most:
+    the estimate follows each level, and a task moved by the drift alone is no break."""
+    rng = random.Random(5)
+    records = []
+    for k in range(12):
+        high = k % 2 == 0
+        centre, move = (0.88, -0.09) if high else (0.6, -0.005)
+        ref = [rng.gauss(centre, 0.05) for _ in range(12)]
+        cand = [rng.gauss(centre + move, 0.05) for _ in range(4)]
+        records.append(graded(("b", f"t{k}"), ref, cand))
+    scale = estimate_scale(records, POLICY)
+    assert scale.score_drift[2] == pytest.approx(-0.09, abs=0.04)
+    assert abs(scale.score_drift[1]) < 0.04
+    for rec in records:
+        f = judge_task(replace(rec, shift=scale.drift_of(rec)), POLICY, scale)
+        assert f.state != "break"
+
+
+def test_the_pooled_test_reads_first_trials_and_removes_the_drift() -> None:
+    """A broad harm (every task a little worse) shows in the pooled test; later trials of a
+    suspect task (chosen by what it showed) never count there."""
+    fine = [record(("b", f"t{k}"), history=[True] * 12, cand=[True, False, False, False])
+            for k in range(20)]
+    assert pooled_pvalue(fine, HarmScale()) > 0.5  # every first trial passed
+    broad = [record(("b", f"t{k}"), history=[True] * 12, cand=[k % 3 != 0])
+             for k in range(30)]
+    assert pooled_pvalue(broad, HarmScale()) < 0.001
 
 
 # --- held-out tasks -----------------------------------------------------------------------------
@@ -144,7 +272,9 @@ def test_a_good_patch_is_accepted_only_once_every_bucket_says_no_harm() -> None:
     assert any(r.startswith("no bucket regressed") for r in v.reasons)
     harm = [r for r in reqs if r.stage == "harm"]
     assert harm  # the target's passing tasks (all fixed here) are none of harm's business
-    assert "stratified Fisher" in v.test and "Wald" in v.test and "never decide" in v.test
+    assert "stratified Fisher" in v.test and "Bayes factor" in v.test and "never decide" in v.test
+    assert v.ruled_out.startswith("Ruled out: no pass/fail task lost half or more")
+    assert v.ruled_out in v.reasons
 
 
 def test_one_broken_task_elsewhere_rejects_and_is_named() -> None:
@@ -176,10 +306,13 @@ def test_harm_only_gate_for_review() -> None:
     clean, reqs = drive(g, agent(fixed={"t0"}))
     assert isinstance(clean, HarmResult) and clean.regressed == [] and clean.open == []
     assert all(min(r.indices[k]) >= 2 for r in reqs for k in r.indices)
+    # at the cap the terminal rule decides: an unchanged task says no harm, a task that
+    # failed both trials against two recorded passes stays "harm not ruled out"
     strict = POLICY.model_copy(update={"harm_max_trials": 2, "harm_task_beta": 0.01,
-                                       "harm_steady_beta": 0.01})
+                                       "harm_terminal_bf": 1.0})
     capped = HarmOnlyGate(strict, BUCKETS,
                           {(b, t): (2, 2) for b, ts in BUCKETS.items() for t in ts})
-    open_, reqs = drive(capped, agent(fixed=set()))
+    open_, reqs = drive(capped, agent(fixed=set(), broken={"o1"}))
     assert isinstance(open_, HarmResult) and not reqs and open_.stopped == "max trials"
+    assert open_.open == ["other"] and open_.regressed == []
     assert "other" in open_.open and math.isfinite(open_.pooled_p)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from optimizer.lifecycle.errors import LifecycleError, UnknownNameError
-from optimizer.lifecycle.health import HealthPolicy, compute_health
+from optimizer.lifecycle.health import HealthPolicy, compute_health, record_class
 from optimizer.lifecycle.health_io import (
     build_health,
     health_markdown,
@@ -209,3 +209,15 @@ def test_one_tone_rule_for_deltas_slopes_and_trends() -> None:
     assert fmt.trend(0.5, 0.501) == fmt.tone(0.001) == "up"
     assert fmt.tone(-0.2, -0.3, 0.1) == "same" and fmt.tone(-0.2, -0.3, -0.1) == "down"
     assert fmt.tone(None) == "" and fmt.trend(None, 0.5) == "same"
+
+
+def test_each_task_shows_its_record_length_and_class() -> None:
+    """The record the gate judges a task against: its length and its class."""
+    h = compute_health(lineage_of(history()))
+    tasks = {t.task_id: t for t in h.tasks}
+    assert tasks["event-b"].trials == 12 and tasks["event-b"].record_class == "reliable"
+    assert tasks["stuck-a"].record_class == "failing"
+    assert tasks["event-a"].record_class == "flaky"  # 11 of 12: not sure enough of 0.8
+    # a coin-flip task needs more than 12 trials before its rate is known to within 0.12
+    assert record_class(6, 12) == "ambiguous" and record_class(9, 9) == "ambiguous"
+    assert record_class(20, 40) == "flaky" and record_class(30, 40) == "flaky"

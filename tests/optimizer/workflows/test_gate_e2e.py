@@ -10,6 +10,8 @@ deterministic on both sides (no noise), so each case has one right verdict.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +24,7 @@ from agents.llm.types import ModelResponse
 from optimizer.cli.app import app
 from optimizer.core.ledger import Ledger
 from optimizer.gate.compare import GatePolicy
+from optimizer.gate.policy import sensitivity_statement
 from optimizer.gate.sequential import heldout_tasks
 from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
 from optimizer.workflows.review import ReviewConfig, review
@@ -128,7 +131,7 @@ def test_a_patch_that_also_breaks_one_task_elsewhere_is_rejected(repo: Path,
     assert it.outcome == "rejected", it.reasons
     named = [r for r in it.reasons if "'oat-milk'" in r]
     assert named and "regressed" in named[0], it.reasons
-    assert "failed trial(s) #0, #1" in named[0] and "Fisher" in named[0]
+    assert "failed trial(s) #0, #1" in named[0] and "Bayes factor" in named[0]
     assert not any(r.startswith("no bucket regressed") for r in it.reasons)
     assert any(h.startswith("[regressed] bucket 'short_fact'") for h in it.harm)
     assert "no bucket regressed" not in " ".join(it.harm)
@@ -186,6 +189,7 @@ def test_review_of_a_breaking_rule_regresses_and_fails_the_check(
     assert "'oat-milk'" in statement
     comment = Path(data["comment_path"]).read_text()
     assert "**Harm detection per bucket**" in comment and "`short_fact`: 🔴 regressed" in comment
+    assert "Ruled out: no pass/fail task lost half or more" in comment  # the sensitivity
     assert "neutral" not in data["message"]
 
 
@@ -194,18 +198,73 @@ def test_review_with_harm_not_ruled_out_is_inconclusive_never_neutral(
 ) -> None:
     """The same breaking rule, with harm detection capped at the trials both refs already ran
     and no confirmation: one task failing twice against a record of two passes is no break
-    (Fisher p = 1/6) and rules nothing out: "harm not ruled out", so inconclusive, and
+    (its Bayes factor is far from the break level) and rules nothing out: "harm not ruled
+    out", so inconclusive, and
     `--fail-on-regression` maps that to exit 4 (`cli.review.EXIT_INCONCLUSIVE`)."""
     human_branch(repo, "human/rules", BREAKING)
-    policy = GatePolicy(harm_max_trials=2, regression_tolerance=1.0)
+    # the terminal rule at the cap at even odds: two failures against two recorded passes
+    # favour the drop, so the task stays "harm not ruled out"
+    policy = GatePolicy(harm_max_trials=2, regression_tolerance=1.0, harm_terminal_bf=1.0)
     config = ReviewConfig(base="main", head="human/rules", agent_model="scripted:world",
                           repo=repo, state_dir=state, confirm_trials=0, policy=policy)
     result = asyncio.run(review(config, agent=agent()))
     [a] = result.agents
     assert result.decision == a.decision == "inconclusive", a.reasons
-    # two trials per task rule no drop out anywhere (Wald's ratio needs three clean ones)
+    # two trials per task rule no drop out anywhere (the Bayes factor needs more clean ones)
     assert "short_fact" in a.open and a.regressed == []
     states = {b.bucket: b.state for b in a.buckets}
     assert states["short_fact"] == "harm not ruled out"
     assert any("harm not ruled out" in r for r in a.reasons)
     assert result.message.startswith("inconclusive: harm not ruled out in bucket(s): ")
+
+
+def test_harm_sensitivity_changes_what_the_verdict_says(repo: Path, state: Path) -> None:
+    """`--harm-sensitivity narrow` rules out near-total breaks only, and says so: the verdict,
+    its reasons and the PR body carry the one sentence of the sensitivity that ran."""
+    half, _ = run(repo, state, proposal(*ALL_TARGET))
+    [it] = half.iterations
+    assert it.outcome == "accepted", it.reasons
+    said = [r for r in it.reasons if r.startswith("Ruled out: ")]
+    assert said == [sensitivity_statement(GatePolicy())]
+    assert "half or more of its pass rate" in said[0] and "not ruled out" in said[0]
+    assert said[0] in Path(it.pr_body_path or "").read_text()
+    narrow_state = state.parent / "narrow-state"
+    config = OptimizeConfig(suite="pkm_agent", bucket="skip_trivial", iterations=1,
+                            agent_model="scripted:world", proposer_model="scripted:proposer",
+                            proposer_format="diff", repo=repo, state_dir=narrow_state,
+                            policy=GatePolicy(harm_sensitivity="narrow"))
+    narrow = asyncio.run(optimize(config, agent=agent(),
+                                  proposer=ScriptedModel([reply(proposal(*ALL_TARGET))])))
+    [nit] = narrow.iterations
+    told = [r for r in nit.reasons if r.startswith("Ruled out: ")]
+    assert told == [sensitivity_statement(GatePolicy(harm_sensitivity="narrow"))]
+    assert told != said and "near-total" in told[0]
+
+
+def test_the_cli_gate_defaults_are_gate_policys() -> None:
+    """One home for every gate default: optimize's and review's options, nightly's config
+    and the calibration benchmark read `GatePolicy`; this fails when one of them differs."""
+    from optimizer.cli.optimize import optimize as optimize_cmd
+    from optimizer.cli.review import review as review_cmd
+    from optimizer.workflows.nightly.config import NightlyConfig
+
+    policy = GatePolicy()
+    for command, names in (
+        (optimize_cmd, ("min_improvement", "regression_tolerance", "harm_sensitivity",
+                        "round_trials", "max_trials")),
+        (review_cmd, ("min_improvement", "regression_tolerance", "harm_sensitivity")),
+    ):
+        params = inspect.signature(command).parameters
+        for name in names:
+            default = params[name].default
+            assert getattr(default, "value", default) == getattr(policy, name), (command, name)
+    field = NightlyConfig.model_fields["policy"]
+    assert field.default_factory is not None and field.default_factory() == policy  # type: ignore[call-arg]
+    spec = importlib.util.spec_from_file_location(
+        "gate_calibration", Path(__file__).resolve().parents[3] / "bench" / "gate_calibration.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.bench_policy("half") == policy
+    help_text = CliRunner().invoke(app, ["optimize", "--help"], terminal_width=120).output
+    assert "--harm-sensitivity" in help_text

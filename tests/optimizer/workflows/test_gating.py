@@ -124,9 +124,10 @@ def test_run_gate_rejects_a_break_and_history_makes_it_quick() -> None:
     assert thin.verdict.decision == "reject" and "'c01-1'" in thin.verdict.reasons[0]
     rich, paid_rich = gate_over_runs(outcome_of(fixed=True, broken={"c01-1"}), history=True)
     assert rich.verdict.decision == "reject" and "'c01-1'" in rich.verdict.reasons[0]
-    # with 10 recorded passes per task, failures after the suspicion are a break on their own
-    # record (Fisher): fewer trials paid than with only the 2 cached baseline trials
-    assert "Fisher exact test" in rich.verdict.reasons[0]
+    # with 10 recorded passes per task, a few failures are a break on their own record (the
+    # task's Bayes factor at the Bonferroni level): fewer trials paid than with only the 2
+    # cached baseline trials, whose thin record needs fresh baseline trials first
+    assert "Bayes factor of a drop" in rich.verdict.reasons[0]
     assert paid_rich < paid_thin
 
 

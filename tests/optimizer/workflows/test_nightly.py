@@ -74,7 +74,7 @@ def test_uninterrupted_night_ranks_optimizes_and_summarizes(
     assert branch in md and "## Rejected proposals (3)" in md
     assert "already evaluated" in md
     # the broken tasks are named, with their failed trials and the test
-    assert "bucket 'short_fact' regressed: task 'dentist'" in md and "Fisher exact" in md
+    assert "bucket 'short_fact' regressed: task 'dentist'" in md and "Bayes factor of a drop" in md
     assert f"git push origin {branch}" in md and "gh pr create --head" in md
     # the night refreshed suite health from tonight's base-prompt runs and proposes (never
     # applies) graduating the buckets mature over enough of them

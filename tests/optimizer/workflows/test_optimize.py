@@ -204,7 +204,7 @@ def test_over_broad_rule_is_rejected_and_branch_deleted(repo: Path, state: Path)
     assert rows["skip_trivial"]["status"] == "improved"
     assert rows["short_fact"]["status"] == "regressed"
     # harm detection names the broken tasks, each by its exact test against its own record
-    assert any("bucket 'short_fact' regressed: task" in r and "Fisher exact" in r
+    assert any("bucket 'short_fact' regressed: task" in r and "Bayes factor of a drop" in r
                for r in it.reasons)
     assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
     assert Ledger(state / "ledger.jsonl").entries()[-1].outcome == "rejected"

@@ -34,6 +34,7 @@ GREET_LINE = "Greetings alone are not worth saving: call skip_pkm_organization f
 GREET_LINE_2 = "Skip greetings alone with skip_pkm_organization; they hold no fact."
 EMOJI_LINE = "Emoji alone are not worth saving: call skip_pkm_organization for them."
 NULL_LINE = "Keep the insight to one sentence."
+BREAK_LINE = "Oat milk purchases are not worth saving: call skip_pkm_organization for them."
 
 
 def patch(hypothesis: str, *lines: str) -> str:
@@ -57,6 +58,8 @@ def agent_policy(req: Request) -> ModelResponse:
     if not done and trivial and (("greetings alone" in system and not emoji)
                                  or ("emoji alone" in system and emoji)):
         return reply("", call("skip_pkm_organization", evidence="trivial"))
+    if not done and "oat milk purchases" in system and "oat milk" in content.lower():
+        return reply("", call("skip_pkm_organization", evidence="a purchase"))
     return policies.pkm_policy(req)
 
 
@@ -127,15 +130,18 @@ def test_k_patches_screened_by_successive_halving(repo: Path, state: Path, gates
     assert asked in Path(it.package_path or "").read_text()  # what the proposer saw, on disk
     e = entry(state)
     status = {c.name: (c.status, c.rounds) for c in e.candidates}
-    assert status == {"c1": ("winner", 2), "c2": ("screened_out", 2), "c3": ("screened_out", 1),
-                      "c4": ("screened_out", 1), "c5": ("duplicate", 0)}
+    # c2 and c3 fix the same task: their tie is broken by the seeded draw, not by position
+    second, third = ("c2", "c3") if status["c2"][1] == 2 else ("c3", "c2")
+    assert status == {"c1": ("winner", 2), second: ("screened_out", 2),
+                      third: ("screened_out", 1), "c4": ("screened_out", 1),
+                      "c5": ("duplicate", 0)}
     why = {c.name: c.stopped for c in e.candidates}
     assert why["c4"].startswith("fixed no target trial in round 1")
-    assert why["c3"].startswith("ranked in the lower half after round 1")
-    assert why["c2"].startswith("ranked in the lower half after round 2")
+    assert why[third].startswith("ranked in the lower half after round 1")
+    assert why[second].startswith("ranked in the lower half after round 2")
     assert e.candidates[4].guard_violations[0]["message"] == "the same change as candidate c1"
     assert all(t.trial_index >= SCREEN_INDEX_OFFSET for c in e.candidates for t in c.screening)
-    assert [len(c.screening) for c in e.candidates] == [2 + 4, 2 + 4, 2, 2, 0]
+    assert sorted(len(c.screening) for c in e.candidates) == [0, 2, 2, 2 + 4, 2 + 4]
     assert e.hypothesis == "trivial input needs a skip rule" and GOOD_LINE in e.diff
     # the winner's verdict rests on fresh trials: none of its pairs is a screening trial
     [gate] = gates
@@ -196,13 +202,15 @@ def test_merge_is_asked_and_screened(repo: Path, state: Path) -> None:
     assert "Fixed: greet-hi" in merge_ask and "Fixed: emoji-thumb" in merge_ask
     e = entry(state)
     merged = e.candidates[-1]
-    assert (merged.name, merged.status, merged.merged_from) == ("merge", "winner", ["c1", "c2"])
+    assert (merged.name, merged.status) == ("merge", "winner")
+    assert sorted(merged.merged_from) == ["c1", "c2"]  # ranked by the seeded draw on a tie
     assert merged.screening[0].trial_index == SCREEN_INDEX_OFFSET  # round 1's slots first
-    assert any(line.startswith("merge: merge states the rules of c1 and c2")
+    a, b = merged.merged_from
+    assert any(line.startswith(f"merge: merge states the rules of {a} and {b}")
                for line in e.screening)
     assert it.branch and it.branch.endswith("-merge")
     rounds = [(ev.round, ev.candidates) for ev in events if isinstance(ev, ScreeningRound)]
-    assert rounds == [(1, ["c1", "c2"]), (1, ["merge"]), (2, ["c1", "merge"])]
+    assert rounds == [(1, ["c1", "c2"]), (1, ["merge"]), (2, [a, "merge"])]
     body = Path(it.pr_body_path or "").read_text()
     assert "- c1: greetings are saved" in body and "- c2: emoji are saved" in body
 
@@ -348,10 +356,11 @@ def test_session_page_shows_the_tournament(repo: Path, state: Path) -> None:
     section = text.split("<h3>Tournament</h3>", 1)[1].split("<h3>Proposal</h3>", 1)[0]
     assert "4 candidates, 4 screened on the visible target tasks" in section
     assert 'winner: <b class="mono">merge</b>' in section
-    assert "merge <span class=\"mono\">merge</span> of <span class=\"mono\">c1 + c2</span>" \
-        in section
+    assert any(f"merge <span class=\"mono\">merge</span> of <span class=\"mono\">{pair}</span>"
+               in section for pair in ("c1 + c2", "c2 + c1"))
     assert "fixed no target trial in round 1" in section  # c3, the null patch
-    assert "merge: merge states the rules of c1 and c2" in section
+    assert ("merge: merge states the rules of c1 and c2" in section
+            or "merge: merge states the rules of c2 and c1" in section)
     assert "Candidate c3&#39;s diff" in section or "Candidate c3's diff" in section
 
 
@@ -400,3 +409,30 @@ def test_a_proposer_failure_is_an_error_of_every_candidate(repo: Path, state: Pa
                                                           ("c3", "error")]
     assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
     assert Ledger(state / "ledger.jsonl").unclosed() == []
+
+
+def test_a_winner_rejected_for_harm_falls_back_to_the_next_candidate(
+        repo: Path, state: Path, gates: list[GateRun]) -> None:
+    """c1 fixes both target tasks but also skips a fact elsewhere; c2 fixes one target task
+    and breaks nothing. c1 wins the screening and the gate rejects it for harm; c2, the next
+    candidate that fixed the target, is gated on the same baseline and kept."""
+    proposer = proposer_of({"2 different patches": several(
+        patch("trivial input and purchases need skip rules", GOOD_LINE, BREAK_LINE),
+        patch("greetings are saved", GREET_LINE))})
+    result, _ = run(repo, state, proposer, candidates=2)
+    it = result.iterations[0]
+    assert it.outcome == "accepted", it.reasons
+    assert len(gates) == 2  # the winner's gate, then the fallback's
+    first, second = gates
+    assert first.verdict.decision == "reject" and first.verdict.stopped == "regression"
+    assert any("'oat-milk'" in r for r in first.verdict.reasons)
+    assert second.verdict.decision == "accept"
+    note = next(r for r in it.reasons if r.startswith("fallback: "))
+    assert "c1 was rejected for harm" in note and "c2, the next candidate" in note
+    e = entry(state)
+    status = {c.name: c.status for c in e.candidates}
+    assert status == {"c1": "screened_out", "c2": "winner"}
+    why = {c.name: c.stopped for c in e.candidates}
+    assert why["c1"].startswith("rejected for harm by the gate")
+    assert e.hypothesis == "greetings are saved" and GREET_LINE in e.diff
+    assert _git(repo, "branch", "--list", "promptloop/*").split() == [it.branch]

@@ -29,6 +29,7 @@ from optimizer.core.buckets import bucket_prefix
 from optimizer.core.results import Provenance, RunResult, TrialResult
 from optimizer.core.suite_models import SuiteConfig, TaskSpec
 from optimizer.core.suites import LoadedTask, Suite
+from optimizer.gate.sequential import record_rates
 
 SCENARIOS: tuple[str, ...] = ("good-all", "good-partial", "null", "broad", "narrow-1",
                               "narrow-3", "half-break", "score-drop", "overfit", "flaky-target")
@@ -287,6 +288,8 @@ class World:
     """Built for flaky-target: the target's failing tasks are flaky at p=0.5."""
     _plans: dict[str, Plan] = field(default_factory=dict, repr=False)
     _seen: set[tuple[str, str, int]] = field(default_factory=set, repr=False)
+    _base_trials: dict[tuple[str, int], TrialResult] = field(default_factory=dict, repr=False)
+    """Base-prompt trials run through `run` (served again, cached, to a later gate)."""
     _rng: random.Random = field(init=False, repr=False)
     _serial: int = 0
 
@@ -320,25 +323,45 @@ class World:
 
     async def run(self, suite: Suite, prompt: str, label: str,
                   indices: dict[str, list[int]] | None) -> RunResult:
-        """RunFn: fresh trials of `suite` under `prompt` (None: every task at 0..1)."""
+        """RunFn: fresh trials of `suite` under `prompt` (None: every task at 0..1). A trial
+        of the base prompt asked again (a second gate of the same session, on the same
+        baseline) is served as the trial cache serves it: the same trial, `cached`, no call;
+        any other trial asked twice is a bug of the caller."""
         plan = self._plans.get(prompt)
         if plan is None:
             raise ValueError(f"unknown prompt {prompt[:40]!r}: neither the base nor a candidate")
         wanted = _all_indices(suite, BASE_TRIALS) if indices is None else indices
         known = {t.id for t in suite.tasks}
+        fresh: dict[str, list[int]] = {}
+        served: list[TrialResult] = []
         for tid, ids in wanted.items():
             if tid not in known:
                 raise ValueError(f"task {tid} is not in the suite {suite.name}")
             for i in ids:
                 key = (prompt, tid, i)
                 if key in self._seen:
-                    raise AssertionError(f"trial {tid}#{i} requested twice ({label})")
+                    done = self._base_trials.get((tid, i)) if prompt == self.base_prompt else None
+                    if done is None:
+                        raise AssertionError(f"trial {tid}#{i} requested twice ({label})")
+                    served.append(done.model_copy(update={"cached": True}))
+                    continue
                 self._seen.add(key)
-            self.calls += len(ids)
+                fresh.setdefault(tid, []).append(i)
+            self.calls += len(fresh.get(tid, ()))
         self._serial += 1
         at = _T0 + timedelta(minutes=1 + self._serial)
-        return draw_run(self._rng, suite, plan, wanted, self.noise,
-                        f"{suite.name}-world-{self._serial}", at)
+        run = draw_run(self._rng, suite, plan, fresh, self.noise,
+                       f"{suite.name}-world-{self._serial}", at)
+        if prompt == self.base_prompt:
+            self._base_trials.update(((t.task_id, t.trial_index), t) for t in run.trials)
+        if not served:
+            return run
+        trials = [*run.trials, *served]
+        counts = {tid: len(ids) for tid, ids in wanted.items()}
+        return run.model_copy(update={
+            "trials": trials, "task_ids": [t.id for t in suite.tasks if t.id in counts],
+            "task_buckets": {t.id: t.bucket for t in suite.tasks if t.id in counts},
+            "trials_per_task": counts})
 
 
 def _passing(world: World, buckets: Iterable[str]) -> list[tuple[str, str]]:
@@ -394,21 +417,22 @@ def _apply(scenario: str, world: World, effects: dict[tuple[str, str], Effect],
 
 
 def _cached(suites: list[Suite], truth: dict[tuple[str, str], TaskTruth], noise: float,
-            seed: str, history: bool = False) -> list[RunResult]:
+            seed: str, history: bool = False, runs: int = HISTORY_RUNS) -> list[RunResult]:
     """The cached baseline (one run per suite, BASE_TRIALS trials per task) or the history
-    (HISTORY_RUNS earlier runs per suite, suite by suite, oldest first, 1 trial each), at p."""
+    (`runs` earlier runs per suite, suite by suite, oldest first, 1 trial each), at p. The
+    first HISTORY_RUNS history runs are the same whatever `runs` is (one stream)."""
     rng, plan = random.Random(f"{seed}:{'history' if history else 'baseline'}"), _plan(
         truth, lambda t: t.p)
     if not history:
         return [draw_run(rng, s, plan, _all_indices(s, BASE_TRIALS), noise,
                          f"{s.name}-world-baseline", _T0, cached=True) for s in suites]
     return [draw_run(rng, s, plan, _all_indices(s, 1), noise, f"{s.name}-world-history-{k + 1:02d}",
-                     _T0 - timedelta(days=HISTORY_RUNS - k)) for s in suites
-            for k in range(HISTORY_RUNS)]
+                     _T0 - timedelta(days=runs - k)) for s in suites
+            for k in range(runs)]
 
 
 def _attempt(agent: str, target_size: int, noise: float, seed: str, heldout_of: HeldoutOf,
-             scenario: str | None) -> World | None:
+             scenario: str | None, history_runs: int = HISTORY_RUNS) -> World | None:
     """The world of one sub-seed, or None when it must be redrawn."""
     suites, truth = _draw_tasks(random.Random(f"{seed}:world"), agent, target_size)
     drift = random.Random(f"{seed}:drift").choice((-DRIFT, DRIFT))
@@ -425,7 +449,7 @@ def _attempt(agent: str, target_size: int, noise: float, seed: str, heldout_of: 
         baseline = _cached(suites, truth, noise, seed)  # same draws; only the target moves
         if choose_target(baseline[0], sizes, target_size) != target:
             return None
-    history = _cached(suites, truth, noise, seed, history=True)
+    history = _cached(suites, truth, noise, seed, history=True, runs=history_runs)
     ids = [t.id for t in suites[0].tasks if t.bucket == target]
     heldout = frozenset(heldout_of(ids, record_rates([*history, *baseline], set(ids))))
     for (b, tid), t in truth.items():
@@ -440,24 +464,13 @@ def _attempt(agent: str, target_size: int, noise: float, seed: str, heldout_of: 
     return world
 
 
-def record_rates(runs: Iterable[RunResult], ids: set[str]) -> dict[str, float]:
-    """Task id -> pass rate over the counted trials of `runs` (history and baseline)."""
-    tally: dict[str, list[int]] = {}
-    for r in runs:
-        for t in r.trials:
-            if t.task_id in ids and t.counts:
-                c = tally.setdefault(t.task_id, [0, 0])
-                c[0] += t.passed
-                c[1] += 1
-    return {tid: c[0] / c[1] for tid, c in tally.items() if c[1]}
-
-
 def build_world(agent: str, target_size: int, noise: float, seed: int,
                 heldout_of: HeldoutOf,
-                scenario: str | None = None) -> World:
+                scenario: str | None = None, history_runs: int = HISTORY_RUNS) -> World:
     """The world of `seed`, redrawn from the next sub-seed until the target has a failing
     baseline trial (and the scenario is feasible); `scenario` also registers the candidate
-    prompt "candidate" with it."""
+    prompt "candidate" with it. `history_runs`: earlier runs of the base prompt per suite
+    (the lineage history; 10 in issue 18's world)."""
     capability_layout(agent, target_size)
     if not 0.0 <= noise <= 0.5:
         raise ValueError(f"noise must be in [0, 0.5], got {noise}")
@@ -465,7 +478,7 @@ def build_world(agent: str, target_size: int, noise: float, seed: int,
         raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     for sub in range(MAX_REDRAWS):
         world = _attempt(agent, target_size, noise, f"{agent}:{target_size}:{seed}:{sub}",
-                         heldout_of, scenario)
+                         heldout_of, scenario, history_runs)
         if world is not None:
             return world
     raise RuntimeError(f"no usable world in {MAX_REDRAWS} sub-seeds of seed {seed}")

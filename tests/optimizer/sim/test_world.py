@@ -1,4 +1,4 @@
-"""Calibration world v2 (optimizer.gate.world): its definitions, and run_gate driving it."""
+"""Calibration world v2 (optimizer.sim.world): its definitions, and run_gate driving it."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from itertools import combinations
 
 import pytest
 
-from optimizer.gate import world as W
 from optimizer.gate.compare import GatePolicy
-from optimizer.gate.sequential import heldout_tasks
+from optimizer.gate.sequential import heldout_tasks, record_rates
 from optimizer.gate.verdict import Verdict
+from optimizer.sim import world as W
 from optimizer.workflows.gating import bucket_tasks, run_gate
 from optimizer.workflows.nightly.config import rank_buckets
 from optimizer.workflows.optimize_models import Baseline
@@ -53,7 +53,7 @@ def test_layout_and_api_shape() -> None:
     assert len(w.history) == 20 and len({r.run_name for r in w.history}) == 20
     assert all(h.started_at < w.baseline[0].started_at for h in w.history)
     assert all({t.trial_index for t in h.trials} == {0} for h in w.history)
-    assert w.heldout == heldout_of(tasks[w.target], W.record_rates([*w.history, *w.baseline],
+    assert w.heldout == heldout_of(tasks[w.target], record_rates([*w.history, *w.baseline],
                                                                   set(tasks[w.target])))
     assert w.heldout
     assert W.SCENARIOS[0] == "good-all" and len(W.SCENARIOS) == 10

@@ -1,0 +1,2 @@
+"""Simulated worlds for the benchmarks and tests (never imported by a production module:
+`tests/test_import_contract.py` checks it)."""

@@ -1,0 +1,56 @@
+"""`promptloop profile`: extra baseline trials where the records are least decided, saved as
+an ordinary run of the prompt that the next profile (and the gate) reads as lineage history."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from optimizer.cli.app import app
+from optimizer.report.store import default_store_dir, list_runs
+from optimizer.workflows.profile import ProfileConfig, profile
+from tests.optimizer.workflows.test_gate_e2e import agent, repo  # noqa: F401 (fixture)
+
+
+def config(root: Path, state: Path, **kw: object) -> ProfileConfig:
+    return ProfileConfig(agent="pkm_agent", agent_model="scripted:world", repo=root,
+                         state_dir=state, **kw)  # type: ignore[arg-type]
+
+
+def test_profile_grows_the_least_decided_records_and_the_next_profile_reads_them(
+        repo: Path, state: Path) -> None:  # noqa: F811
+    first = asyncio.run(profile(config(repo, state, budget=6), agent=agent()))
+    assert first.lineage_runs == 0 and first.trials_run == 6
+    assert sum(r.trials for r in first.rows) == 6 and len(first.rows) == 3
+    assert all(r.record == 0 and r.record_class == "ambiguous" and r.value_bits == 1.0
+               for r in first.rows)
+    assert len(first.run_names) >= 1
+    saved = list_runs(default_store_dir(state))
+    assert {e.run_name for e in saved} == set(first.run_names)
+    assert all(e.prompt_hash == first.prompt_hash for e in saved)
+    # the next profile reads them as lineage: the profiled tasks' records now hold 2 trials,
+    # so the budget goes to the tasks with none first
+    plan = asyncio.run(profile(config(repo, state, budget=6, dry_run=True), agent=agent()))
+    assert plan.lineage_runs == len(first.run_names) and plan.trials_run == 0
+    done = {r.task_id for r in first.rows}
+    assert all(r.task_id not in done for r in plan.rows)
+    # a second real round never reuses a trial index (nothing served from the cache)
+    again = asyncio.run(profile(config(repo, state, budget=len(plan.rows) * 2 + 20),
+                                agent=agent()))
+    assert again.trials_run == sum(r.trials for r in again.rows)
+
+
+def test_profile_cli_dry_run_json(repo: Path, state: Path,  # noqa: F811
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(repo)
+    out = CliRunner().invoke(app, ["profile", "--agent", "pkm_agent", "--budget", "4",
+                                   "--dry-run", "--json", "--agent-model", "scripted:world",
+                                   "--state-dir", str(state)])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["budget"] == 4 and data["trials_run"] == 0 and data["run_names"] == []
+    assert sum(r["trials"] for r in data["rows"]) == 4
