@@ -305,3 +305,15 @@ def test_nightly_announces_each_step_and_its_cost_before_its_trials(
     assert first.usd is not None and first.usd > 0  # the price is known
     shown = ui.estimate_line(first)
     assert shown.startswith(f"{first.step}: estimated ~") and "at list prices" in shown
+
+
+def test_several_candidates_read_the_same_way(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.optimizer.workflows.crash_child import GOOD_TWIN
+
+    stdout, stderr = optimize(repo, state, monkeypatch,
+                              [f"## Patch 1\n{GOOD}\n## Patch 2\n{GOOD_TWIN}"] * 2,
+                              "--proposer-format", "diff", "--candidates", "2")
+    first = check_plain(stdout, stderr, "iteration 1 ")
+    assert first.startswith("iteration 1 accepted: the patch fixed"), first
