@@ -317,3 +317,14 @@ def test_several_candidates_read_the_same_way(
                               "--proposer-format", "diff", "--candidates", "2")
     first = check_plain(stdout, stderr, "iteration 1 ")
     assert first.startswith("iteration 1 accepted: the patch fixed"), first
+
+
+def test_a_timed_out_trial_reads_timed_out_in_the_report() -> None:
+    from optimizer.report.markdown import render_markdown
+    from optimizer.report.summary import summarize
+    from tests.optimizer.lifecycle.helpers import run
+
+    done = run("r", {"event-a": [False]})
+    done.trials[0].status = "timedOut"
+    text = render_markdown(done, summarize(done))
+    assert "### `event-a` #0 (event) — timed out" in text and "timedOut" not in text
