@@ -100,7 +100,7 @@ KeepRejectedOpt = Annotated[bool, Opt(
     envvar="PROMPTLOOP_KEEP_REJECTED", rich_help_panel=PROPOSER,
     help="Keep branches of rejected proposals.")]
 SuitesOpt = Annotated[str, Opt(
-    "--suites", envvar="PROMPTLOOP_SUITES", metavar="KINDS", rich_help_panel=GATE,
+    "--suites", envvar="PROMPTLOOP_SUITES", metavar="KINDS", rich_help_panel=GATE, hidden=True,
     help="Comma-separated suite folders under tasks/<agent>/ that form the gate.")]
 RoundTrialsOpt = Annotated[int, Opt(
     "--round-trials", min=1, envvar=["PROMPTLOOP_ROUND_TRIALS", "PROMPTLOOP_CONFIRM_TRIALS"],

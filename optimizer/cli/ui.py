@@ -334,6 +334,13 @@ def estimate_text(event: TrialsEstimated) -> str:
             + (f"; {event.basis}" if event.basis else ""))
 
 
+def estimate_line(event: StepEstimated) -> str:
+    """`baseline:pkm_agent: estimated ~12,000 tokens, ~$0.0400 at list prices (...)`"""
+    cost = "" if event.usd is None else f", ~{fmt.usd(event.usd)} at list prices"
+    return (f"{event.step}: estimated ~{fmt.tokens(event.tokens)} tokens{cost} "
+            f"({event.basis})")
+
+
 class LoopDisplay:
     """Phase messages and, per suite run, a progress bar on a terminal or one line when the
     run starts and one when it ends elsewhere (CI logs: plain lines, in order, no escape
@@ -483,11 +490,7 @@ class LoopDisplay:
                 self.message(f"[yellow]  candidate {escape(event.name)} out:[/] "
                              + escape(event.reason))
             case StepEstimated():
-                cost = "" if event.usd is None else f", ~{fmt.usd(event.usd)} at list prices"
-                self.message(
-                    f"{step} {escape(event.step)}: estimated ~{fmt.tokens(event.tokens)} tokens"
-                    f"{cost} ({escape(event.basis)})"
-                )
+                self.message(f"{step} {escape(estimate_line(event))}")
             case BudgetStopped():
                 self.message(
                     f"{step} stopped: budget {event.budget} before {escape(event.step)} "

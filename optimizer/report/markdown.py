@@ -26,6 +26,8 @@ from optimizer.report.table import (
 )
 
 FAILED_STATUSES = ("failed", "timedOut")
+STATUS_WORDS = {"timedOut": "timed out"}
+"""A trial status as a person reads it (`timedOut` is the stored, original spelling)."""
 
 
 def cell(text: Any) -> str:
@@ -171,7 +173,8 @@ def _failures(run: RunResult) -> list[str]:
     if not failed:
         lines += ["", "None."]
     for t in failed:
-        lines += ["", f"### `{t.task_id}` #{t.trial_index} ({t.bucket}) — {t.status}"]
+        lines += ["", f"### `{t.task_id}` #{t.trial_index} ({t.bucket}) — "
+                  f"{STATUS_WORDS.get(t.status, t.status)}"]
         if t.failure_reason:
             lines.append(f"Reason: {short(t.failure_reason, 400)}")
         lines.append("")

@@ -17,7 +17,7 @@ from optimizer.gate.compare import BucketComparison, GatePolicy
 from optimizer.gate.verdict import HARM_ORDER, ReviewDecision
 from optimizer.propose.package import FailingTrial, fence
 from optimizer.report.fmt import num, short
-from optimizer.report.markdown import cell, table_lines
+from optimizer.report.markdown import STATUS_WORDS, cell, table_lines
 from optimizer.report.plain import review_headline
 from optimizer.report.table import comparison_table
 
@@ -139,7 +139,8 @@ def _failing_detail(group: Sequence[TrialChangeLike]) -> str:
         "<details>",
         summary,
         "",
-        f"Trial #{c.trial_index}, head status **{c.status}**; this task passed "
+        f"Trial #{c.trial_index}, head status **{STATUS_WORDS.get(c.status, c.status)}**; "
+        "this task passed "
         f"{d.task_passed_trials}/{d.task_counted_trials} counted head trials.",
         "",
         "**Input**",

@@ -57,7 +57,7 @@ from optimizer.propose.proposer import (
 from optimizer.propose.sandbox import run_sandboxed
 from optimizer.propose.several import ask_several, merge_request, several_request
 from optimizer.propose.watch import OutsideWriteError
-from optimizer.report.plain import proposer_failure
+from optimizer.report.plain import error_headline, proposer_failure, refusal_headline
 from optimizer.run.adaptive import AdaptiveLimit
 from optimizer.run.runner import RunOptions, default_concurrency
 from optimizer.workflows.prompt_file import RegionRefusal, splice_prompt
@@ -422,11 +422,15 @@ class Tournament:
         reasons += [f"{e.name}: {self._why(e)}" for e in self.entrants]
         self._fail("rejected", reasons)
         self.opt.emit(VerdictReached(iteration=self.i.n, decision="reject", reasons=reasons,
-                                     branch=None))
+                                     branch=None, summary=self.i.it.summary))
 
     def _fail(self, outcome: str, reasons: list[str]) -> None:
         it = self.i.it
         it.outcome, it.reasons = outcome, reasons
+        it.summary = (error_headline(reasons[0]) if outcome == "error" and reasons
+                      else refusal_headline(reasons) if outcome == "refused"
+                      else f"none of the {self.c.candidates} candidates fixed a target trial "
+                      "in screening, so none went to the gate; the next iteration asks again")
         self.i.entry = {"outcome": outcome, "reasons": reasons}
 
     def _record(self, e: Entrant) -> CandidateRecord:

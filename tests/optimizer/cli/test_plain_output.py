@@ -5,6 +5,7 @@ terminal, the per-bucket table with a legend, the proposed diff, the method once
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import re
@@ -284,3 +285,46 @@ def test_a_terminal_gets_a_live_line_while_the_proposer_works() -> None:
                                          output_tokens=300))
         assert display.progress.tasks == []
     assert "proposer replied in 41 s (6,700 tokens in, 320 out)" in sink.getvalue()
+
+
+def test_nightly_announces_each_step_and_its_cost_before_its_trials(
+    repo: Path, state: Path
+) -> None:
+    from optimizer.core.events import Event, StepEstimated
+    from optimizer.workflows.nightly.engine import run_nightly
+    from tests.optimizer.workflows.nightly_support import FAST, PRICES, clients, night_config
+
+    seen: list[Event] = []
+    config = night_config(repo, state, **FAST, prices=PRICES, max_buckets=1, suites=["pkm_agent"],
+                          iterations_per_bucket=1)
+    asyncio.run(run_nightly(config, **clients(), on_event=seen.append))
+    kinds = [e.event for e in seen if isinstance(e, StepEstimated | RunStarted)]
+    assert kinds[0] == "step_estimate" and "run_start" in kinds
+    first = next(e for e in seen if isinstance(e, StepEstimated))
+    assert first.step.startswith("baseline:") and "uncached trial(s)" in first.basis
+    assert first.usd is not None and first.usd > 0  # the price is known
+    shown = ui.estimate_line(first)
+    assert shown.startswith(f"{first.step}: estimated ~") and "at list prices" in shown
+
+
+def test_several_candidates_read_the_same_way(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.optimizer.workflows.crash_child import GOOD_TWIN
+
+    stdout, stderr = optimize(repo, state, monkeypatch,
+                              [f"## Patch 1\n{GOOD}\n## Patch 2\n{GOOD_TWIN}"] * 2,
+                              "--proposer-format", "diff", "--candidates", "2")
+    first = check_plain(stdout, stderr, "iteration 1 ")
+    assert first.startswith("iteration 1 accepted: the patch fixed"), first
+
+
+def test_a_timed_out_trial_reads_timed_out_in_the_report() -> None:
+    from optimizer.report.markdown import render_markdown
+    from optimizer.report.summary import summarize
+    from tests.optimizer.lifecycle.helpers import run
+
+    done = run("r", {"event-a": [False]})
+    done.trials[0].status = "timedOut"
+    text = render_markdown(done, summarize(done))
+    assert "### `event-a` #0 (event) — timed out" in text and "timedOut" not in text
