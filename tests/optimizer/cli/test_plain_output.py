@@ -117,9 +117,9 @@ def check_plain(stdout: str, stderr: str, verdict: str) -> str:
 
 
 @pytest.mark.parametrize(("replies", "extra", "said"), [
-    ([GOOD], [], "iteration 1 accepted: the patch fixed 8 of 8 target trials and none of the 3 "
+    ([GOOD], [], "iteration 1 accepted: the patch fixed 16 of 16 target trials and none of the 3 "
      "other buckets got worse; review its branch and merge it"),
-    ([BROAD], [], "iteration 1 rejected: the patch fixed 8 of 8 target trials but made "
+    ([BROAD], [], "iteration 1 rejected: the patch fixed 16 of 16 target trials but made "
      "short_fact and regression/plain worse, so it was rejected"),
     ([NOTHING], [], "iteration 1 rejected: the patch fixed 0 of 4 target trials, so it was "
      "rejected without running the other buckets; the next iteration tries another idea"),
@@ -149,14 +149,14 @@ def test_verbose_prints_the_method_once_wrapped(
                               "--verbose")
     check_plain(stdout, stderr, "iteration 1 ")
     both = stdout + stderr
-    assert both.count("Lan-DeMets") == 1 and both.count("weighted Holm") == 1
+    assert both.count("Lan-DeMets") == 1 and both.count("anytime-valid over looks") == 1
     assert "  how it was decided: target improvement" in stdout
     assert "obrien-fleming-type" in stdout and "run tests:" not in both
     assert "visible target tasks" in stdout  # the findings too
     # the PR body: the same sentence first, then each reason on its own line
     [body] = (state / "optimize").glob("*/iter-1/PR.md")
     text = body.read_text()
-    assert ("**Verdict: accept.** The patch fixed 8 of 8 target trials and none of the 3 other "
+    assert ("**Verdict: accept.** The patch fixed 16 of 16 target trials and none of the 3 other "
             "buckets got worse; review its branch and merge it.") in text
     assert "\n- tests: target improvement" in text
 
@@ -218,7 +218,8 @@ def test_a_review_verdict_reads_in_plain_words_first(
                              "--verbose"])
     assert re.search(r"» pkm_agent: review: about 32 trials \(~[\d,]+ tokens, ~\$0\.0000 at "
                      r"list prices\)", " ".join(again.splitlines())), again
-    assert verbose.count("weighted Holm") == 2  # review's family and its harm detection
+    assert verbose.count("weighted Holm") == 1  # review's fixed family, once
+    assert verbose.count("anytime-valid over looks") == 1  # its harm detection, once
     assert cut_words(verbose) == []
     statements = [x for x in verbose.splitlines() if x.startswith("  [no harm] bucket")]
     assert len(statements) == 4  # each bucket's statement once (not again as a reason)

@@ -196,6 +196,7 @@ FAILING = {
     "calibrate": ["calibrate", "--state-dir", "{file}/state"],
     "runs": ["runs", "--limit", "many"],
     "doctor": ["doctor", "--agent-model", "antropic:x"],
+    "profile": ["profile", "--agent", "pkm_agent", "--state-dir", "{file}/state"],
 }
 """A failing invocation of every command that takes --json."""
 
