@@ -24,7 +24,8 @@ README_MAX_LINES = 160
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
 # [text](target "title") and ![alt](target); text may hold one level of brackets (badges)
-_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*(<[^>]*>|[^\s()]*(?:\([^\s()]*\)[^\s()]*)*)"
+_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*"
+                   r"(<[^>]*>|[^\s()]*(?:\([^\s()]*\)[^\s()]*)*)"
                    r"(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)")
 _REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)")
 _HTML_REF = re.compile(r"""<(?:a|img)\s[^>]*?(?:href|src)\s*=\s*["']([^"']+)["']""", re.I)
@@ -224,7 +225,8 @@ def test_github_slugs(heading: str, slug: str) -> None:
 def test_the_checker_catches_bad_links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     doc = ROOT / "docs" / "__link_check_probe__.md"
     text = ("# Title\n\n[ok](../README.md) [self](#title) [web](https://example.com)\n"
-            "[gone](missing.md) [out](../../shared/SPEC.md) [anchor](../README.md#no-such-heading)\n"
+            "[gone](missing.md) [out](../../shared/SPEC.md) "
+            "[anchor](../README.md#no-such-heading)\n"
             "```\n[in code](nowhere.md)\n```\n`[inline](nowhere.md)`\n")
     monkeypatch.setattr(Path, "read_text", lambda self, encoding=None: text if self == doc
                         else Path.read_bytes(self).decode(encoding or "utf-8"))

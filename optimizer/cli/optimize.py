@@ -40,13 +40,13 @@ from optimizer.cli.common import (
 from optimizer.cli.common import AgentOpt as AgentNameOpt
 from optimizer.cli.report import compare_command
 from optimizer.cli.util import EXIT_INFRA, guarded, option_errors, require_repo
+from optimizer.gate.policy import GatePolicy
 from optimizer.workflows.context import (
     DEFAULT_AGENT_MODEL,
     ConfigError,
     agent_names,
     split_suite,
 )
-from optimizer.gate.policy import GatePolicy
 
 if TYPE_CHECKING:
     from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult

@@ -38,7 +38,6 @@ from optimizer.cli.common import (
 from optimizer.cli.common import AgentOpt as AgentNameOpt
 from optimizer.cli.report import compare_command
 from optimizer.cli.util import EXIT_INFRA, guarded, option_errors, require_repo
-from optimizer.gate.compare import BucketComparison
 from optimizer.gate.policy import GatePolicy
 from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError, split_suite
 

@@ -13,11 +13,11 @@ from agents.card.agent import CardAgentSession
 from agents.llm.scripted import ScriptedModel
 from agents.pkm.agent import PkmAgentSession
 from agents.registry import AGENT_OPTIONS_VAR, AgentOptions, AgentOptionsError
-from optimizer.run.agents import get_agent
 from agents.runtime import DEFAULT_MAX_TURNS, RuntimeConfig
 from agents.workspace import Workspace
 from optimizer.core.suites import LoadedTask, Suite, load_suite
 from optimizer.run.agent_cmd import AgentCommand
+from optimizer.run.agents import get_agent
 from optimizer.run.runner import RunOptions, run_suite
 from optimizer.run.trial_input import agent_input_for, task_published_at, trial_variant
 from optimizer.workflows.optimize_models import OptimizeConfig
