@@ -268,3 +268,16 @@ def test_optimizer_core_imports_no_provider() -> None:
     bad = [f"{p.relative_to(TOP)} imports {n}" for p in (ROOT / "core").rglob("*.py")
            for n in imports(p) if n.startswith("agents.llm.providers")]
     assert not bad, "\n".join(bad)
+
+
+def test_the_tournament_uses_the_iteration_through_its_protocol() -> None:
+    """Issue 26: the tournament reached into four private methods of `Iteration` (an import
+    cycle under TYPE_CHECKING); it now types its host as `optimize_models.CandidateHost` and
+    calls only public steps."""
+    path = ROOT / "workflows" / "tournament.py"
+    assert not [n for n in imports(path) if n.startswith("optimizer.workflows.iteration")]
+    private = [node.attr for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+               if isinstance(node, ast.Attribute) and node.attr.startswith("_")
+               and not node.attr.startswith("__")
+               and isinstance(node.value, ast.Attribute) and node.value.attr == "i"]
+    assert not private, f"private members of the iteration used: {private}"

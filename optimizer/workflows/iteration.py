@@ -168,7 +168,7 @@ class Iteration:
             proposal, it.package_path = await self._propose(cand.path)
             kill_point("proposal")
             it.hypothesis = proposal.hypothesis
-            prepared = self._prepare(proposal.diff)
+            prepared = self.prepare(proposal.diff)
         except OutsideWriteError as err:
             self._refuse([{"code": v.code, "message": v.message} for v in err.violations])
             return
@@ -183,7 +183,7 @@ class Iteration:
             self.entry = {"outcome": it.outcome, "reasons": it.reasons, "hypothesis": it.hypothesis}
             return
         it.diff = prepared.diff
-        violations = self._violations(prepared)
+        violations = self.violations(prepared)
         kill_point("guards")
         if violations:
             self._refuse(violations, prepared.diff)
@@ -197,7 +197,7 @@ class Iteration:
             self.file_diff = render_unified(source.file_text,
                                             spliced.read_text(encoding="utf-8"), source.path)
         self.opt.emit(CandidateEvaluating(iteration=self.n, branch=cand.branch))
-        await self._conclude(cand, prepared.new_text)
+        await self.conclude(cand, prepared.new_text)
 
     def _refuse(self, violations: list[dict[str, str]], diff: str = "") -> None:
         """Refuse the proposal before any evaluation, for the guards' `violations`."""
@@ -215,7 +215,7 @@ class Iteration:
         }
         self.opt.emit(ProposalRefused(iteration=self.n, reasons=it.reasons))
 
-    async def _conclude(self, cand: Candidate, new_prompt: str) -> None:
+    async def conclude(self, cand: Candidate, new_prompt: str) -> None:
         """Evaluate the candidate, commit it with the verdict, and keep or drop the branch."""
         c, it = self.c, self.it
         self.opt.candidate_branches[new_prompt] = cand.branch  # its runs record the branch
@@ -268,7 +268,7 @@ class Iteration:
         return judge_notes(judge_statuses(self.c.state_dir, mine, {target.name}))
 
     # --- proposal -------------------------------------------------------------------------
-    def _package(self) -> PackageInput:
+    def package_input(self) -> PackageInput:
         c, runs = self.c, self.base.runs
         target_run, local = self.opt.target_runs(runs)
         export = export_failing(target_run, local)
@@ -287,7 +287,7 @@ class Iteration:
             fmt=c.fmt,
         )
 
-    def _prepare(self, diff: str) -> PreparedPatch:
+    def prepare(self, diff: str) -> PreparedPatch:
         try:
             return prepare_patch(
                 diff,
@@ -308,7 +308,7 @@ class Iteration:
     async def _propose(self, worktree: Path) -> tuple[Proposal, str]:
         """The proposal and the path of the package it was made from."""
         c = self.c
-        package_input = self._package()
+        package_input = self.package_input()
         package = build_package(package_input)
         folder = self.opt.session_dir / f"iter-{self.n}"
         path = package.write(folder)
@@ -333,7 +333,7 @@ class Iteration:
             fmt=package_input.fmt,
             prompt_path=c.prompt_path,
             original=self.base.base_prompt,
-            check=lambda d: _discard(self._prepare(d)),
+            check=lambda d: _discard(self.prepare(d)),
             on_reply=heard,
         )
         (folder / "reply.md").write_text(redact(proposal.raw_reply), encoding="utf-8")
@@ -360,7 +360,7 @@ class Iteration:
         (folder / "reply.md").write_text(redact(reply), encoding="utf-8")
         return Proposal(hypothesis_from_output(done.stdout), diff, reply, 1, Usage(), "command")
 
-    def _violations(self, prepared: PreparedPatch) -> list[dict[str, str]]:
+    def violations(self, prepared: PreparedPatch) -> list[dict[str, str]]:
         """Guard refusals of a prepared patch, plus a repeat of an idea already in the ledger."""
         out = [{"code": v.code, "message": v.message} for v in prepared.violations]
         region = region_refusal(self.base, prepared.new_text)

@@ -18,9 +18,14 @@ from optimizer.run.models import CommandModels
 from optimizer.run.settings import RunSettings
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from optimizer.core.events import EventSink
-    from optimizer.core.ledger import Ledger
-    from optimizer.git import GitOps
+    from optimizer.core.ledger import CandidateRecord, Ledger
+    from optimizer.gate.verdict import Verdict
+    from optimizer.git import Candidate, GitOps
+    from optimizer.propose.guards import PreparedPatch
+    from optimizer.propose.proposer import PackageInput
     from optimizer.run.adaptive import AdaptiveLimit
     from optimizer.run.models import ModelSet
     from optimizer.workflows.sources import RepoSource
@@ -148,3 +153,28 @@ class IterationHost(Protocol):
                   limit: AdaptiveLimit | None = None) -> RunResult: ...
 
     def target_runs(self, runs: list[RunResult]) -> tuple[RunResult, str]: ...
+
+
+class CandidateHost(Protocol):
+    """What the tournament (workflows/tournament.py) needs of the iteration running it: its
+    number, result, baseline and session, the records it fills, and the four public steps a
+    candidate goes through. `Iteration` is one; the tournament never imports it."""
+
+    n: int
+    it: IterationResult
+    base: Baseline
+    opt: IterationHost
+    c: OptimizeConfig
+    entry: dict[str, Any]
+    candidates: list[CandidateRecord]
+    screening: list[str]
+    selection: Callable[[Verdict], Verdict] | None
+    runners_up: list[str]
+
+    def package_input(self) -> PackageInput: ...
+
+    def prepare(self, diff: str) -> PreparedPatch: ...
+
+    def violations(self, prepared: PreparedPatch) -> list[dict[str, str]]: ...
+
+    async def conclude(self, cand: Candidate, new_prompt: str) -> None: ...

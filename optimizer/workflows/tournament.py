@@ -10,7 +10,7 @@ under one concurrency bound, and a candidate's worktree and branch go as soon as
 After round 1, two candidates that fix different target tasks (and no candidate fixes both)
 are merged by the proposer into one patch, which is guarded and screened like the others.
 
-The winner goes through the full gate (`Iteration._conclude`, workflows/gating.run_gate)
+The winner goes through the full gate (`Iteration.conclude`, workflows/gating.run_gate)
 unchanged. Screening trials use trial indices from `screen.SCREEN_INDEX_OFFSET` on, so their
 seeds and trial-cache keys are their own: no screening trial is served to the gate or counts
 toward the winner's verdict, which says so, and how many candidates were screened.
@@ -63,7 +63,7 @@ from optimizer.run.runner import RunOptions, default_concurrency
 from optimizer.workflows.prompt_file import RegionRefusal, splice_prompt
 
 if TYPE_CHECKING:
-    from optimizer.workflows.iteration import Iteration
+    from optimizer.workflows.optimize_models import CandidateHost
 
 _FINAL: dict[str, CandidateStatus] = {s: s for s in (
     "winner", "screened_out", "refused", "duplicate", "error")}
@@ -103,7 +103,7 @@ class Entrant:
 class Tournament:
     """The candidates of iteration `it`, in `slots` (K of them, then the merge's)."""
 
-    def __init__(self, it: Iteration, slots: Sequence[Slot]) -> None:
+    def __init__(self, it: CandidateHost, slots: Sequence[Slot]) -> None:
         self.i, self.opt, self.c = it, it.opt, it.c
         self.slots = list(slots)
         self.entrants: list[Entrant] = []
@@ -151,7 +151,7 @@ class Tournament:
         self._select(winner)
         assert winner.cand is not None
         self.opt.emit(CandidateEvaluating(iteration=self.i.n, branch=winner.cand.branch))
-        await self.i._conclude(winner.cand, winner.new_text)
+        await self.i.conclude(winner.cand, winner.new_text)
         fallback = self._fallback(winner)
         if fallback is not None:
             await self._gate_fallback(winner, fallback)
@@ -161,7 +161,7 @@ class Tournament:
         """K proposals (or why a slot has none); the package as the proposer saw it on disk."""
         c, k = self.c, self.c.candidates
         self.entrants = [Entrant(s) for s in self.slots[:k]]
-        package = build_package(self.i._package())
+        package = build_package(self.i.package_input())
         sent = package
         if not c.proposer_cmd and c.fmt == "diff":
             sent = Package(package.system, package.user + "\n\n" + several_request(k))
@@ -183,7 +183,7 @@ class Tournament:
         return list(several.proposals)
 
     def _check(self, diff: str) -> None:
-        self.i._prepare(diff)
+        self.i.prepare(diff)
 
     async def _command(self, e: Entrant, package_path: Path) -> Proposal | Exception:
         """The external proposer run once for `e`, in a sandbox of its own (propose/sandbox.py)
@@ -218,12 +218,12 @@ class Tournament:
         else:
             e.hypothesis = proposal.hypothesis
             try:
-                prepared = self.i._prepare(proposal.diff)
+                prepared = self.i.prepare(proposal.diff)
             except PatchError as err:
                 e.status, e.stopped = "refused", err.user
             else:
                 e.diff, e.new_text = prepared.diff, prepared.new_text
-                e.violations = self.i._violations(prepared)
+                e.violations = self.i.violations(prepared)
                 twin = next((o for o in self.entrants if o is not e and o.diff
                              and o.status in ("passed", "winner", "screened_out")
                              and diff_hash(o.diff) == diff_hash(e.diff)), None)
@@ -319,7 +319,7 @@ class Tournament:
         fixed = {n: sorted(self.screening.standings[n].fixed_tasks) for n in pair}
         text = merge_request((a.hypothesis, a.diff, fixed[a.name]),
                              (b.hypothesis, b.diff, fixed[b.name]))
-        base = build_package(self.i._package())
+        base = build_package(self.i.package_input())
         asked = Package(base.system, base.user + "\n\n" + text)
         path = asked.write(self.folder / "merge")
         e = Entrant(self.slots[-1], merged_from=list(pair))
@@ -389,7 +389,7 @@ class Tournament:
         self.i.selection = annotate
         assert e.cand is not None
         self.opt.emit(CandidateEvaluating(iteration=self.i.n, branch=e.cand.branch))
-        await self.i._conclude(e.cand, e.new_text)
+        await self.i.conclude(e.cand, e.new_text)
 
     def _select(self, winner: Entrant) -> None:
         """The winner becomes the iteration's proposal; its verdict will say how it was
