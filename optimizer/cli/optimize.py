@@ -112,6 +112,14 @@ MaxTrialsOpt = Annotated[int, Opt(
     help="Trials per task the sequential gate may reach before it stops undecided.")]
 
 
+CONFIG_OPTIONS = ("bucket", "prompt", "base", "iterations", "candidates", "agent_model",
+                  "proposer_model", "judge_model", "base_url", "proposer_cmd",
+                  "max_changed_lines", "keep_rejected", "trials", "concurrency", "max_turns",
+                  "max_runs")
+"""Options passed to OptimizeConfig's field of the same name (tests/optimizer/cli checks each
+is a field and that every other option is read by name below)."""
+
+
 def optimize(
     bucket: BucketOpt,
     suite: SuiteOpt = None,
@@ -152,7 +160,19 @@ def optimize(
     branch (your checkout is never touched) and keeps it only if the target bucket improves and
     no bucket regresses. Exit 0 when done (accepted or not, or nothing to do); 2 when an
     iteration ended in error (the proposer, its command or a model failed)."""
-    flags = dict(locals())  # the options by name; most are fields of OptimizeConfig
+    flags: dict[str, Any] = {  # every option by name (a test checks none is left out)
+        "bucket": bucket, "suite": suite, "agent": agent, "prompt": prompt, "base": base,
+        "iterations": iterations, "candidates": candidates, "agent_model": agent_model,
+        "proposer_model": proposer_model, "judge_model": judge_model, "base_url": base_url,
+        "proposer_cmd": proposer_cmd, "proposer_env": proposer_env,
+        "proposer_format": proposer_format, "max_changed_lines": max_changed_lines,
+        "keep_rejected": keep_rejected, "suites": suites, "min_improvement": min_improvement,
+        "regression_tolerance": regression_tolerance, "harm_sensitivity": harm_sensitivity,
+        "round_trials": round_trials, "max_trials": max_trials, "trials": trials,
+        "concurrency": concurrency, "max_turns": max_turns, "max_runs": max_runs,
+        "state_dir": state_dir, "events": events, "as_json": as_json,
+        "every_bucket": every_bucket, "verbose": verbose,
+    }
     need_agent(agent, suite)
 
     def body() -> None:
@@ -199,7 +219,7 @@ def _config(flags: dict[str, Any]) -> OptimizeConfig:
     from optimizer.workflows.optimize import OptimizeConfig
 
     root = require_repo("optimize")
-    fields = {k: v for k, v in flags.items() if k in OptimizeConfig.model_fields}
+    fields = {k: flags[k] for k in CONFIG_OPTIONS}
     named, which = split_suite(flags["agent"], flags["suite"])
     if named is None and which is None:
         raise ConfigError("give --agent NAME (or --suite AGENT); agents: "

@@ -89,6 +89,12 @@ PrOpt = Annotated[int | None, Opt(
     help="PR number for --post (default: the open PR of the head branch).")]
 
 
+CONFIG_OPTIONS = ("base", "head", "agent_model", "judge_model", "base_url", "trust_head",
+                  "trials", "concurrency", "batch", "max_turns", "max_runs")
+"""Options passed to ReviewConfig's field of the same name (tests/optimizer/cli checks each
+is a field and that every other option is read by name)."""
+
+
 def review(
     base: BaseRefOpt,
     head: HeadRefOpt = "HEAD",
@@ -136,7 +142,16 @@ def review(
     configuration error, 2 infrastructure failure (provider, every trial errored, gh failed to
     post), 3 with --fail-on-regression when a bucket regresses, 4 with --fail-on-regression
     when the review is inconclusive (harm not ruled out, none regressed)."""
-    flags = dict(locals())  # the options by name; most are fields of ReviewConfig
+    flags: dict[str, Any] = {  # every option by name (a test checks none is left out)
+        "base": base, "head": head, "suite": suite, "agent": agent, "trust_head": trust_head,
+        "agent_model": agent_model, "judge_model": judge_model, "base_url": base_url,
+        "min_improvement": min_improvement, "regression_tolerance": regression_tolerance,
+        "harm_sensitivity": harm_sensitivity, "round_trials": round_trials,
+        "fail_on_regression": fail_on_regression, "trials": trials, "concurrency": concurrency,
+        "batch": batch, "max_turns": max_turns, "max_runs": max_runs, "output": output,
+        "post": post, "pr": pr, "state_dir": state_dir, "events": events, "as_json": as_json,
+        "every_bucket": every_bucket, "verbose": verbose,
+    }
 
     def body() -> int:
         from optimizer.workflows.review import review as run_review
@@ -170,7 +185,7 @@ def _config(flags: dict[str, Any]) -> ReviewConfig:
     from optimizer.workflows.review import ReviewConfig
 
     root = require_repo("review")
-    fields = {k: v for k, v in flags.items() if k in ReviewConfig.model_fields}
+    fields = {k: flags[k] for k in CONFIG_OPTIONS}
     named, which = split_suite(flags["agent"], flags["suite"])
     fields["suite"] = named or which  # review runs every suite of an agent
     fields["confirm_trials"] = flags["round_trials"]
