@@ -26,8 +26,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agents import trees
+
+if TYPE_CHECKING:
+    from optimizer.adapters.outcome import AdapterOutcome, TrialLabel
 
 IGNORED_AT_ROOT = frozenset({".promptloop", ".git", "__pycache__", ".dart_tool"})
 """promptloop's own state folder and git's, which promptloop itself writes during a run, and
@@ -80,6 +84,15 @@ class Snapshot:
         for name in sorted(_entries(self.repo_root) - self.root - IGNORED_AT_ROOT):
             found.append(self.repo_root / name)
         return found
+
+    def judge(self, got: AdapterOutcome, label: TrialLabel) -> AdapterOutcome:
+        """`got`, failed (the agent's fault) when the trial wrote outside its workspace."""
+        strays = self.strays()
+        if not strays:
+            return got
+        more = f" (and {len(strays) - 1} more)" if len(strays) > 1 else ""
+        return label.failed(f"wrote outside its workspace: {strays[0]}{more}",
+                            stderr=got.stderr_tail, result=got.result)
 
 
 def _remove(path: Path) -> None:

@@ -150,12 +150,7 @@ async def _command(spec: AdapterSpec, request: TrialRequest, repo_root: Path,
     except OSError as err:
         return label.errored(f"could not start {spec.command[0]!r}: {err.strerror or err}")
     got = await _drive(spec, request, (proc, exited), stdin_data, result_file, label)
-    strays = snap.strays()
-    if strays:
-        more = f" (and {len(strays) - 1} more)" if len(strays) > 1 else ""
-        got = label.failed(f"wrote outside its workspace: {strays[0]}{more}",
-                           stderr=got.stderr_tail, result=got.result)
-    return got
+    return snap.judge(got, label)
 
 
 async def _drive(spec: AdapterSpec, request: TrialRequest,

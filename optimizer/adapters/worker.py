@@ -165,12 +165,7 @@ class WorkerPool:
             got = parse_result(data, label, "printed", stderr=slot.tail.since(mark))
             if got.status == "errored" and got.result is None:
                 await slot.stop()  # the framing is broken: never hand its next line on
-        strays = snap.strays()
-        if strays:
-            more = f" (and {len(strays) - 1} more)" if len(strays) > 1 else ""
-            got = label.failed(f"wrote outside its workspace: {strays[0]}{more}",
-                               stderr=got.stderr_tail, result=got.result)
-        return got
+        return snap.judge(got, label)
 
     async def _reap(self, slot: _Slot) -> int | None:
         """The exit code of a worker that closed its stdout (None if it would not exit)."""
