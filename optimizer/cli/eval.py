@@ -122,7 +122,10 @@ def eval_(
         )
         try:
             with listening(events, quiet=as_json) as emit:
-                run, summary, path = asyncio.run(evaluate(request, state, emit))
+                run, summary, path = asyncio.run(ui.acknowledged(
+                    evaluate(request, state, emit),
+                    "stopping: trials finished so far stay in the trial cache... (Ctrl-C "
+                    "again forces it)"))
         except AllTrialsErroredError as err:
             ui.error(str(err))
             raise typer.Exit(EXIT_INFRA) from None
