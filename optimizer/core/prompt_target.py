@@ -19,7 +19,6 @@ from optimizer.core.regions import (
     Region,
     RegionError,
     RegionSpec,
-    check_literal,
     locate,
     splice,
     value_of,
@@ -56,16 +55,6 @@ class PromptSource:
             return self.file_text if text is None else text
         region = self.region if text is None else dataclasses.replace(self.region, text=text)
         return value_of(region)
-
-    def check(self, text: str) -> str | None:
-        """Why `text` cannot replace the region (a refusal naming it), None when it can."""
-        if self.region is None:
-            return None
-        try:
-            check_literal(self.region, text)
-        except RegionError as err:
-            return str(err)
-        return None
 
     def splice(self, text: str) -> str:
         """The whole file with the region's content replaced by `text` (RegionError if not)."""

@@ -20,7 +20,6 @@ from optimizer.core.regions import (
     Region,
     RegionError,
     RegionSpec,
-    check_literal,
     edited_region_text,
     locate,
     splice,
@@ -45,9 +44,7 @@ def check_region_patch(spec: RegionSpec, file_text: str, new_text: str) -> str |
     """Why the region `spec` of `file_text` may not become `new_text` (source form); None
     when it may. The reason names the region."""
     try:
-        region = locate(spec, file_text)
-        check_literal(region, new_text)
-        splice(spec, file_text, new_text)
+        splice(spec, file_text, new_text)  # locates, checks the literal, splices, re-locates
     except RegionError as err:
         return str(err)
     return None

@@ -61,7 +61,7 @@ from optimizer.propose.proposer import (
     counter_examples,
     hypothesis_from_output,
 )
-from optimizer.propose.region_guard import region_apply_error, region_diff_from_edit
+from optimizer.propose.region_guard import prepare_region_patch, region_diff_from_edit
 from optimizer.propose.sandbox import run_sandboxed
 from optimizer.propose.watch import OutsideWriteError
 from optimizer.report.markdown import harm_lines, movement_lines
@@ -77,7 +77,7 @@ from optimizer.workflows.gating import run_gate
 from optimizer.workflows.judges import judge_notes, judge_statuses
 from optimizer.workflows.optimize_models import Baseline, IterationHost, IterationResult
 from optimizer.workflows.pr import commit_message, pr_body, trial_changes
-from optimizer.workflows.prompt_file import RegionRefusal, region_refusal, splice_prompt
+from optimizer.workflows.prompt_file import RegionRefusal, splice_prompt
 from optimizer.workflows.sources import MANUAL
 from optimizer.workflows.tournament import Slot, Tournament
 
@@ -288,22 +288,23 @@ class Iteration:
         )
 
     def prepare(self, diff: str) -> PreparedPatch:
-        try:
-            return prepare_patch(
-                diff,
-                target_path=self.c.prompt_path,
-                original=self.base.base_prompt,
-                protected_literals=self.literals,
-                max_changed_lines=self.c.max_changed_lines,
-                max_removed_share=self.c.max_removed_share,
-            )
-        except PatchError as err:
-            source = self.base.prompt_source
-            if source is None or source.region is None:
-                raise
-            # a diff that does not apply to the region's text names the region (and says so
-            # when it edits, or anchors on, the file's lines around it)
-            raise region_apply_error(err, diff, source.region, source.file_text) from err
+        """Parse, apply and guard `diff`; for a region target, against the region's text, a
+        diff that does not apply named with the region and a text that would break the literal
+        refused (`breaks_literal`), by `region_guard.prepare_region_patch`."""
+        source = self.base.prompt_source
+        if source is not None and source.region is not None:
+            return prepare_region_patch(
+                diff, spec=region_spec(source.target), file_text=source.file_text,
+                protected_literals=self.literals, max_changed_lines=self.c.max_changed_lines,
+                max_removed_share=self.c.max_removed_share).prepared
+        return prepare_patch(
+            diff,
+            target_path=self.c.prompt_path,
+            original=self.base.base_prompt,
+            protected_literals=self.literals,
+            max_changed_lines=self.c.max_changed_lines,
+            max_removed_share=self.c.max_removed_share,
+        )
 
     async def _propose(self, worktree: Path) -> tuple[Proposal, str]:
         """The proposal and the path of the package it was made from."""
@@ -363,9 +364,6 @@ class Iteration:
     def violations(self, prepared: PreparedPatch) -> list[dict[str, str]]:
         """Guard refusals of a prepared patch, plus a repeat of an idea already in the ledger."""
         out = [{"code": v.code, "message": v.message} for v in prepared.violations]
-        region = region_refusal(self.base, prepared.new_text)
-        if region is not None:
-            out.append({"code": "breaks_literal", "message": region.why})
         seen = self.opt.ledger.seen_diff(self.c.suite, self.c.bucket, diff_hash(prepared.diff))
         if seen is not None and not out:
             out.append(
