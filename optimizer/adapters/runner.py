@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import importlib
 import inspect
 import os
 import signal
@@ -35,6 +34,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from agents.llm.errors import ModelError
+from agents.registry import EntryError
+from agents.registry import load_entry as registry_load_entry
 from optimizer.adapters.contract import TrialContext, TrialRequest
 from optimizer.adapters.escape import Snapshot
 from optimizer.adapters.outcome import (
@@ -280,28 +282,19 @@ async def run_http(spec: AdapterSpec, request: TrialRequest, *,
 # --- python ----------------------------------------------------------------------------------
 
 
+class AgentRaised(Exception):
+    """A python adapter's function raised: the agent's own code failed (the trial fails)."""
+
+
 @functools.cache
 def load_entry(entry: str) -> Callable[..., Any]:
-    """The function `package.module:function` names (`function` may be dotted), or an
-    AdapterConfigError naming the entry."""
-    module_name, _, attr = entry.partition(":")
-    if not module_name or not attr:
-        raise AdapterConfigError(f"python adapter entry {entry!r}: expected "
-                                 "'package.module:function'")
+    """The function `package.module:function` names (`agents.registry.load_entry`, loaded
+    once), or an AdapterConfigError naming the entry."""
     try:
-        target: Any = importlib.import_module(module_name)
-    except Exception as err:
-        raise AdapterConfigError(f"python adapter entry {entry!r}: cannot import "
-                                 f"{module_name}: {type(err).__name__}: {err}") from err
-    for part in attr.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise AdapterConfigError(f"python adapter entry {entry!r}: {module_name} has no "
-                                     f"{attr!r}") from None
-    if not callable(target):
-        raise AdapterConfigError(f"python adapter entry {entry!r}: {attr} is not callable")
-    return target
+        fn: Callable[..., Any] = registry_load_entry(entry)
+        return fn
+    except EntryError as err:
+        raise AdapterConfigError(f"python adapter {err}") from None
 
 
 async def run_python(spec: AdapterSpec, request: TrialRequest, context: TrialContext | None,
@@ -309,12 +302,17 @@ async def run_python(spec: AdapterSpec, request: TrialRequest, context: TrialCon
     assert spec.entry is not None
     fn = load_entry(spec.entry)
     async with asyncio.timeout(request.timeout_s):
-        if inspect.iscoroutinefunction(fn):
-            value = await fn(request, context)
-        else:
-            value = await asyncio.to_thread(fn, request, context)
-            if inspect.isawaitable(value):
-                value = await value
+        try:
+            if inspect.iscoroutinefunction(fn):
+                value = await fn(request, context)
+            else:
+                value = await asyncio.to_thread(fn, request, context)
+                if inspect.isawaitable(value):
+                    value = await value
+        except (TimeoutError, asyncio.CancelledError, ModelError):
+            raise  # the time limit, a stop, the model: not the agent's own failure
+        except Exception as err:
+            raise AgentRaised(f"{type(err).__name__}: {err}") from err
     return validate_doc(value, label, "returned")
 
 
@@ -323,6 +321,7 @@ __all__ = [
     "RESULT_VAR",
     "AdapterConfigError",
     "AdapterOutcome",
+    "AgentRaised",
     "WorkerPool",
     "load_entry",
     "run_adapter_trial",

@@ -31,6 +31,7 @@ from agents.transcript import Transcript
 from graders.base import GradeContext, Score
 from graders.registry import is_judge, run_grader, trial_passed
 from optimizer.adapters.contract import TrialContext
+from optimizer.adapters.runner import AdapterConfigError, AgentRaised
 from optimizer.core.config import STATE_FOLDER
 from optimizer.core.prompt_target import PromptSource
 from optimizer.core.results import TrialResult
@@ -166,7 +167,7 @@ async def run_trial(
         held = batch is not None and judged(task)
         if external is not None:
             got = await _attempt_external(external, suite, task, index, prompt, clients, seeded,
-                                          transcript, tmp)
+                                          transcript, tmp, grade=not held)
         else:
             got = await _attempt(suite, task, index, prompt, clients, seeded, transcript, tmp,
                                  grade=not held)
@@ -317,8 +318,10 @@ async def _attempt_external(
     options: RunOptions,
     transcript: Transcript,
     tmp: Path,
+    grade: bool = True,
 ) -> _Attempt:
-    """One trial through the agent's adapter, graded when it gave an outcome. An adapter
+    """One trial through the agent's adapter, graded when it gave an outcome (unless `grade`
+    is False: held back for the run's judge batch, as `_attempt` does). An adapter
     that could not run the agent (exit code, time limit, bad or missing result) is errored; a
     result whose error the agent caused, or files written outside the workspace, fail it."""
     agent_c, judge_c = clients
@@ -338,13 +341,22 @@ async def _attempt_external(
     except TimeoutError:
         got.status, got.reason = "timedOut", f"trial exceeded {timeout:g}s"
         return got
-    except Exception as err:  # a python adapter's own exception: the agent's code failed
+    except AgentRaised as err:  # a python adapter's function raised: the agent's code failed
         got.status = "failed"
-        got.agent = got.reason = f"agent raised {type(err).__name__}: {err}"
+        got.agent = got.reason = f"agent raised {err}"
         transcript.event("exception", got.agent)
         return got
+    except AdapterConfigError as err:  # an entry that does not import: configuration
+        got.status, got.infra = "errored", str(err)
+        got.reason = got.infra
+        return got
+    except Exception as err:  # workspace, gateway, promptloop itself: never the agent's fault
+        _bug(got, err, transcript)
+        return got
     got.outcome = plain_outcome(done.outcome)
-    if done.status == "ok":
+    if done.status == "ok" and not grade:
+        pass  # held back ungraded, as `_attempt` leaves it: grade_held decides
+    elif done.status == "ok":
         try:
             got.scores = await _grade(task, got.outcome, transcript, judge_c,
                                       options.judge_settings)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from optimizer.core.config import CONFIG_FILE, ConfigError
-from optimizer.core.project import AgentConfig, Project, active_project, parse_project
+from optimizer.core.project import AgentConfig, Project, packaged_project, parse_project
 from optimizer.core.suites import Suite
 from optimizer.git import GitOps, GitOpsError
 from optimizer.git_read import tree_files
@@ -35,15 +35,17 @@ class ReviewProjects:
 
 
 def project_at(git: GitOps, sha: str, ref: str) -> Project:
-    """promptloop.toml as commit `sha` holds it (the active project when it has none)."""
+    """promptloop.toml as commit `sha` holds it. Without one (or without agents), only
+    promptloop's own agents are declared there, never the checkout's: a PR that adds
+    promptloop.toml must not have its own commands run as if the base declared them."""
     try:
         text = git.read_file(sha, CONFIG_FILE)
     except GitOpsError:
-        return active_project()
+        return Project(None, packaged_project().agents, {}, root_dir=git.root)
     project = parse_project(text, Path(f"{CONFIG_FILE}@{ref}"))
     # the label's folder is no folder ('promptloop.toml@pr' for ref 'pr/x'): commands run
     # from the repository
-    agents = project.agents or active_project().agents
+    agents = project.agents or packaged_project().agents
     return Project(project.path, agents, project.tables, root_dir=git.root)
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from optimizer.adapters.contract import TrialRequest
 from optimizer.adapters.outcome import AdapterConfigError, AdapterOutcome
-from optimizer.adapters.runner import run_adapter_trial
+from optimizer.adapters.runner import AgentRaised, run_adapter_trial
 from optimizer.adapters.spec import AdapterSpec
 from optimizer.adapters.worker import WorkerPool
 from tests.optimizer.adapters.fakes import TOKEN, World
@@ -237,7 +237,9 @@ async def test_python(world: World) -> None:
 
 
 async def test_python_exceptions_and_timeouts_reach_the_caller(world: World) -> None:
-    with pytest.raises(ValueError, match="the agent's own bug"):
+    """The function's own exception reaches the caller as AgentRaised (the trial fails), told
+    apart from promptloop's own errors; the time limit stays a TimeoutError."""
+    with pytest.raises(AgentRaised, match=r"ValueError: .*the agent's own bug"):
         await _py(world, "raises")
     with pytest.raises(TimeoutError):
         await _py(world, "sleeps", timeout_s=0.2)
