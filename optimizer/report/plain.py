@@ -47,8 +47,8 @@ def optimize_headline(verdict: Verdict) -> str:
     checked = len(verdict.buckets)
     stop, decision = verdict.stopped, verdict.decision
     if decision == "accept":
-        others = (f"none of the {checked} other buckets got worse" if checked
-                  else "no other bucket got worse")
+        others = (f"the gate found no harm in the {checked} other buckets" if checked
+                  else "there was no other bucket to harm")
         text = f"the patch {moved} and {others}; review its branch and merge it"
     elif stop == "screen":
         text = (f"the patch {moved}, so it was rejected without running the other buckets; "
@@ -101,6 +101,8 @@ def review_headline(decision: str, comparisons: Sequence[BucketComparison],
     broken = sum(c.broken for c in comparisons)
     n = sum(c.n_pairs for c in comparisons)
     moved = f"fixed {fixed} and broke {broken} of {n} paired trials"
+    if n == 0:
+        return _short("nothing was compared: no paired trials ran; check the suites and rerun")
     if decision == "regresses":
         text = (f"the change made {names(regressed)} worse ({moved}); do not merge it as is: "
                 "see the newly failing trials")
@@ -108,10 +110,11 @@ def review_headline(decision: str, comparisons: Sequence[BucketComparison],
         text = (f"no bucket got worse for sure, but harm to {names(open_)} was not ruled out "
                 f"({moved}); rerun with more --trials before merging")
     elif decision == "improves":
-        text = f"the change improved {names(improved)} and no bucket got worse ({moved}); merge it"
+        text = (f"the change improved {names(improved)} and the gate found no harm in any bucket "
+                f"({moved}); merge it")
     else:
-        text = (f"no bucket changed beyond the thresholds and none got worse ({moved}); "
-                "merging it is safe")
+        text = (f"no bucket changed beyond the thresholds and the gate found no harm ({moved}); "
+                "it can be merged")
     return _short(text)
 
 

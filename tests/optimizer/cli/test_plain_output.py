@@ -117,8 +117,8 @@ def check_plain(stdout: str, stderr: str, verdict: str) -> str:
 
 
 @pytest.mark.parametrize(("replies", "extra", "said"), [
-    ([GOOD], [], "iteration 1 accepted: the patch fixed 16 of 16 target trials and none of the 3 "
-     "other buckets got worse; review its branch and merge it"),
+    ([GOOD], [], "iteration 1 accepted: the patch fixed 16 of 16 target trials and the gate "
+     "found no harm in the 3 other buckets; review its branch and merge it"),
     ([BROAD], [], "iteration 1 rejected: the patch fixed 16 of 16 target trials but made "
      "short_fact and regression/plain worse, so it was rejected"),
     ([NOTHING], [], "iteration 1 rejected: the patch fixed 0 of 4 target trials, so it was "
@@ -156,8 +156,8 @@ def test_verbose_prints_the_method_once_wrapped(
     # the PR body: the same sentence first, then each reason on its own line
     [body] = (state / "optimize").glob("*/iter-1/PR.md")
     text = body.read_text()
-    assert ("**Verdict: accept.** The patch fixed 16 of 16 target trials and none of the 3 other "
-            "buckets got worse; review its branch and merge it.") in text
+    assert ("**Verdict: accept.** The patch fixed 16 of 16 target trials and the gate found no "
+            "harm in the 3 other buckets; review its branch and merge it.") in text
     assert "\n- tests: target improvement" in text
 
 
@@ -202,12 +202,12 @@ def test_a_review_verdict_reads_in_plain_words_first(
     stdout, stderr = invoke(["review", "--base", "main", "--head", "human/skip",
                              "--agent-model", "scripted:pkm", "--state-dir", str(state)])
     first = check_plain(stdout, stderr, "pkm_agent ")
-    assert first == ("pkm_agent neutral: no bucket changed beyond the thresholds and none got "
-                     "worse (fixed 4 and broke 0 of 16 paired trials); merging it is safe")
+    assert first == ("pkm_agent neutral: no bucket changed beyond the thresholds and the gate "
+                     "found no harm (fixed 4 and broke 0 of 16 paired trials); it can be merged")
     assert "H.mean = head mean score" in paragraph(stdout, "columns: ")
     [comment] = (state / "review").glob("*/comment.md")
-    assert "\nNo bucket changed beyond the thresholds and none got worse (fixed 4 and broke 0 " \
-           "of 16 paired trials); merging it is safe.\n" in comment.read_text()
+    assert "\nNo bucket changed beyond the thresholds and the gate found no harm (fixed 4 and " \
+           "broke 0 of 16 paired trials); it can be merged.\n" in comment.read_text()
     assert not TEST_NAMES.search(stdout)
     # before its trials start: how many, and (once a run of the suites was saved) their cost
     assert ("» pkm_agent: review: about 32 trials; no earlier run of these suites to price "
