@@ -115,9 +115,10 @@ def sensitivity_statement(policy: GatePolicy) -> str:
                   "under 80% of the time")
     return (f"Ruled out: no pass/fail task lost {caught} and no judge-scored task "
             f"{p.regression_tolerance:g} or more of its mean score, each task by a Bayes factor "
-            f"of {1 / p.harm_task_beta:.0f}:1 against such a drop (at the "
-            f"{p.harm_max_trials}-trial cap: one not {p.harm_terminal_bf:g}:1 for it; harm "
-            f"sensitivity {p.harm_sensitivity}); not ruled out: {missed}.")
+            f"of {1 / p.harm_task_beta:.0f}:1 against such a drop, except a task still "
+            f"undecided at the {p.harm_max_trials}-trial cap, which passes when the evidence "
+            f"for the drop is under {p.harm_terminal_bf:g}:1 (not shown unlikely, only not "
+            f"shown); harm sensitivity {p.harm_sensitivity}; not ruled out: {missed}.")
 
 
 def _harm_per_task(p: GatePolicy) -> str:
@@ -127,7 +128,8 @@ def _harm_per_task(p: GatePolicy) -> str:
             f"the common drift estimated over all tasks and removed) of a drop of "
             f"{p.drop_share:g} x a passing task's pass rate ({p.harm_sensitivity}) or "
             f"{p.regression_tolerance:g} in mean score: break at (tasks / "
-            f"{p.harm_break_alpha:g}), Bonferroni over tasks and anytime-valid over looks; "
+            f"{p.harm_break_alpha:g}), Bonferroni over tasks and approximately anytime-valid "
+            f"over looks; "
             f"no harm at <= {p.harm_task_beta:g}; at {p.harm_max_trials} trials the terminal "
             f"rule (no harm below {p.harm_terminal_bf:g})")
 

@@ -24,10 +24,12 @@ Decisions, with error control over tasks and looks:
 - **break**: the factor reaches `tasks / harm_break_alpha` (Bonferroni over the harm tasks;
   by Ville's inequality a task that did not change reaches it at any look with probability
   at most `harm_break_alpha / tasks`, so a good patch loses at most `harm_break_alpha` of its
-  iterations to false breaks, however often the gate looks);
+  iterations to false breaks, however often the gate looks; approximately, since the factor
+  averages over the record's posterior and the drop is re-estimated at each look, where Ville's
+  bound is exact for a fixed rate: a simulation test checks the rate);
 - **no harm**: the factor falls to `harm_task_beta` (a task broken by the drop gets there
   with probability at most about `harm_task_beta`), or the task cannot lose the drop (its
-  record's rate is below it with 95% posterior probability, or its scores cannot fall that
+  record's rate is below it with posterior probability over a half, or its scores cannot fall that
   far), or, at the cap of `harm_max_trials` candidate trials, the terminal rule: the factor
   is under `harm_terminal_bf`;
 - **undecided**: neither; `need` says how many more clean candidate trials would decide it.
