@@ -61,8 +61,8 @@ def _root(
         typer.Option(
             "--config",
             envvar="PROMPTLOOP_CONFIG",
-            help="The project file: [agents.<name>] tables and one table of defaults per "
-            "command ([optimize], [eval]...); default: the nearest promptloop.toml from the "
+            help="The project file: \\[agents.<name>] tables and one table of defaults per "
+            "command (\\[optimize], \\[eval]...); default: the nearest promptloop.toml from the "
             "current folder up to the repository's top.",
         ),
     ] = None,

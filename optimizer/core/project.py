@@ -3,9 +3,9 @@
 One `[agents.<name>]` table per agent: its prompt targets (a file, a string literal named by its
 variable, or the text between two marker comments), its suite folders, how one trial runs (an
 adapter: `python`, `command`, `worker` or `http`, docs/agents.md), the models it needs and the
-command graders its tasks may name. promptloop's own two agents are declared the same way in
-the repository's promptloop.toml (`PACKAGED_PROJECT` is that file, shipped in the wheel): they
-are the first users of the road a third agent takes.
+command graders its tasks may name. promptloop's own two agents are declared the same way, in
+the repository's promptloop.toml (`packaged_project()` reads it; the wheel ships it as
+core/default_project.toml): no agent is special-cased.
 
 Every command finds the file from the current folder upward (`find_project`; `--config` picks
 one), validates it whole before anything runs, and names the file, the table and the key of
@@ -16,6 +16,8 @@ running command uses; `use_project` sets it.
 from __future__ import annotations
 
 import contextlib
+import functools
+import re
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -174,15 +176,6 @@ class Project:
                 f"{did_you_mean(name, known)} Agents declared: {', '.join(known) or 'none'}"
             ) from None
 
-    def commands(self) -> dict[str, list[list[str]]]:
-        """Every command an agent table names (adapters and command graders), per agent: what
-        review takes from the base ref only."""
-        out: dict[str, list[list[str]]] = {}
-        for name, a in self.agents.items():
-            cmds = [a.command] if a.command else []
-            cmds += [g.command for g in a.graders.values()]
-            out[name] = [list(c) for c in cmds]
-        return out
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -248,8 +241,6 @@ def parse_project(text: str, path: Path | None) -> Project:
     raw_agents = data.pop("agents", {})
     if not isinstance(raw_agents, dict):
         raise ConfigError(f"{where}: key 'agents' must be a table of [agents.<name>] tables")
-    import re
-
     agents: dict[str, AgentConfig] = {}
     problems: list[str] = []
     for name, table in raw_agents.items():
@@ -303,6 +294,7 @@ def load_project(path: Path) -> Project:
     return parse_project(text, path)
 
 
+@functools.cache
 def packaged_project() -> Project:
     """promptloop's own promptloop.toml (its two agents), as shipped in the package."""
     path = Path(__file__).with_name("default_project.toml")  # a link to the repository's file
@@ -318,12 +310,22 @@ def active_project() -> Project:
     if _ACTIVE:
         return _ACTIVE[-1]
     found = find_project()
-    if found is not None:
-        project = load_project(found)
-        if project.agents:
-            return project
-        return Project(found, packaged_project().agents, project.tables)
-    return packaged_project()
+    if found is None:
+        return packaged_project()
+    stat = found.stat()
+    return _project_file(found.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _project_file(path: Path, mtime_ns: int, size: int) -> Project:
+    """A promptloop.toml read once per version of the file (runs ask per trial)."""
+    project = load_project(path)
+    return project if project.agents else with_own_agents(project)
+
+
+def with_own_agents(project: Project) -> Project:
+    """A settings-only project file: the agents are promptloop's own."""
+    return Project(project.path, packaged_project().agents, project.tables, project.root_dir)
 
 
 def use_project(project: Project) -> None:
@@ -342,10 +344,6 @@ def project_scope(project: Project) -> Iterator[Project]:
         _ACTIVE[:] = saved
 
 
-def agent_names() -> tuple[str, ...]:
-    return active_project().agent_names()
-
-
 __all__ = [
     "ADAPTERS",
     "Agent",
@@ -354,7 +352,6 @@ __all__ = [
     "Project",
     "PromptTarget",
     "active_project",
-    "agent_names",
     "find_project",
     "load_project",
     "packaged_project",

@@ -21,6 +21,7 @@ from optimizer.core.project import (
     load_project,
     packaged_project,
     use_project,
+    with_own_agents,
 )
 from optimizer.core.suites import TASKS_DIR, SuiteError, load_suite, resolve_suite_path
 from optimizer.git import GitOpsError, repo_root
@@ -60,7 +61,7 @@ def open_project(explicit: Path | None = None) -> Project | None:
         return None
     project = load_project(found)
     if not project.agents:  # a settings-only file: the agents are promptloop's own
-        project = Project(found, packaged_project().agents, project.tables)
+        project = with_own_agents(project)
     use_project(project)
     return project
 

@@ -100,19 +100,14 @@ def review_projects(git: GitOps, base: tuple[str, str], head: tuple[str, str],
     return ReviewProjects(base_p, Project(head_p.path, agents, head_p.tables, root), ignored)
 
 
-def undeclared_command_graders(project: Project, agent: str, names: set[str]) -> list[str]:
-    """Command graders the head's tasks name that the base does not declare for `agent`."""
-    declared = set(project.agents[agent].graders) if agent in project.agents else set()
-    return sorted(names - declared)
-
-
 def without_undeclared_graders(suites: list[Suite], project: Project, agent: str
                                ) -> tuple[list[Suite], list[str]]:
     """The suites with every `command` grader the base does not declare taken out of their
     tasks (never run), and one note per grader taken out."""
     named = {str(g.config.get("grader")) for s in suites for t in s.tasks
              for g in t.spec.graders if g.name == "command"}
-    ignored = set(undeclared_command_graders(project, agent, named))
+    declared = set(project.agents[agent].graders) if agent in project.agents else set()
+    ignored = named - declared
     if not ignored:
         return suites, []
     notes: list[str] = []
@@ -135,4 +130,4 @@ def without_undeclared_graders(suites: list[Suite], project: Project, agent: str
 
 
 __all__ = ["COMMAND_KEYS", "ConfigError", "ReviewProjects", "base_tree", "project_at",
-           "review_projects", "undeclared_command_graders", "without_undeclared_graders"]
+           "review_projects", "without_undeclared_graders"]

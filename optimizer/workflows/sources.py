@@ -182,7 +182,8 @@ class RepoSource:
             sourced = self.read(target.path, bundled=bundled, kind="prompt")
         except (ConfigError, GitOpsError) as err:
             raise ConfigError(f"{declared.project.where}: {declared.table} key 'prompt': "
-                              f"{err}. Start a project with `promptloop init`") from None
+                              f"{err}" + (". Start a project with `promptloop init`"
+                                          if declared.project.path is None else "")) from None
         return open_target(declared, target, sourced.text,
                            self.sha if self.sha is not None else "working tree")
 
@@ -255,9 +256,8 @@ class RepoSource:
     def _exists(self, rel: str) -> bool:
         if self.sha is not None:
             assert self.ops is not None
-            if has_file(self.ops, self.sha, rel):
-                return True
-        elif self.root is not None:
+            return has_file(self.ops, self.sha, rel)  # at a ref: the commit's files only
+        if self.root is not None:
             return (self.root / rel).is_file()
         bundled = _bundled(rel)  # outside any repository only
         return bundled is not None and bundled.is_file()

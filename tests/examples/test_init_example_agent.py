@@ -103,14 +103,16 @@ def test_worker_mode_and_error_causes(tmp_path: Path) -> None:
     assert len(proc.stderr.splitlines()) == len(models)  # one log line per trial
 
 
-def test_prompt_file_is_the_default_and_cwd_does_not_matter(tmp_path: Path) -> None:
+def test_a_request_without_prompt_text_is_an_error_not_the_file(tmp_path: Path) -> None:
+    """The agent never falls back to its prompt file: that would evaluate the committed prompt
+    instead of the one promptloop sent (a candidate's)."""
     with FakeChat(REPLIES) as fake:
         req = request(fake.base_url, tmp_path, "reply:good")
         del req["prompt"]
         result = single(req, cwd=tmp_path)
-    prompt = (TEMPLATE_DIR / "example_agent" / "prompt.md").read_text()
-    assert result["error"] is None
-    assert fake.seen[0].body["messages"][0]["content"] == prompt
+    assert result["error"] == {"cause": "infrastructure",
+                               "message": "the request has no prompt.text"}
+    assert fake.seen == []  # no model call was made
 
 
 def test_unreachable_and_slow_models_are_infrastructure(tmp_path: Path) -> None:

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 CONTRACT = "promptloop.trial/1"
-PROMPT_FILE = Path(__file__).with_name("prompt.md")
 MAX_TOKENS = 200
 RESULT_FILE = "triage.json"
 # A small schema keeps small models fast and their output parseable: the model server
@@ -114,8 +113,10 @@ def parse_reply(content: str) -> dict[str, Any]:
 
 def run_trial(request: dict[str, Any]) -> dict[str, Any]:
     prompt = (request.get("prompt") or {}).get("text")
-    if not isinstance(prompt, str):
-        prompt = PROMPT_FILE.read_text(encoding="utf-8")
+    if not isinstance(prompt, str):  # never fall back to the file: that would evaluate the
+        # committed prompt instead of the candidate promptloop sent
+        return {"contract": CONTRACT, "outcome": {}, "error": {
+            "cause": "infrastructure", "message": "the request has no prompt.text"}}
     message = ((request.get("task") or {}).get("input") or {}).get("content", "")
     messages = [{"role": "system", "content": prompt},
                 {"role": "user", "content": f"Support message:\n{message}"}]
