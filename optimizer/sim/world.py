@@ -419,8 +419,9 @@ def _apply(scenario: str, world: World, effects: dict[tuple[str, str], Effect],
 def _cached(suites: list[Suite], truth: dict[tuple[str, str], TaskTruth], noise: float,
             seed: str, history: bool = False, runs: int = HISTORY_RUNS) -> list[RunResult]:
     """The cached baseline (one run per suite, BASE_TRIALS trials per task) or the history
-    (`runs` earlier runs per suite, suite by suite, oldest first, 1 trial each), at p. The
-    first HISTORY_RUNS history runs are the same whatever `runs` is (one stream)."""
+    (`runs` earlier runs per suite, suite by suite, oldest first, 1 trial each), at p. Only
+    the first suite's first HISTORY_RUNS runs are the same whatever `runs` is (one stream,
+    drawn suite by suite): a 40-run world differs from a 10-run one in more than length."""
     rng, plan = random.Random(f"{seed}:{'history' if history else 'baseline'}"), _plan(
         truth, lambda t: t.p)
     if not history:
