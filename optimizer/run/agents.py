@@ -49,8 +49,10 @@ def get_agent(name: str, options: AgentOptions | None = None) -> AgentFactory:
     """The in-process session factory of agent `name`, building sessions with `options`."""
     agent = agent_of(name)
     if agent.config.entry is None or not in_process(agent):
-        raise ConfigError(f"{agent.project.where}: {agent.table} runs through the "
-                          f"{agent.config.adapter!r} adapter, not an in-process session")
+        raise ConfigError(f"`promptloop agent` runs only agents built into promptloop's loop "
+                          f"(adapter = \"python\" with a session factory); {agent.name} runs "
+                          f"through its {agent.config.adapter!r} adapter: try `promptloop eval "
+                          f"--agent {agent.name} --task TASK_ID`")
     try:
         return session_builder(agent.config.entry, options)
     except EntryError as err:

@@ -10,6 +10,7 @@ the runner's terms: an outcome to grade, an agent failure, or an errored trial.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from dataclasses import dataclass
@@ -19,7 +20,6 @@ from typing import Any
 from agents import trees
 from agents.llm.types import Message, ModelClient, ToolCall, Usage
 from agents.transcript import Transcript
-from graders.general import set_command_graders
 from optimizer.adapters.contract import (
     ModelEndpoint,
     PromptInfo,
@@ -55,9 +55,10 @@ def adapter_variant(agent: Agent, root: Path) -> str:
     c = agent.config
     h = hashlib.sha256(json.dumps(c.model_dump(mode="json", exclude={"description"}),
                                   sort_keys=True).encode())
+    top = root.resolve()
     for arg in c.command or []:
-        path = root / arg
-        if path.is_file():
+        path = (root / arg).resolve()
+        if path.is_relative_to(top) and path.is_file():  # the agent's own files, not python3
             h.update(arg.encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
@@ -74,6 +75,14 @@ class Attempted:
     infra: bool = False
 
 
+def copy_fixtures(task: LoadedTask, workspace: Path) -> None:
+    """A fresh workspace from the task's fixtures (base, then its own)."""
+    workspace.mkdir()
+    for src in (task.base_fixture, task.fixture_dir):
+        if src is not None:
+            trees.copy_tree(src, workspace)
+
+
 class ExternalAgent:
     """One suite run's adapter, gateway and workers for a declared agent."""
 
@@ -86,7 +95,6 @@ class ExternalAgent:
             WorkerPool(self.spec, repo_root=root, agent=agent.name)
             if self.spec.kind == "worker" else None)
         self._started = False
-        set_command_graders({k: g.command for k, g in agent.config.graders.items()}, root)
 
     async def start(self) -> None:
         if not self._started:
@@ -106,10 +114,8 @@ class ExternalAgent:
         """Run one trial in a fresh workspace `tmp/workspace` made from the task's fixture."""
         await self.start()
         workspace = tmp / WORKSPACE
-        workspace.mkdir()
-        for src in (task.base_fixture, task.fixture_dir):
-            if src is not None:
-                trees.copy_tree(src, workspace)
+        # file work off the event loop, as the in-process path does (other trials' calls wait)
+        await asyncio.to_thread(copy_fixtures, task, workspace)
         token = self.gateway.register(model, transcript)
         target = source.target if source is not None else self.agent.target()
         request = TrialRequest(

@@ -17,6 +17,7 @@ from agents.base import load_prompt
 from agents.llm.batch_backends import backend_for
 from agents.llm.rounds import RoundBatchingClient
 from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
+from graders.general import set_command_graders
 from graders.registry import is_judge
 from optimizer.core.config import ConfigError
 from optimizer.core.events import (
@@ -85,6 +86,9 @@ def external_agent(agent_name: str, concurrency: int) -> ExternalAgent | None:
     the in-process ones, such as the bundled card and PKM agents)."""
     project = active_project()
     agent = project.agent(agent_name)
+    # the command graders its tasks may name, for any agent (in-process ones too)
+    set_command_graders({k: g.command for k, g in agent.config.graders.items()},
+                        project.root or Path.cwd())
     if in_process(agent):
         return None
     return ExternalAgent(agent, project.root or Path.cwd(), concurrency)
