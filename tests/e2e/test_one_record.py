@@ -133,7 +133,7 @@ def overfit_proposer(req: Request) -> ModelResponse:
     """Reads the package and keys one rule on a word of each failing input it shows."""
     package = "\n".join(m.content for m in req.messages if m.role == "user")
     words = []
-    for block in re.findall(r"\*\*Input\*\* \(the task's input\)\n```json\n(.*?)\n```", package,
+    for block in re.findall(r"\*\*Input\*\* \(the task's input\)\s*```json\n(.*?)\n```", package,
                             re.S):
         text = json.loads(block)["content"]
         words.append(max(re.findall(r"\w+", text.lower()), key=len))
@@ -221,3 +221,4 @@ def test_an_overfit_proposer_keys_rules_on_the_inputs_words_and_held_out_rejects
     assert "input" not in rules
     assert it.outcome == "rejected", it.reasons
     assert any("held-out" in r for r in it.reasons), it.reasons
+
