@@ -14,7 +14,6 @@ import asyncio
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -29,8 +28,8 @@ from tests.e2e.support import cli_json, commit_all, enter
 
 PROMPT = "You triage support tickets.\nAnswer with JSON: {\"category\": \"billing\"}.\n"
 
-AGENT = r'''"""A ticket triager speaking promptloop.trial/1 as a worker: it asks the model, applies the
-lookup_customer tool itself and sends the result back. Standard library only."""
+AGENT = r'''"""A ticket triager speaking promptloop.trial/1 as a worker: it asks the model,
+applies the lookup_customer tool itself and sends the result back. Standard library only."""
 import json
 import os
 import sys
