@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import models_json_schema
 
 if TYPE_CHECKING:
@@ -102,6 +102,17 @@ class ToolCallDoc(_Theirs):
     arguments: dict[str, Any] | str = Field(default_factory=dict)
     id: str | None = None
     result: Any = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _openai_shape(cls, data: Any) -> Any:
+        """An OpenAI tool call (`{"id", "type", "function": {"name", "arguments"}}`) as the
+        agent sent it back to the model is read as the same call."""
+        if isinstance(data, dict) and "name" not in data and isinstance(data.get("function"),
+                                                                        dict):
+            fn = data["function"]
+            return {**data, "name": fn.get("name"), "arguments": fn.get("arguments") or {}}
+        return data
 
 
 class TranscriptMessage(_Theirs):

@@ -73,14 +73,20 @@ class ConcurrencyStats(BaseModel):
 
 
 class TaskInfo(BaseModel):
-    """What the original's trace shows of a task: its description and metadata."""
+    """What the original's trace shows of a task: its description and metadata; and its
+    input as the task declares it (a text or any JSON; None in runs saved before it was kept),
+    which the failure package shows."""
 
     description: str = ""
     metadata: dict[str, str] = Field(default_factory=dict)
+    input: Any = None
 
     @classmethod
-    def of(cls, description: str, metadata: Mapping[str, Any]) -> TaskInfo:
-        return cls(description=description, metadata={k: str(v) for k, v in metadata.items()})
+    def of(cls, description: str, metadata: Mapping[str, Any], input: Any = None) -> TaskInfo:
+        if isinstance(input, BaseModel):  # the keys the task.json gave, as it gave them
+            input = input.model_dump(mode="json", exclude_unset=True)
+        return cls(description=description, metadata={k: str(v) for k, v in metadata.items()},
+                   input=input)
 
 
 class Provenance(BaseModel):

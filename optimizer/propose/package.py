@@ -1,28 +1,38 @@
 """Export the failing trials of one bucket in the compact form the proposer LLM reads.
 
-For each failed or timed-out trial: the raw input, every grader's verdict with its rationale
-and failing assertions, the outcome, the workspace diff and a one-line-per-call tool trace.
+Built the same way for every agent from one record: the trial's transcript (for an agent
+outside promptloop, the conversation the model gateway saw merged with the agent's own,
+optimizer/run/record.py) and the run's task info. For each failed or timed-out trial: the task's
+input as the task declares it (text or JSON), the first user message as the agent sent it,
+every grader's verdict with its rationale and failing assertions, the outcome, the views the
+agent's own adapter adds (`<entry>_views`, e.g. the card agent's saved card), the workspace
+diff and a one-line-per-call tool trace with each call's arguments and result.
 Errored trials are infrastructure, listed apart and never shown as agent failures. Ordering is
 deterministic and the rendered text has a size cap with explicit truncation markers.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.transcript import ToolCallRecord, Transcript
+from optimizer.core.project import ConfigError, active_project
 from optimizer.core.results import RunResult, TrialResult
 from optimizer.report.fmt import num, short, truncate
 from optimizer.report.markdown import FAILED_STATUSES
 from optimizer.report.summary import bucket_of, task_order
 
 INPUT_MARKER = "Raw Input Content:"
-_BULKY_OUTCOME_KEYS = ("workspace_diff", "file_contents", "card_yaml_blob", "card")
+"""Where the bundled agents' first message puts the raw input (read only for runs saved before
+the task's input was kept with the run)."""
+_BULKY_OUTCOME_KEYS = ("workspace_diff",)
+VIEWS_SUFFIX = "_views"
 _QUIET_EVENTS = ("timing",)
 
 
@@ -46,6 +56,14 @@ class DiffView(_Model):
     snippets_omitted: int = 0
 
 
+class AgentView(_Model):
+    """A view of the outcome the agent's own adapter provides (its `<entry>_views` hook)."""
+
+    title: str
+    text: str
+    lang: str = "text"
+
+
 class FailingTrial(_Model):
     task_id: str
     trial_index: int
@@ -54,10 +72,14 @@ class FailingTrial(_Model):
     task_passed_trials: int
     task_counted_trials: int
     input_content: str
+    """The task's input as the task declares it: its text, or its JSON."""
+    input_lang: str = "text"
+    first_message: str = ""
+    """The first user message as the agent sent it (empty when it is the input itself)."""
     scores: list[ScoreView]
     outcome: dict[str, str]
-    """Small outcome keys, each rendered short (bulky ones are shown as card/diff instead)."""
-    saved_card: str | None = None
+    """Small outcome keys, each rendered short (bulky ones are shown as views/diff instead)."""
+    views: list[AgentView] = Field(default_factory=list)
     diff: DiffView | None = None
     trace: list[str] = Field(default_factory=list)
     events: list[str] = Field(default_factory=list)
@@ -85,14 +107,72 @@ class FailingExport(_Model):
     infra: list[InfraTrial]
 
 
+def first_user_message(transcript: Transcript) -> str | None:
+    """The first user message of the trial's conversation, as the agent sent it."""
+    return next((m.content for m in transcript.messages if m.role == "user"), None)
+
+
 def extract_input(transcript: Transcript) -> str | None:
-    """The raw user text from the first user message (after "Raw Input Content:")."""
-    users = [m for m in transcript.messages[:2] if m.role == "user"]
-    if not users:
+    """The raw user text from the first user message (after "Raw Input Content:" where the
+    bundled agents' harness puts it; the whole message otherwise)."""
+    content = first_user_message(transcript)
+    if content is None:
         return None
-    content = users[0].content
     at = content.rfind(INPUT_MARKER)
     return content[at + len(INPUT_MARKER):].strip("\n") if at >= 0 else content
+
+
+def render_input(value: Any) -> tuple[str, str]:
+    """(text, fence language) of a task's input: a text as itself, anything else as JSON."""
+    if isinstance(value, str):
+        return value, "text"
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str), "json"
+
+
+def task_input(run: RunResult, task_id: str) -> Any:
+    """The task's input as its task.json declares it (None: not kept with this run)."""
+    info = run.task_info.get(task_id)
+    return info.input if info is not None else None
+
+
+def trial_input(run: RunResult, trial: TrialResult) -> str:
+    """The input of `trial` in one line of text: the task's declared input, else what the
+    transcript shows of it."""
+    declared = task_input(run, trial.task_id)
+    if declared is not None:
+        return render_input(declared)[0]
+    return extract_input(trial.transcript) or ""
+
+
+ViewsHook = Callable[[Mapping[str, Any]], Any]
+
+
+def agent_views_hook(agent_name: str) -> ViewsHook | None:
+    """The agent's own package hook: `<entry>_views` next to its python entry (agents/
+    adapters.py has the bundled agents'); None for an agent without one."""
+    try:
+        config = active_project().agent(agent_name).config
+    except ConfigError:
+        return None
+    entry = getattr(config, "entry", None)
+    if not isinstance(entry, str) or ":" not in entry:
+        return None
+    module, _, attr = entry.partition(":")
+    try:
+        hook = getattr(importlib.import_module(module), attr + VIEWS_SUFFIX, None)
+    except ImportError:
+        return None
+    return hook if callable(hook) else None
+
+
+def _hook_views(hook: ViewsHook | None, outcome: Mapping[str, Any],
+                snippet_chars: int) -> tuple[list[AgentView], set[str]]:
+    if hook is None:
+        return [], set()
+    got = hook(outcome)
+    views = [AgentView(title=str(v.title), text=truncate(str(v.text), snippet_chars),
+                       lang=str(getattr(v, "lang", "text"))) for v in getattr(got, "views", ())]
+    return views, set(getattr(got, "hides", ()))
 
 
 def _arg(value: Any) -> str:
@@ -146,14 +226,19 @@ def _scores(trial: TrialResult) -> list[ScoreView]:
     return out
 
 
-def _failing_trial(run: RunResult, t: TrialResult, inputs: Mapping[str, str],
-                   snippet_chars: int, max_files: int, max_trace: int) -> FailingTrial:
+def _failing_trial(run: RunResult, t: TrialResult, inputs: Mapping[str, Any],
+                   hook: ViewsHook | None, snippet_chars: int, max_files: int,
+                   max_trace: int) -> FailingTrial:
     siblings = [x for x in run.trials_of(t.task_id) if x.counts]
-    content = inputs.get(t.task_id)
-    if content is None:
-        content = extract_input(t.transcript) or "(input not recorded)"
+    declared = inputs.get(t.task_id)
+    if declared is None:
+        declared = task_input(run, t.task_id)
+    first = first_user_message(t.transcript) or ""
+    if declared is None:
+        declared = extract_input(t.transcript) or "(input not recorded)"
+    content, lang = render_input(declared)
     finals = [m.content for m in t.transcript.messages if m.role == "assistant" and m.content]
-    card = t.outcome.get("card_yaml_blob")
+    views, hides = _hook_views(hook, t.outcome, snippet_chars)
     return FailingTrial(
         task_id=t.task_id,
         trial_index=t.trial_index,
@@ -162,10 +247,12 @@ def _failing_trial(run: RunResult, t: TrialResult, inputs: Mapping[str, str],
         task_passed_trials=sum(x.passed for x in siblings),
         task_counted_trials=len(siblings),
         input_content=truncate(content, 2000),
+        input_lang=lang,
+        first_message=truncate(first, 2000) if first.strip() != content.strip() else "",
         scores=_scores(t),
         outcome={k: short(v, 200) for k, v in sorted(t.outcome.items())
-                 if k not in _BULKY_OUTCOME_KEYS},
-        saved_card=truncate(card, snippet_chars) if isinstance(card, str) and card else None,
+                 if k not in _BULKY_OUTCOME_KEYS and k not in hides},
+        views=views,
         diff=_diff_view(t.outcome.get("workspace_diff"), snippet_chars, max_files),
         trace=condensed_trace(t.transcript, max_trace),
         events=[f"{e.kind}: {short(e.detail, 160)}" for e in t.transcript.events
@@ -179,14 +266,15 @@ def export_failing(
     bucket: str,
     *,
     max_trials: int = 12,
-    task_inputs: Mapping[str, str] | None = None,
+    task_inputs: Mapping[str, Any] | None = None,
     snippet_chars: int = 1200,
     max_files: int = 8,
     max_trace: int = 40,
 ) -> FailingExport:
     """The failed/timed-out trials of `bucket` (at most `max_trials`, spread over tasks).
 
-    `task_inputs` (task id -> raw input text) wins over the text found in the transcript.
+    `task_inputs` (task id -> the task's input, a text or any JSON) wins over the input kept
+    in the run's task info, which wins over the text found in the transcript.
     """
     order = task_order(run)
     buckets = sorted({bucket_of(run, tid) for tid in order})
@@ -208,6 +296,7 @@ def export_failing(
     errored = sorted((t for t in mine if t.status == "errored"),
                      key=lambda t: (rank[t.task_id], t.trial_index))
     counted = [t for t in mine if t.counts]
+    hook = agent_views_hook(run.agent_name) if chosen else None
     return FailingExport(
         run_name=run.run_name,
         suite_name=run.suite_name,
@@ -218,8 +307,8 @@ def export_failing(
         passed_trials=sum(t.passed for t in counted),
         failed_total=len(failed),
         omitted=len(failed) - len(chosen),
-        trials=[_failing_trial(run, t, task_inputs or {}, snippet_chars, max_files, max_trace)
-                for t in chosen],
+        trials=[_failing_trial(run, t, task_inputs or {}, hook, snippet_chars, max_files,
+                               max_trace) for t in chosen],
         infra=[InfraTrial(task_id=t.task_id, trial_index=t.trial_index,
                           error=short(t.infra_error or t.failure_reason or "unknown", 300))
                for t in errored],
@@ -248,18 +337,20 @@ def _trial_blocks(t: FailingTrial) -> list[str]:
     head = f"## `{t.task_id}` trial {t.trial_index} — {t.status}"
     meta = (f"This task passed {t.task_passed_trials}/{t.task_counted_trials} counted trials."
             + (f" Failure: {t.failure_reason}" if t.failure_reason else ""))
-    blocks = [head, meta, "**Input**", fence(t.input_content)]
+    blocks = [head, meta, "**Input** (the task's input)", fence(t.input_content, t.input_lang)]
+    if t.first_message:
+        blocks += ["**First user message** (as the agent sent it)", fence(t.first_message)]
     blocks += ["**Scores**", "\n".join(_score_block(s) for s in t.scores) or "(no scores)"]
     if t.outcome:
         blocks += ["**Outcome**", "\n".join(f"- {k}: {v}" for k, v in t.outcome.items())]
-    if t.saved_card:
-        blocks += ["**Saved card**", fence(t.saved_card, "yaml")]
+    for view in t.views:
+        blocks += [f"**{view.title}**", fence(view.text, view.lang)]
     if t.diff is not None:
         d = t.diff
         summary = "; ".join(f"{name}: {', '.join(paths) or '-'}" for name, paths in
                             (("created", d.created), ("modified", d.modified),
                              ("deleted", d.deleted)))
-        blocks += ["**Workspace diff** (PKM/)", summary]
+        blocks += ["**Workspace diff**", summary]
         for path, text in d.snippets.items():
             kind = "deleted, before" if path in d.deleted else "after"
             blocks += [f"`{path}` ({kind}):", fence(text, "markdown")]

@@ -30,7 +30,7 @@ from optimizer.core.results import RunResult
 from optimizer.propose.apply import numbered
 from optimizer.propose.asking import Attempt, converse
 from optimizer.propose.edits import edit_schema_for, edits_to_diff, parse_edit_proposal
-from optimizer.propose.package import condensed_trace, extract_input
+from optimizer.propose.package import condensed_trace, trial_input
 from optimizer.propose.patch import PatchError, extract_diff
 
 PROMPTS_DIR = data_dir("prompts")
@@ -136,7 +136,7 @@ def counter_examples(runs: list[RunResult], bucket: str, limit: int = 3) -> str:
             trace = "\n".join(condensed_trace(t.transcript, max_lines=8))
             blocks.append(
                 f"### {t.bucket} / {t.task_id} (passes now)\nInput: "
-                f"{(extract_input(t.transcript) or '').strip()[:400]}\n{trace}"
+                f"{trial_input(run, t).strip()[:400]}\n{trace}"
             )
     return "\n\n".join(blocks) or "(none)"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agents import trees
-from agents.llm.types import Message, ModelClient, ToolCall, Usage
+from agents.llm.types import ModelClient
 from agents.transcript import Transcript
 from optimizer.adapters.contract import (
     ModelEndpoint,
@@ -36,6 +36,7 @@ from optimizer.adapters.worker import WorkerPool
 from optimizer.core.project import Agent
 from optimizer.core.prompt_target import PromptSource
 from optimizer.core.suites import LoadedTask, Suite
+from optimizer.run.record import merge_result
 
 WORKSPACE = "workspace"
 """The agent's folder inside the trial's own temporary folder (nothing else may appear)."""
@@ -161,20 +162,10 @@ def _attempted(got: AdapterOutcome, model_errors: list[str],
 
 
 def _record(doc: TrialResultDoc, transcript: Transcript) -> None:
-    """The agent's own transcript and usage into the trial's (the gateway already recorded
-    the model calls that went through it)."""
-    if not transcript.messages:
-        for m in doc.transcript:
-            calls = tuple(ToolCall(id=c.id or f"call_{i}", name=c.name,
-                                   arguments=c.arguments if isinstance(c.arguments, dict)
-                                   else {}) for i, c in enumerate(m.tool_calls or []))
-            role = m.role if m.role in ("system", "user", "assistant", "tool") else "assistant"
-            transcript.messages.append(Message(role=role, content=m.content or "",  # type: ignore[arg-type]
-                                               tool_calls=calls if role == "assistant" else ()))
-    if doc.usage is not None and transcript.metrics.usage.total_tokens == 0:
-        transcript.metrics.usage = transcript.metrics.usage + Usage(
-            input_tokens=doc.usage.input_tokens, output_tokens=doc.usage.output_tokens)
-    transcript.completed = doc.error is None
+    """The agent's own transcript and usage merged into the trial's, which holds the
+    conversation the gateway recorded (optimizer/run/record.py): the richer record, nothing
+    dropped."""
+    merge_result(doc, transcript)
 
 
 __all__ = ["Attempted", "ExternalAgent", "adapter_spec", "adapter_variant"]

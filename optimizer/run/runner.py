@@ -174,7 +174,8 @@ async def run_suite(
         suite_root=str(suite.root),
         task_ids=[t.id for t in suite.tasks],
         task_buckets={t.id: t.bucket for t in suite.tasks},
-        task_info={t.id: TaskInfo.of(t.spec.description, t.spec.metadata) for t in suite.tasks},
+        task_info={t.id: TaskInfo.of(t.spec.description, t.spec.metadata, t.spec.input)
+                   for t in suite.tasks},
         task_pass_threshold=suite.config.task_pass_threshold,
         require_reference_solution=suite.config.require_reference_solution,
         trials_per_task={t.id: options.trials or t.spec.trials_per_run for t in suite.tasks},

@@ -89,9 +89,19 @@ async def test_tool_call_round_trip_records_the_transcript(gateway: ModelGateway
 
     assert transcript.metrics.n_model_calls == 2
     assert transcript.metrics.usage == Usage(input_tokens=80, output_tokens=11)
-    assert [m.role for m in transcript.messages] == ["assistant", "assistant"]
-    assert transcript.messages[0].tool_calls[0].name == "get_weather"
-    assert transcript.messages[1].content == "Sunny in Lisbon."
+    # the whole conversation as the agent sent it, each reply, the tool call with its result
+    assert [m.role for m in transcript.messages] == ["system", "user", "assistant", "tool",
+                                                     "assistant"]
+    assert transcript.messages[0].content == "You help."
+    assert transcript.messages[1].content == "Weather in Lisbon?"
+    assert transcript.messages[2].tool_calls[0].name == "get_weather"
+    assert transcript.messages[3].content == "22C, sun"
+    assert transcript.messages[4].content == "Sunny in Lisbon."
+    [record] = transcript.tool_calls
+    assert (record.call_id, record.tool_name, record.arguments, record.result,
+            record.is_error) == (tc.id, "get_weather", {"city": "Lisbon"}, "22C, sun", False)
+    assert record.started_at <= record.ended_at
+    assert transcript.metrics.n_turns == 2 and transcript.metrics.n_tool_calls == 1
     assert gateway.usage(token) == Usage(input_tokens=80, output_tokens=11)
     assert gateway.calls(token) == 2 and gateway.errors(token) == []
 
@@ -332,7 +342,7 @@ async def test_twenty_parallel_requests_on_distinct_tokens(gateway: ModelGateway
     assert peak == 20  # all twenty were in the model at once: served concurrently
     for i, (model, transcript) in enumerate(zip(models, transcripts, strict=True)):
         assert len(model.calls) == 1 and model.calls[0].messages[0].content == f"#{i}"
-        assert transcript.messages[0].content == f"echo #{i}"
+        assert [m.content for m in transcript.messages] == [f"#{i}", f"echo #{i}"]
         assert transcript.metrics.usage == Usage(input_tokens=1, output_tokens=1)
 
 
