@@ -21,7 +21,6 @@ or the task's `timeout_seconds` there). Files written outside the workspace: `es
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import inspect
 import os

@@ -28,7 +28,8 @@ ECHO = '''
     (ws / "answer.txt").write_text(req["prompt"]["text"])
     return ok({"prompt": req["prompt"]["text"], "task": req["task"]["id"],
                "index": req["trial"]["index"], "cwd": os.getcwd(), "pid": os.getpid(),
-               "home": os.environ["HOME"], "model": os.environ["PROMPTLOOP_MODEL"], "repo": os.environ["PROMPTLOOP_REPO"],
+               "home": os.environ["HOME"], "model": os.environ["PROMPTLOOP_MODEL"],
+               "repo": os.environ["PROMPTLOOP_REPO"],
                "base_url": os.environ["OPENAI_BASE_URL"]},
               transcript=[{"role": "assistant", "content": "done",
                            "tool_calls": [{"name": "write", "arguments": {"path": "answer.txt"}}]}],
