@@ -103,7 +103,10 @@ class Deep:
         after = watch.snapshot(self.before.watched)
         out: list[str] = []
         root = self.repo_root.resolve()
-        for w, rel, how in watch.changed_paths(self.before, after):
+        changed = watch.changed_paths(self.before, after)
+        # the git folder first: the checkout is restored by git, which needs its config back
+        changed.sort(key=lambda c: c[0].root == root)
+        for w, rel, how in changed:
             path = w.root / rel
             ok = _undo(path, how, w.root == root, rel, self) if undo else False
             out.append(f"{path}" + ("" if ok or not undo else f" ({how}, not undone)"))
