@@ -36,7 +36,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 Mechanism = Literal["bwrap", "unshare", "none"]
 MECHANISMS: tuple[Mechanism, ...] = ("bwrap", "unshare", "none")
@@ -241,6 +241,19 @@ def reset_warning() -> None:
     _warned.clear()
 
 
+def require_sandbox(config: Any, agent: str) -> None:
+    """For `review`: refuse (ConfigError) to run a command or worker agent (`config`: its
+    AgentConfig) where no sandbox works, unless `--no-sandbox` was given."""
+    from optimizer.core.config import ConfigError
+
+    if getattr(config, "adapter", None) in ("command", "worker") and for_trials() == "none":
+        raise ConfigError(
+            f"review: agent {agent!r} runs a {config.adapter} adapter and no sandbox works "
+            f"here ({unsandboxed_warning().split('(', 1)[1].split(')')[0]}): the PR's prompt "
+            "would drive it with your user's rights. Install bubblewrap, allow unprivileged "
+            "user namespaces, or pass --no-sandbox (unsafe for PRs from forks)")
+
+
 def hidden_folders(repo_root: Path) -> tuple[Path, ...]:
     """What a trial must not see at all: the system temp folders (every other trial's
     workspace and scratch, the proposer's sandboxes), $PROMPTLOOP_TRIAL_DIR, promptloop's state
@@ -368,6 +381,7 @@ __all__ = [
     "for_trials",
     "hidden_folders",
     "probe",
+    "require_sandbox",
     "reset_warning",
     "shown_again",
     "trial_layout",

@@ -321,7 +321,7 @@ async def test_a_worker_that_dies_mid_trial_is_retried_once(world: World, mode: 
 def test_a_provider_key_in_env_is_refused_at_load() -> None:
     table = {"suites": ["suites"], "adapter": "command", "command": ["./agent"],
              "env": ["ANTHROPIC_API_KEY", "MY_FLAG"]}
-    with pytest.raises(ValidationError, match="ANTHROPIC_API_KEY.*pass-provider-keys"):
+    with pytest.raises(ValidationError, match=r"ANTHROPIC_API_KEY.*pass-provider-keys"):
         AgentConfig.model_validate(table)
     allowed = AgentConfig.model_validate({**table, "pass-provider-keys": True})
     assert allowed.pass_provider_keys
@@ -347,3 +347,16 @@ def test_the_box_layout_hides_and_shows(tmp_path: Path) -> None:
     assert "secret" not in seen and "shown" in seen and "c" in seen and "ro" in seen
     assert (shown / "code").read_text() == "c\n"
     assert stat.S_ISDIR((hidden).stat().st_mode)
+
+
+def test_review_refuses_an_unboxed_command_agent(monkeypatch: pytest.MonkeyPatch) -> None:
+    from optimizer.core.config import ConfigError
+
+    table = AgentConfig.model_validate({"suites": ["s"], "adapter": "command",
+                                        "command": ["./agent"]})
+    monkeypatch.setenv(box.SANDBOX_VAR, "off")
+    with pytest.raises(ConfigError, match="--no-sandbox"):
+        box.require_sandbox(table, "shell-agent")
+    python = AgentConfig.model_validate({"suites": ["s"], "adapter": "python",
+                                         "entry": "agents.adapters:card_agent"})
+    box.require_sandbox(python, "card")  # in-process agents are not adapter processes
