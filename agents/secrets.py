@@ -1,7 +1,49 @@
-"""Removing secret values from text: the one `scrub` the providers (error messages) and
-promptloop's redaction (`optimizer/core/redact.py`, every file it writes) share."""
+"""Secrets: the one `scrub` the providers (error messages) and promptloop's redaction
+(`optimizer/core/redact.py`, every file it writes) share; the provider keys an agent's `env`
+list may not name (`refuse_provider_keys`); and `keep_from_proc`, which makes promptloop's
+process unreadable through /proc by other processes of the same user."""
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+PROVIDER_KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "AZURE_OPENAI_API_KEY",
+                 "GEMINI_API_KEY", "GOOGLE_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY",
+                 "COHERE_API_KEY", "CO_API_KEY", "TOGETHER_API_KEY", "OPENROUTER_API_KEY",
+                 "DEEPSEEK_API_KEY", "XAI_API_KEY", "FIREWORKS_API_KEY", "PERPLEXITY_API_KEY",
+                 "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AWS_SECRET_ACCESS_KEY",
+                 "AWS_SESSION_TOKEN", "ANTHROPIC_AUTH_TOKEN")
+"""Variables holding a model provider's credentials: an agent under evaluation reaches its
+model through promptloop's gateway and never needs one."""
+
+
+def refuse_provider_keys(env: Sequence[str], allowed: bool) -> None:
+    """Raise ValueError naming the provider keys in an agent's `env` list, unless its table
+    says `pass-provider-keys = true` (`allowed`; unsafe: docs/sandbox.md)."""
+    named = [name for name in env if name.upper() in PROVIDER_KEYS]
+    if named and not allowed:
+        raise ValueError(
+            f"env names the provider key{'s' if len(named) > 1 else ''} {', '.join(named)}: "
+            "an agent reaches its model through promptloop's gateway (OPENAI_BASE_URL, "
+            "OPENAI_API_KEY are set for it); to pass a real key anyway (unsafe: the prompt "
+            "under test can send it anywhere) set `pass-provider-keys = true` in the table")
+
+
+def keep_from_proc() -> bool:
+    """Make this process non-dumpable (Linux `prctl(PR_SET_DUMPABLE, 0)`): another process of
+    the same user can no longer read its /proc/<pid>/environ, memory or file descriptors
+    (root with CAP_SYS_PTRACE still can). Whether it was done (False on other platforms)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_dumpable = 4
+        return bool(libc.prctl(pr_set_dumpable, 0, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
 
 
 def scrub(text: str, secrets: tuple[str | None, ...]) -> str:
@@ -15,4 +57,4 @@ def scrub(text: str, secrets: tuple[str | None, ...]) -> str:
     return text
 
 
-__all__ = ["scrub"]
+__all__ = ["PROVIDER_KEYS", "keep_from_proc", "refuse_provider_keys", "scrub"]

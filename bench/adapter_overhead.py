@@ -28,6 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from optimizer.adapters import box
 from optimizer.adapters.contract import (
     ModelEndpoint,
     PromptInfo,
@@ -174,10 +175,14 @@ async def main() -> None:
     print(f"# {args.trials} trials per adapter, one at a time; {platform.machine()}, "
           f"{os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load average {os.getloadavg()[0]:.1f}")
-    print("\n| adapter | median ms | p90 ms | max ms | first trial ms | target |")
-    print("|---|---|---|---|---|---|")
+    print("\n| adapter | sandbox | median ms | p90 ms | max ms | first trial ms | target |")
+    print("|---|---|---|---|---|---|---|")
     ok = True
-    for name, spec in cases:
+    mechanisms = [m for m in (box.available(), "none") if m != "none"] + ["none"]
+    runs = [(name, spec, mech) for name, spec in cases
+            for mech in (mechanisms if spec.kind in ("command", "worker") else ["-"])]
+    for name, spec, mech in runs:
+        os.environ[box.SANDBOX_VAR] = "off" if mech == "none" else "on"
         got = await measure(spec, repo, args.trials)
         rest = got[1:] if spec.kind == "worker" else got
         kind = spec.kind
@@ -186,7 +191,8 @@ async def main() -> None:
         verdict = "" if target is None else (
             f"<= {target:g} ms: {'met' if median <= target else 'MISSED'}")
         ok = ok and (target is None or median <= target)
-        print(f"| {name} | {median:.1f} | {p90(rest):.1f} | {max(rest):.1f} | {got[0]:.1f} | "
+        print(f"| {name} | {mech} | {median:.1f} | {p90(rest):.1f} | {max(rest):.1f} | "
+              f"{got[0]:.1f} | "
               f"{verdict} |")
     floor = process_floor([py, "-c", "pass"])
     print(f"\nFor scale: `{Path(py).name} -c pass` alone takes {floor:.1f} ms (median of 30).")

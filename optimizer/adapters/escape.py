@@ -1,34 +1,38 @@
-"""Files an agent process wrote outside its workspace, where promptloop can see them cheaply.
+"""Files an agent process wrote outside its workspace, found after the trial.
 
-There is no kernel sandbox around agent processes (no mount namespace, no seccomp): an agent
-can write anywhere its user can. What promptloop does:
+Where a sandbox runs the trial (`box`: bwrap or unshare), nothing outside the workspace and
+its private HOME and TMPDIR is writable; the check below is a second line only. Where none does
+(`box.for_trials() == "none"`), it is all there is:
 
-- the process runs with cwd = the workspace (command) and HOME and TMPDIR in a private scratch
-  folder of its own, removed afterwards: scratch files written the usual ways never leak;
-- around each trial it lists two places and compares: the workspace's parent folder and the top
-  level of the repository root. A new entry in either is a file written outside the workspace:
-  the trial FAILS (the agent caused it) and the message names the path; a stray inside the
-  trial folder is removed, one in the repository is left for the user to look at (it may be
-  theirs). The parent folder is checked only when it holds nothing but the workspace when the
-  trial starts (the caller makes every workspace as `<a fresh trial folder>/workspace`): a
-  parent shared with other trials cannot tell whose an entry is, and nothing in it is ever
-  removed.
+- around each trial the workspace's parent folder and the top level of the repository root are
+  listed and compared; without a sandbox also (`deep`) every file of the checkout (but its
+  state folder, `.git` and the workspace), the git folder's config, HEAD, hooks, refs and
+  info, and the startup files of the real HOME (`propose.watch.HOME_FILES`) by type, mode,
+  size, inode and change time;
+- a change is a file written outside the workspace: the trial FAILS (the agent caused it) with
+  "wrote outside its workspace: PATH" and the write is undone where promptloop can: a new
+  file or folder is removed, a changed file of the checkout that matched HEAD before the trial
+  is restored from git, a changed file of the git folder or HOME's startup files is restored
+  from the copy read before the trial. What cannot be undone (a file of the checkout that had
+  uncommitted changes of yours) is named in the message ("not undone").
 
-What it does not see: writes deeper inside the repository (an existing folder's contents),
-changes to existing files, writes to absolute paths elsewhere (/tmp, the real home). A trial
-running side by side with others in the same repository root may be blamed for a sibling's
-stray at the repository's top level (every trial running then is told). Run untrusted agents
-in a container.
+What it does not see without a sandbox: writes to absolute paths elsewhere (/tmp, the real
+home's other files), reads of anything your user can read. A trial running side by side with
+others may be blamed for a sibling's write (every trial running then is told). The parent
+folder is checked only when it holds nothing but the workspace when the trial starts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from dataclasses import dataclass
+import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agents import trees
+from optimizer.propose import watch
 
 if TYPE_CHECKING:
     from optimizer.adapters.outcome import AdapterOutcome, TrialLabel
@@ -45,23 +49,126 @@ def _entries(folder: Path) -> frozenset[str]:
         return frozenset()
 
 
+BACKUP_MAX_BYTES = 256 * 1024
+"""Files of the git folder and HOME's startup files up to this size are kept before a trial
+(to put them back)."""
+OUTSIDE = "wrote outside its workspace"
+"""The cause in a message (and what the summary counts such trials by)."""
+
+
+@dataclass
+class Deep:
+    """The state of the checkout, its git folder and HOME's startup files before a trial (the
+    check without a sandbox)."""
+
+    repo_root: Path
+    before: watch.Snapshot
+    dirty: frozenset[str] | None
+    """Files of the checkout that differed from HEAD ('None': not a git checkout)."""
+    backup: dict[Path, bytes] = field(default_factory=dict)
+
+    @classmethod
+    def take(cls, workspace: Path, repo_root: Path) -> Deep:
+        from optimizer.core.config import state_folder
+
+        root = repo_root.resolve()
+        skip = [".git", "*__pycache__", ".dart_tool"]
+        for inner in (state_folder(repo_root), workspace):
+            real = inner.resolve()
+            if real.is_relative_to(root) and real != root:
+                skip.append(real.relative_to(root).as_posix())
+        trees = [watch.Watched("the checkout", root, skip=tuple(skip))]
+        git = root / ".git"
+        if git.is_dir() and not git.is_symlink():
+            trees.append(watch.Watched("the git folder", git.resolve(),
+                                       only=("config", "HEAD", "hooks", "refs", "info",
+                                             "packed-refs")))
+        home = Path.home()
+        if home.is_dir():
+            trees.append(watch.Watched("HOME", home.resolve(), only=watch.HOME_FILES))
+        before = watch.snapshot(trees)
+        backup: dict[Path, bytes] = {}
+        for w, entries in zip(before.watched, before.entries, strict=True):
+            if w.root == root:
+                continue
+            for rel, entry in entries.items():
+                if entry.kind == "file" and entry.size <= BACKUP_MAX_BYTES:
+                    with contextlib.suppress(OSError):
+                        backup[w.root / rel] = (w.root / rel).read_bytes()
+        return cls(repo_root, before, _dirty(root), backup)
+
+    def changes(self, undo: bool = True) -> list[str]:
+        """What changed since `take`, each as `PATH` (`PATH (how, not undone)` where it could
+        not be put back); undone when `undo`."""
+        after = watch.snapshot(self.before.watched)
+        out: list[str] = []
+        root = self.repo_root.resolve()
+        changed = watch.changed_paths(self.before, after)
+        # the git folder first: the checkout is restored by git, which needs its config back
+        changed.sort(key=lambda c: c[0].root == root)
+        for w, rel, how in changed:
+            path = w.root / rel
+            ok = _undo(path, how, w.root == root, rel, self) if undo else False
+            out.append(f"{path}" + ("" if ok or not undo else f" ({how}, not undone)"))
+        return out
+
+
+def _dirty(root: Path) -> frozenset[str] | None:
+    try:
+        done = subprocess.run(["git", "-C", str(root), "status", "--porcelain=v1", "-z",
+                               "--untracked-files=no"], capture_output=True, timeout=60,
+                              check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return frozenset(item[3:].decode("utf-8", "replace")
+                     for item in done.stdout.split(b"\0") if len(item) > 3)
+
+
+def _undo(path: Path, how: str, in_checkout: bool, rel: str, deep: Deep) -> bool:
+    """Put `path` back as it was before the trial; whether that was possible."""
+    try:
+        if how == "created":
+            trees.remove_tree(path)
+            return True
+        if path in deep.backup:
+            if path.is_symlink() or path.is_dir():
+                trees.remove_tree(path)
+            path.write_bytes(deep.backup[path])
+            return True
+        if in_checkout and deep.dirty is not None and rel not in deep.dirty:
+            if path.is_symlink() or path.is_dir():
+                trees.remove_tree(path)
+            done = subprocess.run(["git", "-C", str(deep.repo_root.resolve()), "checkout",
+                                   "HEAD", "--", rel], capture_output=True, timeout=60,
+                                  check=False)
+            return done.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return False
+
+
 @dataclass(frozen=True)
 class Snapshot:
-    """The entries of the workspace's parent and of the repository root before a trial."""
+    """The entries of the workspace's parent and of the repository root before a trial (and,
+    without a sandbox, the `Deep` state of the checkout)."""
 
     workspace: Path
     repo_root: Path
     parent: frozenset[str]
     root: frozenset[str]
+    deep: Deep | None = None
 
     @classmethod
-    def take(cls, workspace: Path, repo_root: Path) -> Snapshot:
-        """The listings before a trial. Raises FileNotFoundError when the workspace is missing
-        (the caller's bug, not the agent's)."""
+    def take(cls, workspace: Path, repo_root: Path, deep: bool = False) -> Snapshot:
+        """The listings before a trial (`deep`: the whole `Deep` state too). Raises
+        FileNotFoundError when the workspace is missing (the caller's bug, not the agent's)."""
         if not workspace.is_dir():
             raise FileNotFoundError(f"the trial's workspace {workspace} is not a folder")
         parent = workspace.parent
-        return cls(workspace, repo_root, _entries(parent), _entries(repo_root))
+        return cls(workspace, repo_root, _entries(parent), _entries(repo_root),
+                   Deep.take(workspace, repo_root) if deep else None)
 
     @property
     def own_parent(self) -> bool:
@@ -70,9 +177,9 @@ class Snapshot:
         return (self.parent == {self.workspace.name}
                 and self.workspace.parent.resolve() != self.repo_root.resolve())
 
-    def strays(self, remove: bool = True) -> list[Path]:
-        """New entries since the snapshot (the workspace's parent first); those in the
-        workspace's parent are removed when `remove`."""
+    def strays(self, remove: bool = True, root: bool = True) -> list[Path]:
+        """New entries since the snapshot (the workspace's parent first, then, with `root`, the
+        repository's top level); those in the workspace's parent are removed when `remove`."""
         parent = self.workspace.parent
         found: list[Path] = []
         if self.own_parent:
@@ -81,17 +188,27 @@ class Snapshot:
                 found.append(path)
                 if remove:
                     _remove(path)
-        for name in sorted(_entries(self.repo_root) - self.root - IGNORED_AT_ROOT):
-            found.append(self.repo_root / name)
+        if root:
+            for name in sorted(_entries(self.repo_root) - self.root - IGNORED_AT_ROOT):
+                found.append(self.repo_root / name)
         return found
 
-    def judge(self, got: AdapterOutcome, label: TrialLabel) -> AdapterOutcome:
+    def writes(self, sandboxed: bool = False) -> list[str]:
+        """Every write outside the workspace since the snapshot, undone where possible. In a
+        sandbox the repository is read-only: a new entry there is not the trial's."""
+        if self.deep is not None:
+            return [*map(str, self.strays(root=False)), *self.deep.changes()]
+        return [str(p) for p in self.strays(root=not sandboxed)]
+
+    def judge(self, got: AdapterOutcome, label: TrialLabel,
+              sandboxed: bool = False) -> AdapterOutcome:
         """`got`, failed (the agent's fault) when the trial wrote outside its workspace."""
-        strays = self.strays()
-        if not strays:
+        writes = self.writes(sandboxed)
+        if not writes:
             return got
-        more = f" (and {len(strays) - 1} more)" if len(strays) > 1 else ""
-        return label.failed(f"wrote outside its workspace: {strays[0]}{more}",
+        more = f" (and {len(writes) - 1} more: {'; '.join(writes[1:4])})" if len(
+            writes) > 1 else ""
+        return label.failed(f"{OUTSIDE}: {writes[0]}{more}",
                             stderr=got.stderr_tail, result=got.result)
 
 
@@ -99,4 +216,4 @@ def _remove(path: Path) -> None:
     trees.remove_tree(path)  # a link is removed as a link, never followed
 
 
-__all__ = ["IGNORED_AT_ROOT", "Snapshot"]
+__all__ = ["IGNORED_AT_ROOT", "OUTSIDE", "Deep", "Snapshot"]

@@ -22,6 +22,7 @@ import signal
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from optimizer.adapters.contract import TrialRequest
 from optimizer.adapters.spec import MB, AdapterSpec
@@ -136,14 +137,21 @@ class Oversize(Exception):
 
 async def read_capped(stream: asyncio.StreamReader | None, cap: int) -> bytes:
     """The whole stream, raising Oversize as soon as it passes `cap` bytes."""
-    if stream is None:
-        return b""
     out = bytearray()
+    await read_into(stream, out, cap)
+    return bytes(out)
+
+
+async def read_into(stream: asyncio.StreamReader | None, out: bytearray, cap: int) -> None:
+    """Read `stream` to its end into `out` (what was read so far stays there when the read is
+    cancelled: a daemon holding the pipe open cannot hide what the process printed), raising
+    Oversize as soon as it passes `cap` bytes."""
+    if stream is None:
+        return
     while chunk := await stream.read(CHUNK):
         out += chunk
         if len(out) > cap:
             raise Oversize
-    return bytes(out)
 
 
 def signal_group(pid: int, sig: int) -> bool:
@@ -174,19 +182,29 @@ async def kill_group(proc: asyncio.subprocess.Process, exited: asyncio.Event,
         await close_pipes(proc)
 
 
+async def settle(*tasks: asyncio.Future[Any], timeout: float | None = None) -> None:
+    """Wait for `tasks` (at most `timeout` s), cancel those still running and retrieve every
+    result or exception, so that none is ever reported as "never retrieved"."""
+    if tasks:
+        _done, pending = await asyncio.wait(tasks, timeout=timeout)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def close_pipes(proc: asyncio.subprocess.Process, grace: float = 1.0) -> None:
-    """Read what is left on the process's stdout and stderr (bounded: the group is gone) so
-    asyncio closes its pipes, and reap it; a pipe still held open after `grace` is closed."""
+    """Read what is left on the process's stdout and stderr (bounded: the group is gone),
+    reap it and close its transport: a pipe still held open after `grace` (by a daemon that
+    left the group) is closed, so nothing is left for the garbage collector to close after
+    the event loop."""
     sink = Tail(keep=0)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.gather(drain(proc.stdout, sink), drain(proc.stderr, sink),
-                                              return_exceptions=True), grace)
-    try:
-        await asyncio.wait_for(proc.wait(), grace)
-    except TimeoutError:
-        transport = getattr(proc, "_transport", None)
-        if transport is not None:
-            transport.close()
+    await settle(asyncio.ensure_future(drain(proc.stdout, sink)),
+                 asyncio.ensure_future(drain(proc.stderr, sink)), timeout=grace)
+    waiter = asyncio.ensure_future(proc.wait())
+    await settle(waiter, timeout=grace)
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()
 
 
 class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
@@ -249,8 +267,10 @@ __all__ = [
     "kill_group",
     "new_scratch",
     "read_capped",
+    "read_into",
     "remove_scratch",
     "resolve_argv",
+    "settle",
     "signal_group",
     "size_text",
     "spawn",

@@ -21,10 +21,10 @@ or the task's `timeout_seconds` there). Files written outside the workspace: `es
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import inspect
 import os
+import shutil
 import signal
 import stat
 import urllib.error
@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 from agents.llm.errors import ModelError
 from agents.registry import EntryError
 from agents.registry import load_entry as registry_load_entry
+from optimizer.adapters import box
 from optimizer.adapters.contract import TrialContext, TrialRequest
 from optimizer.adapters.escape import Snapshot
 from optimizer.adapters.outcome import (
@@ -54,9 +55,10 @@ from optimizer.adapters.process import (
     feed,
     kill_group,
     new_scratch,
-    read_capped,
+    read_into,
     remove_scratch,
     resolve_argv,
+    settle,
     signal_group,
     size_text,
     spawn,
@@ -124,6 +126,8 @@ def _exit_text(code: int) -> str:
 
 async def run_command(spec: AdapterSpec, request: TrialRequest, *, repo_root: Path,
                       label: TrialLabel) -> AdapterOutcome:
+    """One trial of a `command` adapter, boxed (`box.for_trials()`: bwrap, unshare, or none
+    with a warning once and the deep after-the-fact check)."""
     workspace = Path(request.workspace)
     scratch = new_scratch()
     try:
@@ -146,61 +150,79 @@ async def _command(spec: AdapterSpec, request: TrialRequest, repo_root: Path,
         extra[RESULT_VAR] = str(result_file)
     env = build_env(spec, request, repo_root, scratch, extra)
     argv = resolve_argv(spec.command, repo_root)
-    snap = Snapshot.take(workspace, repo_root)
+    mechanism = box.for_trials()
+    if mechanism == "none":
+        box.warn_unsandboxed()
+    elif shutil.which(argv[0], path=env.get("PATH")) is None:
+        return label.errored(f"could not start {spec.command[0]!r}: No such file or directory")
+    else:
+        layout = box.trial_layout(repo_root, workspace, (workspace, scratch), argv)
+        argv = box.wrap(mechanism, layout, argv)
+    snap = Snapshot.take(workspace, repo_root, deep=mechanism == "none")
     try:
         proc, exited = await spawn(argv, cwd=workspace, env=env)
     except OSError as err:
         return label.errored(f"could not start {spec.command[0]!r}: {err.strerror or err}")
     got = await _drive(spec, request, (proc, exited), stdin_data, result_file, label)
-    return snap.judge(got, label)
+    if mechanism != "none" and got.status == "errored" and _setup_failed(got):
+        got = label.errored(f"the {mechanism} sandbox could not be set up (exit "
+                            f"{box.SETUP_FAILED}); set {box.SANDBOX_VAR}=off to run unboxed",
+                            stderr=got.stderr_tail)
+    if (mechanism != "none" and got.status != "ok"
+            and "Read-only file system" in got.stderr_tail and got.message):
+        got.message += " (in its sandbox only the workspace, HOME and TMPDIR are writable)"
+    return snap.judge(got, label, sandboxed=mechanism != "none")
+
+
+def _setup_failed(got: AdapterOutcome) -> bool:
+    return f"command exited {box.SETUP_FAILED}" in (got.message or "") and got.result is None
 
 
 async def _drive(spec: AdapterSpec, request: TrialRequest,
                  child: tuple[asyncio.subprocess.Process, asyncio.Event], stdin_data: bytes,
                  result_file: Path, label: TrialLabel) -> AdapterOutcome:
-    """Feed, read and wait for one command under the time limit."""
+    """Feed, read and wait for one command under the time limit. The result is what it printed
+    by the time its main process exited (and the pipe held then): a daemon keeping stdout
+    open cannot turn it into "printed nothing"."""
     proc, exited = child
     err_tail, log_tail = Tail(), Tail()
     cap = spec.max_output_bytes
     to_stdout = spec.result == "stdout"
+    printed = bytearray()
     stderr = asyncio.create_task(drain(proc.stderr, err_tail))
     feeder = asyncio.create_task(feed(proc, stdin_data))
     reader: asyncio.Task[Any] = asyncio.create_task(
-        read_capped(proc.stdout, cap) if to_stdout else drain(proc.stdout, log_tail)
+        read_into(proc.stdout, printed, cap) if to_stdout else drain(proc.stdout, log_tail)
     )
     waiter = asyncio.create_task(exited.wait())
     limit = request.timeout_s
     problem: str | None = None
-    out, code = b"", 0
+    code = 0
     try:
         async with asyncio.timeout(limit):
             await asyncio.wait({reader, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            if reader.done() and reader.exception() is not None:
+            if reader.done() and not reader.cancelled() and reader.exception() is not None:
                 raise reader.exception()  # type: ignore[misc]
             await waiter
             code = proc.returncode if proc.returncode is not None else -1
             signal_group(proc.pid, signal.SIGKILL)  # what it left running in its group
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(asyncio.gather(reader, stderr)),
-                                       EOF_GRACE_S)
-            out = reader.result() if reader.done() and to_stdout else b""
+            await asyncio.wait({reader, stderr}, timeout=EOF_GRACE_S)
+            if reader.done() and not reader.cancelled() and reader.exception() is not None:
+                raise reader.exception()  # type: ignore[misc]
     except TimeoutError:
         problem = "timeout"
     except Oversize:
         problem = "oversize"
     finally:
-        for task in (reader, stderr, feeder, waiter):
-            if not task.done():
-                task.cancel()
-        await asyncio.gather(reader, stderr, feeder, waiter, return_exceptions=True)
+        await settle(reader, stderr, feeder, waiter, timeout=0)
         await kill_group(proc, exited)
     if problem == "timeout":
         return label.errored(f"exceeded {limit:g}s; process group killed",
                              stderr=err_tail.since(), timed_out=True)
     if problem == "oversize":
         return label.errored(f"printed more than {size_text(cap)}", stderr=err_tail.since())
-    return await _read_result(spec, code, out if to_stdout else None, result_file, label,
-                              err_tail)
+    return await _read_result(spec, code, bytes(printed) if to_stdout else None, result_file,
+                              label, err_tail)
 
 
 async def _read_result(spec: AdapterSpec, code: int, out: bytes | None, result_file: Path,

@@ -8,6 +8,15 @@ model variables of the request that started it), and is replaced when it dies, h
 trial's time limit (its group is killed), prints more than the cap, or breaks the framing
 (a line that is not a valid result: what follows could belong to the wrong trial).
 
+Each slot's process runs in a box of its own (`box`, where bwrap or unshare works): the
+repository read-only, other trials, the state folder and caches hidden, its own PID namespace
+with the worker as PID 1. The slot has a folder that is writable in its box; each trial's
+workspace is moved into it as `<slot folder>/workspace` for the trial (the request names that
+path, the same for every trial of the slot) and moved back after; between trials every
+process of the box but the worker is killed. A worker that dies before answering takes no
+trial with it: the trial is retried once on a fresh worker (in the same workspace), and only
+then errored.
+
 A worker must take the model endpoint from each request (`model.base_url`, `model.api_key`):
 the gateway's token is per trial and dies with it, so the OPENAI_BASE_URL / OPENAI_API_KEY of
 a worker's environment are those of the trial that started it and stop working after it. A
@@ -18,9 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from optimizer.adapters import box
 from optimizer.adapters.contract import TrialRequest
 from optimizer.adapters.escape import Snapshot
 from optimizer.adapters.outcome import AdapterOutcome, TrialLabel, parse_result
@@ -53,6 +66,11 @@ class _Slot:
     tail: Tail = field(default_factory=Tail)
     stderr_task: asyncio.Task[None] | None = None
     exited: asyncio.Event = field(default_factory=asyncio.Event)
+    boxed: box.BoxProcesses | None = None
+    """The processes of the slot's box (None without a sandbox)."""
+    folder: Path | None = None
+    """The slot's folder, writable in its box: the trial's workspace is moved in for the
+    trial."""
 
     @property
     def alive(self) -> bool:
@@ -77,6 +95,12 @@ class _Slot:
         if self.scratch is not None:
             remove_scratch(self.scratch)
             self.scratch = None
+        self.boxed = None
+
+    def discard_folder(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
 
 
 class WorkerPool:
@@ -107,29 +131,52 @@ class WorkerPool:
         """Stop every worker: stdin closed, 2 s to exit, then its process group killed."""
         self._closed = True
         await asyncio.gather(*(slot.stop(polite=True) for slot in self._slots))
+        for slot in self._slots:
+            slot.discard_folder()
 
     async def _start(self, slot: _Slot, request: TrialRequest) -> None:
         slot.scratch = new_scratch("promptloop-worker-")
         env = build_env(self.spec, request, self.repo_root, slot.scratch)
         slot.tail = Tail()
-        slot.proc, slot.exited = await spawn(resolve_argv(self.spec.command, self.repo_root),
-                                cwd=self.repo_root, env=env, limit=self.spec.max_output_bytes + 1)
+        argv = resolve_argv(self.spec.command, self.repo_root)
+        mechanism = box.for_trials()
+        slot.discard_folder()
+        if mechanism == "none":
+            box.warn_unsandboxed()
+        else:
+            if shutil.which(argv[0], path=env.get("PATH")) is None:
+                raise FileNotFoundError(2, "No such file or directory")
+            # beside the trial folders: a workspace moves in and out by a rename
+            near = Path(request.workspace).parent.parent
+            slot.folder = Path(tempfile.mkdtemp(prefix="promptloop-slot-",
+                                                dir=near if near.is_dir() else None))
+            layout = box.trial_layout(self.repo_root, self.repo_root,
+                                      (slot.folder, slot.scratch), argv)
+            argv = box.wrap(mechanism, layout, argv)
+        slot.proc, slot.exited = await spawn(argv, cwd=self.repo_root, env=env,
+                                             limit=self.spec.max_output_bytes + 1)
+        slot.boxed = box.BoxProcesses(slot.proc.pid) if mechanism != "none" else None
         self.starts += 1
         slot.stderr_task = asyncio.create_task(drain(slot.proc.stderr, slot.tail))
 
     async def run(self, request: TrialRequest, *, agent: str | None = None) -> AdapterOutcome:
-        """One trial on an idle worker (waiting for one when all are busy)."""
+        """One trial on an idle worker (waiting for one when all are busy); a trial whose
+        worker died before answering is retried once on a fresh worker."""
         if self._closed:
             raise RuntimeError("the worker pool is closed")
         label = TrialLabel(agent or self.agent, request)
         slot = await self._idle.get()
         try:
-            return await self._trial(slot, request, label)
+            got, died = await self._trial(slot, request, label)
+            if died:
+                got, _ = await self._trial(slot, request, label, retried=True)
+            return got
         finally:
             self._idle.put_nowait(slot)
 
-    async def _trial(self, slot: _Slot, request: TrialRequest,
-                     label: TrialLabel) -> AdapterOutcome:
+    async def _trial(self, slot: _Slot, request: TrialRequest, label: TrialLabel,
+                     retried: bool = False) -> tuple[AdapterOutcome, bool]:
+        """The trial's outcome, and whether the worker died before answering."""
         if not slot.alive:
             await slot.stop()
             try:
@@ -137,10 +184,28 @@ class WorkerPool:
             except OSError as err:
                 await slot.stop()
                 return label.errored(f"could not start the worker {self.spec.command[0]!r}: "
-                                     f"{err.strerror or err}")
+                                     f"{err.strerror or err}"), False
+        workspace = Path(request.workspace)
+        sandboxed = slot.boxed is not None and slot.folder is not None
+        if slot.folder is not None and sandboxed:
+            inner = slot.folder / "workspace"
+            _move(workspace, inner)
+            request = request.model_copy(update={"workspace": str(inner)})
+        try:
+            snap = Snapshot.take(Path(request.workspace), self.repo_root,
+                                 deep=not sandboxed)
+            got, died = await self._exchange(slot, request, label, retried)
+            if slot.boxed is not None:
+                slot.boxed.sweep()  # every process of the box but the worker
+            return snap.judge(got, label, sandboxed=sandboxed), died
+        finally:
+            if slot.folder is not None and sandboxed:
+                _move(slot.folder / "workspace", workspace)
+
+    async def _exchange(self, slot: _Slot, request: TrialRequest, label: TrialLabel,
+                        retried: bool) -> tuple[AdapterOutcome, bool]:
         proc = slot.proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
-        snap = Snapshot.take(Path(request.workspace), self.repo_root)
         mark = slot.tail.total
         limit = request.timeout_s
         line = request.model_dump_json().encode() + b"\n"
@@ -151,21 +216,21 @@ class WorkerPool:
                 data = await proc.stdout.readuntil(b"\n")
         except TimeoutError:
             await slot.stop()
-            got = label.errored(f"exceeded {limit:g}s; process group killed",
-                                stderr=slot.tail.since(mark), timed_out=True)
+            return label.errored(f"exceeded {limit:g}s; process group killed",
+                                 stderr=slot.tail.since(mark), timed_out=True), False
         except asyncio.LimitOverrunError:
             await slot.stop()
-            got = label.errored(f"printed more than {size_text(self.spec.max_output_bytes)}",
-                                stderr=slot.tail.since(mark))
+            return label.errored(f"printed more than {size_text(self.spec.max_output_bytes)}",
+                                 stderr=slot.tail.since(mark)), False
         except (asyncio.IncompleteReadError, BrokenPipeError, ConnectionResetError):
             code = await self._reap(slot)
-            got = label.errored(f"the worker {_ended(code)} before answering",
-                                stderr=slot.tail.since(mark), quote_stderr=True)
-        else:
-            got = parse_result(data, label, "printed", stderr=slot.tail.since(mark))
-            if got.status == "errored" and got.result is None:
-                await slot.stop()  # the framing is broken: never hand its next line on
-        return snap.judge(got, label)
+            again = ", twice (retried once on a fresh worker)" if retried else ""
+            return label.errored(f"the worker {_ended(code)} before answering{again}",
+                                 stderr=slot.tail.since(mark), quote_stderr=True), not retried
+        got = parse_result(data, label, "printed", stderr=slot.tail.since(mark))
+        if got.status == "errored" and got.result is None:
+            await slot.stop()  # the framing is broken: never hand its next line on
+        return got, False
 
     async def _reap(self, slot: _Slot) -> int | None:
         """The exit code of a worker that closed its stdout (None if it would not exit)."""
@@ -180,6 +245,14 @@ class WorkerPool:
                 await asyncio.wait_for(asyncio.shield(slot.stderr_task), REAP_S)
         await slot.stop()
         return code
+
+
+def _move(src: Path, dest: Path) -> None:
+    """A workspace into or out of a slot's folder: a rename (a copy across file systems)."""
+    try:
+        os.rename(src, dest)
+    except OSError:
+        shutil.move(str(src), str(dest))
 
 
 def _ended(code: int | None) -> str:

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from agents.secrets import keep_from_proc
 from optimizer.cli import agent, doctor, nightly, optimize, profile, report, review, ui
 from optimizer.cli import eval as eval_cmd
 from optimizer.cli import init as init_cmd
@@ -82,6 +83,7 @@ for _name, _fn in (("agent", agent.agent), ("suites", report.suites), ("eval", e
 
 def main() -> None:
     """Console-script entry point."""
+    keep_from_proc()  # a same-user process cannot read our keys from /proc (issue 30)
     try:
         app()
     except KeyboardInterrupt:

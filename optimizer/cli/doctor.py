@@ -136,6 +136,8 @@ def _show(report: DoctorReport) -> None:
     ui.table("external proposer (--proposer-cmd)", ["item", "value"],
              [["isolation", report.proposer_isolation],
               ["what it isolates", report.proposer_isolation_note]])
+    ui.table("agent trials (command, worker)", ["item", "value"],
+             [["sandbox", report.trial_sandbox], ["what it isolates", report.trial_sandbox_note]])
     if report.cleaned is not None:
         lines = report.cleaned.lines
         ui.table("cleaned (--fix)", ["what"], [[line] for line in lines] or [["nothing to clean"]])

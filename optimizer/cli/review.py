@@ -70,6 +70,11 @@ TrustHeadOpt = Annotated[bool, Opt(
     "--trust-head", rich_help_panel=GATE,
     help="Run the adapters and command graders of the head's promptloop.toml. By default the "
     "base's are used, so a PR cannot run its own code in your CI: unsafe for PRs from forks.")]
+NoSandboxOpt = Annotated[bool, Opt(
+    "--no-sandbox", envvar="PROMPTLOOP_REVIEW_NO_SANDBOX", rich_help_panel=GATE,
+    help="Run command and worker agents although neither bwrap nor unshare can box them here "
+    "(docs/sandbox.md). Unsafe for PRs from forks: the head's prompt then drives an agent that "
+    "can read and write what this user can.")]
 ConfirmTrialsOpt = Annotated[int, Opt(
     "--round-trials", min=0, envvar=["PROMPTLOOP_ROUND_TRIALS", "PROMPTLOOP_CONFIRM_TRIALS"],
     rich_help_panel=GATE,
@@ -90,6 +95,7 @@ PrOpt = Annotated[int | None, Opt(
 
 
 CONFIG_OPTIONS = ("base", "head", "agent_model", "judge_model", "base_url", "trust_head",
+                  "no_sandbox",
                   "trials", "concurrency", "batch", "max_turns", "max_runs")
 """Options passed to ReviewConfig's field of the same name (tests/optimizer/cli checks each
 is a field and that every other option is read by name)."""
@@ -101,6 +107,7 @@ def review(
     suite: AgentOpt = None,
     agent: AgentNameOpt = None,
     trust_head: TrustHeadOpt = False,
+    no_sandbox: NoSandboxOpt = False,
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     judge_model: JudgeModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -144,6 +151,7 @@ def review(
     when the review is inconclusive (harm not ruled out, none regressed)."""
     flags: dict[str, Any] = {  # every option by name (a test checks none is left out)
         "base": base, "head": head, "suite": suite, "agent": agent, "trust_head": trust_head,
+        "no_sandbox": no_sandbox,
         "agent_model": agent_model, "judge_model": judge_model, "base_url": base_url,
         "min_improvement": min_improvement, "regression_tolerance": regression_tolerance,
         "harm_sensitivity": harm_sensitivity, "round_trials": round_trials,

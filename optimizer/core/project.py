@@ -24,9 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agents.names import did_you_mean
+from agents.secrets import refuse_provider_keys
 from optimizer.core.config import CONFIG_FILE, ConfigError
 
 ADAPTERS = ("python", "command", "worker", "http")
@@ -93,6 +102,9 @@ class AgentConfig(_Strict):
     result: Literal["stdout", "file"] = "stdout"
     env: list[str] = Field(default_factory=list)
     """Environment variables passed to the agent process besides the model's."""
+    pass_provider_keys: bool = Field(False, validation_alias=AliasChoices(
+        "pass-provider-keys", "pass_provider_keys"))
+    """Let `env` name a provider key (unsafe; agents.secrets.refuse_provider_keys)."""
     timeout: float | None = Field(None, gt=0)
     """Seconds per trial (default: each task's timeout_seconds)."""
     max_output_bytes: int = Field(10 * 2**20, gt=0)
@@ -101,6 +113,11 @@ class AgentConfig(_Strict):
     model: str | None = None
     judge: str | None = None
     graders: dict[str, CommandGrader] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _keys(self) -> AgentConfig:
+        refuse_provider_keys(self.env, self.pass_provider_keys)
+        return self
 
     def targets(self) -> list[PromptTarget]:
         if self.prompt is not None:

@@ -22,6 +22,7 @@ from datetime import datetime
 from pydantic import Field
 
 from graders.base import passes
+from optimizer.adapters.escape import OUTSIDE
 from optimizer.core.pricing import PriceOverrides
 from optimizer.core.results import RunResult, TrialResult
 from optimizer.report.usage import (
@@ -143,6 +144,8 @@ class RunSummary(_Camel):
     failed_trials: int
     """Failed trials, those failed by an exception the agent caused included."""
     agent_error_trials: int = 0
+    outside_write_trials: int = 0
+    """Failed trials that wrote outside their workspace (among `agent_error_trials`)."""
     """Failed trials whose tool or outcome capture raised on what the agent did."""
     timed_out_trials: int
     errored_trials: int
@@ -171,8 +174,13 @@ class RunSummary(_Camel):
 def failed_text(s: RunSummary) -> str:
     """`3 failed (1 by an exception a tool or outcome capture raised), 2 timed out`: a trial
     that ran out of time is counted as timed out, never as failed."""
-    agent = (f" ({s.agent_error_trials} by an exception a tool or outcome capture raised)"
-             if s.agent_error_trials else "")
+    parts = []
+    if s.outside_write_trials:
+        parts.append(f"{s.outside_write_trials} wrote outside its workspace")
+    if s.agent_error_trials - s.outside_write_trials:
+        parts.append(f"{s.agent_error_trials - s.outside_write_trials} by an exception a tool "
+                     "or outcome capture raised")
+    agent = f" ({'; '.join(parts)})" if parts else ""
     return f"{s.failed_trials} failed{agent}, {s.timed_out_trials} timed out"
 
 
@@ -400,6 +408,8 @@ def summarize(run: RunResult, *, prices: PriceOverrides | None = None) -> RunSum
         passed_trials=passed_trials,
         failed_trials=sum(t.status == "failed" for t in run.trials),
         agent_error_trials=sum(t.status == "failed" and bool(t.agent_error) for t in run.trials),
+        outside_write_trials=sum(t.status == "failed" and OUTSIDE in (t.agent_error or "")
+                                 for t in run.trials),
         timed_out_trials=sum(t.status == "timedOut" for t in run.trials),
         errored_trials=sum(t.status == "errored" for t in run.trials),
         skipped_trials=sum(t.status == "skipped" for t in run.trials),

@@ -21,6 +21,7 @@ from agents.llm.errors import ModelError
 from agents.llm.providers.local import model_path
 from agents.llm.registry import parse_model_id
 from agents.llm.types import Message, ModelSettings
+from optimizer.adapters import box
 from optimizer.core.config import ConfigError, default_judge
 from optimizer.core.project import active_project
 from optimizer.core.suites import TASKS_DIR, SuiteError, load_suite
@@ -103,6 +104,9 @@ class DoctorReport(BaseModel):
     proposer_isolation: str = "none"
     """How `--proposer-cmd` is isolated here: bwrap, unshare or none (propose/sandbox.py)."""
     proposer_isolation_note: str = ""
+    trial_sandbox: str = "none"
+    """How command and worker trials are boxed here: bwrap, unshare or none (adapters/box.py)."""
+    trial_sandbox_note: str = ""
 
     @property
     def ok(self) -> bool:
@@ -263,6 +267,8 @@ def diagnose(
     )
     report.proposer_isolation = sandbox_isolation()
     report.proposer_isolation_note = describe(report.proposer_isolation)
+    report.trial_sandbox = box.for_trials()
+    report.trial_sandbox_note = box.describe(report.trial_sandbox)
     needed = {agent_model} | {s.judge_model for s in suites if s.judge_model}
     for model in sorted(needed):
         _require_model(report, model, base_url)

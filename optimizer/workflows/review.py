@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agents.llm.types import ModelClient, Usage
+from optimizer.adapters.box import require_sandbox
 from optimizer.core.config import ConfigError
 from optimizer.core.events import EventSink, Phase, RunWarning, TrialsEstimated, ignore
 from optimizer.core.killpoint import kill_point
@@ -156,6 +157,8 @@ class Reviewer:
     async def _review_agent(self, agent: str, base_text: str, head_text: str,
                             target: PromptSource | None = None) -> AgentReview:
         self._target = target
+        if self._projects is not None and not self.c.no_sandbox:
+            require_sandbox(self._projects.head.agents.get(agent), agent)
         suites = agent_suites(agent, self.c.kinds, self.source)
         if self._projects is not None and not self.c.trust_head:
             suites, notes = without_undeclared_graders(suites, self._projects.base, agent)

@@ -36,6 +36,8 @@ class ReviewConfig(AgentJudgeModels, RunSettings):
     trust_head: bool = False
     """Run the head's promptloop.toml commands (adapters, command graders); by default the
     base's are used, so a PR cannot run code in the reviewer's CI (unsafe for forks)."""
+    no_sandbox: bool = False
+    """Run command and worker agents without a sandbox where none works (unsafe for forks)."""
 
 
 class TrialChange(BaseModel):

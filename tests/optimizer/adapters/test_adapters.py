@@ -28,7 +28,8 @@ ECHO = '''
     (ws / "answer.txt").write_text(req["prompt"]["text"])
     return ok({"prompt": req["prompt"]["text"], "task": req["task"]["id"],
                "index": req["trial"]["index"], "cwd": os.getcwd(), "pid": os.getpid(),
-               "model": os.environ["PROMPTLOOP_MODEL"], "repo": os.environ["PROMPTLOOP_REPO"],
+               "home": os.environ["HOME"], "model": os.environ["PROMPTLOOP_MODEL"],
+               "repo": os.environ["PROMPTLOOP_REPO"],
                "base_url": os.environ["OPENAI_BASE_URL"]},
               transcript=[{"role": "assistant", "content": "done",
                            "tool_calls": [{"name": "write", "arguments": {"path": "answer.txt"}}]}],
@@ -97,7 +98,7 @@ async def test_workers_run_side_by_side(world: World) -> None:
         took = time.monotonic() - started
         assert pool.starts == 3
     assert all(g.status == "ok" for g in warm + got), [g.message for g in warm + got]
-    assert len({g.result.outcome["pid"] for g in got if g.result}) == 3
+    assert len({g.result.outcome["home"] for g in got if g.result}) == 3  # a HOME per worker
     assert took < 6 * 0.3  # not one after the other
 
 
@@ -107,19 +108,20 @@ async def test_a_worker_that_dies_or_hangs_is_replaced(world: World) -> None:
             sys.exit(5)
         if req["trial"]["index"] == 3:
             time.sleep(60)
-        return ok({"pid": os.getpid()})
+        return ok({"pid": os.getpid(), "home": os.environ["HOME"]})
     ''', "worker")
     spaces = workspaces(world, 5)
     async with WorkerPool(spec, repo_root=world.repo, agent="fake") as pool:
         got = [await pool.run(world.request(index=i, workspace=spaces[i],
                                             timeout_s=1.5 if i == 3 else 10))
                for i in range(5)]
-        assert pool.starts == 3
+        assert pool.starts == 4  # trial 1 was retried once on a fresh worker
     assert [g.status for g in got] == ["ok", "errored", "ok", "errored", "ok"]
-    assert got[1].message == "fake task t1 trial 1: the worker exited 5 before answering"
+    assert got[1].message == ("fake task t1 trial 1: the worker exited 5 before answering, "
+                              "twice (retried once on a fresh worker)")
     assert got[3].message == "fake task t1 trial 3: exceeded 1.5s; process group killed"
-    pids = [g.result.outcome["pid"] for g in got if g.result]
-    assert len(set(pids)) == 3
+    homes = [g.result.outcome["home"] for g in got if g.result]
+    assert len(set(homes)) == 3
 
 
 async def test_a_worker_that_breaks_the_framing_is_replaced(world: World) -> None:

@@ -37,6 +37,13 @@ def world(tmp_path: Path) -> World:
     return World.make(tmp_path)
 
 
+@pytest.fixture(autouse=True)
+def _unboxed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These cases are those of issue 24, without a sandbox (the fallback of issue 30; the
+    sandboxed cases are in test_box.py)."""
+    monkeypatch.setenv("PROMPTLOOP_SANDBOX", "off")
+
+
 @pytest.mark.parametrize("kind", KINDS)
 async def test_exit_non_zero(world: World, kind: str) -> None:
     spec = world.spec('sys.stderr.write("boom: no model\\n"); sys.exit(3)', kind)
