@@ -57,6 +57,11 @@ class RegionError(ValueError):
 class BreaksLiteralError(RegionError):
     """New text that would break the region for its host language (`check_literal`)."""
 
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+        """The line of the new text (1-based, region-relative) where it breaks, if known."""
+
 
 def language_of(path: str) -> Language:
     """The host language of `path`, from its suffix ("other" for Markdown, YAML...)."""
@@ -694,8 +699,8 @@ def _region_line(text: str, offset: int) -> int:
     return text.count("\n", 0, max(offset, 0)) + 1
 
 
-def _broken(region: Region, why: str) -> BreaksLiteralError:
-    return BreaksLiteralError(f"the new text would break {region.describe()}: {why}")
+def _broken(region: Region, why: str, line: int | None = None) -> BreaksLiteralError:
+    return BreaksLiteralError(f"the new text would break {region.describe()}: {why}", line)
 
 
 def _check_in_literal(region: Region, new_text: str, quote: str, raw: bool,
@@ -705,12 +710,13 @@ def _check_in_literal(region: Region, new_text: str, quote: str, raw: bool,
     single_line = len(quote) == 1 and quote != "`"
     lone_cr = re.search(r"\r(?!\n)", new_text)
     if lone_cr is not None:
+        at_line = _region_line(new_text, lone_cr.start())
         raise _broken(region, "it has a carriage return that does not end a line (region line "
-                      f"{_region_line(new_text, lone_cr.start())}); write plain line breaks")
+                      f"{at_line}); write plain line breaks", at_line)
     trailing = len(new_text) - len(new_text.rstrip("\\"))
     if escapes and trailing % 2 == 1:
         raise _broken(region, f"it ends with an odd number of backslashes ({trailing}), which "
-                      f"would escape the closing {quote!r}")
+                      f"would escape the closing {quote!r}", _region_line(new_text, len(new_text)))
     if single_line:
         for k, c in enumerate(new_text):
             if c != "\n":
@@ -718,7 +724,8 @@ def _check_in_literal(region: Region, new_text: str, quote: str, raw: bool,
             backslashes = len(new_text[:k]) - len(new_text[:k].rstrip("\\"))
             if lang == "dart" or backslashes % 2 == 0:
                 raise _broken(region, "it has a line break, which a one-line string literal "
-                              "cannot hold; write \\n instead of a new line")
+                              "cannot hold; write \\n instead of a new line",
+                              _region_line(new_text, k))
     try:
         body = _body(new_text + quote, 0, quote, raw, fstring, lang)
     except _Unterminated:
@@ -730,21 +737,23 @@ def _check_in_literal(region: Region, new_text: str, quote: str, raw: bool,
         if new_text.startswith(quote, at):
             raise _broken(region, f"it contains {quote!r}, the literal's closing delimiter, "
                           f"unescaped (region line {line}); escape it "
-                          f"({_escape_hint(lang, quote, raw)})")
+                          f"({_escape_hint(lang, quote, raw)})", line)
         raise _broken(region, f"it ends with {new_text[at:]!r}, which would run into the "
                       f"closing {quote!r} and end the literal early (region line {line}); "
-                      "escape it")
+                      "escape it", line)
     if body.bad:
         at, why = body.bad[0]
-        raise _broken(region, f"{why} (region line {_region_line(new_text, at)})")
+        line = _region_line(new_text, at)
+        raise _broken(region, f"{why} (region line {line})", line)
     old = set(_interp_texts(region.text, lang, quote, raw, fstring))
     for start, end in body.interps:
         interp = new_text[start:end]
         if interp not in old:
+            line = _region_line(new_text, start)
             raise _broken(region, f"it adds the interpolation {interp!r} (region line "
-                          f"{_region_line(new_text, start)}), which the original does not "
+                          f"{line}), which the original does not "
                           "have and would run code at run time; "
-                          f"{_interp_hint(lang, fstring)}")
+                          f"{_interp_hint(lang, fstring)}", line)
     try:
         _decode(new_text, lang, quote, raw, fstring)
     except _BadEscape as err:
@@ -791,7 +800,7 @@ def check_literal(region: Region, new_text: str) -> None:
             if marker in new_text:
                 line = _region_line(new_text, new_text.find(marker))
                 raise _broken(region, f"it contains the {what} marker {marker!r} (region "
-                              f"line {line})")
+                              f"line {line})", line)
         if region.enclosing is not None:
             quote, _, raw, fstring = region.enclosing
             _check_in_literal(region, new_text, quote, raw, fstring)
@@ -802,7 +811,8 @@ def check_literal(region: Region, new_text: str) -> None:
         after = "end marker" if region.kind == "markers" else f"closing {region.closer!r}"
         raise _broken(region, f"it drops the line break before the {after}, which would join "
                       f"the {after} to the region's last line and change file line "
-                      f"{region.end_line + 1} outside the region; keep the final line break")
+                      f"{region.end_line + 1} outside the region; keep the final line break",
+                      _region_line(new_text, len(new_text)))
 
 
 def splice(spec: RegionSpec, file_text: str, new_text: str) -> str:
