@@ -228,9 +228,10 @@ def check_head_file(base_spec: RegionSpec, base_file: str, head_spec: RegionSpec
                          "not the prompt; review does not evaluate it", line, what)
     if head.text != base.text:
         return HeadCheck("outside_region", f"the head changes {base.path} outside {short} "
-                         f"(line {line}), not only the prompt: it changes code, which review "
-                         "does not evaluate, and only the region's text may change; put the "
-                         "code change in a pull request of its own", line, what)
+                         f"(line {line}): it changes code, not only the prompt; only the "
+                         "region's text may change in a prompt change (review does not "
+                         "evaluate code): put the code change in a pull request of its own",
+                         line, what)
     first, last = _statement_lines(base)
     for i1, i2, j1 in outside:
         if (i1 < i2 and i1 < last and i2 >= first) or (i1 == i2 and first <= i1 <= last):
