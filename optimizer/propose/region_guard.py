@@ -170,7 +170,8 @@ class HeadCheck:
     line: int | None = None
     """The head file's line (1-based) where the guard failed or the code changed."""
     region: str = ""
-    """The region as the base holds it (`Region.describe()`)."""
+    """The region as the base holds it, without its path (`Region.describe(with_path=False)`:
+    'triple-quoted string X (lines 6-25)')."""
 
     @property
     def failed(self) -> bool:
@@ -196,7 +197,7 @@ def check_head_file(base_spec: RegionSpec, base_file: str, head_spec: RegionSpec
         base = locate(base_spec, base_file)
     except RegionError:
         return None
-    what, short = base.describe(), base.describe(with_path=False)
+    what = short = base.describe(with_path=False)
     if base_file == head_file or base_spec.kind == "file":
         return HeadCheck("ok", region=what)
     if base_spec == head_spec:

@@ -276,6 +276,8 @@ def render_comment(result: ReviewLike, max_chars: int = MAX_COMMENT_CHARS) -> st
         "in Dart, an edit outside the region), and no trial is run for that agent. Full "
         "data: result.json next to this comment.</sub>",
     ]
+    if not evaluated:  # no trial ran: no trials to list
+        return "\n".join(head + footer) + "\n"
     text = "\n".join(head) + f"\n### Newly failing trials ({len(broken)})\n\n"
     budget = max_chars - len(text) - len("\n".join(fixed_block + footer)) - 200
     if not broken:

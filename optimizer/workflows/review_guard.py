@@ -93,10 +93,10 @@ def broken_review(agent: str, breaks: list[HeadBreak]) -> AgentReview:
 
 def broken_message(guard: HeadGuard) -> str:
     """The review's one-line message when some agent's head is broken."""
-    where = "; ".join(f"{agent}: {b.where} ({b.region})" for agent, breaks in guard.broken.items()
+    where = "; ".join(f"{b.where}, {b.region}" for breaks in guard.broken.values()
                       for b in breaks)
-    return (f"broken: the head breaks a prompt's source file, no trial was run for "
-            f"{', '.join(guard.broken)}: {where}")
+    return (f"broken: the head breaks the prompt source of {', '.join(guard.broken)} (no "
+            f"trial was run): {where}")
 
 
 __all__ = ["HeadGuard", "broken_message", "broken_review", "guard_agent", "guard_heads"]

@@ -59,8 +59,7 @@ class HeadBreak(BaseModel):
 
     path: str
     region: str
-    """The region as the base holds it, e.g. 'triple-quoted string X in lib/p.dart (lines
-    6-25)'."""
+    """The region as the base holds it, e.g. 'triple-quoted string X (lines 6-25)'."""
     line: int | None = None
     """The head file's line where it breaks."""
     code: Literal["breaks_literal", "outside_region"]

@@ -97,6 +97,8 @@ def assert_broken(result: ReviewResult, model: ScriptedModel, repo: Path, state:
     assert "## promptloop review: ⛔ broken" in comment and "**Verdict: broken.**" in comment
     assert f"`{path}` line {line}" in comment and region in comment
     assert "No trial was run for this agent" in comment
+    assert "### Newly failing trials" not in comment and "```diff" in comment
+    assert region in result.message
     assert "not evaluated: the head's prompt source fails the region guard" in comment
     return comment
 
