@@ -138,8 +138,9 @@ def review(
     was not ruled out), `improves` (some bucket improved and every bucket said no harm) or
     `neutral` (every bucket said no harm); `broken` when the head's prompt source fails the
     region guard optimize applies (a literal closed early, a new interpolation, a stray `$`
-    in Dart, an edit outside the region): no trial runs for that agent. A PR comment (verdict, per-bucket table, prompt
-    diff, newly failing trials with grader rationales, trials fixed) is written to
+    in Dart, an edit outside the region): no trial runs for that agent. A PR comment
+    (verdict, per-bucket table, prompt diff, newly failing trials with grader rationales,
+    trials fixed) is written to
     <state>/review/<id>/comment.md; --post comments it with `gh pr comment`.
 
     Exit codes: 0 review completed whatever the verdict (also: no prompt changed), 1 usage or

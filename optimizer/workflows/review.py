@@ -37,13 +37,13 @@ from optimizer.report.summary import summarize
 from optimizer.run.models import ModelSet
 from optimizer.run.usage import scale_usage
 from optimizer.workflows.gating import HarmRun, lineage_history, paired, run_harm
-from optimizer.workflows.review_guard import broken_message, guard_heads
 from optimizer.workflows.paired import (
     agent_suites,
     compare_suite_runs,
     confirm_suspects,
     run_and_save,
 )
+from optimizer.workflows.review_guard import broken_message, guard_heads
 from optimizer.workflows.review_models import (
     REVIEW_VERSION,
     AgentReview,

@@ -24,9 +24,9 @@ from optimizer.workflows.review import ReviewConfig, ReviewResult, review
 from tests.e2e.support import cli, commit_all, commit_branch, enter, git
 from tests.e2e.test_dart_region import (
     PERSON_LINE,
+    PROJECT_TOML,
     PROMPTS_DART,
     PROMPTS_SOURCE,
-    PROJECT_TOML,
     TRIAL_SCRIPT,
     card_model,
     write_suite,
@@ -202,7 +202,7 @@ def test_code_changed_outside_an_unchanged_literal_is_said_to_be_code(
 
 PROMPT_JS = "agent/prompt.js"
 JS_REGION = "SYSTEM_PROMPT"
-JS_SOURCE = """// The action-item agent's system prompt (agent/agent.js sends it as the system message).
+JS_SOURCE = """// The action-item agent's system prompt (agent/agent.js sends it).
 const SYSTEM_PROMPT = `You extract action items from meeting notes.
 For each item give:
 - owner: the person who agreed to do it.
@@ -243,7 +243,8 @@ def js_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         task = suite / "tasks" / "notes" / f"t{n}"
         task.mkdir(parents=True)
         (task / "task.json").write_text(json.dumps({
-            "id": f"t{n}", "description": content, "trials_per_run": 1, "metadata": {"failure_bucket": "notes"},
+            "id": f"t{n}", "description": content, "trials_per_run": 1,
+            "metadata": {"failure_bucket": "notes"},
             "input": {"fact_id": f"2026/03/14.md#ts_{n}", "content": content},
             "graders": [{"name": "json_schema", "config": {"schema": JS_SCHEMA}}]}))
     commit_all(root)
