@@ -95,12 +95,12 @@ def error_headline(what: str) -> str:
 
 def review_headline(decision: str, comparisons: Sequence[BucketComparison],
                     regressed: Sequence[str], improved: Sequence[str],
-                    open_: Sequence[str], broken: Sequence[str] = ()) -> str:
+                    open_: Sequence[str], where: Sequence[str] = ()) -> str:
     """One sentence on a reviewed prompt change: what moved, what was ruled out, what to do.
-    A "broken" head names where (`broken`: 'lib/p.dart line 14' per failing target)."""
+    A "broken" head names where (`where`: 'lib/p.dart line 14' per failing target)."""
     if decision == "broken":
-        where = names(broken) if broken else "a prompt's source file"
-        return _short(f"the head breaks {where}, so no trial was run: fix the prompt's "
+        files = names(where) if where else "a prompt's source file"
+        return _short(f"the head breaks {files}, so no trial was run: fix the prompt's "
                       "source before merging")
     fixed = sum(c.fixed for c in comparisons)
     broken = sum(c.broken for c in comparisons)
