@@ -17,10 +17,11 @@ Python) is understood. Comments and other strings are skipped, so a commented-ou
 one quoted inside a prompt never counts. Pure: no I/O.
 
 The package, by language family: `model.py` (the spec, the located region, the errors, the
-`Syntax` table a language fills in), `literal.py` (the lexer, finding a literal by its variable,
-its value, the literal check), `dart.py`, `python.py`, `js.py` (each language's syntax: string
-openers, declarations, comments, escapes, interpolation), `markers.py` (begin/end markers) and
-`edit.py` (`locate`, `check_literal`, `splice`, `edited_region_text`). This module re-exports
+`Syntax` table a language fills in), `dart.py`, `python.py`, `js.py` (each language's syntax:
+string openers, declarations, comments, escapes, interpolation), `lexer.py` (literals and
+comments of a file, by that table), `literal.py` (a literal found by its variable, its value,
+the literal check), `markers.py` (begin/end markers) and `edit.py` (`locate`,
+`check_literal`, `splice`, `edited_region_text`). This module re-exports
 the public names: import them from `optimizer.core.regions`.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from optimizer.core.regions.literal import Lexed
+from optimizer.core.regions.lexer import Lexed
 from optimizer.core.regions.model import CODE_LANGUAGES, Language, Region, RegionError, RegionSpec
 
 
