@@ -190,8 +190,9 @@ def _broken_section(a: AgentReviewLike) -> list[str]:
     out = [f"### `{a.agent}` (`{a.prompt_path}`): {_BADGE['broken']}", "",
            cell(said[:1].upper() + said[1:]) + ".", ""]
     for b in a.head_breaks:
+        at = f"{b.path}:{b.line}" if b.line else b.path
         out.append(f"- **`{b.path}`" + (f" line {b.line}" if b.line else "") + f"**, "
-                   f"{cell(b.region)}: {cell(b.reason)}")
+                   f"{cell(b.region)} (`{at}`): {cell(b.reason)}")
     return [*out, "", "No trial was run for this agent: the gate does not judge a prompt whose "
             "source file is broken.", ""]
 

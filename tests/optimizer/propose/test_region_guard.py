@@ -257,3 +257,18 @@ def test_check_head_file_markers_in_markdown_never_break_on_outside_text() -> No
         HeadCheck("ok", region=locate(spec, base).describe(with_path=False))
     # a base without the region: nothing to guard against
     assert check_head_file(spec, "no markers\n", spec, "changed\n") is None
+
+
+def test_check_head_file_python_fstring_and_js_template() -> None:
+    py = RegionSpec("agent/prompts.py", variable="PROMPT")
+    base = 'import os\n\nPROMPT = f"""Hello {name}.\nBe brief.\n"""\n'
+    field = check_head_file(py, base, py, base.replace("Be brief.", "Be {tone}."))
+    assert field is not None and field.code == "breaks_literal" and field.line == 4
+    assert "interpolation '{tone}'" in field.reason
+    braces = check_head_file(py, base, py, base.replace("Be brief.", "Use {{braces}}."))
+    assert braces is not None and braces.code == "ok"
+    js = RegionSpec("agent/prompt.js", variable="SYSTEM_PROMPT")
+    base = "const SYSTEM_PROMPT = `Extract items.\nAnswer in JSON.`;\nmodule.exports = {};\n"
+    tick = check_head_file(js, base, js, base.replace("Extract items.", "Extract `items`."))
+    assert tick is not None and tick.code == "breaks_literal" and tick.line == 1
+    assert "closing delimiter" in tick.reason

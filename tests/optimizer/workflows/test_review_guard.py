@@ -95,7 +95,8 @@ def assert_broken(result: ReviewResult, model: ScriptedModel, repo: Path, state:
     assert result.message.startswith("broken: ") and f"{path} line {line}" in result.message
     comment = Path(result.comment_path or "").read_text()
     assert "## promptloop review: ⛔ broken" in comment and "**Verdict: broken.**" in comment
-    assert f"`{path}` line {line}" in comment and region in comment
+    assert f"`{path}` line {line}" in comment and f"`{path}:{line}`" in comment
+    assert region in comment
     assert "No trial was run for this agent" in comment
     assert "### Newly failing trials" not in comment and "```diff" in comment
     assert region in result.message
