@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from optimizer.core.events import EventSink, RunWarning
+from optimizer.core.events import EventSink, Phase, RunWarning
 from optimizer.core.project import Agent, Project
 from optimizer.core.prompt_target import region_spec
 from optimizer.git import GitOps, GitOpsError
@@ -69,15 +69,15 @@ def guard_agent(git: GitOps, agent: str, base: Project, head: Project, base_sha:
 
 def guard_heads(git: GitOps, agents: list[str], base: Project, head: Project, base_sha: str,
                 head_sha: str, emit: EventSink) -> HeadGuard:
-    """The guard for every agent of `agents` that the head's project declares; each failure
-    and note is announced as a warning."""
+    """The guard for every agent of `agents` that the head's project declares; a failing
+    agent is announced as a phase, a note as a warning."""
     guard = HeadGuard()
     for agent in agents:
         if agent in head.agents:
             guard_agent(git, agent, base, head, base_sha, head_sha, guard)
-    for agent, breaks in guard.broken.items():
-        for b in breaks:
-            emit(RunWarning(message=f"{agent}: broken, no trial run: {b.where}: {b.reason}"))
+    for agent, breaks in guard.broken.items():  # the reasons follow in the review's result
+        where = ", ".join(f"{b.path}:{b.line}" if b.line else b.path for b in breaks)
+        emit(Phase(message=f"{agent}: the head breaks {where}; no trial is run for it"))
     for note in guard.notes:
         emit(RunWarning(message=note))
     return guard
