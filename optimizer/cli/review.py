@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from optimizer.workflows.review import ReviewConfig, ReviewResult
 
 EXIT_REGRESSION = 3
-"""With --fail-on-regression: the review completed and some bucket regresses."""
+"""With --fail-on-regression: the review completed and some bucket regresses, or the head
+breaks a prompt's source file (verdict "broken")."""
 EXIT_INCONCLUSIVE = 4
 """With --fail-on-regression: no bucket regressed, but some bucket's harm was not ruled out."""
 
@@ -81,8 +82,9 @@ ConfirmTrialsOpt = Annotated[int, Opt(
     help="Extra trials per task to confirm a suspected regression (0: no confirmation).")]
 FailOnRegressionOpt = Annotated[bool, Opt(
     envvar="PROMPTLOOP_FAIL_ON_REGRESSION", rich_help_panel=GATE,
-    help=f"Exit {EXIT_REGRESSION} when a bucket regresses, {EXIT_INCONCLUSIVE} when no bucket "
-    "regressed but some bucket's harm was not ruled out (inconclusive), for CI checks.")]
+    help=f"Exit {EXIT_REGRESSION} when a bucket regresses or the head breaks a prompt's source "
+    f"file, {EXIT_INCONCLUSIVE} when no bucket regressed but some bucket's harm was not ruled "
+    "out (inconclusive), for CI checks.")]
 OutputOpt = Annotated[Path | None, Opt(
     "--output", "-o", envvar="PROMPTLOOP_REVIEW_OUTPUT", metavar="FILE",
     rich_help_panel=PUBLISH, help="Also write the comment Markdown here.")]
@@ -141,14 +143,18 @@ def review(
     trials. Each bucket says "no harm", "harm not ruled out" or "regressed". The verdict is
     `regresses` (some bucket regressed), `inconclusive` (none regressed, but some bucket's harm
     was not ruled out), `improves` (some bucket improved and every bucket said no harm) or
-    `neutral` (every bucket said no harm). A PR comment (verdict, per-bucket table, prompt
-    diff, newly failing trials with grader rationales, trials fixed) is written to
+    `neutral` (every bucket said no harm); `broken` when the head's prompt source fails the
+    region guard optimize applies (a literal closed early, a new interpolation, a stray `$`
+    in Dart, an edit outside the region): no trial runs for that agent. A PR comment
+    (verdict, per-bucket table, prompt diff, newly failing trials with grader rationales,
+    trials fixed) is written to
     <state>/review/<id>/comment.md; --post comments it with `gh pr comment`.
 
     Exit codes: 0 review completed whatever the verdict (also: no prompt changed), 1 usage or
     configuration error, 2 infrastructure failure (provider, every trial errored, gh failed to
-    post), 3 with --fail-on-regression when a bucket regresses, 4 with --fail-on-regression
-    when the review is inconclusive (harm not ruled out, none regressed)."""
+    post), 3 with --fail-on-regression when a bucket regresses or the head is broken, 4 with
+    --fail-on-regression when the review is inconclusive (harm not ruled out, none
+    regressed)."""
     flags: dict[str, Any] = {  # every option by name (a test checks none is left out)
         "base": base, "head": head, "suite": suite, "agent": agent, "trust_head": trust_head,
         "no_sandbox": no_sandbox,
@@ -173,7 +179,7 @@ def review(
         data: dict[str, Any] = result.model_dump(mode="json")
         code = _publish(result, data, config.repo or Path.cwd(), flags)
         if fail_on_regression and code == 0:
-            code = {"regresses": EXIT_REGRESSION,
+            code = {"regresses": EXIT_REGRESSION, "broken": EXIT_REGRESSION,
                     "inconclusive": EXIT_INCONCLUSIVE}.get(result.decision or "", 0)
         data["exit_code"] = code
         if as_json:
@@ -267,6 +273,9 @@ def _show(data: dict[str, Any], every_bucket: bool, compare: dict[str, str],
     for note in data["notes"]:
         ui.say(f"note: {note}")
     for a in data["agents"]:
+        if a["decision"] == "broken":
+            _show_broken(a)
+            continue
         ui.show_review_agent(a, every_row=every_bucket, verbose=verbose)
         if a["agent"] in compare:
             ui.command("compare: ", compare[a["agent"]])
@@ -283,8 +292,25 @@ def _show(data: dict[str, Any], every_bucket: bool, compare: dict[str, str],
             ui.warn(post["message"])
             if post["command"]:
                 ui.command("", post["command"])
-    if data["exit_code"] == EXIT_REGRESSION:
+    if data["exit_code"] == EXIT_REGRESSION and data["decision"] == "broken":
+        ui.info(f"exit {EXIT_REGRESSION}: the head breaks a prompt's source file "
+                "(--fail-on-regression)")
+    elif data["exit_code"] == EXIT_REGRESSION:
         ui.info(f"exit {EXIT_REGRESSION}: a bucket regresses (--fail-on-regression)")
     elif data["exit_code"] == EXIT_INCONCLUSIVE:
         ui.info(f"exit {EXIT_INCONCLUSIVE}: harm not ruled out in some bucket "
                 "(--fail-on-regression)")
+
+
+def _show_broken(a: dict[str, Any]) -> None:
+    """An agent whose head fails the region guard: the plain sentence, then each target's
+    file, line, region and reason; no table (no trial ran)."""
+    from optimizer.report.plain import review_headline
+
+    breaks = a.get("head_breaks", [])
+    where = [b["path"] + (f" line {b['line']}" if b.get("line") else "") for b in breaks]
+    ui.out.print()
+    ui.say(f"{a['agent']} broken: {review_headline('broken', [], [], [], [], where)}",
+           style="bold red")
+    for w, b in zip(where, breaks, strict=True):
+        ui.say(f"- {w}, {b['region']}: {b['reason']}", indent=2)

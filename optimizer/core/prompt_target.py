@@ -1,7 +1,7 @@
 """A prompt target read from its file: the text promptloop patches and the text an agent runs.
 
 A `PromptTarget` of promptloop.toml is a whole file, a string literal named by its variable or
-the text between two marker lines (`core/regions.py` finds them). `PromptSource` holds one
+the text between two marker lines (the `core/regions` package finds them). `PromptSource` holds one
 target's file as read at a ref: `text` is what the proposer sees and edits (the region's source
 text, with line numbers of the region), `value(text)` is the string an agent runs with (escapes
 decoded), and `splice(text)` is the whole file with only the region's lines changed; a text that

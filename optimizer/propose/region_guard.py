@@ -14,12 +14,15 @@ closing delimiter, an escaping backslash, a new interpolation...) is a `breaks_l
 from __future__ import annotations
 
 from dataclasses import dataclass
+from difflib import SequenceMatcher
+from typing import Literal
 
 from optimizer.core.regions import (
     BreaksLiteralError,
     Region,
     RegionError,
     RegionSpec,
+    check_literal,
     edited_region_text,
     locate,
     splice,
@@ -149,3 +152,128 @@ def region_diff_from_edit(spec: RegionSpec, old_file: str, new_file: str) -> str
                            else "outside_region")
         raise OutsideWriteError([GuardViolation(code, str(err))]) from None
     return render_unified(region.text, new_region, spec.path)
+
+
+HeadCode = Literal["ok", "breaks_literal", "outside_region", "code_changed"]
+
+
+@dataclass(frozen=True)
+class HeadCheck:
+    """What the region guard says of a reviewed head's version of a prompt's source file.
+
+    `breaks_literal` and `outside_region` fail the guard (the review's verdict is "broken");
+    `code_changed` passes it: the region is as at the base, but code elsewhere in the file
+    changed (not a prompt change); `ok`: at most the region's text changed, validly."""
+
+    code: HeadCode
+    reason: str = ""
+    line: int | None = None
+    """The head file's line (1-based) where the guard failed or the code changed."""
+    region: str = ""
+    """The region as the base holds it, without its path (`Region.describe(with_path=False)`:
+    'triple-quoted string X (lines 6-25)')."""
+
+    @property
+    def failed(self) -> bool:
+        return self.code in ("breaks_literal", "outside_region")
+
+
+def check_head_file(base_spec: RegionSpec, base_file: str, head_spec: RegionSpec,
+                    head_file: str) -> HeadCheck | None:
+    """The region guard optimize applies to a patch, applied to a head's whole file (review):
+
+    - only the region's text changed: that text must not break the literal (closing it early,
+      a new interpolation, a stray `$` in Dart, an invalid escape...): `breaks_literal`;
+    - the file changed outside the region too: the head's region must still be found and be a
+      valid edit of the base's (`breaks_literal` otherwise); when the region's text changed
+      as well, the edit outside it fails the guard as it does for optimize (`outside_region`:
+      the head changes code, not only the prompt); when the region is unchanged, an edit of
+      the literal's own statement (its opening or closing line, or a line added right after
+      it) is `outside_region` and any other is `code_changed`.
+
+    None when the base file has no such region (nothing to guard against: the review reads
+    the base as before and says what is wrong there)."""
+    try:
+        base = locate(base_spec, base_file)
+    except RegionError:
+        return None
+    what = short = base.describe(with_path=False)
+    if base_file == head_file or base_spec.kind == "file":
+        return HeadCheck("ok", region=what)
+    if base_spec == head_spec:
+        try:
+            edited_region_text(base_spec, base_file, head_file)
+            return HeadCheck("ok", region=what)
+        except BreaksLiteralError as err:
+            line = base.file_line(err.line) if err.line else _first_change(base_file, head_file)
+            return HeadCheck("breaks_literal", str(err), line, what)
+        except RegionError:
+            pass  # the file changed outside the region: judged below
+    try:
+        head = locate(head_spec, head_file)
+    except RegionError as err:
+        return HeadCheck("breaks_literal", f"at the head, {err}",
+                         _first_change(base_file, head_file), what)
+    if head.text != base.text:
+        try:
+            check_literal(base, head.text)
+        except BreaksLiteralError as err:
+            line = head.file_line(err.line) if err.line else _first_change(base_file, head_file)
+            return HeadCheck("breaks_literal", str(err), line, what)
+    outside = _outside_changes(base_file, base, head_file, head)
+    if not outside:
+        return HeadCheck("ok", region=what)
+    line = outside[0][2] + 1
+    if base.language == "other":  # a Markdown or text file: no code around the markers
+        return HeadCheck("code_changed", f"{base.path} changes outside {short} (line {line}): "
+                         "not the prompt; review does not evaluate it", line, what)
+    if head.text != base.text:
+        return HeadCheck("outside_region", f"the head changes {base.path} outside {short} "
+                         f"(line {line}): it changes code, not only the prompt; only the "
+                         "region's text may change in a prompt change (review does not "
+                         "evaluate code): put the code change in a pull request of its own",
+                         line, what)
+    first, last = _statement_lines(base)
+    for i1, i2, j1 in outside:
+        if (i1 < i2 and i1 < last and i2 >= first) or (i1 == i2 and first <= i1 <= last):
+            return HeadCheck("outside_region", f"the head changes {base.path} at line "
+                             f"{j1 + 1}, outside {short} but in its statement or right after "
+                             "it: text meant for the prompt that landed outside the literal "
+                             "does not compile", j1 + 1, what)
+    return HeadCheck("code_changed", f"{base.path} changes outside {short} (line {line}): "
+                     "code, not the prompt; review does not evaluate it", line, what)
+
+
+def _first_change(old: str, new: str) -> int:
+    """The first line (1-based) where `new` differs from `old`."""
+    for n, (a, b) in enumerate(zip(old.split("\n"), new.split("\n"), strict=False), start=1):
+        if a != b:
+            return n
+    return min(old.count("\n"), new.count("\n")) + 1
+
+
+def _statement_lines(region: Region) -> tuple[int, int]:
+    """The 1-based file lines of the region's opening and closing: the literal's opening and
+    closing quotes, or the begin and end markers."""
+    first = region.start_line - (1 if region.kind == "markers" else 0)
+    return first, region.start_line + region.text.count("\n")
+
+
+def _outside_changes(old_file: str, old: Region, new_file: str,
+                     new: Region) -> list[tuple[int, int, int]]:
+    """(old first, old end, new first) 0-based line ranges of the changes between the files
+    that are not wholly inside the region's own lines (between its opening and closing lines)
+    on both sides."""
+    old_lines, new_lines = old_file.split("\n"), new_file.split("\n")
+    (a, b), (c, d) = _statement_lines(old), _statement_lines(new)
+    inside_old, inside_new = range(a, b - 1), range(c, d - 1)  # 0-based, between the two
+    out: list[tuple[int, int, int]] = []
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old_lines, new_lines,
+                                               autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        within = (all(i in inside_old for i in range(i1, i2))
+                  and all(j in inside_new for j in range(j1, j2)))
+        if not within:
+            out.append((i1, i2, j1))
+    return out

@@ -95,8 +95,13 @@ def error_headline(what: str) -> str:
 
 def review_headline(decision: str, comparisons: Sequence[BucketComparison],
                     regressed: Sequence[str], improved: Sequence[str],
-                    open_: Sequence[str]) -> str:
-    """One sentence on a reviewed prompt change: what moved, what was ruled out, what to do."""
+                    open_: Sequence[str], where: Sequence[str] = ()) -> str:
+    """One sentence on a reviewed prompt change: what moved, what was ruled out, what to do.
+    A "broken" head names where (`where`: 'lib/p.dart line 14' per failing target)."""
+    if decision == "broken":
+        files = names(where) if where else "a prompt's source file"
+        return _short(f"the head breaks {files}, so no trial was run: fix the prompt's "
+                      "source before merging")
     fixed = sum(c.fixed for c in comparisons)
     broken = sum(c.broken for c in comparisons)
     n = sum(c.n_pairs for c in comparisons)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from optimizer.workflows.paired import (
     confirm_suspects,
     run_and_save,
 )
+from optimizer.workflows.review_guard import broken_message, guard_heads
 from optimizer.workflows.review_models import (
     REVIEW_VERSION,
     AgentReview,
@@ -228,7 +230,8 @@ class Reviewer:
 
     # --- the review ---------------------------------------------------------------------
     def _changed_prompts(
-        self, git: GitOps, base_sha: str, head_sha: str, result: ReviewResult
+        self, git: GitOps, base_sha: str, head_sha: str, result: ReviewResult,
+        skip: Collection[str] = (),
     ) -> list[tuple[str, str, str, PromptSource]]:
         """(agent, base text, head text, head target) of every prompt target to review; fills
         unchanged/notes. Each side's target is found with its own ref's promptloop.toml."""
@@ -236,8 +239,8 @@ class Reviewer:
         changed: list[tuple[str, str, str, PromptSource]] = []
         head_project = self._projects.head
         for agent in [self.c.suite] if self.c.suite else list(head_project.agent_names()):
-            if agent not in head_project.agents:
-                continue
+            if agent not in head_project.agents or agent in skip:
+                continue  # skipped: its head failed the region guard (review_guard)
             found = self._target_texts(git, agent, base_sha, head_sha)
             if not found:
                 result.notes.append(f"{agent}: no prompt target to compare")
@@ -342,8 +345,13 @@ class Reviewer:
             for note in self._projects.ignored:
                 result.notes.append(note)
                 self.emit(RunWarning(message=note))
-            changed = self._changed_prompts(git, base_sha, head_sha, result)
-            if not changed:
+            # the region guard, before any trial: a broken head is not evaluated
+            guard = guard_heads(git, [self.c.suite] if self.c.suite else
+                                list(self._projects.head.agent_names()), self._projects.base,
+                                self._projects.head, base_sha, head_sha, self.emit)
+            result.notes += guard.notes
+            changed = self._changed_prompts(git, base_sha, head_sha, result, guard.broken)
+            if not changed and not guard.broken:
                 result.status = "nothing_to_review"
                 which = (self._projects.head.agent(self.c.suite).prompt_path if self.c.suite
                          else "no agent prompt")
@@ -359,7 +367,7 @@ class Reviewer:
                                         for t in head_project.agent(a).targets()], result)
                 return result
             result.diff = git.diff_files(
-                base_sha, head_sha, sorted({t.path for *_, t in changed})
+                base_sha, head_sha, sorted({t.path for *_, t in changed} | {*guard.paths})
             )
             self._announce(changed, result)
         with project_scope(self._projects.head):
@@ -369,6 +377,7 @@ class Reviewer:
                 self._sides[head_text] = ("review-head", self.c.head)
                 result.agents.append(
                     await self._review_agent(agent, base_text, head_text, target))
+        result.agents[:0] = guard.reviews()
         result.notes += self._notes
         result.sources += [s.line() for s in self.source.served]
         result.decision = combine([a.decision for a in result.agents])
@@ -384,7 +393,8 @@ class Reviewer:
             detail = f"improved bucket(s): {', '.join(improved)}; no bucket regressed"
         else:
             detail = "no bucket changed beyond the thresholds; no bucket regressed"
-        result.message = f"{result.decision}: {detail}"
+        result.message = broken_message(guard) if guard.broken else \
+            f"{result.decision}: {detail}"
         self._write(result)
         return result
 

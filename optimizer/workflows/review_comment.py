@@ -14,18 +14,19 @@ from typing import Protocol
 
 from optimizer.core.results import pairing_text
 from optimizer.gate.compare import BucketComparison, GatePolicy
-from optimizer.gate.verdict import HARM_ORDER, ReviewDecision
+from optimizer.gate.verdict import HARM_ORDER
 from optimizer.propose.package import FailingTrial, fence
 from optimizer.report.fmt import num, short
 from optimizer.report.markdown import STATUS_WORDS, cell, table_lines
 from optimizer.report.plain import review_headline
 from optimizer.report.table import comparison_table
+from optimizer.workflows.review_models import ReviewOutcome
 
 MAX_COMMENT_CHARS = 60_000
 """GitHub rejects comments over 65,536 characters; keep a margin."""
 MAX_DIFF_CHARS = 20_000
 _BADGE = {"regresses": "🔴 regresses", "improves": "🟢 improves", "neutral": "⚪ neutral",
-          "inconclusive": "🟡 inconclusive"}
+          "inconclusive": "🟡 inconclusive", "broken": "⛔ broken"}
 _HARM = {"regressed": "🔴 regressed", "harm not ruled out": "🟡 harm not ruled out",
          "no harm": "🟢 no harm"}
 
@@ -41,6 +42,18 @@ class BucketVerdictLike(Protocol):
 
     @property
     def statement(self) -> str: ...
+
+
+class HeadBreakLike(Protocol):
+    """A head's prompt target that fails the region guard (`review_models.HeadBreak`)."""
+
+    path: str
+    region: str
+    line: int | None
+    reason: str
+
+    @property
+    def where(self) -> str: ...
 
 
 class TrialChangeLike(Protocol):
@@ -59,7 +72,7 @@ class AgentReviewLike(Protocol):
 
     agent: str
     prompt_path: str
-    decision: ReviewDecision
+    decision: ReviewOutcome
     reasons: list[str]
     comparisons: list[BucketComparison]
     regressed: list[str]
@@ -82,11 +95,14 @@ class AgentReviewLike(Protocol):
     @property
     def fixed(self) -> Sequence[TrialChangeLike]: ...
 
+    @property
+    def head_breaks(self) -> Sequence[HeadBreakLike]: ...
+
 
 class ReviewLike(Protocol):
     """What the comment shows of a review (`workflows.review.ReviewResult`)."""
 
-    decision: ReviewDecision | None
+    decision: ReviewOutcome | None
     message: str
     review_id: str
     base_ref: str
@@ -168,7 +184,22 @@ def _failing_detail(group: Sequence[TrialChangeLike]) -> str:
     return "\n".join([*lines, "", "</details>"])
 
 
+def _broken_section(a: AgentReviewLike) -> list[str]:
+    """An agent whose head fails the region guard: where and why, no trial run."""
+    said = review_headline("broken", [], [], [], [], [b.where for b in a.head_breaks])
+    out = [f"### `{a.agent}` (`{a.prompt_path}`): {_BADGE['broken']}", "",
+           cell(said[:1].upper() + said[1:]) + ".", ""]
+    for b in a.head_breaks:
+        at = f"{b.path}:{b.line}" if b.line else b.path
+        out.append(f"- **`{b.path}`" + (f" line {b.line}" if b.line else "") + f"**, "
+                   f"{cell(b.region)} (`{at}`): {cell(b.reason)}")
+    return [*out, "", "No trial was run for this agent: the gate does not judge a prompt whose "
+            "source file is broken.", ""]
+
+
 def _agent_section(a: AgentReviewLike, confirm_trials: int) -> list[str]:
+    if a.decision == "broken":
+        return _broken_section(a)
     out = [f"### `{a.agent}` (`{a.prompt_path}`): {_BADGE[a.decision]}", ""]
     # in plain words first; the findings and the method follow
     said = review_headline(a.decision, a.comparisons, a.regressed, a.improved, a.open)
@@ -201,12 +232,14 @@ def render_comment(result: ReviewLike, max_chars: int = MAX_COMMENT_CHARS) -> st
     """The PR comment: verdict, per-bucket tables, prompt diff, newly failing and fixed trials."""
     r = result
     decision = r.decision or "neutral"
+    evaluated = any(a.decision != "broken" for a in r.agents)
     head = [
         f"## promptloop review: {_BADGE[decision]}",
         "",
         f"Prompt change `{r.base_ref}` (`{r.base_commit[:10]}`) → `{r.head_ref}` "
-        f"(`{r.head_commit[:10]}`), evaluated with `{r.agent_model}` on paired trials "
-        "(same task, same trial index).",
+        f"(`{r.head_commit[:10]}`), "
+        + (f"evaluated with `{r.agent_model}` on paired trials (same task, same trial index)."
+           if evaluated else "not evaluated: the head's prompt source fails the region guard."),
         "",
         f"**Verdict: {decision}.** {cell(r.message.removeprefix(f'{decision}: '))}",
         "",
@@ -239,8 +272,13 @@ def render_comment(result: ReviewLike, max_chars: int = MAX_COMMENT_CHARS) -> st
         f"{num(r.policy.regression_tolerance, 2)} or more); the review is inconclusive while a "
         "bucket's harm is not ruled out; it improves with a gain of at least "
         f"{num(r.policy.min_improvement, 2)} significant after Holm, and only when every "
-        "bucket said no harm. Full data: result.json next to this comment.</sub>",
+        "bucket said no harm; it is broken when the head's prompt source fails the region "
+        "guard optimize applies (the literal closed early, a new interpolation, a stray `$` "
+        "in Dart, an edit outside the region), and no trial is run for that agent. Full "
+        "data: result.json next to this comment.</sub>",
     ]
+    if not evaluated:  # no trial ran: no trials to list
+        return "\n".join(head + footer) + "\n"
     text = "\n".join(head) + f"\n### Newly failing trials ({len(broken)})\n\n"
     budget = max_chars - len(text) - len("\n".join(fixed_block + footer)) - 200
     if not broken:

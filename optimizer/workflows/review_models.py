@@ -19,6 +19,10 @@ from optimizer.run.settings import RunSettings
 
 REVIEW_VERSION = 1
 
+ReviewOutcome = ReviewDecision | Literal["broken"]
+"""An agent's or a review's verdict: the gate's decision, or "broken" when the head's prompt
+source fails the region guard (no trial is run for that agent)."""
+
 
 class ReviewConfig(AgentJudgeModels, RunSettings):
     """Everything one review needs; the CLI flags map onto these fields one to one."""
@@ -52,10 +56,27 @@ class TrialChange(BaseModel):
     """For newly failing trials: input, grader verdicts with rationales, tool trace."""
 
 
+class HeadBreak(BaseModel):
+    """A prompt target whose head version fails the region guard (`region_guard.HeadCheck`)."""
+
+    path: str
+    region: str
+    """The region as the base holds it, e.g. 'triple-quoted string X (lines 6-25)'."""
+    line: int | None = None
+    """The head file's line where it breaks."""
+    code: Literal["breaks_literal", "outside_region"]
+    reason: str
+
+    @property
+    def where(self) -> str:
+        """'lib/p.dart line 14' (the file and line a reader opens)."""
+        return self.path + (f" line {self.line}" if self.line else "")
+
+
 class AgentReview(BaseModel):
     agent: str
     prompt_path: str
-    decision: ReviewDecision
+    decision: ReviewOutcome
     reasons: list[str]
     regressed: list[str]
     improved: list[str]
@@ -78,12 +99,14 @@ class AgentReview(BaseModel):
     fixed: list[TrialChange] = Field(default_factory=list)
     seeded: bool = False
     """Every paired trial was sent the same seed on both sides (`results.seeded_pairing`)."""
+    head_breaks: list[HeadBreak] = Field(default_factory=list)
+    """Why the verdict is "broken": the head's prompt targets that fail the region guard."""
 
 
 class ReviewResult(BaseModel):
     version: int = REVIEW_VERSION
     status: Literal["reviewed", "nothing_to_review"]
-    decision: ReviewDecision | None = None
+    decision: ReviewOutcome | None = None
     message: str
     review_id: str
     base_ref: str
@@ -109,8 +132,10 @@ class ReviewResult(BaseModel):
         return [f"{a.agent}:{b}" for a in self.agents for b in a.regressed]
 
 
-def combine(decisions: list[ReviewDecision]) -> ReviewDecision:
-    """Overall decision over agents, with the same rule as for buckets."""
+def combine(decisions: list[ReviewOutcome]) -> ReviewOutcome:
+    """Overall decision over agents, with the same rule as for buckets; a broken head first."""
+    if "broken" in decisions:
+        return "broken"
     if "regresses" in decisions:
         return "regresses"
     if "inconclusive" in decisions:

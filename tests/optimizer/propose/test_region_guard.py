@@ -12,6 +12,8 @@ from optimizer.propose.literals import EvalLiteral, LiteralIndex
 from optimizer.propose.patch import PatchError
 from optimizer.propose.proposer import PackageInput, build_package
 from optimizer.propose.region_guard import (
+    HeadCheck,
+    check_head_file,
     check_region_patch,
     prepare_region_patch,
     region_apply_error,
@@ -189,3 +191,84 @@ def test_an_external_proposers_whole_file_edit() -> None:
         region_diff_from_edit(SPEC, DART, broken)
     (violation,) = err.value.violations
     assert violation.code == "breaks_literal" and NAME in violation.message
+
+
+# --- a reviewed head's whole file (review's guard) ------------------------------------------
+
+
+def _line(text: str, needle: str) -> int:
+    return next(n for n, line in enumerate(text.split("\n"), start=1) if needle in line)
+
+
+@pytest.mark.parametrize(
+    ("added", "code", "says"),
+    [('"""; const evil = """', "breaks_literal", "closing delimiter"),
+     ("Greet ${user}.", "breaks_literal", "interpolation '${user}'"),
+     ("A $5 coffee is spending.", "breaks_literal", "'$' not followed"),
+     ("A \\$5 coffee is spending.", "ok", "")],
+    ids=["quotes", "interpolation", "bare-dollar", "escaped-dollar"],
+)
+def test_check_head_file_judges_a_region_only_edit(added: str, code: str, says: str) -> None:
+    head = DART.replace(RULE_BEFORE, RULE_BEFORE + added + "\n")
+    check = check_head_file(SPEC, DART, SPEC, head)
+    assert check is not None and check.code == code, check
+    assert check.failed == (code != "ok")
+    if code != "ok":
+        assert says in check.reason and "cardAgentSystemPrompt" in check.region
+        assert check.line == _line(head, added)
+
+
+def test_check_head_file_outside_the_region() -> None:
+    changed_code = DART.replace("final cardAgentTools", "final cardTools")
+    assert changed_code != DART
+    # code changed around an unchanged literal: passes, said to be code
+    check = check_head_file(SPEC, DART, SPEC, changed_code)
+    assert check is not None and check.code == "code_changed" and not check.failed
+    assert check.line == _line(changed_code, "final cardTools")
+    assert "code, not the prompt" in check.reason
+    # the prompt and code both changed: fails, the head changes code, not only the prompt
+    both = changed_code.replace(RULE_BEFORE, RULE_AFTER)
+    check = check_head_file(SPEC, DART, SPEC, both)
+    assert check is not None and check.code == "outside_region" and check.failed
+    assert "changes code, not only the prompt" in check.reason
+    assert check.line == _line(both, "final cardTools")
+    # a rule that landed right after the closing quotes
+    end = REGION.end + DART[REGION.end:].index("\n") + 1
+    after = DART[:end] + "- A bare link is a card of type link.\n" + DART[end:]
+    check = check_head_file(SPEC, DART, SPEC, after)
+    assert check is not None and check.code == "outside_region"
+    assert check.line == _line(after, "A bare link is a card of type link.")
+    # the closing quotes removed: the literal runs on to the next constant's quotes
+    unclosed = DART[:REGION.end] + DART[REGION.end + 3:]
+    check = check_head_file(SPEC, DART, SPEC, unclosed)
+    assert check is not None and check.code == "breaks_literal" and check.failed
+    assert "cardAgentSystemPrompt" in check.reason
+
+
+def test_check_head_file_markers_in_markdown_never_break_on_outside_text() -> None:
+    spec = RegionSpec("prompts/p.md", begin="<!-- begin -->", end="<!-- end -->")
+    base = "# Title\n<!-- begin -->\nBe brief.\n<!-- end -->\nNotes.\n"
+    check = check_head_file(spec, base, spec, base.replace("Notes.", "More notes.")
+                            .replace("Be brief.", "Be very brief."))
+    assert check is not None and check.code == "code_changed" and check.line == 5
+    inside = check_head_file(spec, base, spec, base.replace("Be brief.", "<!-- end -->"))
+    assert inside is not None and inside.code == "breaks_literal"
+    assert check_head_file(spec, base, spec, base.replace("Be brief.", "Be short.")) == \
+        HeadCheck("ok", region=locate(spec, base).describe(with_path=False))
+    # a base without the region: nothing to guard against
+    assert check_head_file(spec, "no markers\n", spec, "changed\n") is None
+
+
+def test_check_head_file_python_fstring_and_js_template() -> None:
+    py = RegionSpec("agent/prompts.py", variable="PROMPT")
+    base = 'import os\n\nPROMPT = f"""Hello {name}.\nBe brief.\n"""\n'
+    field = check_head_file(py, base, py, base.replace("Be brief.", "Be {tone}."))
+    assert field is not None and field.code == "breaks_literal" and field.line == 4
+    assert "interpolation '{tone}'" in field.reason
+    braces = check_head_file(py, base, py, base.replace("Be brief.", "Use {{braces}}."))
+    assert braces is not None and braces.code == "ok"
+    js = RegionSpec("agent/prompt.js", variable="SYSTEM_PROMPT")
+    base = "const SYSTEM_PROMPT = `Extract items.\nAnswer in JSON.`;\nmodule.exports = {};\n"
+    tick = check_head_file(js, base, js, base.replace("Extract items.", "Extract `items`."))
+    assert tick is not None and tick.code == "breaks_literal" and tick.line == 1
+    assert "closing delimiter" in tick.reason
