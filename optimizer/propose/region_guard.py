@@ -187,9 +187,10 @@ def check_head_file(base_spec: RegionSpec, base_file: str, head_spec: RegionSpec
     - the file changed outside the region too: the head's region must still be found and be a
       valid edit of the base's (`breaks_literal` otherwise); when the region's text changed
       as well, the edit outside it fails the guard as it does for optimize (`outside_region`:
-      the head changes code, not only the prompt); when the region is unchanged, an edit of
-      the literal's own statement (its opening or closing line, or a line added right after
-      it) is `outside_region` and any other is `code_changed`.
+      the head changes code, not only the prompt); so does any edit of a source file outside
+      its region when the region is unchanged (an edit of the literal's own statement, its
+      opening or closing line or a line added right after it, is named as such); only a
+      Markdown or text file's lines outside its markers are `code_changed` (a note).
 
     None when the base file has no such region (nothing to guard against: the review reads
     the base as before and says what is wrong there)."""
@@ -240,8 +241,10 @@ def check_head_file(base_spec: RegionSpec, base_file: str, head_spec: RegionSpec
                              f"{j1 + 1}, outside {short} but in its statement or right after "
                              "it: text meant for the prompt that landed outside the literal "
                              "does not compile", j1 + 1, what)
-    return HeadCheck("code_changed", f"{base.path} changes outside {short} (line {line}): "
-                     "code, not the prompt; review does not evaluate it", line, what)
+    return HeadCheck("outside_region", f"the head changes {base.path} outside {short} "
+                     f"(line {line}): it changes code, not only the prompt, and review "
+                     "evaluates prompts, not code: put the code change in a pull request of "
+                     "its own", line, what)
 
 
 def _first_change(old: str, new: str) -> int:

@@ -221,11 +221,11 @@ def test_check_head_file_judges_a_region_only_edit(added: str, code: str, says: 
 def test_check_head_file_outside_the_region() -> None:
     changed_code = DART.replace("final cardAgentTools", "final cardTools")
     assert changed_code != DART
-    # code changed around an unchanged literal: passes, said to be code
+    # code changed around an unchanged literal: the guard fails it, said to change code
     check = check_head_file(SPEC, DART, SPEC, changed_code)
-    assert check is not None and check.code == "code_changed" and not check.failed
+    assert check is not None and check.code == "outside_region" and check.failed
     assert check.line == _line(changed_code, "final cardTools")
-    assert "code, not the prompt" in check.reason
+    assert "changes code, not only the prompt" in check.reason
     # the prompt and code both changed: fails, the head changes code, not only the prompt
     both = changed_code.replace(RULE_BEFORE, RULE_AFTER)
     check = check_head_file(SPEC, DART, SPEC, both)

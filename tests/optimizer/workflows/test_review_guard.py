@@ -33,15 +33,18 @@ from tests.e2e.test_dart_region import (
 )
 
 MARK = "tool/ran.txt"
-"""The trial script appends a line here each time it runs (it never should for a broken head)."""
+"""The trial script appends a line here each time it runs (it never should for a broken head);
+in a trial sandbox the repository is read-only and the model's calls are the evidence."""
 
 
 def marked_script(root: Path) -> str:
     """The trial script, appending a line to `root`/MARK at each run."""
     script = TRIAL_SCRIPT.replace(
         "request = json.load(sys.stdin)\n",
-        f"request = json.load(sys.stdin)\nwith open({str(root / MARK)!r}, 'a') as f:\n"
-        "    f.write('ran\\n')\n", 1)
+        f"request = json.load(sys.stdin)\ntry:\n"
+        f"    with open({str(root / MARK)!r}, 'a') as f:\n"
+        "        f.write('ran\\n')\n"
+        "except OSError:\n    pass  # in a trial sandbox the repository is read-only\n", 1)
     assert script != TRIAL_SCRIPT
     return script
 
@@ -179,24 +182,23 @@ def test_a_valid_dart_edit_is_reviewed_with_trials(dart_repo: Path, tmp_path: Pa
     assert result.decision in ("improves", "neutral", "inconclusive"), result.message
     [a] = result.agents
     assert a.head_breaks == [] and a.head_trials == 7 and model.calls
-    assert (dart_repo / MARK).exists()
 
 
-def test_code_changed_outside_an_unchanged_literal_is_said_to_be_code(
+def test_code_changed_outside_an_unchanged_literal_is_broken_as_code(
     dart_repo: Path, tmp_path: Path
 ) -> None:
-    """Only code around the prompt changed (another constant): not a prompt change, nothing
-    evaluated, and the review says the file changed outside the region."""
+    """Only code around the prompt changed (another constant): the prompt file changed outside
+    its region, which the region guard refuses as optimize does: broken, said to change code,
+    nothing evaluated."""
     text = PROMPTS_SOURCE.replace("Call save_timeline_card exactly once.",
                                   "Call save_timeline_card once.")
     dart_head(dart_repo, "pr/hint", text)
     model = card_model()
     result = api_review(dart_repo, tmp_path / "state", "pr/hint", model, "scripted:dart-card")
-    assert result.status == "nothing_to_review" and result.unchanged == ["card_agent"]
     line = _line_of(text, "Call save_timeline_card once.")
-    assert any(f"{PROMPTS_DART} changes outside" in n and f"(line {line})" in n
-               and "code, not the prompt" in n for n in result.notes), result.notes
-    assert model.calls == []
+    assert_broken(result, model, dart_repo, tmp_path / "state", agent="card_agent",
+                  path=PROMPTS_DART, region="cardAgentSystemPrompt", line=line,
+                  says="changes code, not only the prompt")
 
 
 # --- JavaScript -------------------------------------------------------------------------------
