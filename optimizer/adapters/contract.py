@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 if TYPE_CHECKING:
+    from agents.base import AgentInput
     from agents.llm.types import ModelClient
     from agents.registry import AgentOptions
     from agents.runtime import RuntimeConfig
@@ -141,15 +142,21 @@ class TrialResultDoc(_Theirs):
 
 @dataclass
 class TrialContext:
-    """What a `python` adapter's function gets besides the request: promptloop's own objects
-    for the trial (the recorded model client, the transcript to fill, the runtime settings,
-    the workspace and the opt-in agent options)."""
+    """What an in-process adapter (`python`, `session`) gets besides the request: promptloop's
+    own objects for the trial (the recorded model client, the transcript to fill, the runtime
+    settings, the workspace and the opt-in agent options)."""
 
     model: ModelClient
     transcript: Transcript
     runtime: RuntimeConfig
     workspace: Path
     agent_options: AgentOptions
+    agent_input: AgentInput | None = None
+    """The input a `session` agent is built with (fact id, content, publish time, language);
+    None: read from the request."""
+    trial_key: str = ""
+    """Names the trial apart from every other of the run (`suite/task#index`): batched model
+    rounds key its requests with it."""
 
 
 def schema_document() -> dict[str, Any]:
