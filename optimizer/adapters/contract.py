@@ -14,6 +14,7 @@ models (a test fails when either differs).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -157,6 +158,10 @@ class TrialContext:
     trial_key: str = ""
     """Names the trial apart from every other of the run (`suite/task#index`): batched model
     rounds key its requests with it."""
+    make_workspace: Callable[[], None] | None = None
+    """Fills the request's workspace from the task's fixtures, when the caller left that to
+    the adapter (an in-process kind does it in the same worker thread as its own file work);
+    None: the workspace is ready."""
 
 
 def schema_document() -> dict[str, Any]:

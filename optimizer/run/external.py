@@ -13,6 +13,7 @@ the in-process context (`TrialContext`), and answers the adapter's `AdapterOutco
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -111,8 +112,9 @@ class AgentLink:
         Raises what the adapter raises (run/trial.py classifies it)."""
         await self.start()
         workspace = tmp / WORKSPACE
-        # file work off the event loop (other trials' calls wait)
-        await asyncio.to_thread(copy_fixtures, task, workspace)
+        make = functools.partial(copy_fixtures, task, workspace)
+        if not self.in_process:  # file work off the event loop (other trials' calls wait);
+            await asyncio.to_thread(make)  # an in-process kind does it with its own, at once
         gateway = self.gateway
         token = gateway.register(model, transcript) if gateway is not None else ""
         target = source.target if source is not None else self.agent.target()
@@ -133,7 +135,8 @@ class AgentLink:
         context = TrialContext(model=model, transcript=transcript, runtime=runtime,
                                workspace=workspace, agent_options=agent_options,
                                agent_input=agent_input,
-                               trial_key=f"{suite.name}/{task.id}#{index}")
+                               trial_key=f"{suite.name}/{task.id}#{index}",
+                               make_workspace=make if self.in_process else None)
         model_errors: list[str] = []
         try:
             got = await self.adapter.attempt(request, context)

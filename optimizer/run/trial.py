@@ -222,7 +222,7 @@ async def grade_held(
     suite: Suite, task: LoadedTask, result: TrialResult, batch: JudgeBatch, options: RunOptions
 ) -> TrialResult:
     """Phase 2 of batch mode: grade a held-back trial once, its judge answered from the run's
-    batch, and decide its status as `_attempt` does (a timed-out trial stays timedOut)."""
+    batch, and decide its status as `attempt` does (a timed-out trial stays timedOut)."""
     salt = judge_salt(suite, task, result.trial_index)
     timed_out = result.status == "timedOut"
     got = _Attempt(status=result.status, reason=result.failure_reason if timed_out else None,

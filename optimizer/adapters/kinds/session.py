@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -48,8 +49,12 @@ def input_of(request: TrialRequest) -> AgentInput:
 
 
 def open_session(factory: AgentFactory, workspace: Path, agent_input: AgentInput,
-                 prompt: str) -> OutcomeSession:
-    """The session in the trial's workspace (made from the task's fixtures by the caller)."""
+                 prompt: str, make_workspace: Callable[[], None] | None = None
+                 ) -> OutcomeSession:
+    """The session in the trial's workspace (`make_workspace`: fill it from the task's
+    fixtures first, when the caller left that to us)."""
+    if make_workspace is not None:
+        make_workspace()
     (workspace / "PKM").mkdir(exist_ok=True)
     ws = Workspace(workspace, durable=False)
     prepare_workspace(ws, agent_input)
@@ -102,7 +107,7 @@ class SessionAdapter(Adapter):
                 # trials' model calls go on meanwhile
                 session = await asyncio.to_thread(open_session, factory,
                                                   Path(request.workspace), agent_input,
-                                                  request.prompt.text)
+                                                  request.prompt.text, context.make_workspace)
                 async with asyncio.timeout(limit) as clock:
                     with (rounds.clock(clock) if rounds is not None
                           else contextlib.nullcontext()):
