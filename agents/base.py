@@ -44,7 +44,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def session_factory(fn: F) -> F:
-    """Mark a python adapter entry as an in-process session builder: called as
+    """Mark an entry (`adapter = "session"`) as an in-process session builder: called as
     `fn(workspace, agent_input, system_prompt, options)`, it returns an `OutcomeSession` that
     promptloop's agent loop runs with the trial's model client, transcript and limits."""
     setattr(fn, SESSION_FACTORY_MARK, True)

@@ -1,8 +1,11 @@
 """Python adapters: loading the `package.module:function` a promptloop.toml entry names.
 
 Agents are declared in promptloop.toml (optimizer/core/project.py), not here; the bundled card
-and PKM agents are entries like any other (`agents.adapters:card_agent`). An entry marked
-`@session_factory` builds an in-process session that promptloop's agent loop runs.
+and PKM agents are entries like any other (`agents.adapters:card_agent`), declared with
+`adapter = "session"`: such an entry (`@session_factory`) builds an in-process session that
+promptloop's agent loop runs. Which road an entry takes is the table's `adapter`, never read
+from the module. `load_entry` is the one loader of an entry (both the `python` and the
+`session` adapter use it).
 
 `AgentOptions` are our opt-in agent behaviours (SPEC section 8: by default both agents behave
 as the original harness). They reach a run through `session_builder(entry, options)`; the
@@ -14,7 +17,9 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import sys
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any, Protocol
 
 from agents.base import SESSION_FACTORY_MARK, AgentFactory, AgentInput, OutcomeSession
@@ -86,8 +91,17 @@ class EntryError(ValueError):
     """A python adapter's `entry` that cannot be imported or is not callable."""
 
 
-def load_entry(entry: str) -> Any:
-    """The object `package.module:function` names (imported now)."""
+def importable(root: Path | None) -> None:
+    """Make the modules of the repository at `root` importable by an entry
+    (`package.module:function` is looked up from the repository top, as a command's argv)."""
+    if root is not None and str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+
+
+def load_entry(entry: str, root: Path | None = None) -> Any:
+    """The object `package.module:function` names (imported now; `root`: the repository whose
+    modules it may name)."""
+    importable(root)
     module, _, attr = entry.partition(":")
     if not module or not attr:
         raise EntryError(f"entry {entry!r} is not 'package.module:function'")
@@ -106,18 +120,21 @@ def load_entry(entry: str) -> Any:
 
 
 def is_session_factory(obj: object) -> bool:
-    """Whether a python adapter's entry is an in-process session builder."""
+    """Whether an entry is marked `@session_factory` (checked once loaded, for a clear error
+    when the table's adapter does not fit it; the road is the table's choice)."""
     return bool(getattr(obj, SESSION_FACTORY_MARK, False))
 
 
-def session_builder(entry: str, options: AgentOptions | None = None) -> AgentFactory:
-    """The session factory `entry` names, building sessions with `options` (None: the
-    original's behaviour)."""
-    builder = load_entry(entry)
+def session_builder(entry: str, options: AgentOptions | None = None,
+                    root: Path | None = None) -> AgentFactory:
+    """The session factory `entry` names (an `adapter = "session"` agent's), building sessions
+    with `options` (None: the original's behaviour)."""
+    builder = load_entry(entry, root)
     if not is_session_factory(builder):
-        raise EntryError(f"entry {entry!r} is not a session factory (@session_factory)")
+        raise EntryError(f"entry {entry!r} is not a session factory (@session_factory): "
+                         "declare adapter = \"python\" for a (request, context) function")
     return functools.partial(builder, options=options)
 
 
 __all__ = ["AGENT_OPTIONS_VAR", "AgentOptions", "AgentOptionsError", "EntryError",
-           "SessionBuilder", "is_session_factory", "load_entry", "session_builder"]
+           "SessionBuilder", "importable", "is_session_factory", "load_entry", "session_builder"]

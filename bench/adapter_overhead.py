@@ -38,7 +38,7 @@ from optimizer.adapters.contract import (
     TrialResultDoc,
 )
 from optimizer.adapters.runner import run_adapter_trial
-from optimizer.adapters.spec import AdapterSpec
+from optimizer.adapters.spec import AnyAdapterSettings, parse_settings
 from optimizer.adapters.worker import WorkerPool
 
 TARGETS_MS = {"worker": 20.0, "command": 150.0}
@@ -112,12 +112,12 @@ def request_for(root: Path, index: int) -> TrialRequest:
     )
 
 
-async def measure(spec: AdapterSpec, repo: Path, trials: int) -> list[float]:
+async def measure(spec: AnyAdapterSettings, repo: Path, trials: int) -> list[float]:
     """Overhead (ms) of each trial, in order."""
     work = Path(tempfile.mkdtemp(prefix="adapter-bench-"))
     requests = [request_for(work, i) for i in range(trials)]
     out: list[float] = []
-    pool = WorkerPool(spec, repo_root=repo, agent="bench") if spec.kind == "worker" else None
+    pool = WorkerPool(spec, repo_root=repo, agent="bench") if spec.adapter == "worker" else None
     try:
         for request in requests:
             t0 = time.perf_counter()
@@ -125,7 +125,7 @@ async def measure(spec: AdapterSpec, repo: Path, trials: int) -> list[float]:
                                           context=None, pool=pool)
             wall = (time.perf_counter() - t0) * 1000
             if got.status != "ok" or got.result is None:
-                raise SystemExit(f"{spec.kind}: {got.message}")
+                raise SystemExit(f"{spec.adapter}: {got.message}")
             out.append(wall - float(got.result.outcome["agent_ms"]))
     finally:
         if pool is not None:
@@ -160,17 +160,19 @@ async def main() -> None:
     (repo / "agent.js").write_text(NODE_AGENT)
     py = sys.executable
     cases = [
-        ("python", AdapterSpec(kind="python", entry="__main__:trivial_agent")),
-        ("worker", AdapterSpec(kind="worker", command=[py, "agent.py", "--worker"])),
-        ("command", AdapterSpec(kind="command", command=[py, "agent.py"])),
+        ("python", parse_settings({"adapter": "python", "entry": "__main__:trivial_agent"})),
+        ("worker", parse_settings({"adapter": "worker", "command": [py, "agent.py", "--worker"]})),
+        ("command", parse_settings({"adapter": "command", "command": [py, "agent.py"]})),
         ("command, request and result in files",
-         AdapterSpec(kind="command", command=[py, "agent.py"], request="file", result="file")),
+         parse_settings({"adapter": "command", "command": [py, "agent.py"],
+                         "request": "file", "result": "file"})),
     ]
     if args.node and shutil.which("node"):
         cases += [
-            ("worker (node)", AdapterSpec(kind="worker", command=["node", "agent.js",
-                                                                  "--worker"])),
-            ("command (node)", AdapterSpec(kind="command", command=["node", "agent.js"])),
+            ("worker (node)", parse_settings({"adapter": "worker",
+                                              "command": ["node", "agent.js", "--worker"]})),
+            ("command (node)", parse_settings({"adapter": "command",
+                                               "command": ["node", "agent.js"]})),
         ]
     print(f"# {args.trials} trials per adapter, one at a time; {platform.machine()}, "
           f"{os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -184,8 +186,8 @@ async def main() -> None:
     for name, spec, mech in runs:
         os.environ[box.SANDBOX_VAR] = "off" if mech == "none" else "on"
         got = await measure(spec, repo, args.trials)
-        rest = got[1:] if spec.kind == "worker" else got
-        kind = spec.kind
+        rest = got[1:] if spec.adapter == "worker" else got
+        kind = spec.adapter
         target = TARGETS_MS.get(kind) if name == kind else None
         median = statistics.median(rest)
         verdict = "" if target is None else (

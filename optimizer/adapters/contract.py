@@ -14,6 +14,7 @@ models (a test fails when either differs).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import models_json_schema
 
 if TYPE_CHECKING:
+    from agents.base import AgentInput
     from agents.llm.types import ModelClient
     from agents.registry import AgentOptions
     from agents.runtime import RuntimeConfig
@@ -152,15 +154,25 @@ class TrialResultDoc(_Theirs):
 
 @dataclass
 class TrialContext:
-    """What a `python` adapter's function gets besides the request: promptloop's own objects
-    for the trial (the recorded model client, the transcript to fill, the runtime settings,
-    the workspace and the opt-in agent options)."""
+    """What an in-process adapter (`python`, `session`) gets besides the request: promptloop's
+    own objects for the trial (the recorded model client, the transcript to fill, the runtime
+    settings, the workspace and the opt-in agent options)."""
 
     model: ModelClient
     transcript: Transcript
     runtime: RuntimeConfig
     workspace: Path
     agent_options: AgentOptions
+    agent_input: AgentInput | None = None
+    """The input a `session` agent is built with (fact id, content, publish time, language);
+    None: read from the request."""
+    trial_key: str = ""
+    """Names the trial apart from every other of the run (`suite/task#index`): batched model
+    rounds key its requests with it."""
+    make_workspace: Callable[[], None] | None = None
+    """Fills the request's workspace from the task's fixtures, when the caller left that to
+    the adapter (an in-process kind does it in the same worker thread as its own file work);
+    None: the workspace is ready."""
 
 
 def schema_document() -> dict[str, Any]:

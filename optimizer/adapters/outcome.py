@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from optimizer.adapters.contract import CONTRACT, TrialRequest, TrialResultDoc
 from optimizer.adapters.process import clean
@@ -25,6 +25,10 @@ from optimizer.adapters.process import clean
 Status = Literal["ok", "failed", "errored"]
 MESSAGE_TAIL = 600
 """Characters of stderr quoted in a message (the whole tail is in `stderr_tail`)."""
+
+
+class AgentRaised(Exception):
+    """An in-process agent's own code raised (a python adapter's function): the trial fails."""
 
 
 class AdapterConfigError(ValueError):
@@ -106,6 +110,14 @@ def judge_doc(doc: TrialResultDoc, label: TrialLabel, stderr: str = "") -> Adapt
                          result=doc)
 
 
+def plain_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
+    """Outcome values as plain JSON data, so cached and saved trials load back identically."""
+    return {
+        k: (v.model_dump(mode="json") if isinstance(v, BaseModel) else v)
+        for k, v in outcome.items()
+    }
+
+
 _KINDS = {list: "a JSON array", str: "a JSON string", bool: "a JSON boolean",
           int: "a JSON number", float: "a JSON number", type(None): "null"}
 
@@ -149,10 +161,12 @@ def parse_result(data: bytes, label: TrialLabel, source: str = "printed",
 __all__ = [
     "AdapterConfigError",
     "AdapterOutcome",
+    "AgentRaised",
     "Status",
     "TrialLabel",
     "field_problem",
     "judge_doc",
     "parse_result",
+    "plain_outcome",
     "validate_doc",
 ]

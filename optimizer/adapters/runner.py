@@ -1,17 +1,13 @@
-"""One trial through the agent's adapter: `run_adapter_trial`.
+"""The `command` adapter's process (`run_command`), and `run_adapter_trial`: one trial through
+any adapter kind, outside a suite run (tests, benchmarks).
 
 - `command`: the argv runs once per trial with cwd = the workspace (relative paths in the argv
   are read from the repository root, `process.resolve_argv`), the request on stdin or in the file
   named by $PROMPTLOOP_REQUEST (written in a private folder, mode 0600), the result on stdout or
   in the file named by $PROMPTLOOP_RESULT. Its process group is killed at the time limit and
   when it prints more than the cap; what it leaves running after it exits is killed too.
-- `worker`: `worker.WorkerPool`.
-- `http`: POST the request to `url`; a non-2xx status, an unreachable server, a timeout or an
-  oversize body is an errored trial.
-- `python`: `entry = "package.module:function"`, awaited (or run in a thread) in promptloop's
-  interpreter with the request and a `TrialContext`, under the time limit; its exceptions
-  (TimeoutError included) propagate to the caller, which classifies them as for the bundled
-  agents.
+- the other kinds: `optimizer/adapters/kinds/` (worker, http, python, session), one module each,
+  registered in `optimizer/adapters/registry.py`.
 
 Whatever a command, worker or server does, the answer is an `AdapterOutcome`: never an
 exception. The time limit is the request's `timeout_s` (the caller puts the agent's `timeout`
@@ -21,31 +17,22 @@ or the task's `timeout_seconds` there). Files written outside the workspace: `es
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
 import os
 import shutil
 import signal
 import stat
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from agents.llm.errors import ModelError
-from agents.registry import EntryError
-from agents.registry import load_entry as registry_load_entry
 from optimizer.adapters import box
 from optimizer.adapters.contract import TrialContext, TrialRequest
 from optimizer.adapters.escape import Snapshot
 from optimizer.adapters.outcome import (
     AdapterConfigError,
     AdapterOutcome,
+    AgentRaised,
     TrialLabel,
     parse_result,
-    validate_doc,
 )
 from optimizer.adapters.process import (
     Oversize,
@@ -63,7 +50,8 @@ from optimizer.adapters.process import (
     size_text,
     spawn,
 )
-from optimizer.adapters.spec import AdapterSpec
+from optimizer.adapters.registry import AdapterSetup, open_adapter
+from optimizer.adapters.spec import AdapterSettingsBase, CommandSettings
 from optimizer.adapters.worker import WorkerPool
 
 REQUEST_VAR = "PROMPTLOOP_REQUEST"
@@ -73,7 +61,7 @@ EOF_GRACE_S = 1.0
 
 
 async def run_adapter_trial(
-    spec: AdapterSpec,
+    spec: AdapterSettingsBase,
     request: TrialRequest,
     *,
     repo_root: Path,
@@ -81,24 +69,21 @@ async def run_adapter_trial(
     context: TrialContext | None = None,
     pool: WorkerPool | None = None,
 ) -> AdapterOutcome:
-    """Run one trial of `agent` through `spec`'s adapter.
+    """Run one trial of `agent` through `spec`'s adapter kind (built for this trial alone and
+    closed after it; a suite run keeps one per run: run/external.AgentLink).
 
-    `pool`: the run's WorkerPool for a worker adapter (without one, a pool is started and closed
-    for this trial alone). `context`: what a python adapter's function gets. Raises
-    AdapterConfigError when the adapter cannot run at all (a python entry that does not import),
-    and lets a python function's exceptions through; everything else is an outcome.
+    `pool`: a running WorkerPool to use for a worker adapter. `context`: what an in-process
+    kind's function gets. Raises AdapterConfigError when the adapter cannot run at all (an
+    entry that does not import), and lets a python function's exceptions through
+    (AgentRaised); everything else is an outcome.
     """
-    label = TrialLabel(agent, request)
-    if spec.kind == "command":
-        return await run_command(spec, request, repo_root=repo_root, label=label)
-    if spec.kind == "worker":
-        if pool is not None:
-            return await pool.run(request, agent=agent)
-        async with WorkerPool(spec, repo_root=repo_root, agent=agent, size=1) as alone:
-            return await alone.run(request)
-    if spec.kind == "http":
-        return await run_http(spec, request, label=label)
-    return await run_python(spec, request, context, label=label)
+    if pool is not None and spec.adapter == "worker":
+        return await pool.run(request, agent=agent)
+    one = open_adapter(spec, AdapterSetup(repo_root=repo_root, agent=agent))
+    try:
+        return await one.attempt(request, context)
+    finally:
+        await one.aclose()
 
 
 # --- command ---------------------------------------------------------------------------------
@@ -124,7 +109,7 @@ def _exit_text(code: int) -> str:
     return f"was killed by signal {-code}" if code < 0 else f"exited {code}"
 
 
-async def run_command(spec: AdapterSpec, request: TrialRequest, *, repo_root: Path,
+async def run_command(spec: CommandSettings, request: TrialRequest, *, repo_root: Path,
                       label: TrialLabel) -> AdapterOutcome:
     """One trial of a `command` adapter, boxed (`box.for_trials()`: bwrap, unshare, or none
     with a warning once and the deep after-the-fact check)."""
@@ -137,7 +122,7 @@ async def run_command(spec: AdapterSpec, request: TrialRequest, *, repo_root: Pa
     return got
 
 
-async def _command(spec: AdapterSpec, request: TrialRequest, repo_root: Path,
+async def _command(spec: CommandSettings, request: TrialRequest, repo_root: Path,
                    workspace: Path, scratch: Path, label: TrialLabel) -> AdapterOutcome:
     payload = request.model_dump_json().encode()
     extra: dict[str, str] = {}
@@ -178,7 +163,7 @@ def _setup_failed(got: AdapterOutcome) -> bool:
     return f"command exited {box.SETUP_FAILED}" in (got.message or "") and got.result is None
 
 
-async def _drive(spec: AdapterSpec, request: TrialRequest,
+async def _drive(spec: CommandSettings, request: TrialRequest,
                  child: tuple[asyncio.subprocess.Process, asyncio.Event], stdin_data: bytes,
                  result_file: Path, label: TrialLabel) -> AdapterOutcome:
     """Feed, read and wait for one command under the time limit. The result is what it printed
@@ -225,7 +210,7 @@ async def _drive(spec: AdapterSpec, request: TrialRequest,
                               label, err_tail)
 
 
-async def _read_result(spec: AdapterSpec, code: int, out: bytes | None, result_file: Path,
+async def _read_result(spec: CommandSettings, code: int, out: bytes | None, result_file: Path,
                        label: TrialLabel, err_tail: Tail) -> AdapterOutcome:
     stderr = err_tail.since()
     if out is None:  # result = "file"
@@ -256,88 +241,6 @@ async def _read_result(spec: AdapterSpec, code: int, out: bytes | None, result_f
     return parse_result(out, label, source, stderr=stderr)
 
 
-# --- http ------------------------------------------------------------------------------------
-
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-
-
-def _post(url: str, body: bytes, timeout: float, cap: int) -> tuple[int, bytes]:
-    """(status, body up to cap + 1 bytes); raises URLError / OSError when unreachable."""
-    host = urlsplit(url).hostname or ""
-    handlers = [urllib.request.ProxyHandler({})] if host in _LOOPBACK else []
-    opener = urllib.request.build_opener(*handlers)
-    req = urllib.request.Request(url, data=body, method="POST", headers={
-        "Content-Type": "application/json", "Accept": "application/json"})
-    try:
-        with opener.open(req, timeout=timeout) as resp:
-            return resp.status, resp.read(cap + 1)
-    except urllib.error.HTTPError as err:
-        with err:
-            return err.code, err.read(2000)
-
-
-async def run_http(spec: AdapterSpec, request: TrialRequest, *,
-                   label: TrialLabel) -> AdapterOutcome:
-    assert spec.url is not None
-    limit = request.timeout_s
-    cap = spec.max_output_bytes
-    call = asyncio.to_thread(_post, spec.url, request.model_dump_json().encode(), limit, cap)
-    try:
-        status, body = await asyncio.wait_for(call, limit)
-    except TimeoutError:
-        return label.errored(f"{spec.url} did not answer within {limit:g}s", timed_out=True)
-    except urllib.error.URLError as err:
-        if isinstance(err.reason, TimeoutError):
-            return label.errored(f"{spec.url} did not answer within {limit:g}s",
-                                 timed_out=True)
-        return label.errored(f"could not reach {spec.url}: {err.reason}")
-    except OSError as err:
-        return label.errored(f"could not reach {spec.url}: {err}")
-    if not 200 <= status < 300:
-        text = body.decode("utf-8", "replace").strip()[:500]
-        return label.errored(f"{spec.url} answered HTTP {status}" + (f": {text}" if text else ""))
-    if len(body) > cap:
-        return label.errored(f"{spec.url} answered more than {size_text(cap)}")
-    return parse_result(body, label, "answered")
-
-
-# --- python ----------------------------------------------------------------------------------
-
-
-class AgentRaised(Exception):
-    """A python adapter's function raised: the agent's own code failed (the trial fails)."""
-
-
-@functools.cache
-def load_entry(entry: str) -> Callable[..., Any]:
-    """The function `package.module:function` names (`agents.registry.load_entry`, loaded
-    once), or an AdapterConfigError naming the entry."""
-    try:
-        fn: Callable[..., Any] = registry_load_entry(entry)
-        return fn
-    except EntryError as err:
-        raise AdapterConfigError(f"python adapter {err}") from None
-
-
-async def run_python(spec: AdapterSpec, request: TrialRequest, context: TrialContext | None,
-                     *, label: TrialLabel) -> AdapterOutcome:
-    assert spec.entry is not None
-    fn = load_entry(spec.entry)
-    async with asyncio.timeout(request.timeout_s):
-        try:
-            if inspect.iscoroutinefunction(fn):
-                value = await fn(request, context)
-            else:
-                value = await asyncio.to_thread(fn, request, context)
-                if inspect.isawaitable(value):
-                    value = await value
-        except (TimeoutError, asyncio.CancelledError, ModelError):
-            raise  # the time limit, a stop, the model: not the agent's own failure
-        except Exception as err:
-            raise AgentRaised(f"{type(err).__name__}: {err}") from err
-    return validate_doc(value, label, "returned")
-
-
 __all__ = [
     "REQUEST_VAR",
     "RESULT_VAR",
@@ -345,9 +248,6 @@ __all__ = [
     "AdapterOutcome",
     "AgentRaised",
     "WorkerPool",
-    "load_entry",
     "run_adapter_trial",
     "run_command",
-    "run_http",
-    "run_python",
 ]

@@ -2,7 +2,8 @@
 
 One `[agents.<name>]` table per agent: its prompt targets (a file, a string literal named by its
 variable, or the text between two marker comments), its suite folders, how one trial runs (an
-adapter: `python`, `command`, `worker` or `http`, docs/agents.md), the models it needs and the
+adapter: `session`, `python`, `command`, `worker` or `http`, core/adapter_settings.py and
+docs/agents.md), the models it needs and the
 command graders its tasks may name. promptloop's own two agents are declared the same way, in
 the repository's promptloop.toml (`packaged_project()` reads it; the wheel ships it as
 core/default_project.toml): no agent is special-cased.
@@ -22,10 +23,9 @@ import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import (
-    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -35,15 +35,22 @@ from pydantic import (
 )
 
 from agents.names import did_you_mean
-from agents.secrets import refuse_provider_keys
+from optimizer.core.adapter_settings import (
+    RUNS_CODE,
+    AdapterSettings,
+    keys_of,
+    kinds,
+    plain,
+    runs_code,
+    settings_keys,
+)
 from optimizer.core.config import CONFIG_FILE, ConfigError
 
-ADAPTERS = ("python", "command", "worker", "http")
 AGENT_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]*$"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class PromptTarget(_Strict):
@@ -77,48 +84,50 @@ class PromptTarget(_Strict):
 
 
 class CommandGrader(_Strict):
-    command: list[str] = Field(min_length=1)
+    command: list[str] = Field(min_length=1, json_schema_extra={RUNS_CODE: True})
     """The argv (run from the repository top; the task's config sets its time limit,
     `timeout_s`, 30 s by default)."""
 
 
 class AgentConfig(_Strict):
-    """One `[agents.<name>]` table."""
+    """One `[agents.<name>]` table. Its adapter keys (`adapter`, `command`, `entry`, ...) are
+    written in the table itself and validated once, as the discriminated union `spec`
+    (core/adapter_settings.py). Every field carries a `runs_code` mark, as the adapter
+    settings do (review keeps the marked ones from the base ref)."""
 
-    description: str = ""
-    prompt: str | None = None
+    description: str = plain("")
+    prompt: str | None = plain(None)
     """Short form: one prompt target, a whole file."""
-    prompts: list[PromptTarget] = Field(default_factory=list)
-    suites: list[str] = Field(min_length=1)
+    prompts: list[PromptTarget] = plain(default_factory=list)
+    suites: list[str] = plain(min_length=1)
     """Suite folders (each with a suite.json) or folders of suite folders."""
-    adapter: Literal["python", "command", "worker", "http"]
-    entry: str | None = None
-    """python: `package.module:function`."""
-    command: list[str] | None = None
-    """command and worker: the argv (run in the trial's workspace)."""
-    url: str | None = None
-    """http: where each request is POSTed."""
-    request: Literal["stdin", "file"] = "stdin"
-    result: Literal["stdout", "file"] = "stdout"
-    env: list[str] = Field(default_factory=list)
-    """Environment variables passed to the agent process besides the model's."""
-    pass_provider_keys: bool = Field(False, validation_alias=AliasChoices(
-        "pass-provider-keys", "pass_provider_keys"))
-    """Let `env` name a provider key (unsafe; agents.secrets.refuse_provider_keys)."""
-    timeout: float | None = Field(None, gt=0)
-    """Seconds per trial (default: each task's timeout_seconds)."""
-    max_output_bytes: int = Field(10 * 2**20, gt=0)
-    """The largest result accepted (10 MiB by default)."""
-    concurrency: int | None = Field(None, ge=1)
-    model: str | None = None
-    judge: str | None = None
-    graders: dict[str, CommandGrader] = Field(default_factory=dict)
+    spec: AdapterSettings = plain()
+    """How one trial runs: the table's adapter keys (marked one by one in their models)."""
+    concurrency: int | None = plain(None, ge=1)
+    """Trials at once for this agent (a worker adapter: processes in its pool)."""
+    model: str | None = plain(None)
+    judge: str | None = plain(None)
+    graders: dict[str, CommandGrader] = runs_code(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _keys(self) -> AgentConfig:
-        refuse_provider_keys(self.env, self.pass_provider_keys)
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _fold(cls, data: Any) -> Any:
+        """The table's adapter keys into `spec` (the TOML table is flat)."""
+        if not isinstance(data, dict) or "spec" in data:
+            return data
+        adapter_keys = set(settings_keys())
+        spec = {k: v for k, v in data.items() if k in adapter_keys}
+        return {**{k: v for k, v in data.items() if k not in adapter_keys}, "spec": spec}
 
+    @property
+    def adapter(self) -> str:
+        """The adapter kind (`command`, `worker`, `http`, `python`, `session`)."""
+        return self.spec.adapter
+
+    def flat(self) -> dict[str, Any]:
+        """The table as written: the adapter keys beside the others (JSON values)."""
+        data = self.model_dump(mode="json", exclude={"spec"})
+        return {**data, **self.spec.model_dump(mode="json")}
     def targets(self) -> list[PromptTarget]:
         if self.prompt is not None:
             return [PromptTarget(name="system", path=self.prompt), *self.prompts]
@@ -202,20 +211,50 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _errors(where: str, name: str, err: ValidationError) -> str:
+def _table_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A location as the table writes it: the adapter keys sit in the table itself
+    (`spec.worker.timeout` -> `timeout`)."""
+    if loc[:1] == ("spec",):
+        rest = loc[1:]
+        if rest and rest[0] in kinds():
+            rest = rest[1:]
+        return rest or ("adapter",)
+    return loc
+
+
+def _known_keys(loc: tuple[Any, ...], kind: str | None) -> list[str]:
+    if "prompts" in loc:
+        return list(PromptTarget.model_fields)
+    if "graders" in loc:
+        return list(CommandGrader.model_fields)
+    agent_keys = [k for k in AgentConfig.model_fields if k != "spec"]
+    return agent_keys + list(keys_of(kind) if kind else settings_keys())
+
+
+def _errors(where: str, name: str, err: ValidationError, table: dict[str, Any]) -> str:
     lines = []
-    fields = list(AgentConfig.model_fields)
+    kind = table.get("adapter") if table.get("adapter") in kinds() else None
     for e in err.errors():
-        loc = tuple(e["loc"])
+        raw = tuple(e["loc"])
+        loc = _table_loc(raw)
         key = _loc(loc) or "(table)"
         if e["type"] == "extra_forbidden":
             last = str(loc[-1])
-            options = list(PromptTarget.model_fields) if "prompts" in loc else (
-                list(CommandGrader.model_fields) if "graders" in loc else fields)
-            lines.append(f"{where}: [agents.{name}] key '{key}': unknown key."
+            options = _known_keys(loc, kind)
+            why = (f"not a key of adapter = {kind!r}" if kind and last in settings_keys()
+                   else "unknown key")
+            lines.append(f"{where}: [agents.{name}] key '{key}': {why}."
                          f"{did_you_mean(last, options)} Known keys: {', '.join(options)}")
+        elif e["type"] in ("union_tag_not_found", "missing") and loc == ("adapter",):
+            lines.append(f"{where}: [agents.{name}] key 'adapter': required, missing (one of "
+                         f"{', '.join(kinds())})")
+        elif e["type"] == "union_tag_invalid":
+            lines.append(f"{where}: [agents.{name}] key 'adapter': {table.get('adapter')!r} is "
+                         f"not an adapter.{did_you_mean(str(table.get('adapter')), kinds())} "
+                         f"Adapters: {', '.join(kinds())}")
         elif e["type"] == "missing":
-            lines.append(f"{where}: [agents.{name}] key '{key}': required, missing")
+            needed = f" by adapter = {kind!r}" if raw[:1] == ("spec",) and kind else ""
+            lines.append(f"{where}: [agents.{name}] key '{key}': required{needed}, missing")
         else:
             lines.append(f"{where}: [agents.{name}] key '{key}': {e['msg']} "
                          f"(got {e.get('input')!r})")
@@ -223,6 +262,7 @@ def _errors(where: str, name: str, err: ValidationError) -> str:
 
 
 def _check_agent(where: str, name: str, cfg: AgentConfig) -> list[str]:
+    """What one model cannot say: the prompt targets together."""
     table = f"{where}: [agents.{name}]"
     problems: list[str] = []
     if not cfg.targets():
@@ -237,14 +277,6 @@ def _check_agent(where: str, name: str, cfg: AgentConfig) -> list[str]:
                             "not both")
         if bool(t.begin) != bool(t.end):
             problems.append(f"{table} key 'prompts[{i}]': 'begin' and 'end' go together")
-    needs = {"python": "entry", "command": "command", "worker": "command", "http": "url"}
-    key = needs[cfg.adapter]
-    if getattr(cfg, key) in (None, []):
-        problems.append(f"{table} key '{key}': required by adapter = {cfg.adapter!r}")
-    if cfg.adapter == "python" and cfg.entry and ":" not in cfg.entry:
-        problems.append(f"{table} key 'entry': {cfg.entry!r} is not 'package.module:function'")
-    if cfg.adapter == "http" and cfg.url and not cfg.url.startswith(("http://", "https://")):
-        problems.append(f"{table} key 'url': {cfg.url!r} is not an http(s) URL")
     return problems
 
 
@@ -271,7 +303,7 @@ def parse_project(text: str, path: Path | None) -> Project:
         try:
             cfg = AgentConfig.model_validate(table)
         except ValidationError as err:
-            problems.append(_errors(where, name, err))
+            problems.append(_errors(where, name, err, table))
             continue
         found = _check_agent(where, name, cfg)
         problems += found
@@ -362,7 +394,6 @@ def project_scope(project: Project) -> Iterator[Project]:
 
 
 __all__ = [
-    "ADAPTERS",
     "Agent",
     "AgentConfig",
     "CommandGrader",

@@ -1,24 +1,28 @@
-"""Trials of an agent that runs outside promptloop's agent loop: a command, a worker, a URL or
-a python function speaking the trial contract (optimizer/adapters, docs/agents.md).
+"""One run's link to an agent, whatever its adapter kind: `AgentLink` (one road for every
+trial; run/trial.py times, grades and classifies what it answers).
 
-`ExternalAgent` is one run's link to such an agent: the adapter spec from promptloop.toml, the
-loopback model gateway the agent calls (in front of the run's model client, so record/replay,
-seeds, metering and the trial transcript work as for the bundled agents, and no provider key
-reaches the agent), and the worker pool. `attempt` runs one trial and says what it came to in
-the runner's terms: an outcome to grade, an agent failure, or an errored trial.
+`AgentLink` holds the agent's adapter, built once per run from its table's settings through the
+adapter registry (optimizer/adapters/registry.py: `command`, `worker`, `http`, `python`,
+`session`), and, for the kinds that call the model over HTTP, the loopback model gateway in
+front of the run's model client (so record/replay, seeds, metering and the trial transcript
+work as for the bundled agents, and no provider key reaches the agent). `attempt` makes the
+trial's workspace from the task's fixtures, builds the contract request (`TrialRequest`) and
+the in-process context (`TrialContext`), and answers the adapter's `AdapterOutcome`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from agents import trees
+from agents.base import AgentInput
 from agents.llm.types import ModelClient
+from agents.registry import AgentOptions
+from agents.runtime import RuntimeConfig
 from agents.transcript import Transcript
 from optimizer.adapters.contract import (
     ModelEndpoint,
@@ -30,9 +34,7 @@ from optimizer.adapters.contract import (
 )
 from optimizer.adapters.gateway import ModelGateway
 from optimizer.adapters.outcome import AdapterOutcome
-from optimizer.adapters.runner import run_adapter_trial
-from optimizer.adapters.spec import AdapterSpec
-from optimizer.adapters.worker import WorkerPool
+from optimizer.adapters.registry import Adapter, AdapterSetup, open_adapter
 from optimizer.core.project import Agent
 from optimizer.core.prompt_target import PromptSource
 from optimizer.core.suites import LoadedTask, Suite
@@ -42,38 +44,21 @@ WORKSPACE = "workspace"
 """The agent's folder inside the trial's own temporary folder (nothing else may appear)."""
 
 
-def adapter_spec(agent: Agent, concurrency: int) -> AdapterSpec:
-    c = agent.config
-    return AdapterSpec(kind=c.adapter, command=list(c.command or []), request=c.request,
-                       result=c.result, url=c.url, entry=c.entry, env=list(c.env),
-                       timeout=c.timeout, max_output_bytes=c.max_output_bytes,
-                       workers=max(1, c.concurrency or concurrency))
-
-
 def adapter_variant(agent: Agent, root: Path) -> str:
-    """What else decides an external agent's trials, for the trial cache: its adapter table
-    and the files its command names (a changed agent script is never served from cache)."""
+    """What else decides the trials of an agent that runs outside promptloop's agent loop, for
+    the trial cache: its table and the files its command names (a changed agent script is
+    never served from cache). An in-process (`session`) agent has none: its trials are keyed
+    as they always were."""
     c = agent.config
-    h = hashlib.sha256(json.dumps(c.model_dump(mode="json", exclude={"description"}),
-                                  sort_keys=True).encode())
+    flat = {k: v for k, v in c.flat().items() if k != "description"}
+    h = hashlib.sha256(json.dumps(flat, sort_keys=True).encode())
     top = root.resolve()
-    for arg in c.command or []:
+    for arg in getattr(c.spec, "command", None) or []:
         path = (root / arg).resolve()
         if path.is_relative_to(top) and path.is_file():  # the agent's own files, not python3
             h.update(arg.encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
-
-
-@dataclass
-class Attempted:
-    """One external trial in the runner's terms."""
-
-    status: str
-    """ok (grade the outcome) | failed | errored | timedOut"""
-    outcome: dict[str, Any]
-    message: str | None = None
-    infra: bool = False
 
 
 def copy_fixtures(task: LoadedTask, workspace: Path) -> None:
@@ -84,40 +69,55 @@ def copy_fixtures(task: LoadedTask, workspace: Path) -> None:
             trees.copy_tree(src, workspace)
 
 
-class ExternalAgent:
-    """One suite run's adapter, gateway and workers for a declared agent."""
+class AgentLink:
+    """One suite run's adapter (and gateway, when its kind calls the model over HTTP) for a
+    declared agent."""
 
     def __init__(self, agent: Agent, root: Path, concurrency: int) -> None:
         self.agent = agent
         self.root = root
-        self.spec = adapter_spec(agent, concurrency)
-        self.gateway = ModelGateway()
-        self.pool: WorkerPool | None = (
-            WorkerPool(self.spec, repo_root=root, agent=agent.name)
-            if self.spec.kind == "worker" else None)
+        self.spec = agent.config.spec
+        self.adapter: Adapter = open_adapter(self.spec, AdapterSetup(
+            repo_root=root, agent=agent.name,
+            workers=max(1, agent.config.concurrency or concurrency)))
+        self.gateway: ModelGateway | None = (
+            ModelGateway() if self.adapter.uses_gateway else None)
         self._started = False
 
+    @property
+    def in_process(self) -> bool:
+        """The agent runs in promptloop's agent loop (the table says `adapter = "session"`)."""
+        return self.spec.in_process
+
     async def start(self) -> None:
-        if not self._started:
+        if not self._started and self.gateway is not None:
             await self.gateway.start()
             self._started = True
 
     async def aclose(self) -> None:
-        if self.pool is not None:
-            await self.pool.aclose()
-        if self._started:
+        await self.adapter.aclose()
+        if self._started and self.gateway is not None:
             await self.gateway.aclose()
+
+    def timeout(self, task: LoadedTask, override: float | None = None) -> float:
+        """A trial's time limit: the run's override, else the table's `timeout`, else the
+        task's `timeout_seconds`."""
+        return override or self.spec.timeout or task.spec.timeout_seconds
 
     async def attempt(self, suite: Suite, task: LoadedTask, index: int, seed: int, prompt: str,
                       source: PromptSource | None, model: ModelClient, model_id: str,
                       transcript: Transcript, tmp: Path, timeout: float,
-                      context: TrialContext | None = None) -> Attempted:
-        """Run one trial in a fresh workspace `tmp/workspace` made from the task's fixture."""
+                      runtime: RuntimeConfig, agent_options: AgentOptions,
+                      agent_input: AgentInput | None = None) -> AdapterOutcome:
+        """Run one trial in a fresh workspace `tmp/workspace` made from the task's fixtures.
+        Raises what the adapter raises (run/trial.py classifies it)."""
         await self.start()
         workspace = tmp / WORKSPACE
-        # file work off the event loop, as the in-process path does (other trials' calls wait)
-        await asyncio.to_thread(copy_fixtures, task, workspace)
-        token = self.gateway.register(model, transcript)
+        make = functools.partial(copy_fixtures, task, workspace)
+        if not self.in_process:  # file work off the event loop (other trials' calls wait);
+            await asyncio.to_thread(make)  # an in-process kind does it with its own, at once
+        gateway = self.gateway
+        token = gateway.register(model, transcript) if gateway is not None else ""
         target = source.target if source is not None else self.agent.target()
         request = TrialRequest(
             agent=self.agent.name,
@@ -127,38 +127,45 @@ class ExternalAgent:
                               ref=source.ref if source is not None else None,
                               region=source.describe() if source is not None else None),
             workspace=str(workspace),
-            model=ModelEndpoint(base_url=self.gateway.base_url_for(token), model=model_id,
-                                api_key=token),
+            model=ModelEndpoint(base_url=gateway.base_url_for(token) if gateway else "",
+                                model=model_id, api_key=token),
             trial=TrialInfo(index=index, seed=seed),
             published_at=suite.config.clock,
             timeout_s=timeout,
         )
+        context = TrialContext(model=model, transcript=transcript, runtime=runtime,
+                               workspace=workspace, agent_options=agent_options,
+                               agent_input=agent_input,
+                               trial_key=f"{suite.name}/{task.id}#{index}",
+                               make_workspace=make if self.in_process else None)
+        model_errors: list[str] = []
         try:
-            if context is not None:
-                context.workspace = workspace
-            got = await run_adapter_trial(self.spec, request, repo_root=self.root,
-                                          agent=self.agent.name, context=context,
-                                          pool=self.pool)
+            got = await self.adapter.attempt(request, context)
         finally:
-            model_errors = self.gateway.unregister(token)
-        return _attempted(got, model_errors, transcript)
+            if gateway is not None:
+                model_errors = gateway.unregister(token)
+        return _attempted(got, model_errors, transcript, record=not self.in_process)
 
 
-def _attempted(got: AdapterOutcome, model_errors: list[str],
-               transcript: Transcript) -> Attempted:
+ExternalAgent = AgentLink
+"""The former name (one road now runs every agent, the in-process ones too)."""
+
+
+def _attempted(got: AdapterOutcome, model_errors: list[str], transcript: Transcript,
+               record: bool = True) -> AdapterOutcome:
+    """The agent's own record into the trial's transcript (`record`: not for an in-process
+    agent, whose transcript the agent loop filled); a model that failed behind the gateway
+    makes the trial errored (infrastructure, never the agent)."""
     if got.stderr_tail:
         transcript.event("agent_stderr", got.stderr_tail[-2000:])
     doc = got.result
-    outcome = dict(doc.outcome) if doc is not None else {}
-    if doc is not None:
+    if doc is not None and record:
         _record(doc, transcript)
-    if model_errors:  # the model behind the gateway failed: infrastructure, never the agent
-        return Attempted("errored", outcome, f"model call failed: {model_errors[0]}", True)
-    if got.timed_out:
-        return Attempted("timedOut", outcome, got.message)
-    if got.status == "ok":
-        return Attempted("ok", outcome)
-    return Attempted(got.status, outcome, got.message, infra=got.status == "errored")
+    if model_errors:
+        return AdapterOutcome(status="errored", result=doc,
+                              message=f"model call failed: {model_errors[0]}",
+                              stderr_tail=got.stderr_tail)
+    return got
 
 
 def _record(doc: TrialResultDoc, transcript: Transcript) -> None:
@@ -168,4 +175,4 @@ def _record(doc: TrialResultDoc, transcript: Transcript) -> None:
     merge_result(doc, transcript)
 
 
-__all__ = ["Attempted", "ExternalAgent", "adapter_spec", "adapter_variant"]
+__all__ = ["AgentLink", "ExternalAgent", "adapter_variant", "copy_fixtures"]

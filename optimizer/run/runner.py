@@ -35,10 +35,10 @@ from optimizer.core.prompt_target import open_target
 from optimizer.core.results import Provenance, RunResult, TaskInfo, TrialResult
 from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.adaptive import AdaptiveLimit, overloaded, provider_key
-from optimizer.run.agents import in_process
+from optimizer.run.agents import open_link
 from optimizer.run.batching import JudgeBatch
 from optimizer.run.cache import request_key, text_hash, trial_cache_key
-from optimizer.run.external import ExternalAgent, adapter_variant
+from optimizer.run.external import AgentLink, adapter_variant
 from optimizer.run.trial import RunOptions, grade_held, judge_salt, run_trial
 from optimizer.run.trial_input import trial_variant
 from optimizer.run.usage import MeteredClient
@@ -81,17 +81,14 @@ def _working_tree_prompt(agent_name: str, prompts_dir: Path | None) -> str:
     return open_target(agent, target, text).text
 
 
-def external_agent(agent_name: str, concurrency: int) -> ExternalAgent | None:
-    """The adapter link of an agent that does not run in promptloop's agent loop (None for
-    the in-process ones, such as the bundled card and PKM agents)."""
+def agent_link(agent_name: str, concurrency: int) -> AgentLink:
+    """The run's link to the agent (its adapter, whatever the kind), and the command graders
+    its tasks may name."""
     project = active_project()
     agent = project.agent(agent_name)
-    # the command graders its tasks may name, for any agent (in-process ones too)
     set_command_graders({k: g.command for k, g in agent.config.graders.items()},
                         project.root or Path.cwd())
-    if in_process(agent):
-        return None
-    return ExternalAgent(agent, project.root or Path.cwd(), concurrency)
+    return open_link(agent_name, concurrency)
 
 
 def needs_judge(suite: Suite) -> bool:
@@ -164,8 +161,7 @@ async def run_suite(
     try:
         trials = await trial.finish(await asyncio.gather(*(trial(t, i) for t, i in plan)))
     finally:
-        if trial.external is not None:
-            await trial.external.aclose()
+        await trial.link.aclose()
     run = RunResult(
         run_name=run_name,
         suite_name=suite.name,
@@ -233,9 +229,9 @@ class _TrialRunner:
         """Batch mode: trials (by id) whose judge replies are still to come."""
         rt = options.runtime
         self.variant = f"turns={rt.max_turns},runs={rt.max_runs},first={rt.require_tool_first_turn}"
-        self.external = external_agent(suite.agent_name, concurrency)
-        if self.external is not None:  # its adapter table and agent files decide its trials
-            self.variant += f",adapter={adapter_variant(self.external.agent, self.external.root)}"
+        self.link = agent_link(suite.agent_name, concurrency)
+        if not self.link.in_process:  # its adapter table and agent files decide its trials
+            self.variant += f",adapter={adapter_variant(self.link.agent, self.link.root)}"
         if options.batch:  # the trial timeout counts agent time only (a batched turn's wait
             self.variant += ",batch"  # in the provider's queue is off the clock): kept apart
 
@@ -272,7 +268,7 @@ class _TrialRunner:
                     self.judge,
                     self.options,
                     self.batch,
-                    self.external,
+                    self.link,
                 )
                 result.transcript.event("timing", f"{time.perf_counter() - t0:.3f}s")
             finally:

@@ -11,38 +11,36 @@ an agent can never turn its own failure into an excluded trial.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
-from agents.base import AgentInput, OutcomeSession, prepare_workspace
 from agents.llm.errors import ModelError, ProviderError
 from agents.llm.registry import accepts_seed
-from agents.llm.rounds import RoundBatchingClient
 from agents.llm.types import ModelClient, ModelSettings
 from agents.registry import AgentOptions
-from agents.runtime import TOOL_EXCEPTION, RuntimeConfig, run_agent
+from agents.runtime import TOOL_EXCEPTION, RuntimeConfig
 from agents.transcript import Transcript
 from graders.base import GradeContext, Score
 from graders.registry import is_judge, run_grader, trial_passed
-from optimizer.adapters.contract import TrialContext
-from optimizer.adapters.runner import AdapterConfigError, AgentRaised
+from optimizer.adapters.outcome import (
+    AdapterConfigError,
+    AgentRaised,
+    plain_outcome,
+)
 from optimizer.core.config import STATE_FOLDER
 from optimizer.core.prompt_target import PromptSource
 from optimizer.core.results import TrialResult
 from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.adaptive import AdaptiveLimit
-from optimizer.run.agents import get_agent
+from optimizer.run.agents import open_link
 from optimizer.run.batching import JudgeBatch
 from optimizer.run.cache import Mode, RecordReplayClient
-from optimizer.run.external import ExternalAgent
+from optimizer.run.external import AgentLink
 from optimizer.run.trial_input import agent_input_for
-from optimizer.run.workspaces import build_workspace, new_trial_dir, remove_tree
+from optimizer.run.workspaces import new_trial_dir, remove_tree
 
 
 @dataclass(frozen=True)
@@ -146,11 +144,12 @@ async def run_trial(
     judge: ModelClient | None,
     options: RunOptions,
     batch: JudgeBatch | None = None,
-    external: ExternalAgent | None = None,
+    link: AgentLink | None = None,
 ) -> TrialResult:
-    """Run one trial. With `batch` and a judge grader, the trial is held back ungraded (phase
-    1 of batch mode: `grade_held` grades it once with the batch's judge replies). With
-    `external`, the agent runs through its adapter (a command, worker, URL or function)."""
+    """Run one trial through the agent's adapter (`link`: the run's link to it; None: one is
+    opened for this trial alone). With `batch` and a judge grader, the trial is held back
+    ungraded (phase 1 of batch mode: `grade_held` grades it once with the batch's judge
+    replies)."""
     started = datetime.now(UTC)
     transcript = Transcript()
     tmp = new_trial_dir()
@@ -162,20 +161,20 @@ async def run_trial(
             settings=options.runtime.settings.model_copy(update={"seed": seed}),
         ),
     )
+    own = link is None
+    road = link if link is not None else open_link(suite.agent_name, 1)
     try:
         clients = _recorded(suite, task, index, (agent, judge), seeded)
         held = batch is not None and judged(task)
-        if external is not None:
-            got = await _attempt_external(external, suite, task, index, prompt, clients, seeded,
-                                          transcript, tmp, grade=not held)
-        else:
-            got = await _attempt(suite, task, index, prompt, clients, seeded, transcript, tmp,
-                                 grade=not held)
+        got = await attempt(road, suite, task, index, prompt, clients, seeded, transcript, tmp,
+                            grade=not held)
         if held and got.infra is None and got.agent is None:
             assert batch is not None
             batch.hold(judge_salt(suite, task, index))
     finally:
         await remove_tree(tmp)
+        if own:
+            await road.aclose()
     return TrialResult(
         task_id=task.id,
         bucket=task.bucket,
@@ -223,7 +222,7 @@ async def grade_held(
     suite: Suite, task: LoadedTask, result: TrialResult, batch: JudgeBatch, options: RunOptions
 ) -> TrialResult:
     """Phase 2 of batch mode: grade a held-back trial once, its judge answered from the run's
-    batch, and decide its status as `_attempt` does (a timed-out trial stays timedOut)."""
+    batch, and decide its status as `attempt` does (a timed-out trial stays timedOut)."""
     salt = judge_salt(suite, task, result.trial_index)
     timed_out = result.status == "timedOut"
     got = _Attempt(status=result.status, reason=result.failure_reason if timed_out else None,
@@ -247,7 +246,13 @@ async def grade_held(
     })
 
 
-async def _attempt(
+BACKSTOP_S = 15.0
+"""How long past the time limit an adapter that keeps its own clock (a process it kills, an
+HTTP call it abandons) may take to answer before the trial is stopped here."""
+
+
+async def attempt(
+    link: AgentLink,
     suite: Suite,
     task: LoadedTask,
     index: int,
@@ -258,43 +263,73 @@ async def _attempt(
     tmp: Path,
     grade: bool = True,
 ) -> _Attempt:
-    """Run the agent under the trial timeout (agent time only: a batched turn's wait in the
-    provider's queue is off the clock), then grade unless `grade` is False (held back)."""
+    """One trial of any agent, whatever its adapter kind: the one place that times it, grades
+    it and classifies what went wrong.
+
+    The time limit (the run's `--timeout`, else the table's `timeout`, else the task's) goes in
+    the request; the adapter keeps it (an in-process session counts agent time only: a batched
+    turn's wait in the provider's queue is off its clock) and an adapter with a clock of its
+    own gets `BACKSTOP_S` more before it is stopped here. Then: an outcome is graded unless
+    `grade` is False (held back for the run's judge batch); a trial that reached its limit is
+    timedOut, still graded when it left an outcome (SPEC section 8); a model that could not
+    answer, an adapter that could not run the agent or a configuration error make it errored
+    (never counted); what the agent caused (its own exception, an error it reported, files
+    written outside its workspace, a raising tool) fails it; anything else is a promptloop
+    bug, named, errored.
+    """
     agent_c, judge_c = clients
-    agent_input = agent_input_for(suite, task)
     got = _Attempt()
-    session: OutcomeSession | None = None
-    timeout = options.timeout_s or task.spec.timeout_seconds
-    rounds = rounds_of(agent_c)
+    timeout = link.timeout(task, options.timeout_s)
+    seed = options.runtime.settings.seed or trial_seed(task.id, index)
+    agent_input = agent_input_for(suite, task) if link.in_process else None
     try:
-        with (rounds.trial(f"{suite.name}/{task.id}#{index}") if rounds is not None
-              else contextlib.nullcontext()):
-            # File work (fixture copy, snapshots) runs in a worker thread so the event loop
-            # keeps serving the other trials' model calls meanwhile.
-            session = await asyncio.to_thread(
-                _open_session, suite, task, tmp, agent_input, prompt, options.agent_options
-            )
-            async with asyncio.timeout(timeout) as clock:
-                with (rounds.clock(clock) if rounds is not None
-                      else contextlib.nullcontext()):
-                    await run_agent(agent_c, session, options.runtime, transcript)
-        if await _capture(got, session, transcript) and grade:
-            got.scores = await _grade(task, got.outcome, transcript, judge_c,
-                                      options.judge_settings)
-            _decide(got, suite.config.task_pass_threshold, transcript)
-    except TimeoutError:
-        reason = f"trial exceeded {timeout:g}s"
-        transcript.event("timeout", reason)
-        if session is not None and await _capture(got, session, transcript):
-            # SPEC section 8: a timed-out trial is still graded (its scores count in grader
-            # means); it stays timedOut, never passed
-            if grade:
-                got.scores = await _grade(task, got.outcome, transcript, judge_c,
-                                          options.judge_settings)
-        got.status = "timedOut"
-        got.reason = f"{reason}; {got.agent}" if got.agent else reason
+        async with asyncio.timeout(None if link.in_process else timeout + BACKSTOP_S):
+            done = await link.attempt(suite, task, index, seed, prompt, options.prompt_source,
+                                      agent_c, options.agent_model, transcript, tmp, timeout,
+                                      options.runtime, options.agent_options, agent_input)
     except ModelError as err:
         _model_failed(got, err)
+        return got
+    except TimeoutError:
+        got.status, got.reason = "timedOut", f"trial exceeded {timeout:g}s"
+        return got
+    except AgentRaised as err:  # an in-process agent's own code raised: the trial fails
+        got.status = "failed"
+        got.agent = got.reason = f"agent raised {err}"
+        transcript.event("exception", got.agent)
+        return got
+    except AdapterConfigError as err:  # an entry that does not import: configuration
+        got.status, got.infra = "errored", str(err)
+        got.reason = got.infra
+        return got
+    except Exception as err:  # workspace, gateway, promptloop itself: never the agent's fault
+        _bug(got, err, transcript)
+        return got
+    doc = done.result
+    got.outcome = plain_outcome(dict(doc.outcome)) if doc is not None else {}
+    limit = f"trial exceeded {timeout:g}s"
+    try:
+        if done.timed_out:
+            got.status = "timedOut"
+            if done.status == "failed":  # the limit, then capturing the outcome raised
+                got.agent = done.message
+                got.reason = f"{limit}; {done.message}" if done.message else limit
+            else:
+                got.reason = done.message if done.status == "errored" and done.message else limit
+            if doc is not None and grade:  # graded all the same; it stays timedOut
+                got.scores = await _grade(task, got.outcome, transcript, judge_c,
+                                          options.judge_settings)
+        elif done.status == "ok":
+            if grade:  # else held back ungraded: grade_held decides
+                got.scores = await _grade(task, got.outcome, transcript, judge_c,
+                                          options.judge_settings)
+                _decide(got, suite.config.task_pass_threshold, transcript)
+        elif done.status == "failed":
+            got.status, got.agent, got.reason = "failed", done.message, done.message
+            transcript.event("agent_error", done.message or "")
+        else:
+            got.status, got.infra, got.reason = "errored", done.message, done.message
+            transcript.event("infra_error", done.message or "")
     except Exception as err:  # a bug in promptloop must not kill the whole run
         _bug(got, err, transcript)
     return got
@@ -308,85 +343,6 @@ def _model_failed(got: _Attempt, err: ModelError) -> None:
     got.overloaded = isinstance(err, ProviderError) and err.overloaded
 
 
-async def _attempt_external(
-    external: ExternalAgent,
-    suite: Suite,
-    task: LoadedTask,
-    index: int,
-    prompt: str,
-    clients: tuple[ModelClient, ModelClient | None],
-    options: RunOptions,
-    transcript: Transcript,
-    tmp: Path,
-    grade: bool = True,
-) -> _Attempt:
-    """One trial through the agent's adapter, graded when it gave an outcome (unless `grade`
-    is False: held back for the run's judge batch, as `_attempt` does). An adapter
-    that could not run the agent (exit code, time limit, bad or missing result) is errored; a
-    result whose error the agent caused, or files written outside the workspace, fail it."""
-    agent_c, judge_c = clients
-    got = _Attempt()
-    timeout = (options.timeout_s or external.agent.config.timeout
-               or task.spec.timeout_seconds)
-    seed = options.runtime.settings.seed or trial_seed(task.id, index)
-    context = TrialContext(model=agent_c, transcript=transcript, runtime=options.runtime,
-                           workspace=tmp, agent_options=options.agent_options)
-    try:
-        done = await external.attempt(suite, task, index, seed, prompt, options.prompt_source,
-                                      agent_c, options.agent_model, transcript, tmp, timeout,
-                                      context)
-    except ModelError as err:
-        _model_failed(got, err)
-        return got
-    except TimeoutError:
-        got.status, got.reason = "timedOut", f"trial exceeded {timeout:g}s"
-        return got
-    except AgentRaised as err:  # a python adapter's function raised: the agent's code failed
-        got.status = "failed"
-        got.agent = got.reason = f"agent raised {err}"
-        transcript.event("exception", got.agent)
-        return got
-    except AdapterConfigError as err:  # an entry that does not import: configuration
-        got.status, got.infra = "errored", str(err)
-        got.reason = got.infra
-        return got
-    except Exception as err:  # workspace, gateway, promptloop itself: never the agent's fault
-        _bug(got, err, transcript)
-        return got
-    got.outcome = plain_outcome(done.outcome)
-    if done.status == "ok" and not grade:
-        pass  # held back ungraded, as `_attempt` leaves it: grade_held decides
-    elif done.status == "ok":
-        try:
-            got.scores = await _grade(task, got.outcome, transcript, judge_c,
-                                      options.judge_settings)
-            _decide(got, suite.config.task_pass_threshold, transcript)
-        except Exception as err:  # a bug in promptloop must not kill the whole run
-            _bug(got, err, transcript)
-    elif done.status == "timedOut":
-        got.status, got.reason = "timedOut", done.message
-    elif done.status == "failed":
-        got.status, got.agent, got.reason = "failed", done.message, done.message
-        transcript.event("agent_error", done.message or "")
-    else:
-        got.status, got.infra, got.reason = "errored", done.message, done.message
-        transcript.event("infra_error", done.message or "")
-    return got
-
-
-async def _capture(got: _Attempt, session: OutcomeSession, transcript: Transcript) -> bool:
-    """Capture the outcome into `got`; False when capture raised. The workspace is what the
-    agent left, so that fails the trial (named), as a raising tool does."""
-    try:
-        got.outcome = plain_outcome(await asyncio.to_thread(session.outcome, transcript))
-    except Exception as err:
-        got.status = "failed"
-        got.agent = got.reason = f"outcome capture raised {type(err).__name__}: {err}"
-        transcript.event("outcome_exception", got.agent)
-        return False
-    return True
-
-
 def _bug(got: _Attempt, err: Exception, transcript: Transcript) -> None:
     """An exception outside the agent's reach (workspace setup, grading code, the runner):
     a bug in promptloop, named loudly; the trial is errored."""
@@ -398,17 +354,6 @@ def _bug(got: _Attempt, err: Exception, transcript: Transcript) -> None:
 def tool_fault(transcript: Transcript) -> str | None:
     """What the first tool that raised during the trial raised (`tool Glob raised ...`)."""
     return next((e.detail for e in transcript.events if e.kind == TOOL_EXCEPTION), None)
-
-
-def rounds_of(client: object) -> RoundBatchingClient | None:
-    """The RoundBatchingClient behind `client`'s wrappers (`.inner`), if any."""
-    for _ in range(10):
-        if isinstance(client, RoundBatchingClient):
-            return client
-        client = getattr(client, "inner", None)
-        if client is None:
-            return None
-    return None
 
 
 def _decide(got: _Attempt, threshold: float, transcript: Transcript) -> None:
@@ -438,27 +383,6 @@ def _decide(got: _Attempt, threshold: float, transcript: Transcript) -> None:
     else:
         got.status = "failed"
         got.reason = _failure_reason(got.outcome, got.scores)
-
-
-def _open_session(
-    suite: Suite,
-    task: LoadedTask,
-    dest: Path,
-    agent_input: AgentInput,
-    prompt: str,
-    agent_options: AgentOptions,
-) -> OutcomeSession:
-    ws = build_workspace(task, dest)
-    prepare_workspace(ws, agent_input)
-    return get_agent(suite.agent_name, agent_options)(ws, agent_input, prompt)
-
-
-def plain_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
-    """Outcome values as plain JSON data, so cached and saved trials load back identically."""
-    return {
-        k: (v.model_dump(mode="json") if isinstance(v, BaseModel) else v)
-        for k, v in outcome.items()
-    }
 
 
 def _failure_reason(outcome: dict[str, Any], scores: list[Score]) -> str:

@@ -1,10 +1,12 @@
 """What review may run: the commands of promptloop.toml at the base ref, never the PR's head.
 
-A pull request is reviewed on its head's prompts and suites, but every command promptloop would
-run for it (an agent's adapter: `command`, `url`, `entry`, its `env` list; command graders) is
-taken from the project file at the base ref: a PR cannot make a reviewer's CI run its code by
-editing promptloop.toml. What the head changed there is ignored and said in the comment;
-`--trust-head` (unsafe for PRs from forks) uses the head's file as it is.
+A pull request is reviewed on its head's prompts and suites, but every key that decides what
+code promptloop runs for it (an agent's adapter: `command`, `url`, `entry`, its `env` list;
+command graders: the keys marked `runs_code` on the models of core/adapter_settings.py and
+core/project.AgentConfig, `trusted_keys()`) is taken from the project file at the base ref:
+a PR cannot make a reviewer's CI run its code by editing promptloop.toml. What the head
+changed there is ignored and said in the comment; `--trust-head` (unsafe for PRs from forks)
+uses the head's file as it is.
 """
 
 from __future__ import annotations
@@ -14,15 +16,37 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from optimizer.core.adapter_settings import code_keys, marked
 from optimizer.core.config import CONFIG_FILE, ConfigError
 from optimizer.core.project import AgentConfig, Project, packaged_project, parse_project
 from optimizer.core.suites import Suite
 from optimizer.git import GitOps, GitOpsError
 from optimizer.git_read import tree_files
 
-COMMAND_KEYS = ("adapter", "entry", "command", "url", "request", "result", "env", "graders")
-"""The keys of an agent table that decide what runs (taken from the base unless trusted)."""
+
+def trusted_keys() -> tuple[str, ...]:
+    """The keys of an agent table that decide what runs (taken from the base unless trusted):
+    every field marked `runs_code` on the agent table and on the adapter settings union."""
+    own = tuple(k for k, f in AgentConfig.model_fields.items() if k != "spec" and marked(f))
+    return code_keys() + own
+
+
+def _value(cfg: AgentConfig, key: str) -> Any:
+    if key in AgentConfig.model_fields:
+        return getattr(cfg, key)
+    return getattr(cfg.spec, key, None)
+
+
+def _with_base_code(head: AgentConfig, base: AgentConfig) -> AgentConfig:
+    """The head's table with every `runs_code` key the base's (its whole adapter when the
+    head changed the kind)."""
+    spec_keys = [k for k, f in type(base.spec).model_fields.items() if marked(f)]
+    spec = (head.spec.model_copy(update={k: getattr(base.spec, k) for k in spec_keys})
+            if type(head.spec) is type(base.spec) else base.spec)
+    own = {k: getattr(base, k) for k in trusted_keys() if k in AgentConfig.model_fields}
+    return head.model_copy(update={**own, "spec": spec})
 
 
 @dataclass
@@ -90,12 +114,12 @@ def review_projects(git: GitOps, base: tuple[str, str], head: tuple[str, str],
             ignored.append(f"agent {name!r} is not declared at the base ({base[0]}): its "
                            "adapter was ignored and it is not reviewed (--trust-head runs it)")
             continue
-        changed = [k for k in COMMAND_KEYS if getattr(cfg, k) != getattr(known, k)]
+        changed = [k for k in trusted_keys() if _value(cfg, k) != _value(known, k)]
         if changed:
             ignored.append(f"the head's {', '.join(changed)} of [agents.{name}] "
                            f"{'was' if len(changed) == 1 else 'were'} ignored: the base's "
                            "are used (--trust-head uses the head's)")
-        agents[name] = cfg.model_copy(update={k: getattr(known, k) for k in COMMAND_KEYS})
+        agents[name] = _with_base_code(cfg, known)
     root = base_tree(git, base[1], cache) if cache is not None else head_p.root_dir
     return ReviewProjects(base_p, Project(head_p.path, agents, head_p.tables, root), ignored)
 
@@ -129,5 +153,5 @@ def without_undeclared_graders(suites: list[Suite], project: Project, agent: str
     return out, notes
 
 
-__all__ = ["COMMAND_KEYS", "ConfigError", "ReviewProjects", "base_tree", "project_at",
-           "review_projects", "without_undeclared_graders"]
+__all__ = ["ConfigError", "ReviewProjects", "base_tree", "project_at",
+           "review_projects", "trusted_keys", "without_undeclared_graders"]

@@ -43,13 +43,13 @@ def now(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         return probe(ROOT, tmp_path_factory.mktemp("state"))
 
 
-def test_the_bundled_agents_run_through_the_python_adapter(
+def test_the_bundled_agents_run_through_the_session_adapter(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     enter(ROOT, monkeypatch)
     for agent, *_ in SUITES:
         config = active_project().agent(agent).config
-        assert config.adapter == "python" and config.entry, agent
+        assert config.adapter == "session" and config.spec.in_process, agent
 
 
 def test_same_cache_key_inputs(golden: dict[str, Any], now: dict[str, Any]) -> None:

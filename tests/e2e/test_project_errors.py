@@ -52,6 +52,8 @@ CASES = {
                               ["[agents.triage]", "prompts[0].begn'", "Did you mean 'begin'?"]),
     "wrong-type": (WHOLE_FILE + 'timeout = "soon"\n', "triage",
                    ["[agents.triage]", "'timeout'", "soon"]),
+    "string-for-number": (WHOLE_FILE + 'timeout = "300"\n', "triage",
+                          ["[agents.triage]", "'timeout'", "'300'"]),
     "wrong-type-list": (WHOLE_FILE.replace('suites = ["evals"]', 'suites = "evals"'), "triage",
                         ["[agents.triage]", "'suites'"]),
 }

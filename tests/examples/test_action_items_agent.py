@@ -206,7 +206,7 @@ def test_promptloop_toml_declares_the_agent() -> None:
     assert len(path.read_text().splitlines()) <= 30
     agent = load_project(path).agent("action_items")
     assert agent.config.adapter == "worker"
-    assert agent.config.command == ["node", "agent/agent.js", "--worker"]
+    assert agent.config.spec.command == ["node", "agent/agent.js", "--worker"]
     (target,) = agent.targets()
     assert (target.path, target.variable) == ("agent/prompt.js", "SYSTEM_PROMPT")
     assert [(EXAMPLE / s / "suite.json").is_file() for s in agent.config.suites] == [True]

@@ -12,7 +12,7 @@ import pytest
 
 from optimizer.adapters.contract import TrialRequest
 from optimizer.adapters.runner import run_adapter_trial
-from optimizer.adapters.spec import AdapterSpec
+from optimizer.adapters.spec import AnyAdapterSettings
 from optimizer.adapters.worker import WorkerPool
 from optimizer.core.project import load_project
 from optimizer.workflows.init import TEMPLATE_DIR
@@ -26,11 +26,8 @@ REPLIES = {"items": ITEMS, "triage": '{"category": "billing", "urgency": "high"}
            "bad": "I think Priya should do it."}
 
 
-def spec_of(root: Path, agent: str) -> AdapterSpec:
-    cfg = load_project(root / "promptloop.toml").agent(agent).config
-    assert cfg.command is not None
-    return AdapterSpec.model_validate({"kind": cfg.adapter, "command": cfg.command,
-                                       "timeout": cfg.timeout, "env": cfg.env})
+def spec_of(root: Path, agent: str) -> AnyAdapterSettings:
+    return load_project(root / "promptloop.toml").agent(agent).config.spec
 
 
 def trial_request(base_url: str, workspace: Path, model: str, agent: str,
@@ -53,7 +50,7 @@ def trial_request(base_url: str, workspace: Path, model: str, agent: str,
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 async def test_node_agent_through_the_worker_adapter(tmp_path: Path) -> None:
     spec = spec_of(NODE_ROOT, "action_items")
-    assert spec.kind == "worker"
+    assert spec.adapter == "worker"
     with FakeChat(REPLIES) as fake:
         async with WorkerPool(spec, repo_root=NODE_ROOT, agent="action_items", size=1) as pool:
             got = [await pool.run(trial_request(fake.base_url, tmp_path / f"w{i}", model,
@@ -70,7 +67,7 @@ async def test_node_agent_through_the_worker_adapter(tmp_path: Path) -> None:
 
 async def test_init_example_agent_through_the_command_adapter(tmp_path: Path) -> None:
     spec = spec_of(TEMPLATE_DIR, "example")
-    assert spec.kind == "command"
+    assert spec.adapter == "command"
     with FakeChat(REPLIES) as fake:
         got = [await run_adapter_trial(spec, trial_request(fake.base_url, tmp_path / f"w{i}",
                                                            model, "example", i),

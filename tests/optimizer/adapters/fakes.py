@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from optimizer.adapters.contract import ModelEndpoint, PromptInfo, TrialInfo, TrialRequest
-from optimizer.adapters.spec import AdapterSpec
+from optimizer.adapters.spec import AnyAdapterSettings, parse_settings
 
 TOKEN = "plt-run-token-0123456789abcdef"
 
@@ -68,12 +68,12 @@ class World:
         path.write_text(_HARNESS.format(body=textwrap.indent(textwrap.dedent(body), "    ")))
         return path
 
-    def spec(self, body: str, kind: str = "command", **kw: object) -> AdapterSpec:
+    def spec(self, body: str, kind: str = "command", **kw: object) -> AnyAdapterSettings:
         script = self.script(body)
         argv = [sys.executable, str(script.relative_to(self.repo))]
         if kind == "worker":
             argv.append("--worker")
-        return AdapterSpec.model_validate({"kind": kind, "command": argv, **kw})
+        return parse_settings({"adapter": kind, "command": argv, **kw})
 
     def request(self, index: int = 0, timeout_s: float = 20.0, task_id: str = "t1",
                 workspace: Path | None = None) -> TrialRequest:

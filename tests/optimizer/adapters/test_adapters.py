@@ -19,7 +19,7 @@ import pytest
 from optimizer.adapters.contract import TrialRequest
 from optimizer.adapters.outcome import AdapterConfigError, AdapterOutcome
 from optimizer.adapters.runner import AgentRaised, run_adapter_trial
-from optimizer.adapters.spec import AdapterSpec
+from optimizer.adapters.spec import parse_settings
 from optimizer.adapters.worker import WorkerPool
 from tests.optimizer.adapters.fakes import TOKEN, World
 
@@ -87,9 +87,9 @@ async def test_worker_serves_20_trials_with_one_process(world: World) -> None:
 
 
 async def test_workers_run_side_by_side(world: World) -> None:
-    spec = world.spec("time.sleep(0.3)\n" + textwrap.dedent(ECHO), "worker", workers=3)
+    spec = world.spec("time.sleep(0.3)\n" + textwrap.dedent(ECHO), "worker")
     spaces = workspaces(world, 9)
-    async with WorkerPool(spec, repo_root=world.repo, agent="fake") as pool:
+    async with WorkerPool(spec, repo_root=world.repo, agent="fake", size=3) as pool:
         warm = await asyncio.gather(*(pool.run(world.request(index=i, workspace=spaces[i]))
                                       for i in range(3)))
         started = time.monotonic()
@@ -190,7 +190,7 @@ def server() -> Iterator[str]:
 
 
 async def _http(world: World, url: str, timeout_s: float = 10, **kw: object) -> AdapterOutcome:
-    spec = AdapterSpec.model_validate({"kind": "http", "url": url, **kw})
+    spec = parse_settings({"adapter": "http", "url": url, **kw})
     return await run_adapter_trial(spec, world.request(timeout_s=timeout_s),
                                    repo_root=world.repo, agent="fake", context=None, pool=None)
 
@@ -220,7 +220,8 @@ async def test_http_failures(world: World, server: str) -> None:
 
 
 async def _py(world: World, fn: str, timeout_s: float = 10) -> AdapterOutcome:
-    spec = AdapterSpec(kind="python", entry=f"tests.optimizer.adapters.pyagents:{fn}")
+    spec = parse_settings({"adapter": "python",
+                            "entry": f"tests.optimizer.adapters.pyagents:{fn}"})
     return await run_adapter_trial(spec, world.request(timeout_s=timeout_s),
                                    repo_root=world.repo, agent="fake", context=None, pool=None)
 
@@ -253,7 +254,7 @@ async def test_python_exceptions_and_timeouts_reach_the_caller(world: World) -> 
     ("tests.optimizer.adapters.pyagents:NOT_CALLABLE", "is not callable"),
 ])
 async def test_python_entry_that_does_not_load(world: World, entry: str, says: str) -> None:
-    spec = AdapterSpec(kind="python", entry=entry)
+    spec = parse_settings({"adapter": "python", "entry": entry})
     with pytest.raises(AdapterConfigError, match=says) as err:
         await run_adapter_trial(spec, world.request(), repo_root=world.repo, agent="fake",
                                 context=None, pool=None)
@@ -278,7 +279,8 @@ rl.on("line", (line) => {
 async def test_node_worker(world: World) -> None:
     (world.repo / "agent").mkdir()
     (world.repo / "agent" / "agent.js").write_text(NODE_WORKER)
-    spec = AdapterSpec(kind="worker", command=["node", "agent/agent.js", "--worker"])
+    spec = parse_settings({"adapter": "worker",
+                           "command": ["node", "agent/agent.js", "--worker"]})
     requests: list[TrialRequest] = [world.request(index=i, workspace=ws)
                                     for i, ws in enumerate(workspaces(world, 3))]
     async with WorkerPool(spec, repo_root=world.repo, agent="fake") as pool:

@@ -14,7 +14,7 @@ import pytest
 
 from optimizer.adapters.outcome import AdapterOutcome
 from optimizer.adapters.runner import run_adapter_trial
-from optimizer.adapters.spec import AdapterSpec
+from optimizer.adapters.spec import AnyAdapterSettings, parse_settings
 from optimizer.adapters.worker import WorkerPool
 from tests.optimizer.adapters.fakes import TOKEN, World, files_containing
 
@@ -22,9 +22,9 @@ KINDS = ["command", "worker"]
 PREFIX = "fake task t1 trial 0: "
 
 
-async def run(world: World, spec: AdapterSpec, timeout_s: float = 20.0) -> AdapterOutcome:
+async def run(world: World, spec: AnyAdapterSettings, timeout_s: float = 20.0) -> AdapterOutcome:
     request = world.request(timeout_s=timeout_s)
-    if spec.kind == "worker":
+    if spec.adapter == "worker":
         async with WorkerPool(spec, repo_root=world.repo, agent="fake") as pool:
             return await run_adapter_trial(spec, request, repo_root=world.repo, agent="fake",
                                            context=None, pool=pool)
@@ -207,7 +207,7 @@ async def test_agent_caused_error_fails_and_infrastructure_errors(world: World,
 
 
 async def test_a_command_that_cannot_start(world: World) -> None:
-    spec = AdapterSpec(kind="command", command=["/no/such/agent-binary"])
+    spec = parse_settings({"adapter": "command", "command": ["/no/such/agent-binary"]})
     got = await run(world, spec)
     assert got.status == "errored" and got.message is not None
     assert got.message.startswith(PREFIX + "could not start '/no/such/agent-binary'")

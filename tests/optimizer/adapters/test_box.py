@@ -63,7 +63,7 @@ def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
 async def run(world: World, spec: AdapterSpec, index: int = 0,
               workspace: Path | None = None) -> AdapterOutcome:
     request = world.request(index=index, workspace=workspace)
-    if spec.kind == "worker":
+    if spec.adapter == "worker":
         async with WorkerPool(spec, repo_root=world.repo, agent="fake") as pool:
             return await pool.run(request)
     return await run_adapter_trial(spec, request, repo_root=world.repo, agent="fake",
@@ -161,10 +161,10 @@ async def test_siblings_are_not_readable(world: World, kind: str, mode: str) -> 
         (ws / "secret.txt").write_text(f"secret {i}")
         spaces.append(ws)
     paths = [str(ws / "secret.txt") for ws in spaces]
-    spec = world.spec(SIBLINGS.replace("PATHS", repr(paths)), kind, workers=4)
+    spec = world.spec(SIBLINGS.replace("PATHS", repr(paths)), kind)
     requests = [world.request(index=i, workspace=spaces[i]) for i in range(4)]
     if kind == "worker":
-        async with WorkerPool(spec, repo_root=world.repo, agent="fake") as pool:
+        async with WorkerPool(spec, repo_root=world.repo, agent="fake", size=4) as pool:
             got = await asyncio.gather(*(pool.run(r) for r in requests))
     else:
         got = await asyncio.gather(*(run_adapter_trial(spec, r, repo_root=world.repo,
@@ -324,7 +324,7 @@ def test_a_provider_key_in_env_is_refused_at_load() -> None:
     with pytest.raises(ValidationError, match=r"ANTHROPIC_API_KEY.*pass-provider-keys"):
         AgentConfig.model_validate(table)
     allowed = AgentConfig.model_validate({**table, "pass-provider-keys": True})
-    assert allowed.pass_provider_keys
+    assert allowed.spec.pass_provider_keys
     refuse_provider_keys(["MY_FLAG", "HOME"], allowed=False)  # others pass
     with pytest.raises(ValueError, match="OPENAI_API_KEY"):
         refuse_provider_keys(["OPENAI_API_KEY"], allowed=False)

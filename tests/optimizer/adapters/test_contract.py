@@ -19,7 +19,7 @@ from optimizer.adapters.contract import (
     schema_document,
     schema_text,
 )
-from optimizer.adapters.spec import AdapterSpec
+from optimizer.adapters.spec import parse_settings
 from tests.optimizer.adapters.fakes import World
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -71,11 +71,14 @@ def test_result_is_read_leniently_but_outcome_is_required() -> None:
 
 
 def test_adapter_spec_refuses_unknown_keys_and_incomplete_adapters() -> None:
-    assert AdapterSpec(kind="command", command=["x"]).max_output_bytes == 10 * 1024 * 1024
+    assert parse_settings({"adapter": "command", "command": ["x"]}).max_output_bytes == \
+        10 * 1024 * 1024
     with pytest.raises(ValidationError, match="extra"):
-        AdapterSpec.model_validate({"kind": "command", "command": ["x"], "comand": ["y"]})
-    for bad, needs in (({"kind": "worker"}, "command"), ({"kind": "http"}, "url"),
-                       ({"kind": "python", "entry": "nocolon"}, "entry")):
+        parse_settings({"adapter": "command", "command": ["x"], "comand": ["y"]})
+    for bad, needs in (({"adapter": "worker"}, "command"), ({"adapter": "http"}, "url"),
+                       ({"adapter": "python", "entry": "nocolon"}, "entry"),
+                       ({"adapter": "http", "url": "ftp://x"}, "url"),
+                       ({"adapter": "command", "command": ["x"], "timeout": "300"}, "timeout")):
         with pytest.raises(ValidationError, match=needs):
-            AdapterSpec.model_validate(bad)
+            parse_settings(bad)
     assert json.loads(schema_text())["$defs"]["TrialRequest"]["additionalProperties"] is False

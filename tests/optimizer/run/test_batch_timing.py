@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import optimizer.run.trial as trial_module
+import optimizer.adapters.kinds.session as trial_module
 from agents.llm.batch import BatchReport, BatchRequest
 from agents.llm.errors import ModelError
 from agents.llm.rounds import RoundBatchingClient

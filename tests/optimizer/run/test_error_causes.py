@@ -17,11 +17,11 @@ from agents.llm.scripted import Request, ScriptedModel, call, reply
 from agents.llm.types import ModelResponse, ToolCall
 from agents.tools import Tool, ToolResult
 from agents.trees import remove_tree
+from optimizer.adapters.kinds import session as session_kind
 from optimizer.core.results import RunResult
 from optimizer.core.suites import load_suite
 from optimizer.report.markdown import render_markdown
 from optimizer.report.summary import summarize
-from optimizer.run import trial as trial_mod
 from optimizer.run.runner import RunOptions, run_suite
 from tests import policies
 from tests.optimizer import suite_builder as sb
@@ -107,7 +107,7 @@ def test_a_bug_in_promptloop_errors_the_trial_loudly(
     def broken(*args: object) -> object:
         raise KeyError("workspace")
 
-    monkeypatch.setattr(trial_mod, "_open_session", broken)
+    monkeypatch.setattr(session_kind, "open_session", broken)
     [t] = _card(tmp_path, state).trials
     assert t.status == "errored" and t.agent_error is None
     assert t.infra_error == "promptloop bug: KeyError: 'workspace'"

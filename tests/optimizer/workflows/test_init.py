@@ -115,7 +115,7 @@ def test_the_written_project_file_declares_the_example_agent(tmp_path: Path) -> 
     init_project(repo)
     agent = load_project(repo / "promptloop.toml").agent("example")
     assert agent.config.adapter == "command"
-    assert agent.config.command == ["python3", "example_agent/agent.py"]
+    assert agent.config.spec.command == ["python3", "example_agent/agent.py"]
     assert agent.prompt_path == "example_agent/prompt.md"
     assert (repo / agent.prompt_path).is_file()
     for suite in agent.config.suites:
