@@ -94,6 +94,10 @@ class AgentConfig(_Strict):
     adapter: Literal["python", "command", "worker", "http"]
     entry: str | None = None
     """python: `package.module:function`."""
+    views: str | None = None
+    """Any adapter: `package.module:function`, the agent's failure-package hook (views of a
+    trial's outcome only this agent knows how to show); default: `<entry>_views` of a python
+    entry."""
     command: list[str] | None = None
     """command and worker: the argv (run in the trial's workspace)."""
     url: str | None = None
@@ -243,6 +247,8 @@ def _check_agent(where: str, name: str, cfg: AgentConfig) -> list[str]:
         problems.append(f"{table} key '{key}': required by adapter = {cfg.adapter!r}")
     if cfg.adapter == "python" and cfg.entry and ":" not in cfg.entry:
         problems.append(f"{table} key 'entry': {cfg.entry!r} is not 'package.module:function'")
+    if cfg.views is not None and ":" not in cfg.views:
+        problems.append(f"{table} key 'views': {cfg.views!r} is not 'package.module:function'")
     if cfg.adapter == "http" and cfg.url and not cfg.url.startswith(("http://", "https://")):
         problems.append(f"{table} key 'url': {cfg.url!r} is not an http(s) URL")
     return problems

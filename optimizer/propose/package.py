@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -33,7 +34,9 @@ INPUT_MARKER = "Raw Input Content:"
 the task's input was kept with the run)."""
 _BULKY_OUTCOME_KEYS = ("workspace_diff",)
 VIEWS_SUFFIX = "_views"
-_QUIET_EVENTS = ("timing",)
+_QUIET_EVENTS = ("timing", "stop")
+"""Events the package leaves out: timings, and `stop` (the tool that ended the run is the last
+line of the trace; an agent outside promptloop's loop records no such event)."""
 
 
 class _Model(BaseModel):
@@ -148,20 +151,35 @@ ViewsHook = Callable[[Mapping[str, Any]], Any]
 
 
 def agent_views_hook(agent_name: str) -> ViewsHook | None:
-    """The agent's own package hook: `<entry>_views` next to its python entry (agents/
-    adapters.py has the bundled agents'); None for an agent without one."""
+    """The agent's own package hook: the agent table's `views` (any adapter kind), else
+    `<entry>_views` next to its python entry (agents/adapters.py has the bundled agents');
+    None for an agent without one. A `views` that does not import is a configuration error."""
     try:
-        config = active_project().agent(agent_name).config
+        agent = active_project().agent(agent_name)
     except ConfigError:
         return None
+    config = agent.config
+    declared = getattr(config, "views", None)
     entry = getattr(config, "entry", None)
-    if not isinstance(entry, str) or ":" not in entry:
+    if isinstance(declared, str) and ":" in declared:
+        module, _, attr = declared.partition(":")
+    elif isinstance(entry, str) and ":" in entry:
+        module, _, attr = entry.partition(":")
+        attr += VIEWS_SUFFIX
+    else:
         return None
-    module, _, attr = entry.partition(":")
+    if agent.project.root is not None and str(agent.project.root) not in sys.path:
+        sys.path.insert(0, str(agent.project.root))  # a hook of the team's own repository
     try:
-        hook = getattr(importlib.import_module(module), attr + VIEWS_SUFFIX, None)
-    except ImportError:
-        return None
+        hook = getattr(importlib.import_module(module), attr, None)
+    except ImportError as err:
+        if declared is None:
+            return None
+        raise ConfigError(f"{agent.project.where}: {agent.table} key 'views': {declared!r} "
+                          f"does not import: {err}") from None
+    if declared is not None and not callable(hook):
+        raise ConfigError(f"{agent.project.where}: {agent.table} key 'views': {declared!r} "
+                          "names no function")
     return hook if callable(hook) else None
 
 

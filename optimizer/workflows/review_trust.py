@@ -21,7 +21,8 @@ from optimizer.core.suites import Suite
 from optimizer.git import GitOps, GitOpsError
 from optimizer.git_read import tree_files
 
-COMMAND_KEYS = ("adapter", "entry", "command", "url", "request", "result", "env", "graders")
+COMMAND_KEYS = ("adapter", "entry", "views", "command", "url", "request", "result", "env",
+                "graders")
 """The keys of an agent table that decide what runs (taken from the base unless trusted)."""
 
 
