@@ -34,8 +34,9 @@ from tests.e2e.support import cli_json, commit_all, enter
 
 ROOT = Path(__file__).resolve().parents[2]
 
-STANDIN = r'''"""A card agent outside promptloop: promptloop.trial/1 as a worker, the model through the
-gateway's OpenAI chat endpoint, the card tools executed here against the trial's workspace."""
+STANDIN = r'''"""A card agent outside promptloop: promptloop.trial/1 as a worker, the model
+through the gateway's OpenAI chat endpoint, the card tools executed here in the trial's
+workspace."""
 import asyncio
 import json
 import os
