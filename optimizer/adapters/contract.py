@@ -104,6 +104,7 @@ class ToolCallDoc(_Theirs):
     arguments: dict[str, Any] | str = Field(default_factory=dict)
     id: str | None = None
     result: Any = None
+    is_error: bool = Field(False, description="The tool reported an error (with `result`).")
 
     @model_validator(mode="before")
     @classmethod
@@ -125,6 +126,9 @@ class TranscriptMessage(_Theirs):
     tool_calls: list[ToolCallDoc] = Field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None
+    is_error: bool = Field(
+        False, description="A tool message: the tool reported an error (the model saw its "
+        "text; the failure package marks the call ERROR).")
 
 
 class UsageDoc(_Theirs):

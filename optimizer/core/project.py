@@ -108,6 +108,10 @@ class AgentConfig(_Strict):
     model: str | None = plain(None)
     judge: str | None = plain(None)
     graders: dict[str, CommandGrader] = runs_code(default_factory=dict)
+    views: str | None = runs_code(None)
+    """Any adapter: `package.module:function`, the agent's failure-package hook (views of a
+    trial's outcome only this agent knows how to show); default: `<entry>_views` of a python
+    or session entry."""
 
     @model_validator(mode="before")
     @classmethod
@@ -128,6 +132,7 @@ class AgentConfig(_Strict):
         """The table as written: the adapter keys beside the others (JSON values)."""
         data = self.model_dump(mode="json", exclude={"spec"})
         return {**data, **self.spec.model_dump(mode="json")}
+
     def targets(self) -> list[PromptTarget]:
         if self.prompt is not None:
             return [PromptTarget(name="system", path=self.prompt), *self.prompts]
@@ -277,6 +282,8 @@ def _check_agent(where: str, name: str, cfg: AgentConfig) -> list[str]:
                             "not both")
         if bool(t.begin) != bool(t.end):
             problems.append(f"{table} key 'prompts[{i}]': 'begin' and 'end' go together")
+    if cfg.views is not None and ":" not in cfg.views:
+        problems.append(f"{table} key 'views': {cfg.views!r} is not 'package.module:function'")
     return problems
 
 

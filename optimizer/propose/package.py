@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,13 +28,21 @@ from optimizer.core.results import RunResult, TrialResult
 from optimizer.report.fmt import num, short, truncate
 from optimizer.report.markdown import FAILED_STATUSES
 from optimizer.report.summary import bucket_of, task_order
+from optimizer.report.trial_input import (
+    INPUT_MARKER,
+    extract_input,
+    first_user_message,
+    input_line,
+    input_view,
+    render_input,
+    task_input,
+)
 
-INPUT_MARKER = "Raw Input Content:"
-"""Where the bundled agents' first message puts the raw input (read only for runs saved before
-the task's input was kept with the run)."""
 _BULKY_OUTCOME_KEYS = ("workspace_diff",)
 VIEWS_SUFFIX = "_views"
-_QUIET_EVENTS = ("timing",)
+_QUIET_EVENTS = ("timing", "stop")
+"""Events the package leaves out: timings, and `stop` (the tool that ended the run is the last
+line of the trace; an agent outside promptloop's loop records no such event)."""
 
 
 class _Model(BaseModel):
@@ -107,61 +116,45 @@ class FailingExport(_Model):
     infra: list[InfraTrial]
 
 
-def first_user_message(transcript: Transcript) -> str | None:
-    """The first user message of the trial's conversation, as the agent sent it."""
-    return next((m.content for m in transcript.messages if m.role == "user"), None)
-
-
-def extract_input(transcript: Transcript) -> str | None:
-    """The raw user text from the first user message (after "Raw Input Content:" where the
-    bundled agents' harness puts it; the whole message otherwise)."""
-    content = first_user_message(transcript)
-    if content is None:
-        return None
-    at = content.rfind(INPUT_MARKER)
-    return content[at + len(INPUT_MARKER):].strip("\n") if at >= 0 else content
-
-
-def render_input(value: Any) -> tuple[str, str]:
-    """(text, fence language) of a task's input: a text as itself, anything else as JSON."""
-    if isinstance(value, str):
-        return value, "text"
-    return json.dumps(value, ensure_ascii=False, indent=2, default=str), "json"
-
-
-def task_input(run: RunResult, task_id: str) -> Any:
-    """The task's input as its task.json declares it (None: not kept with this run)."""
-    info = run.task_info.get(task_id)
-    return info.input if info is not None else None
-
-
 def trial_input(run: RunResult, trial: TrialResult) -> str:
-    """The input of `trial` in one line of text: the task's declared input, else what the
-    transcript shows of it."""
-    declared = task_input(run, trial.task_id)
-    if declared is not None:
-        return render_input(declared)[0]
-    return extract_input(trial.transcript) or ""
+    """The input of `trial` in one text: the task's declared input, else what the transcript
+    shows of it."""
+    return input_line(run, trial)
 
 
 ViewsHook = Callable[[Mapping[str, Any]], Any]
 
 
 def agent_views_hook(agent_name: str) -> ViewsHook | None:
-    """The agent's own package hook: `<entry>_views` next to its python entry (agents/
-    adapters.py has the bundled agents'); None for an agent without one."""
+    """The agent's own package hook: the agent table's `views` (any adapter kind), else
+    `<entry>_views` next to its python entry (agents/adapters.py has the bundled agents');
+    None for an agent without one. A `views` that does not import is a configuration error."""
     try:
-        config = active_project().agent(agent_name).config
+        agent = active_project().agent(agent_name)
     except ConfigError:
         return None
-    entry = getattr(config, "entry", None)
-    if not isinstance(entry, str) or ":" not in entry:
+    config = agent.config
+    declared = getattr(config, "views", None)
+    entry = getattr(config.spec, "entry", None)
+    if isinstance(declared, str) and ":" in declared:
+        module, _, attr = declared.partition(":")
+    elif isinstance(entry, str) and ":" in entry:
+        module, _, attr = entry.partition(":")
+        attr += VIEWS_SUFFIX
+    else:
         return None
-    module, _, attr = entry.partition(":")
+    if agent.project.root is not None and str(agent.project.root) not in sys.path:
+        sys.path.insert(0, str(agent.project.root))  # a hook of the team's own repository
     try:
-        hook = getattr(importlib.import_module(module), attr + VIEWS_SUFFIX, None)
-    except ImportError:
-        return None
+        hook = getattr(importlib.import_module(module), attr, None)
+    except ImportError as err:
+        if declared is None:
+            return None
+        raise ConfigError(f"{agent.project.where}: {agent.table} key 'views': {declared!r} "
+                          f"does not import: {err}") from None
+    if declared is not None and not callable(hook):
+        raise ConfigError(f"{agent.project.where}: {agent.table} key 'views': {declared!r} "
+                          "names no function")
     return hook if callable(hook) else None
 
 
@@ -230,13 +223,7 @@ def _failing_trial(run: RunResult, t: TrialResult, inputs: Mapping[str, Any],
                    hook: ViewsHook | None, snippet_chars: int, max_files: int,
                    max_trace: int) -> FailingTrial:
     siblings = [x for x in run.trials_of(t.task_id) if x.counts]
-    declared = inputs.get(t.task_id)
-    if declared is None:
-        declared = task_input(run, t.task_id)
-    first = first_user_message(t.transcript) or ""
-    if declared is None:
-        declared = extract_input(t.transcript) or "(input not recorded)"
-    content, lang = render_input(declared)
+    given = input_view(run, t, inputs.get(t.task_id))
     finals = [m.content for m in t.transcript.messages if m.role == "assistant" and m.content]
     views, hides = _hook_views(hook, t.outcome, snippet_chars)
     return FailingTrial(
@@ -246,9 +233,9 @@ def _failing_trial(run: RunResult, t: TrialResult, inputs: Mapping[str, Any],
         failure_reason=t.failure_reason,
         task_passed_trials=sum(x.passed for x in siblings),
         task_counted_trials=len(siblings),
-        input_content=truncate(content, 2000),
-        input_lang=lang,
-        first_message=truncate(first, 2000) if first.strip() != content.strip() else "",
+        input_content=truncate(given.text, 2000),
+        input_lang=given.lang,
+        first_message=truncate(given.first_message, 2000),
         scores=_scores(t),
         outcome={k: short(v, 200) for k, v in sorted(t.outcome.items())
                  if k not in _BULKY_OUTCOME_KEYS and k not in hides},
@@ -313,6 +300,14 @@ def export_failing(
                           error=short(t.infra_error or t.failure_reason or "unknown", 300))
                for t in errored],
     )
+
+
+__all__ = [
+    "INPUT_MARKER", "AgentView", "DiffView", "FailingExport", "FailingTrial", "InfraTrial",
+    "ScoreView", "agent_views_hook", "condensed_trace", "export_failing", "extract_input",
+    "fence", "first_user_message", "render_failing_markdown", "render_input", "task_input",
+    "trace_line", "trial_input",
+]
 
 
 # --- rendering -------------------------------------------------------------------------

@@ -45,11 +45,15 @@ def _call(doc: ToolCallDoc, n: int) -> ToolCall:
                     parse_error="arguments are not a JSON object")
 
 
-def agent_messages(docs: Sequence[TranscriptMessage]) -> tuple[list[Message], dict[str, str]]:
-    """The agent's transcript as messages, and the results it gave inline on its tool calls
-    (call id -> text). An unknown role is kept as an assistant message."""
+Inline = dict[str, tuple[str, bool]]
+"""call id -> (the result an agent gave inline on its tool call, whether it is an error)."""
+
+
+def agent_messages(docs: Sequence[TranscriptMessage]) -> tuple[list[Message], Inline]:
+    """The agent's transcript as messages, and the results it gave inline on its tool calls.
+    An unknown role is kept as an assistant message."""
     out: list[Message] = []
-    inline: dict[str, str] = {}
+    inline: Inline = {}
     names: dict[str, str] = {}
     n = 0
     for m in docs:
@@ -62,12 +66,13 @@ def agent_messages(docs: Sequence[TranscriptMessage]) -> tuple[list[Message], di
                 calls.append(call)
                 names[call.id] = call.name
                 if c.result is not None:
-                    inline[call.id] = _text(c.result)
+                    inline[call.id] = (_text(c.result), c.is_error)
             out.append(Message.assistant(m.content or "", tuple(calls)))
         elif role == "tool":
             out.append(Message(role="tool", content=m.content or "",
                                tool_call_id=m.tool_call_id,
-                               tool_name=names.get(m.tool_call_id or "") or m.name))
+                               tool_name=names.get(m.tool_call_id or "") or m.name,
+                               is_error=m.is_error))
         else:
             out.append(Message(role=cast(Role, role), content=m.content or ""))
     return out, inline
@@ -82,9 +87,11 @@ def merge_messages(ours: Sequence[Message],
     """(the merged conversation, the messages that could not be placed in it).
 
     `theirs` is walked in order; each message found in `ours` (at or after the last one found)
-    is kept once, with the messages of `theirs` not found before it placed just before it and
-    those after the last one found at the end. With nothing in common the richer list wins and
-    the other is returned as unplaced."""
+    is kept once (a tool result marked as an error in either record stays marked: the OpenAI
+    wire the gateway reads has no such mark, the agent's own transcript may), with the messages
+    of `theirs` not found before it placed just before it and those after the last one found
+    at the end. With nothing in common the richer list wins and the other is returned as
+    unplaced."""
     if not theirs:
         return list(ours), []
     if not ours:
@@ -100,7 +107,8 @@ def merge_messages(ours: Sequence[Message],
         except ValueError:
             pending.append(m)
             continue
-        merged += [*ours[at:j], *pending, ours[j]]
+        kept = ours[j].model_copy(update={"is_error": True}) if m.is_error else ours[j]
+        merged += [*ours[at:j], *pending, kept]
         pending = []
         at = j + 1
         matched += 1
@@ -111,11 +119,16 @@ def merge_messages(ours: Sequence[Message],
     return [*merged, *ours[at:], *pending], []
 
 
-def _complete_tool_calls(transcript: Transcript, inline: dict[str, str]) -> None:
-    """A ToolCallRecord for every call in the messages that has none."""
+def _complete_tool_calls(transcript: Transcript, inline: Inline) -> None:
+    """A ToolCallRecord for every call in the messages that has none; a recorded call whose
+    result the merged record marks as an error is marked so."""
     have = {c.call_id for c in transcript.tool_calls}
     results = {m.tool_call_id: m for m in transcript.messages
                if m.role == "tool" and m.tool_call_id}
+    for record in transcript.tool_calls:
+        said = results.get(record.call_id)
+        if (said is not None and said.is_error) or inline.get(record.call_id, ("", False))[1]:
+            record.is_error = True
     now = utcnow()
     for m in transcript.messages:
         for call in m.tool_calls:
@@ -124,8 +137,9 @@ def _complete_tool_calls(transcript: Transcript, inline: dict[str, str]) -> None
             have.add(call.id)
             result = results.get(call.id)
             if result is None and call.id in inline:
-                result = Message(role="tool", content=inline[call.id], tool_call_id=call.id,
-                                 tool_name=call.name)
+                text, is_error = inline[call.id]
+                result = Message(role="tool", content=text, tool_call_id=call.id,
+                                 tool_name=call.name, is_error=is_error)
             transcript.tool_calls.append(tool_record(call, result, now, now))
     transcript.metrics.n_tool_calls = len(transcript.tool_calls)
 

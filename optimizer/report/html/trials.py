@@ -1,4 +1,6 @@
-"""What the HTML report shows of one trial: system prompts, workspace diff, outcome, tool calls.
+"""What the HTML report shows of one trial: its input, system prompts, workspace diff, outcome,
+tool calls. The input is what the failure package shows (report/trial_input.py): the task's
+input as declared and the first user message as the agent sent it, the same for every agent.
 
 Prepares plain values for templates/trial.html.j2, which renders the expandable detail of a
 trial server-side (the page needs no script to show one, and autoescaping keeps transcript
@@ -18,6 +20,7 @@ from agents.llm.types import ToolCall
 from graders.base import Score
 from optimizer.core.results import TrialResult
 from optimizer.report import fmt
+from optimizer.report.trial_input import input_view
 
 MESSAGE_LIMIT = 6000
 ARGS_LIMIT = 4000
@@ -149,7 +152,7 @@ def template_globals() -> dict[str, Any]:
     """What templates/trial.html.j2 calls: the helpers above and the text limits."""
     return {
         "diff_files": diff_files, "outcome_rows": outcome_rows, "score_meta": score_meta,
-        "call_arguments": call_arguments,
+        "call_arguments": call_arguments, "input_view": input_view,
         "limits": {"message": MESSAGE_LIMIT, "args": ARGS_LIMIT, "result": RESULT_LIMIT,
                    "snippet": SNIPPET_LIMIT, "prompt": PROMPT_LIMIT},
     }
