@@ -36,6 +36,7 @@ from optimizer.adapters.worker import WorkerPool
 from optimizer.core.project import Agent
 from optimizer.core.prompt_target import PromptSource
 from optimizer.core.suites import LoadedTask, Suite
+from optimizer.run.trial_input import published_at_for
 
 WORKSPACE = "workspace"
 """The agent's folder inside the trial's own temporary folder (nothing else may appear)."""
@@ -129,7 +130,7 @@ class ExternalAgent:
             model=ModelEndpoint(base_url=self.gateway.base_url_for(token), model=model_id,
                                 api_key=token),
             trial=TrialInfo(index=index, seed=seed),
-            published_at=suite.config.clock,
+            published_at=published_at_for(suite, task),
             timeout_s=timeout,
         )
         try:
