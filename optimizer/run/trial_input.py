@@ -49,8 +49,8 @@ def task_published_at(suite: Suite, task: LoadedTask) -> datetime:
     clock = suite.published_at
     own = task.spec.own_published_at
     if own is not None:
-        at = datetime.fromisoformat(own)
-        return _with_zone(at, at)
+        given = datetime.fromisoformat(own)
+        return _with_zone(given, given)
     if suite_clock_pinned(suite) or task.spec.input.fact_id is None:
         return _with_zone(clock, clock)
     try:

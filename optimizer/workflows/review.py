@@ -156,7 +156,8 @@ class Reviewer:
     async def _review_agent(self, agent: str, base_text: str, head_text: str,
                             target: PromptSource | None = None) -> AgentReview:
         self._target = target
-        suites = agent_suites(agent, self.c.kinds, self.source)
+        untrusted = self._projects is not None and not self.c.trust_head
+        suites = agent_suites(agent, self.c.kinds, self.source, command_graders=not untrusted)
         if self._projects is not None and not self.c.trust_head:
             suites, notes = without_undeclared_graders(suites, self._projects.base, agent)
             for note in notes:
