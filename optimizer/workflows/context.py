@@ -159,6 +159,6 @@ __all__ = [
     "repo_root",
     "resolve_suite_path",
     "split_suite",
-    "suite_agent_name",
     "state_dir",
+    "suite_agent_name",
 ]

@@ -116,5 +116,5 @@ def test_unknown_agent_loads_and_fails_when_run_by_name(tmp_path: Path) -> None:
     message = str(info.value)
     assert message.startswith(f"{suite_json.resolve()}: field 'agent_name': ")
     assert "unknown agent 'pkm'" in message and "card_agent, pkm_agent" in message
-    with pytest.raises(SuiteError, match="give card_agent, pkm_agent, a suite folder or a .jsonl suite file"):
+    with pytest.raises(SuiteError, match=r"give card_agent, pkm_agent, a suite folder"):
         resolve_suite_path("pkm")

@@ -149,7 +149,7 @@ def test_errors_name_the_file_and_the_line(repo: Path, line: str, says: str) -> 
 
 def test_a_jsonl_suite_nobody_declares_needs_an_agent_name(repo: Path) -> None:
     path = write_jsonl(repo / "evals" / "orphan.jsonl", tasks()[:1])
-    with pytest.raises(SuiteError, match="line 1: field 'suite.agent_name'"):
+    with pytest.raises(SuiteError, match=r"line 1: field 'suite\.agent_name'"):
         load_suite(path)
     assert load_suite(path, "example").agent_name == "example"
 
