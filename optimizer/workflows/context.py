@@ -126,6 +126,15 @@ def _suite_owner(agent: str | None, path: Path, names: tuple[str, ...]
     return agent, str(path)
 
 
+def declared_suite_name(agent: str, suite: str) -> str:
+    """The name (as runs are stored) of `agent`'s suite `suite` (one of its suite names, a
+    kind, or a suite path) in the working tree; a ConfigError naming the agent's `suites` key
+    when it has none, a SuiteError when it does not load."""
+    from optimizer.workflows.sources import project_suite
+
+    return load_suite(project_suite(agent, suite), agent).name
+
+
 def suite_agent_name(path: Path) -> str | None:
     """The `agent_name` a suite folder's suite.json or a JSONL suite's header line gives."""
     import json
@@ -151,6 +160,7 @@ __all__ = [
     "SuiteError",
     "active_project",
     "agent_names",
+    "declared_suite_name",
     "did_you_mean",
     "extra_settings",
     "load_suite",

@@ -443,6 +443,8 @@ def project_suite(agent: str, kind: str, start: Path | None = None) -> Path:
     root = repo_root(start)
     with RepoSource(root, None, Path(os.devnull)) as source:
         rel = source.suite_folders(agent).get(kind)
+        if rel is None and root is not None and ("/" in kind or is_jsonl_suite(kind)):
+            rel = source.relative(kind)  # a suite given by its path
         if rel is None:
             rel = next((r for r in source.suite_folders(agent).values()
                         if source._suite_kind(r) == kind), None)
