@@ -125,17 +125,17 @@ def review(
 ) -> None:
     """Review a prompt change (any PR, human-written too): evaluate both refs and gate it.
 
-    Reads prompts/<agent>.md at --base and --head from git (your checkout is never touched),
-    runs the changed agent's capability and regression suites for both prompts (base-side
-    trials come from the trial cache when that prompt was evaluated before), pairs the trials
-    and applies the optimize gate's harm detection to every bucket (each task against its own
-    baseline record; trials are added where a bucket's statement needs them), besides a
+    Reads the agent's prompts (promptloop.toml) at --base and --head from git (your checkout is
+    never touched), runs the changed agent's capability and regression suites for both prompts
+    (base-side trials come from the trial cache when that prompt was evaluated before), pairs
+    the trials and applies the optimize gate's harm detection to every bucket (each task against
+    its own baseline record; trials are added where a bucket's statement needs them), besides a
     fixed-sample family of sign-flip tests. Suspected regressions are confirmed with extra
     trials. Each bucket says "no harm", "harm not ruled out" or "regressed". The verdict is
     `regresses` (some bucket regressed), `inconclusive` (none regressed, but some bucket's harm
     was not ruled out), `improves` (some bucket improved and every bucket said no harm) or
-    `neutral` (every bucket said no harm). A PR comment (verdict, per-bucket table, prompt
-    diff, newly failing trials with grader rationales, trials fixed) is written to
+    `neutral` (every bucket said no harm). A PR comment (verdict, per-bucket table, prompt diff,
+    newly failing trials with grader rationales, trials fixed) is written to
     <state>/review/<id>/comment.md; --post comments it with `gh pr comment`.
 
     Exit codes: 0 review completed whatever the verdict (also: no prompt changed), 1 usage or
