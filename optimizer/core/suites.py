@@ -284,7 +284,7 @@ def _check_graders(task_path: Path | str, spec: TaskSpec, raw: dict[str, Any],
     """Every grader name is registered and every grader config validates; returns the
     warnings for config keys the graders ignore."""
     from graders.pkm import expected_terminal_path
-    from graders.registry import config_warnings, validate_config
+    from graders.registry import config_warnings, graders_listing, validate_config
 
     warnings: list[str] = []
     for i, g in enumerate(spec.graders):
@@ -292,7 +292,7 @@ def _check_graders(task_path: Path | str, spec: TaskSpec, raw: dict[str, Any],
         if g.name not in known:
             raise SuiteError(
                 f"{where}.name': unknown grader '{g.name}'.{did_you_mean(g.name, known)} "
-                f"Known graders: {', '.join(sorted(known))}"
+                f"Known graders: {graders_listing()}"
             )
         try:
             parsed = validate_config(g.name, g.config)

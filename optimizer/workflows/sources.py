@@ -28,7 +28,7 @@ from optimizer.core.config import ConfigError
 from optimizer.core.names import did_you_mean
 from optimizer.core.project import active_project
 from optimizer.core.prompt_target import PromptSource, open_target
-from optimizer.core.suites import FIXTURES_DIR, JSONL_SUFFIX, is_jsonl_suite
+from optimizer.core.suites import FIXTURES_DIR, JSONL_SUFFIX, is_jsonl_suite, is_suite
 from optimizer.git import GitOps, GitOpsError, repo_root
 from optimizer.git_read import (
     export_tree,
@@ -244,6 +244,10 @@ class RepoSource:
         rel = folders.get(kind)
         if rel is None and ("/" in kind or is_jsonl_suite(kind)):  # a path to a suite
             rel = self.relative(kind)
+            outside = Path(kind).resolve()
+            if rel is None and self.sha is None and is_suite(outside):
+                return self._serve(Sourced(str(outside), Origin(
+                    "worktree", note="outside the repository"), folder=outside))
         if rel is None:
             rel = next((r for r in folders.values() if self._suite_kind(r) == kind), None)
         return self.suite_at(rel) if rel is not None else None

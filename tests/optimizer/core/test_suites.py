@@ -33,7 +33,7 @@ def _broken(root: Path, case: str) -> tuple[Path, str]:
         "missing description": "field 'description': Field required",
         "empty graders": "field 'graders': List should have at least 1 item",
         "unknown grader": "field 'graders.1.name': unknown grader 'card_templates'. Did you "
-        "mean 'card_template_choice'? Known graders: card_completion",
+        "mean 'card_template_choice'? Known graders: general (any agent): command",
         "duplicate ids": "field 'id': duplicate task id 'fine'",
         "bad grader config": "field 'graders.1.config'",
     }[case]
