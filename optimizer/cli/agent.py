@@ -52,7 +52,7 @@ def agent(
         typer.Option(
             "--workspace",
             metavar="DIR",
-            help="Workspace folder (Facts/, Cards/, PKM/) to start from; the agent runs on a "
+            help="A bundled agent's workspace (Facts/, Cards/, PKM/) to start from; it runs on a "
             "copy of it (printed) unless --in-place. Default: a fresh temp one.",
             file_okay=False,
         ),

@@ -20,7 +20,6 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from optimizer.git import GitOps, GitOpsError
-from optimizer.git_read import has_file, subfolders
 from optimizer.lifecycle.errors import LifecycleError, UnknownNameError
 from optimizer.lifecycle.health import RunPoint, SuiteHealth
 from optimizer.report import fmt
@@ -161,11 +160,13 @@ def declared_roots(agent: str, git: GitOps, sha: str) -> DeclaredRoots:
         entry = entry.strip("/")
         if entry.endswith(".jsonl"):
             continue
-        if has_file(git, sha, f"{entry}/suite.json"):
+        files = git.list_files(sha, entry)
+        if f"{entry}/suite.json" in files:
             found.append((entry, posixpath.basename(entry), _config(git, sha, entry), True))
             continue
-        for name in subfolders(git, sha, entry):
-            if has_file(git, sha, f"{entry}/{name}/suite.json"):
+        for path in sorted(files):
+            name, _, rest = path[len(entry) + 1:].partition("/")
+            if rest == "suite.json":
                 found.append((f"{entry}/{name}", name, _config(git, sha, f"{entry}/{name}"),
                               False))
 
