@@ -59,9 +59,11 @@ def load_prompt(agent_name: str, prompts_dir: Path | None = None) -> str:
 
 def prepare_workspace(workspace: Workspace, agent_input: AgentInput) -> None:
     """Make the workspace look as the app leaves it when a fact arrives: the fact entry in its
-    daily file and a pending card. Existing entries/cards (from fixtures) are kept."""
+    daily file, a pending card and the knowledge base folder PKM/. Existing entries, cards and
+    notes (from fixtures) are kept."""
     from agents.card.card_file import ensure_pending_card
 
+    workspace.pkm.mkdir(parents=True, exist_ok=True)
     workspace.ensure_fact(agent_input.fact_id, agent_input.content, agent_input.published_at)
     ensure_pending_card(
         workspace.card_path(agent_input.fact_id),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -70,19 +70,28 @@ class GraderConfig(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GradeContext:
-    """Everything a grader may look at for one trial."""
+    """Everything a grader may look at for one trial. `input` is the task's input as the task
+    declares it (any agent); `fact_id` is the card/PKM task shape's (None for a generic task:
+    the card and PKM graders that need it say they do not apply)."""
 
     task_id: str
-    agent_name: str
-    fact_id: str
-    input_content: str
+    agent_name: str = ""
     outcome: dict[str, Any]
     transcript: Transcript
+    input: Mapping[str, Any] = field(default_factory=dict)
+    fact_id: str | None = None
+    input_content: str = ""
     expected_outcome: dict[str, Any] | None = None
     judge: ModelClient | None = None
     judge_settings: ModelSettings = JUDGE_SETTINGS
+
+    def __post_init__(self) -> None:
+        if not self.input_content and isinstance(self.input.get("content"), str):
+            object.__setattr__(self, "input_content", self.input["content"])
+        if self.fact_id is None and isinstance(self.input.get("fact_id"), str):
+            object.__setattr__(self, "fact_id", self.input["fact_id"])
 
 
 def passes(value: float, threshold: float) -> bool:

@@ -257,7 +257,7 @@ async def _judge_insight(
     prompt = render(
         load_rubric(rubric),
         {
-            "fact_id": ctx.fact_id,
+            "fact_id": ctx.fact_id or "",
             "input": ctx.input_content or "(empty input)",
             "insight": insight,
             **extra(found),
@@ -333,7 +333,7 @@ async def _judge_append(ctx: GradeContext, name: str, rubric: str, dims: Sequenc
         return null_score(name, found)
     if ctx.judge is None:
         return null_score(name, NO_JUDGE)
-    prompt = render(load_rubric(rubric), {**found.variables, "fact_id": ctx.fact_id})
+    prompt = render(load_rubric(rubric), {**found.variables, "fact_id": ctx.fact_id or ""})
     reply, model_id, usage = await ask_judge(ctx, prompt)
     meta = {"path": found.path, "tool": found.tool, "new_text": clip(found.new_text, 2000),
             "usage": usage}

@@ -347,6 +347,8 @@ async def pkm_fact_id_placement(ctx: GradeContext, config: NoConfig) -> Score:
     name = "pkm_fact_id_placement"
     if _skipped(ctx):
         return null_score(name, "the agent skipped PKM organisation; no fact id to place")
+    if ctx.fact_id is None:
+        return null_score(name, "the task has no input.fact_id (a PKM Agent task needs one)")
     created, modified = changed_paths(ctx.outcome)
     changed = {pkm_relative(p) for p in [*created, *modified]}
     files = file_contents(ctx.outcome)

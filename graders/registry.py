@@ -94,6 +94,18 @@ def known_graders() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def graders_listing() -> str:
+    """The known graders as a user reads them: the general ones any agent's tasks may name
+    first, then the card/PKM ones with the agent each is for."""
+    _load_builtin()
+    general = sorted(n for n, g in _REGISTRY.items() if g.agent is None)
+    parts = [f"general (any agent): {', '.join(general)}"]
+    for agent in sorted({g.agent for g in _REGISTRY.values() if g.agent is not None}):
+        own = sorted(n for n, g in _REGISTRY.items() if g.agent == agent)
+        parts.append(f"for the bundled {agent} only: {', '.join(own)}")
+    return "; ".join(parts)
+
+
 def get_grader(name: str) -> GraderSpec:
     """The registered grader called `name`; unknown names fail with the list of known ones."""
     _load_builtin()
@@ -102,7 +114,7 @@ def get_grader(name: str) -> GraderSpec:
         known = sorted(_REGISTRY)
         raise UnknownGraderError(
             f"unknown grader {name!r}.{did_you_mean(name, known)} "
-            f"Known graders: {', '.join(known)}"
+            f"Known graders: {graders_listing()}"
         )
     return spec
 

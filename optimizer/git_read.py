@@ -51,6 +51,14 @@ def subfolders(ops: GitOps, ref: str, path: str) -> list[str]:
     return sorted(t.name for t in tree.trees)
 
 
+def files_in(ops: GitOps, ref: str, path: str) -> list[str]:
+    """Names of the files directly inside `path` at `ref` (empty when there is none)."""
+    tree = _tree(ops, ref, path)
+    if tree is None:
+        return []
+    return sorted(b.name for b in tree.blobs)
+
+
 def has_file(ops: GitOps, ref: str, path: str) -> bool:
     """Whether `path` is a file at `ref`: a tree lookup that never reads the blob, so a file
     counts whatever it holds (a suite.json that is not UTF-8 is there, and fails to load later
@@ -87,4 +95,4 @@ def folder_files(folder: Path) -> dict[str, bytes]:
     }
 
 
-__all__ = ["export_tree", "folder_files", "has_file", "subfolders", "tree_files"]
+__all__ = ["export_tree", "files_in", "folder_files", "has_file", "subfolders", "tree_files"]

@@ -103,7 +103,8 @@ ConcurrencyOpt = Annotated[
         min=1,
         envvar="PROMPTLOOP_CONCURRENCY",
         rich_help_panel=RUN,
-        help="Trials at once (default: card 6, PKM 4; 1 for the embedded model).",
+        help="Trials at once (default: the agent table's concurrency, else 4; 1 for the "
+        "embedded model).",
     ),
 ]
 MinImprovementOpt = Annotated[

@@ -41,7 +41,8 @@ class Mode(StrEnum):
 SuiteOpt = Annotated[str | None, typer.Option(
     "--suite", envvar="PROMPTLOOP_SUITE", metavar="SUITE",
     help="An agent (its capability suite), one of its suites (card_agent/quickstart, or "
-    "--agent card_agent --suite quickstart), or a suite folder (with suite.json).")]
+    "--agent card_agent --suite quickstart), or a suite folder (with suite.json) or .jsonl "
+    "file.")]
 KindOpt = Annotated[str, typer.Option(
     "--kind", envvar="PROMPTLOOP_KIND", metavar="KIND", hidden=True,
     help="Old spelling of the suite's name: --suite AGENT/NAME.")]

@@ -3,7 +3,6 @@ ambiguous tasks of one suite over its prompt lineage."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
@@ -14,30 +13,22 @@ from optimizer.cli.util import guarded
 
 
 def _suite_name(suite: str, kind: str) -> str:
-    """The stored suite name: an agent name + --kind names a suite folder; anything else is
-    taken as a stored suite name (checked against the store by the lineage)."""
-    from optimizer.workflows.context import SuiteError, agent_names
-    from optimizer.workflows.sources import project_suite
+    """The stored suite name: an agent (its suite `kind`), one of its suites (AGENT/SUITE), a
+    suite folder or JSONL file, each as promptloop.toml declares it; anything else is taken
+    as a stored suite name (checked against the store by the lineage)."""
+    from optimizer.workflows.context import declared_suite_name, split_suite
 
-    head, sep, tail = suite.partition("/")
-    if sep and head in agent_names():
-        suite, kind = head, tail
-    if suite not in agent_names():
+    agent, which = split_suite(None, suite)
+    if agent is None:
         return suite
-    path = project_suite(suite, kind) / "suite.json"  # the repository's, never promptloop's
-    try:
-        return str(json.loads(path.read_text(encoding="utf-8"))["name"])
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
-        kinds = sorted(p.name for p in path.parent.parent.iterdir() if (p / "suite.json").is_file())
-        raise SuiteError(f"{path}: no readable suite for --kind {kind} ({err}); kinds of "
-                         f"{suite}: {', '.join(kinds)}") from None
+    return declared_suite_name(agent, which or kind)
 
 
 def health(
     suite: Annotated[str, typer.Option(
         "--suite", "--agent", envvar="PROMPTLOOP_SUITE",
-        help="An agent (its capability suite), one of its suites (card_agent/regression), or "
-        "a stored suite name such as card_agent_capability.")],
+        help="An agent (its capability suite), one of its suites (card_agent/regression), a "
+        "suite folder or .jsonl file, or a stored suite name such as card_agent_capability.")],
     kind: Annotated[str, typer.Option(
         "--kind", hidden=True, help="Old spelling: --suite AGENT/SUITE.")
     ] = "capability",
@@ -56,7 +47,8 @@ def health(
     """Show and save the health of a suite over the recent runs of its prompt lineage.
 
     The lineage is the suite's saved runs with one agent model whose prompt is a version of
-    prompts/<agent>.md in the history of --ref (see docs/lifecycle.md). Per task and bucket:
+    the agent's prompt (its first prompt target in promptloop.toml) in the history of --ref
+    (see docs/lifecycle.md). Per task and bucket:
     pass rate, trend per run with a 95% interval, mature (>= 95%), straggler (0% over >= 10
     trials), buckets ready to graduate (5 consecutive mature runs), saturated suite (>= 90% of
     tasks mature), and flaky or ambiguous tasks with the trials that disagree. Saved as
@@ -88,7 +80,7 @@ def health(
             store = default_store_dir(state)
             if suite in agent_names():
                 raise LifecycleError(f"no saved runs of {name} in {store}; run `promptloop eval "
-                                     f"--suite {suite} --kind {kind}` first") from None
+                                     f"--agent {suite}` first") from None
             known = [*stored_suite_names(store), *agent_names()]
             raise UnknownNameError("suite", err.name, known) from None
         path = save_health(state, result)

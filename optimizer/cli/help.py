@@ -26,7 +26,8 @@ MIN_HELP_WIDTH = 30
 """Below this many columns beside the option names, help text goes under the names."""
 
 EXAMPLES: dict[str, tuple[str, ...]] = {
-    "agent": ("promptloop agent card_agent --content 'Dentist Tuesday 3pm'",),
+    "agent": ("promptloop agent example --task ex-urgency-outage",
+              "promptloop agent card_agent --content 'Dentist Tuesday 3pm'"),
     "suites": ("promptloop suites", "promptloop suites evals/example"),
     "eval": ("promptloop eval --agent example",
              "promptloop eval --suite card_agent/quickstart --trials 3"),

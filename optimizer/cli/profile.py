@@ -18,6 +18,7 @@ from optimizer.cli.common import (
     JsonOpt,
     JudgeModelOpt,
     StateOpt,
+    agent_models,
     listening,
 )
 from optimizer.cli.util import guarded, option_errors, require_repo
@@ -27,7 +28,7 @@ from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError
 def profile(
     agent: Annotated[str, typer.Option(
         "--agent", "--suite", envvar="PROMPTLOOP_SUITE",
-        help="The agent whose suites' records to grow (card_agent or pkm_agent).")],
+        help="The agent whose suites' records to grow (an [agents.<name>] of promptloop.toml).")],
     budget: Annotated[int, typer.Option(
         "--budget", min=0, help="Extra baseline trials to spend over all its suites.")] = 40,
     dry_run: Annotated[bool, typer.Option(
@@ -59,11 +60,13 @@ def profile(
         from optimizer.workflows.profile import ProfileConfig
         from optimizer.workflows.profile import profile as run_profile
 
+        picked = agent_models(flags["agent"], flags)  # the agent table's model and judge
         try:
             config = ProfileConfig.model_validate({
                 "agent": flags["agent"], "budget": flags["budget"],
                 "dry_run": flags["dry_run"], "ref": flags["ref"],
-                "agent_model": flags["agent_model"], "judge_model": flags["judge_model"],
+                "agent_model": picked.get("agent_model", flags["agent_model"]),
+                "judge_model": picked.get("judge_model", flags["judge_model"]),
                 "base_url": flags["base_url"], "concurrency": flags["concurrency"],
                 "repo": require_repo("profile"), "state_dir": resolve_state(flags["state_dir"]),
             })

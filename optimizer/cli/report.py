@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 def suites(
     path: Annotated[
         Path | None,
-        typer.Argument(help="A suite folder or a folder of suites; default: the suites of "
-                       "this repository's agents (promptloop.toml's 'suites')."),
+        typer.Argument(help="A suite folder, a .jsonl suite file or a folder of suites; "
+                       "default: the suites of this repository's agents (promptloop.toml's "
+                       "'suites')."),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -44,7 +45,7 @@ def suites(
                 raise ConfigError(f"{path}: no such folder")
             roots = (
                 [path]
-                if (path / "suite.json").is_file()
+                if (path / "suite.json").is_file() or path.is_file()  # a folder, a .jsonl
                 else sorted(p.parent for p in path.glob("**/suite.json"))
             )
             if not roots:

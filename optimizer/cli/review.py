@@ -134,11 +134,11 @@ def review(
 ) -> None:
     """Review a prompt change (any PR, human-written too): evaluate both refs and gate it.
 
-    Reads prompts/<agent>.md at --base and --head from git (your checkout is never touched),
-    runs the changed agent's capability and regression suites for both prompts (base-side
-    trials come from the trial cache when that prompt was evaluated before), pairs the trials
-    and applies the optimize gate's harm detection to every bucket (each task against its own
-    baseline record; trials are added where a bucket's statement needs them), besides a
+    Reads the agent's prompts (promptloop.toml) at --base and --head from git (your checkout is
+    never touched), runs the changed agent's capability and regression suites for both prompts
+    (base-side trials come from the trial cache when that prompt was evaluated before), pairs
+    the trials and applies the optimize gate's harm detection to every bucket (each task against
+    its own baseline record; trials are added where a bucket's statement needs them), besides a
     fixed-sample family of sign-flip tests. Suspected regressions are confirmed with extra
     trials. Each bucket says "no harm", "harm not ruled out" or "regressed". The verdict is
     `regresses` (some bucket regressed), `inconclusive` (none regressed, but some bucket's harm

@@ -30,11 +30,27 @@ DROP_ORDER = ("agent", "kind", "suite", "errored", "role", "task pass", "trials"
 """Columns left out, in this order, until the table fits the terminal."""
 
 
-def select_runs(entries: list[RunIndexEntry], suite: str | None) -> list[RunIndexEntry]:
-    """Runs of `suite` (a suite name such as `pkm_agent_capability`, or an agent name such as
-    `pkm_agent` for all its suites), newest first. An unknown name is a ConfigError."""
+def select_runs(entries: list[RunIndexEntry], suite: str | None,
+                agent: str | None = None) -> list[RunIndexEntry]:
+    """Runs of `agent` (every suite of it) and of `suite` (a stored suite name such as
+    `pkm_agent_capability`, or an agent name such as `pkm_agent` for all its suites), newest
+    first. An unknown name is a ConfigError; an agent promptloop.toml declares that has no
+    run yet has none."""
+    if agent:
+        kept = [e for e in entries if e.agent_name == agent]
+        if not kept:
+            from optimizer.workflows.context import active_project
+
+            declared = active_project().agent_names()
+            if agent not in declared:
+                known = sorted({e.agent_name for e in entries} | set(declared))
+                raise ConfigError(f"unknown agent '{agent}'.{did_you_mean(agent, known)} "
+                                  f"Agents: {', '.join(known) or 'none'}")
+        entries = kept
     if suite:
         kept = [e for e in entries if suite in (e.suite_name, e.agent_name)]
+        if not kept and agent:
+            return []
         if not kept:
             known = sorted({e.suite_name for e in entries} | {e.agent_name for e in entries})
             listed = ", ".join(known) if known else "none yet"
@@ -90,11 +106,34 @@ def render_table(entries: list[RunIndexEntry], width: int) -> str:
     return "\n".join(out) + "\n"
 
 
+def stored_name(agent: str | None, suite: str | None) -> str | None:
+    """The stored name of `--suite` as the agent's promptloop.toml declares it (AGENT/SUITE,
+    `--agent A --suite SUITE`, a suite folder or .jsonl file); else `suite` as typed."""
+    from optimizer.workflows.context import declared_suite_name, split_suite
+
+    if suite is None:
+        return None
+    named, which = split_suite(agent, suite)
+    if named is None or which is None:
+        return named if named is not None and agent is None else suite
+    try:
+        return declared_suite_name(named, which)
+    except ConfigError:
+        return suite  # not one of its suites in this checkout: a stored name
+
+
 def runs(
     suite: Annotated[
         str | None,
-        typer.Option("--suite", help="Only runs of this suite (e.g. pkm_agent_capability) or "
-                     "of every suite of this agent (e.g. pkm_agent)."),
+        typer.Option("--suite", help="Only runs of this suite: a stored name (e.g. "
+                     "pkm_agent_capability), one of an agent's suites (pkm_agent/quickstart), "
+                     "a suite folder or .jsonl file, or an agent (all its suites)."),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", envvar="PROMPTLOOP_AGENT", metavar="AGENT",
+                     help="Only runs of this agent's suites ([agents.<name>] in "
+                     "promptloop.toml)."),
     ] = None,
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Show only the newest N runs.")
@@ -107,11 +146,12 @@ def runs(
 
     def body() -> None:
         store = default_store_dir(resolve_state(state_dir, write=False))
-        entries = select_runs(list_runs(store), suite)[:limit]
+        entries = select_runs(list_runs(store), stored_name(agent, suite), agent)[:limit]
         if as_json:
             ui.print_json([e.model_dump(mode="json", by_alias=True) for e in entries])
         elif not entries:
-            ui.info(f"No saved runs in {store}; `promptloop eval --suite pkm_agent` saves one.")
+            who = agent or "AGENT"
+            ui.info(f"No saved runs in {store}; `promptloop eval --agent {who}` saves one.")
         else:
             width = shutil.get_terminal_size((200, 24)).columns
             sys.stdout.write(render_table(entries, width))

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from optimizer.core.names import did_you_mean
 
+_KEYED = re.compile(r"^([a-z_][a-z0-9_.]*): (.+)$", re.S)
 MAX_JSON_BYTES = 64 * 1024 * 1024
 MAX_STRING_CHARS = 100_000
 
@@ -67,6 +68,27 @@ def read_json_object(path: Path) -> tuple[dict[str, Any], bytes]:
     return data, raw
 
 
+def read_json_line(path: Path, line: int, raw: bytes) -> tuple[dict[str, Any], bytes]:
+    """The JSON object on line `line` of a JSONL suite file; problems name the file and line."""
+    where = f"{path} line {line}"
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise SuiteError(f"{where}: not UTF-8 text (column {err.start + 1})") from err
+    except json.JSONDecodeError as err:
+        raise SuiteError(f"{where}: invalid JSON at column {err.colno}: {err.msg} (one task "
+                         "object per line)") from err
+    except RecursionError as err:
+        raise SuiteError(f"{where}: JSON nested too deeply to read") from err
+    if not isinstance(data, dict):
+        raise SuiteError(f"{where}: must hold a JSON object, not a {_json_type(data)}")
+    for field, text in _strings(data, ""):
+        if len(text) > MAX_STRING_CHARS:
+            raise SuiteError(f"{where}: field '{field}': {len(text)} characters, over the limit "
+                             f"of {MAX_STRING_CHARS} for one string")
+    return data, raw
+
+
 def _json_type(value: Any) -> str:
     names = {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}
     return "null" if value is None else names.get(type(value), type(value).__name__)
@@ -86,12 +108,15 @@ def _strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{where}.{i}" if where else str(i))
 
 
-def format_validation(path: Path, err: ValidationError, prefix: str = "") -> str:
+def format_validation(path: Path | str, err: ValidationError, prefix: str = "") -> str:
     """A pydantic error as `file: field 'x.y': problem; field ...` (one line)."""
     parts = []
     for e in err.errors():
         loc = prefix + ".".join(str(p) for p in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
+        named = _KEYED.match(msg)  # a whole-object rule names its key: "description: ..."
+        if named and not e["loc"]:
+            loc, msg = prefix + named[1], named[2]
         parts.append(f"field '{loc or '(root)'}': {msg}")
     return f"{path}: " + "; ".join(parts)
 
@@ -110,10 +135,11 @@ def _snake(key: str) -> str:
 
 
 def unknown_key_warnings(
-    path: Path, data: Mapping[str, Any], model: type[BaseModel], where: str = ""
+    path: Path | str, data: Mapping[str, Any], model: type[BaseModel], where: str = "",
+    also: Iterable[str] = (),
 ) -> list[str]:
     """One warning per key of `data` that `model` does not read (the original ignores them)."""
-    known = known_keys(model)
+    known = known_keys(model) | set(also)
     out = []
     for key in data:
         if key in known:

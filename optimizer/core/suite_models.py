@@ -88,6 +88,28 @@ class SuiteConfig(_Lenient):
         return v
 
 
+def check_iso_time(value: str) -> str:
+    """An ISO 8601 date-time (`2026-05-25T09:00:00`, an offset allowed)."""
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{value[:40]!r} is not an ISO 8601 date-time such as "
+                         "2026-05-25T09:00:00") from None
+    return value
+
+
+def check_task_id(value: str) -> str:
+    """A task id names folders and files (cache, reports, graduation): no path characters."""
+    if not value.strip():
+        raise ValueError("a task id must not be blank (only whitespace)")
+    if "/" in value or "\\" in value or ".." in value:
+        raise ValueError(f"{value[:60]!r}: a task id may not contain '/', '\\' or '..' "
+                         "(it names files and branches)")
+    if any(ord(c) < 32 for c in value):
+        raise ValueError(f"{value[:60]!r}: a task id may not contain control characters")
+    return value
+
+
 def check_fact_id(value: str) -> str:
     """`YYYY/MM/DD.md#ts_N` with a real calendar date (SPEC section 2)."""
     try:
@@ -102,10 +124,37 @@ def check_fact_id(value: str) -> str:
 
 
 class TaskInput(_Lenient):
-    fact_id: Annotated[str, AfterValidator(check_fact_id)]
+    """What the agent is given. A generic task needs none of these keys: any other key is kept
+    and handed to the agent as the task declares it (the trial request's `task.input`). A
+    string input is short for `{"content": "..."}`. `fact_id` is the bundled agents' (the
+    card/PKM world): a `YYYY/MM/DD.md#ts_N` id naming the fact entry; a task without one gets
+    the publish time from `published_at`, else the suite's clock."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    fact_id: Annotated[str, AfterValidator(check_fact_id)] | None = None
     content: str = ""
     fixture_dir: str | None = None
     base_fixture: str | None = None
+
+    @model_validator(mode="after")
+    def _published_iso(self) -> TaskInput:
+        value = (self.model_extra or {}).get("published_at")
+        if value is not None and not isinstance(value, str):
+            raise ValueError("published_at: must be an ISO 8601 date-time string")
+        if value is not None:
+            check_iso_time(value)
+        return self
+
+    @property
+    def published_at(self) -> str | None:
+        """`input.published_at`, read when the task has no top-level one."""
+        value = (self.model_extra or {}).get("published_at")
+        return value if isinstance(value, str) else None
+
+    def declared(self) -> dict[str, Any]:
+        """The input as the task declares it (keys it did not give left out)."""
+        return self.model_dump(mode="json", exclude_unset=True)
 
 
 class ReferenceSolution(_Lenient):
@@ -129,20 +178,46 @@ class TaskSpec(_Lenient):
     reads (unknown keys, nulls, numbers as metadata values, `trials_per_run` as text)."""
 
     id: str = Field(min_length=1)
-    description: str = Field(min_length=1)
+    description: str = ""
+    """What the task checks, for people. A generic task needs only an id, an input and
+    graders; a task of the card/PKM shape (with `input.fact_id`) needs it, as in the original."""
     trials_per_run: int = Field(1, ge=1, le=MAX_TRIALS_PER_RUN)
     timeout_seconds: float = Field(300, gt=0, allow_inf_nan=False)
     metadata: dict[str, str] = Field(default_factory=dict)
     input: TaskInput
+    published_at: str | None = None
+    """Ours: the task's own publish time (ISO 8601), for any agent; see
+    `run/trial_input.published_at_for`."""
     reference_solution: ReferenceSolution | None = None
     graders: list[GraderSpec] = Field(min_length=1)
 
     @field_validator("id")
     @classmethod
-    def _id_not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("a task id must not be blank (only whitespace)")
-        return v
+    def _id_usable(cls, v: str) -> str:
+        return check_task_id(v)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bucket_key(cls, data: Any) -> Any:
+        """Ours: `"bucket": "x"` is short for `metadata.failure_bucket` (which wins)."""
+        if isinstance(data, dict) and isinstance(data.get("bucket"), str):
+            data = dict(data)
+            bucket = data.pop("bucket")
+            meta = data.get("metadata")
+            meta = dict(meta) if isinstance(meta, dict) else {}
+            meta.setdefault("failure_bucket", bucket)
+            data["metadata"] = meta
+        return data
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _text_input(cls, v: Any) -> Any:
+        return {"content": v} if isinstance(v, str) else v
+
+    @field_validator("published_at")
+    @classmethod
+    def _published_iso(cls, v: str | None) -> str | None:
+        return check_iso_time(v) if v is not None else v
 
     @field_validator("trials_per_run", mode="before")
     @classmethod
@@ -156,9 +231,21 @@ class TaskSpec(_Lenient):
             return {str(k): dart_string(item) for k, item in v.items()}
         return v
 
+    @model_validator(mode="after")
+    def _card_world_rules(self) -> TaskSpec:
+        if self.input.fact_id is not None and not self.description:
+            raise ValueError("description: Field required for a task with input.fact_id (the "
+                             "card/PKM task shape, as in the original harness)")
+        return self
+
     @property
     def bucket(self) -> str:
         return self.metadata.get("failure_bucket", "unbucketed")
+
+    @property
+    def own_published_at(self) -> str | None:
+        """The publish time the task itself gives (top-level, else in its input)."""
+        return self.published_at or self.input.published_at
 
 
 __all__ = [
@@ -172,4 +259,6 @@ __all__ = [
     "TaskInput",
     "TaskSpec",
     "check_fact_id",
+    "check_iso_time",
+    "check_task_id",
 ]

@@ -22,8 +22,10 @@ from agents.data import data_dir
 from agents.trees import iter_entries
 from optimizer.core.names import agent_names, check_agent, did_you_mean
 from optimizer.core.suite_files import (
+    MAX_JSON_BYTES,
     SuiteError,
     format_validation,
+    read_json_line,
     read_json_object,
     unknown_key_warnings,
 )
@@ -51,10 +53,17 @@ class LoadedTask:
     fixture_dir: Path | None
     content_hash: str
     """Hash of task.json plus every fixture file it uses: the cache key of its trials."""
+    line: int | None = None
+    """In a JSONL suite: the task's line in `path` (1-based)."""
 
     @property
     def id(self) -> str:
         return self.spec.id
+
+    @property
+    def where(self) -> str:
+        """The task's file (and line, in a JSONL suite), for error messages."""
+        return f"{self.path} line {self.line}" if self.line is not None else str(self.path)
 
     @property
     def bucket(self) -> str:
@@ -73,6 +82,21 @@ class Suite:
     @property
     def name(self) -> str:
         return self.config.name
+
+    @property
+    def is_jsonl(self) -> bool:
+        """A suite in one JSONL file (`root` is the file), not a folder."""
+        return is_jsonl_suite(self.root)
+
+    @property
+    def suite_file(self) -> Path:
+        """Where the suite's settings are: suite.json, or the JSONL file (its header line)."""
+        return self.root if self.is_jsonl else self.root / "suite.json"
+
+    @property
+    def base(self) -> Path:
+        """The folder fixture paths are relative to: the suite folder, or the JSONL file's."""
+        return self.root.parent if self.is_jsonl else self.root
 
     @property
     def agent_name(self) -> str:
@@ -113,26 +137,70 @@ class Suite:
         return Suite(self.root, self.config, tuple(tasks), self.content_hash, self.warnings)
 
 
+JSONL_SUFFIX = ".jsonl"
+
+
+def is_jsonl_suite(path: Path | str) -> bool:
+    """Whether `path` names a JSONL suite (one file of tasks, one per line)."""
+    return str(path).endswith(JSONL_SUFFIX)
+
+
+def is_suite(path: Path) -> bool:
+    """A suite folder (holding suite.json) or a JSONL suite file."""
+    return path.is_file() if is_jsonl_suite(path) else (path / "suite.json").is_file()
+
+
 def resolve_suite_path(suite: str, kind: str = "capability") -> Path:
-    """An agent name (`pkm_agent`) -> tasks/<agent>/<kind>; anything else is a path."""
+    """An agent name (`pkm_agent`) -> tasks/<agent>/<kind>; anything else is a path (a suite
+    folder or a `.jsonl` suite file)."""
     agents = agent_names()
     if suite in agents:
         return TASKS_DIR / suite / kind
     path = Path(suite)
-    if not (path / "suite.json").is_file():
+    if is_jsonl_suite(path) and not path.is_file():
+        raise SuiteError(f"{path}: JSONL suite file not found")
+    if not is_suite(path):
         raise SuiteError(
-            f"{path}: no suite.json here (give {', '.join(agents)} or a suite folder)"
+            f"{path}: no suite.json here (give {', '.join(agents)}, a suite folder or a "
+            ".jsonl suite file)"
         )
     return path
 
 
-def check_runnable(suite: Suite) -> None:
+def check_runnable(suite: Suite, *, command_graders: bool = True) -> None:
     """Refuse to run a suite whose agent we cannot run, by name, before any trial (a suite
-    for another agent still loads, as in the original: SPEC section 8)."""
+    for another agent still loads, as in the original: SPEC section 8); with
+    `command_graders`, also one whose tasks name a `command` grader the agent's
+    promptloop.toml table does not declare (it would error every trial)."""
     try:
         check_agent(suite.agent_name)
     except ValueError as err:
-        raise SuiteError(f"{suite.root / 'suite.json'}: field 'agent_name': {err}") from None
+        raise SuiteError(f"{suite.suite_file}: field 'agent_name': {err}") from None
+    if command_graders:
+        check_command_graders(suite)
+
+
+def check_command_graders(suite: Suite) -> None:
+    """Every `command` grader a task names is declared in the agent's table
+    (`[agents.<name>.graders.<grader>]`); the error names the task file, the key and the
+    project file."""
+    from optimizer.core.project import active_project
+
+    project = active_project()
+    if suite.agent_name not in project.agents:
+        return
+    declared = sorted(project.agents[suite.agent_name].graders)
+    for task in suite.tasks:
+        for i, g in enumerate(task.spec.graders):
+            name = g.config.get("grader") if g.name == "command" else None
+            if name is None or name in declared:
+                continue
+            raise SuiteError(
+                f"{task.where}: field 'graders.{i}.config.grader': command grader {name!r} is "
+                f"not declared in {project.where} [agents.{suite.agent_name}.graders]."
+                f"{did_you_mean(str(name), declared)} Declared: {', '.join(declared) or 'none'}"
+                f". Add [agents.{suite.agent_name}.graders.{name}] with its command"
+            )
 
 
 # --- fixtures ---------------------------------------------------------------------------------
@@ -142,7 +210,8 @@ def _inside(path: Path, base: Path) -> bool:
     return path == base or path.is_relative_to(base)
 
 
-def _resolve_fixture(root: Path, rel: str, task_path: Path, field: str, shared: bool) -> Path:
+def _resolve_fixture(root: Path, rel: str, task_path: Path | str, field: str,
+                     shared: bool) -> Path:
     """The fixture folder `rel`, relative to the suite root (a base fixture may also name one
     of the repository's fixtures/); a path that leads outside is refused, existing or not."""
     where = f"{task_path}: field 'input.{field}'"
@@ -210,11 +279,12 @@ def _load_config(suite_file: Path) -> tuple[SuiteConfig, bytes, list[str]]:
     return config, data, warnings
 
 
-def _check_graders(task_path: Path, spec: TaskSpec, raw: dict[str, Any], known: Any) -> list[str]:
+def _check_graders(task_path: Path | str, spec: TaskSpec, raw: dict[str, Any],
+                   known: Any) -> list[str]:
     """Every grader name is registered and every grader config validates; returns the
     warnings for config keys the graders ignore."""
     from graders.pkm import expected_terminal_path
-    from graders.registry import config_warnings, validate_config
+    from graders.registry import config_warnings, graders_listing, validate_config
 
     warnings: list[str] = []
     for i, g in enumerate(spec.graders):
@@ -222,7 +292,7 @@ def _check_graders(task_path: Path, spec: TaskSpec, raw: dict[str, Any], known: 
         if g.name not in known:
             raise SuiteError(
                 f"{where}.name': unknown grader '{g.name}'.{did_you_mean(g.name, known)} "
-                f"Known graders: {', '.join(sorted(known))}"
+                f"Known graders: {graders_listing()}"
             )
         try:
             parsed = validate_config(g.name, g.config)
@@ -239,15 +309,18 @@ def _check_graders(task_path: Path, spec: TaskSpec, raw: dict[str, Any], known: 
     return warnings
 
 
-def _task_warnings(task_path: Path, raw: dict[str, Any], spec: TaskSpec) -> list[str]:
-    """Keys the original ignores and values it converts, in one task.json."""
-    out = unknown_key_warnings(task_path, raw, TaskSpec)
-    nested: list[tuple[str, type[Any]]] = [
-        ("input", TaskInput), ("reference_solution", ReferenceSolution)
-    ]
+def _task_warnings(task_path: Path | str, raw: dict[str, Any], spec: TaskSpec) -> list[str]:
+    """Keys the original ignores and values it converts, in one task.json. Other keys of a
+    task's `input` are the agent's (handed to it as declared), except in a task of the
+    card/PKM shape (with `fact_id`), whose agents ignore them."""
+    out = unknown_key_warnings(task_path, raw, TaskSpec, also=("bucket",))
+    nested: list[tuple[str, type[Any]]] = [("reference_solution", ReferenceSolution)]
+    if spec.input.fact_id is not None:
+        nested.append(("input", TaskInput))
     for key, model in nested:
         if isinstance(raw.get(key), dict):
-            out += unknown_key_warnings(task_path, raw[key], model, f"{key}.")
+            out += unknown_key_warnings(task_path, raw[key], model, f"{key}.",
+                                        also=("published_at",))
     source = (raw.get("reference_solution") or {}).get("source")
     if source is not None and source not in SOURCES:
         out.append(
@@ -261,37 +334,55 @@ def _task_warnings(task_path: Path, raw: dict[str, Any], spec: TaskSpec) -> list
     return out
 
 
-def _parse_task(task_path: Path) -> tuple[TaskSpec, dict[str, Any], bytes]:
-    raw, data = read_json_object(task_path)
+def _parse_task(where: Path | str, raw: dict[str, Any]) -> TaskSpec:
     try:
-        return TaskSpec.model_validate(raw), raw, data
+        return TaskSpec.model_validate(raw)
     except ValidationError as err:
-        raise SuiteError(format_validation(task_path, err)) from err
+        raise SuiteError(format_validation(where, err)) from err
 
 
 def _load_task(
-    root: Path, task_path: Path, config: SuiteConfig, known: Any
+    root: Path, task_path: Path, config: SuiteConfig, known: Any,
+    parsed: tuple[dict[str, Any], bytes] | None = None, line: int | None = None,
 ) -> tuple[LoadedTask, list[str]]:
-    """The validated task with its fixtures resolved and its content hash, and its warnings."""
-    spec, raw, data = _parse_task(task_path)
+    """The validated task with its fixtures resolved and its content hash, and its warnings.
+    `parsed`: the task's JSON object and bytes when read already (a JSONL line), whose
+    errors then name `task_path` and `line`."""
+    raw, data = parsed if parsed is not None else read_json_object(task_path)
+    where: Any = f"{task_path} line {line}" if line is not None else task_path
+    spec = _parse_task(where, raw)
     if config.require_reference_solution and spec.reference_solution is None:
-        raise SuiteError(f"{task_path}: field 'reference_solution': required by suite.json")
-    warnings = _task_warnings(task_path, raw, spec) + _check_graders(task_path, spec, raw, known)
+        raise SuiteError(f"{where}: field 'reference_solution': required by the suite's "
+                         "require_reference_solution")
+    warnings = _task_warnings(where, raw, spec) + _check_graders(where, spec, raw, known)
     th = hashlib.sha256(data)
     folders: list[Path | None] = []
     for field, shared in (("base_fixture", True), ("fixture_dir", False)):
         rel = getattr(spec.input, field)
-        folder = _resolve_fixture(root, rel, task_path, field, shared) if rel else None
+        folder = _resolve_fixture(root, rel, where, field, shared) if rel else None
         if folder is not None:
             bases = [root, FIXTURES_DIR.resolve()] if shared else [root]
-            _hash_fixture(th, folder, bases, f"{task_path}: field 'input.{field}'")
+            _hash_fixture(th, folder, bases, f"{where}: field 'input.{field}'")
         folders.append(folder)
-    task = LoadedTask(spec, task_path, folders[0], folders[1], th.hexdigest())
+    task = LoadedTask(spec, task_path, folders[0], folders[1], th.hexdigest(), line)
     return task, warnings
 
 
-def load_suite(path: Path | str) -> Suite:
+def _add_task(tasks: list[LoadedTask], seen: dict[str, str], task: LoadedTask) -> None:
+    if task.id in seen:
+        raise SuiteError(
+            f"{task.where}: field 'id': duplicate task id '{task.id}' (also in {seen[task.id]})"
+        )
+    seen[task.id] = task.where
+    tasks.append(task)
+
+
+def load_suite(path: Path | str, agent: str | None = None) -> Suite:
+    """The suite in folder `path` (suite.json + tasks/**/task.json) or in the JSONL file
+    `path`, validated whole. `agent`: who runs a JSONL suite whose header names none."""
     root = Path(path).resolve()
+    if is_jsonl_suite(root):
+        return load_jsonl_suite(root, agent)
     suite_file = root / "suite.json"
     config, suite_bytes, warnings = _load_config(suite_file)
 
@@ -299,22 +390,115 @@ def load_suite(path: Path | str) -> Suite:
 
     known = known_graders()
     tasks: list[LoadedTask] = []
-    seen: dict[str, Path] = {}
+    seen: dict[str, str] = {}
     suite_hash = hashlib.sha256(suite_bytes)
     task_root = root / "tasks"
     for task_path in _task_files(task_root):
         task, task_warnings = _load_task(root, task_path, config, known)
-        if task.id in seen:
-            raise SuiteError(
-                f"{task_path}: field 'id': duplicate task id '{task.id}' (also in {seen[task.id]})"
-            )
-        seen[task.id] = task_path
+        _add_task(tasks, seen, task)
         warnings += task_warnings
         suite_hash.update(task.content_hash.encode())
-        tasks.append(task)
     if not tasks:
         raise SuiteError(f"{task_root}: no task.json files found")
     return Suite(root, config, tuple(tasks), suite_hash.hexdigest(), tuple(warnings))
+
+
+# --- JSONL suites ------------------------------------------------------------------------------
+
+
+def _jsonl_lines(path: Path) -> list[tuple[int, bytes]]:
+    """(line number, bytes) of every non-blank line of a JSONL suite file."""
+    if not path.is_file():
+        raise SuiteError(f"{path}: JSONL suite file not found")
+    size = path.stat().st_size
+    if size > MAX_JSON_BYTES:
+        raise SuiteError(f"{path}: {size / 2**20:.1f} MiB is over the limit of "
+                         f"{MAX_JSON_BYTES // 2**20} MiB for a suite file")
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise SuiteError(f"{path}: starts with a byte order mark; save it as UTF-8 without one")
+    return [(i, line) for i, line in enumerate(data.split(b"\n"), start=1) if line.strip()]
+
+
+def _declaring_agent(path: Path) -> str | None:
+    """The agent whose promptloop.toml `suites` lists the JSONL file `path`."""
+    from optimizer.core.project import active_project
+
+    project = active_project()
+    base = project.root or Path.cwd()
+    for name, cfg in sorted(project.agents.items()):
+        for entry in cfg.suites:
+            if (base / entry).resolve() == path:
+                return name
+    return None
+
+
+def load_jsonl_suite(path: Path, agent: str | None = None) -> Suite:
+    """A suite in one JSONL file: one task per line (the task.json schema), and optionally a
+    first header line `{"suite": {...suite.json keys...}, "graders": [...]}` whose graders a
+    task without its own `graders` gets. Without a header (or without `name`/`agent_name` in
+    it) the suite is named after the file and run by `agent`, else by the agent whose
+    promptloop.toml `suites` lists the file. Errors name the file and the line."""
+    from graders.registry import known_graders
+
+    lines = _jsonl_lines(path)
+    if not lines:
+        raise SuiteError(f"{path}: no tasks (one task JSON object per line)")
+    objects: list[tuple[int, dict[str, Any], bytes]] = []
+    for number, raw_line in lines:
+        objects.append((number, *read_json_line(path, number, raw_line)))
+    header: dict[str, Any] = {}
+    header_bytes = b""
+    warnings: list[str] = []
+    if "suite" in objects[0][1] and "id" not in objects[0][1]:
+        number, header, header_bytes = objects.pop(0)
+        for key in header:
+            if key not in ("suite", "graders"):
+                warnings.append(f"{path} line {number}: field '{key}': unknown header key, "
+                                "ignored. A header holds 'suite' and 'graders'")
+    config = _jsonl_config(path, header, agent)
+    defaults = header.get("graders")
+    if defaults is not None and not isinstance(defaults, list):
+        raise SuiteError(f"{path} line 1: field 'graders': must be a list of graders")
+    known = known_graders()
+    tasks: list[LoadedTask] = []
+    seen: dict[str, str] = {}
+    suite_hash = hashlib.sha256(header_bytes + str(path.name).encode())
+    for number, raw, data in objects:
+        if "suite" in raw and "id" not in raw:
+            raise SuiteError(f"{path} line {number}: field 'suite': only the first line may be "
+                             "the suite header")
+        if defaults is not None and raw.get("graders") is None:
+            raw = {**raw, "graders": defaults}
+            data = header_bytes + b"\n" + data  # the shared graders key its trials too
+        task, task_warnings = _load_task(path.parent, path, config, known, (raw, data), number)
+        _add_task(tasks, seen, task)
+        warnings += task_warnings
+        suite_hash.update(task.content_hash.encode())
+    if not tasks:
+        raise SuiteError(f"{path}: no tasks after the header line (one task JSON per line)")
+    return Suite(path, config, tuple(tasks), suite_hash.hexdigest(), tuple(warnings))
+
+
+def _jsonl_config(path: Path, header: dict[str, Any], agent: str | None) -> SuiteConfig:
+    raw = header.get("suite", {})
+    if not isinstance(raw, dict):
+        raise SuiteError(f"{path} line 1: field 'suite': must be an object of suite.json keys")
+    raw = dict(raw)
+    raw.setdefault("name", path.name.removesuffix(JSONL_SUFFIX))
+    if not raw.get("agent_name"):
+        owner = agent or _declaring_agent(path)
+        if owner is None:
+            raise SuiteError(
+                f"{path} line 1: field 'suite.agent_name': required: no agent's 'suites' in "
+                "promptloop.toml lists this file; add a header line "
+                '{"suite": {"agent_name": "<agent>"}} or list the file in the agent\'s suites'
+            )
+        raw["agent_name"] = owner
+    try:
+        return SuiteConfig.model_validate(raw)
+    except ValidationError as err:
+        raise SuiteError(format_validation(f"{path} line 1", err, "suite.")) from err
 
 
 def task_json_schema() -> dict[str, Any]:
@@ -376,7 +560,11 @@ __all__ = [
     "SuiteError",
     "TaskInput",
     "TaskSpec",
+    "check_command_graders",
     "check_runnable",
+    "is_jsonl_suite",
+    "is_suite",
+    "load_jsonl_suite",
     "load_suite",
     "resolve_suite_path",
     "task_json_schema",

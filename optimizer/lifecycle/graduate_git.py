@@ -30,13 +30,16 @@ from optimizer.lifecycle.errors import (
 )
 from optimizer.lifecycle.files import safe_stem
 from optimizer.lifecycle.graduation import (
+    DeclaredRoots,
     GraduationPlan,
     GraduationProposal,
     Readiness,
+    declare_suite,
+    declared_roots,
+    new_regression_suite,
     plan_graduation,
     propose_graduations,
     readiness,
-    suite_roots,
     task_files,
 )
 from optimizer.lifecycle.health import HealthPolicy, RunPoint, SuiteHealth
@@ -102,19 +105,23 @@ class _Base:
     tasks: dict[str, dict[str, Any]]
     source_name: str
     target_name: str
+    roots: DeclaredRoots
 
 
 def _read_base(git: GitOps, req: GraduateRequest) -> _Base:
     if req.agent not in agent_names():
         raise UnknownNameError("suite", req.agent, list(agent_names()))
     sha = git.resolve(req.base)
-    src_root, dst_root = suite_roots(req.agent)
-    names = []
-    for root in (src_root, dst_root):
+    roots = declared_roots(req.agent, git, sha)  # the suites promptloop.toml declares
+    src_root, dst_root = roots.source, roots.target
+    names = [str(roots.source_config.get("name", ""))]
+    if roots.new_target:
+        names.append(str(new_regression_suite(req.agent, roots)["name"]))
+    else:
         try:
-            names.append(str(json.loads(git.read_file(sha, f"{root}/suite.json"))["name"]))
+            names.append(str(json.loads(git.read_file(sha, f"{dst_root}/suite.json"))["name"]))
         except (GitOpsError, json.JSONDecodeError, KeyError, TypeError) as err:
-            raise LifecycleError(f"{root}/suite.json at {req.base}: no readable suite "
+            raise LifecycleError(f"{dst_root}/suite.json at {req.base}: no readable suite "
                                  f"({err})") from err
     source, target = git.list_files(sha, src_root), git.list_files(sha, dst_root)
     tasks: dict[str, dict[str, Any]] = {}
@@ -126,7 +133,7 @@ def _read_base(git: GitOps, req: GraduateRequest) -> _Base:
         if not isinstance(data, dict):
             raise LifecycleError(f"{path}: must hold a JSON object")
         tasks[path] = data
-    return _Base(sha, source, target, tasks, names[0], names[1])
+    return _Base(sha, source, target, tasks, names[0], names[1], roots)
 
 
 def _readiness(req: GraduateRequest, base: _Base, plan: GraduationPlan) -> tuple[Readiness, str]:
@@ -163,12 +170,44 @@ def _validate(plan: GraduationPlan, root: Path) -> None:
             raise LifecycleError(f"after the change, {rel} would not load: {err}") from err
 
 
+def _new_suite(req: GraduateRequest, roots: DeclaredRoots, root: Path) -> list[str]:
+    """A regression suite the agent did not have yet: its suite.json, and its folder added to
+    the agent's `suites` in promptloop.toml when that lists suite folders one by one; the
+    paths written."""
+    if not roots.new_target:
+        return []
+    rel = f"{roots.target}/suite.json"
+    config = new_regression_suite(req.agent, roots)
+    (root / rel).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    written = [rel]
+    if roots.declare:
+        from optimizer.core.config import ConfigError
+        from optimizer.core.project import active_project, parse_project
+
+        project = active_project()
+        if project.path is None:
+            raise LifecycleError(f"{req.agent}: no promptloop.toml to add {roots.target} to")
+        top = (project.root or req.repo).resolve()
+        toml = project.path.resolve().relative_to(top).as_posix()
+        text = declare_suite((root / toml).read_text(encoding="utf-8"), req.agent,
+                             roots.target)
+        try:
+            parse_project(text, root / toml)
+        except ConfigError as err:
+            raise LifecycleError(f"adding {roots.target} to {toml} would break it: {err}"
+                                 ) from None
+        (root / toml).write_text(text, encoding="utf-8")
+        written.append(toml)
+    return written
+
+
 def graduate(req: GraduateRequest) -> GraduationRecord:
     """Check readiness, then move (or copy) the bucket's tasks on a new branch."""
     with GitOps(req.repo) as git:
         base = _read_base(git, req)
         plan = plan_graduation(req.agent, req.bucket, copy=req.copy, source=base.source,
-                               target=base.target, tasks=base.tasks)
+                               target=base.target, tasks=base.tasks,
+                               roots=(base.roots.source, base.roots.target))
         ready, lineage = _readiness(req, base, plan)
         if not ready.ready and not req.force:
             raise GraduationRefused(
@@ -190,8 +229,9 @@ def graduate(req: GraduateRequest) -> GraduationRecord:
         try:
             with git.candidate(base.sha, branch) as cand:
                 _apply(plan, cand.path)
+                extra = _new_suite(req, base.roots, cand.path)
                 _validate(plan, cand.path)
-                commit = git.commit(cand, plan.paths, commit_message(record))
+                commit = git.commit(cand, [*plan.paths, *extra], commit_message(record))
         except BaseException:
             if git.branch_exists(branch):
                 git.delete_branch(branch)
@@ -251,11 +291,11 @@ def graduation_proposals(state_dir: Path, agent: str, *, repo: Path, ref: str = 
                          window: int = DEFAULT_WINDOW) -> list[GraduationProposal]:
     """The buckets of `agent`'s capability suite at `ref` ready to graduate (nightly shows
     them; nothing is applied). Empty when the suite has no lineage yet."""
-    src_root, _ = suite_roots(agent)
     with GitOps(repo) as git:
         try:
-            name = str(json.loads(git.read_file(ref, f"{src_root}/suite.json"))["name"])
-        except (GitOpsError, json.JSONDecodeError, KeyError, TypeError):
+            roots = declared_roots(agent, git, git.resolve(ref))
+            name = str(roots.source_config["name"])
+        except (GitOpsError, LifecycleError, KeyError):
             return []
     try:
         health = build_health(state_dir, name, repo=repo, ref=ref, window=window)

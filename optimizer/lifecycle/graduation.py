@@ -10,13 +10,16 @@ copied to the same place in the regression suite, never removed (other tasks may
 
 from __future__ import annotations
 
+import json
 import posixpath
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from optimizer.git import GitOps, GitOpsError
 from optimizer.lifecycle.errors import LifecycleError, UnknownNameError
 from optimizer.lifecycle.health import RunPoint, SuiteHealth
 from optimizer.report import fmt
@@ -126,7 +129,95 @@ class GraduationPlan:
 
 
 def suite_roots(agent: str) -> tuple[str, str]:
+    """The bundled layout (tasks/<agent>/capability, tasks/<agent>/regression)."""
     return f"tasks/{agent}/capability", f"tasks/{agent}/regression"
+
+
+@dataclass(frozen=True)
+class DeclaredRoots:
+    """The agent's capability and regression suite folders as its promptloop.toml `suites`
+    declares them at a commit; `new_target`: the regression suite does not exist yet (the
+    graduation creates it), `declare`: it must also be added to the agent's `suites`."""
+
+    source: str
+    target: str
+    source_config: dict[str, Any]
+    new_target: bool = False
+    declare: bool = False
+
+
+def declared_roots(agent: str, git: GitOps, sha: str) -> DeclaredRoots:
+    """Where `agent`'s capability and regression suites are at `sha`, read from the suites
+    its promptloop.toml table lists: the suite named `capability` (`regression`), else the
+    first whose suite.json has that kind. Without a regression suite, one is planned beside
+    the capability suite: `<folder>/regression` when the agent lists the folder holding its
+    suites, else `<capability folder>-regression`, added to its `suites`."""
+    from optimizer.core.project import active_project
+
+    declared = active_project().agent(agent)
+    found: list[tuple[str, str, dict[str, Any], bool]] = []  # rel, name, config, listed
+    for entry in declared.config.suites:
+        entry = entry.strip("/")
+        if entry.endswith(".jsonl"):
+            continue
+        files = git.list_files(sha, entry)
+        if f"{entry}/suite.json" in files:
+            found.append((entry, posixpath.basename(entry), _config(git, sha, entry), True))
+            continue
+        for path in sorted(files):
+            name, _, rest = path[len(entry) + 1:].partition("/")
+            if rest == "suite.json":
+                found.append((f"{entry}/{name}", name, _config(git, sha, f"{entry}/{name}"),
+                              False))
+
+    def pick(kind: str) -> tuple[str, str, dict[str, Any], bool] | None:
+        return (next((f for f in found if f[1] == kind), None)
+                or next((f for f in found if f[2].get("kind") == kind), None))
+
+    cap, reg = pick("capability"), pick("regression")
+    if cap is None:
+        listed = ", ".join(declared.config.suites)
+        raise LifecycleError(
+            f"{agent} has no capability suite folder at {sha[:7]}: {declared.project.where} "
+            f"{declared.table} key 'suites' lists {listed} (graduation moves task folders; "
+            "a JSONL suite's lines are moved by hand)")
+    if reg is not None:
+        return DeclaredRoots(cap[0], reg[0], cap[2])
+    if cap[3]:  # the agent lists the suite folder itself
+        return DeclaredRoots(cap[0], f"{cap[0]}-regression", cap[2], True, True)
+    return DeclaredRoots(cap[0], f"{posixpath.dirname(cap[0])}/regression", cap[2], True)
+
+
+def _config(git: GitOps, sha: str, rel: str) -> dict[str, Any]:
+    try:
+        data = json.loads(git.read_file(sha, f"{rel}/suite.json"))
+    except (GitOpsError, ValueError) as err:
+        raise LifecycleError(f"{rel}/suite.json at {sha[:7]}: no readable suite ({err})") from err
+    if not isinstance(data, dict):
+        raise LifecycleError(f"{rel}/suite.json at {sha[:7]}: must hold a JSON object")
+    return data
+
+
+def new_regression_suite(agent: str, roots: DeclaredRoots) -> dict[str, Any]:
+    """The suite.json of a regression suite made by a graduation: the capability suite's
+    settings (its clock above all, so the graduated tasks keep their publish times)."""
+    config = {k: v for k, v in roots.source_config.items() if k not in ("name", "kind")}
+    name = str(roots.source_config.get("name", agent))
+    return {"name": f"{name}_regression", **config, "agent_name": agent, "kind": "regression"}
+
+
+def declare_suite(text: str, agent: str, rel: str) -> str:
+    """promptloop.toml's text with `rel` added to `[agents.<agent>]`'s `suites` list."""
+    table = re.search(rf"^\[agents\.{re.escape(agent)}\][ \t]*$", text, re.M)
+    if table is None:
+        raise LifecycleError(f"promptloop.toml: no [agents.{agent}] table to add {rel} to")
+    key = re.compile(r"^(\s*suites\s*=\s*\[)(.*?)(\])", re.M | re.S)
+    found = key.search(text, table.end())
+    if found is None:
+        raise LifecycleError(f"promptloop.toml: [agents.{agent}] has no 'suites' list")
+    items = found[2].rstrip()
+    sep = "" if not items.strip() else (" " if items.endswith(",") else ", ")
+    return text[:found.start(2)] + f"{items}{sep}{json.dumps(rel)}" + text[found.end(2):]
 
 
 def task_files(files: Mapping[str, str], root: str) -> list[str]:
@@ -173,12 +264,13 @@ def _unit(path: str, all_tasks: Sequence[str]) -> str:
 
 def plan_graduation(agent: str, bucket: str, *, copy: bool, source: Mapping[str, str],
                     target: Mapping[str, str],
-                    tasks: Mapping[str, Mapping[str, Any]]) -> GraduationPlan:
+                    tasks: Mapping[str, Mapping[str, Any]],
+                    roots: tuple[str, str] | None = None) -> GraduationPlan:
     """The files to move (or copy) from the capability suite to the regression suite.
 
     `source`/`target`: the files of the two suites (path -> blob id); `tasks`: every task JSON
-    of both suites, by path."""
-    src_root, dst_root = suite_roots(agent)
+    of both suites, by path; `roots`: the two suite folders (default: the bundled layout)."""
+    src_root, dst_root = roots or suite_roots(agent)
     src_tasks = task_files(source, src_root)
     mine = [p for p in src_tasks if bucket_of(tasks[p]) == bucket]
     if not mine:

@@ -347,7 +347,8 @@ def build_literal_index(suites: list[Suite], base_prompt: str, manual: str) -> L
         for task in suite.tasks:
             spec = task.spec
             b.add_input(spec.input.content, f"{spec.id} (input)")
-            b.add("marker", spec.input.fact_id, f"{spec.id} (input fact_id)")
+            if spec.input.fact_id is not None:
+                b.add("marker", spec.input.fact_id, f"{spec.id} (input fact_id)")
             for grader in spec.graders:
                 for key, value in _config_strings(grader.config):
                     b.add_config_string(value, f"{spec.id} (grader {grader.name}.{key})")

@@ -39,6 +39,7 @@ from optimizer.core.project import Agent
 from optimizer.core.prompt_target import PromptSource
 from optimizer.core.suites import LoadedTask, Suite
 from optimizer.run.record import merge_result
+from optimizer.run.trial_input import published_at_for
 
 WORKSPACE = "workspace"
 """The agent's folder inside the trial's own temporary folder (nothing else may appear)."""
@@ -130,7 +131,7 @@ class AgentLink:
             model=ModelEndpoint(base_url=gateway.base_url_for(token) if gateway else "",
                                 model=model_id, api_key=token),
             trial=TrialInfo(index=index, seed=seed),
-            published_at=suite.config.clock,
+            published_at=published_at_for(suite, task),
             timeout_s=timeout,
         )
         context = TrialContext(model=model, transcript=transcript, runtime=runtime,

@@ -45,8 +45,7 @@ from optimizer.run.usage import MeteredClient
 from optimizer.run.workspaces import sweep_stale_trials
 
 DEFAULT_CONCURRENCY = 4
-CONCURRENCY_BY_AGENT = {"card_agent": 6}
-"""Trials at once where an agent differs from the default (the Card Agent does no file work)."""
+"""Trials at once unless the agent's table says otherwise (`concurrency`, promptloop.toml)."""
 
 
 class AllTrialsErroredError(Exception):
@@ -54,12 +53,15 @@ class AllTrialsErroredError(Exception):
 
 
 def default_concurrency(agent_name: str, options: RunOptions) -> int:
-    """The embedded model serves one request at a time: more concurrency only queues."""
+    """Trials at once: `--concurrency`; else 1 on the embedded model (it serves one request at
+    a time: more only queues); else the agent table's `concurrency`; else the default."""
     if options.concurrency:
         return options.concurrency
     if options.agent_model.startswith("local:"):
         return 1
-    return CONCURRENCY_BY_AGENT.get(agent_name, DEFAULT_CONCURRENCY)
+    project = active_project()
+    own = project.agents[agent_name].concurrency if agent_name in project.agents else None
+    return own or DEFAULT_CONCURRENCY
 
 
 def _working_tree_prompt(agent_name: str, prompts_dir: Path | None) -> str:

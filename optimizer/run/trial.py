@@ -102,6 +102,7 @@ async def _grade(
         agent_name="",
         fact_id=task.spec.input.fact_id,
         input_content=task.spec.input.content,
+        input=task.spec.input.declared(),
         outcome=outcome,
         transcript=transcript,
         expected_outcome=(

@@ -1,11 +1,14 @@
 """What one trial's agent is given, and what else keys its cached result (SPEC section 8).
 
-The publish time of a task is its fact entry's: the date from the fact id and the time from
-the `## <id:ts_N> HH:MM:SS` header in the fixture's daily fact file, so "tomorrow" resolves
-against the fixture. A task whose fixture has no such header keeps the suite clock's time of
-day on the fact id's date. A suite that sets `clock` in suite.json pins every task to it. The
-time carries its UTC offset: a naive time is read in the machine's zone, as the original
-harness reads the device's local time.
+The publish time of a task, for every agent (the bundled ones' AgentInput and an adapter
+request's `published_at` alike, `published_at_for`): the task's own `published_at` where it
+gives one; else, in a suite that sets `clock` (suite.json or a JSONL header), that clock;
+else, for a task with a fact id, its fact entry's time as the original harness has it: the date
+from the fact id and the time from the `## <id:ts_N> HH:MM:SS` header in the fixture's daily
+fact file, so "tomorrow" resolves against the fixture (without such a header, the suite clock's
+time of day on the fact id's date); else the suite clock. The time carries its UTC offset: a
+naive time is read in the machine's zone, as the original harness reads the device's local
+time.
 
 Kept apart from runner.py so the trial code only calls these few functions.
 """
@@ -44,7 +47,11 @@ def fixture_fact_file(task: LoadedTask, fact: FactId) -> Path | None:
 def task_published_at(suite: Suite, task: LoadedTask) -> datetime:
     """The publish time of `task`, with its UTC offset (see the module docstring)."""
     clock = suite.published_at
-    if suite_clock_pinned(suite):
+    own = task.spec.own_published_at
+    if own is not None:
+        given = datetime.fromisoformat(own)
+        return _with_zone(given, given)
+    if suite_clock_pinned(suite) or task.spec.input.fact_id is None:
         return _with_zone(clock, clock)
     try:
         fact = FactId.parse(task.spec.input.fact_id)
@@ -63,12 +70,21 @@ def _entry_time_in(path: Path, _mtime_ns: int, ts: str) -> time | None:
     return entry_time(path.read_text(encoding="utf-8"), ts)
 
 
+def published_at_for(suite: Suite, task: LoadedTask) -> str:
+    """The publish time any agent is given for `task` (ISO 8601 with its UTC offset): the
+    bundled agents' AgentInput and an adapter request's `published_at` are the same."""
+    return task_published_at(suite, task).isoformat()
+
+
 def agent_input_for(suite: Suite, task: LoadedTask) -> AgentInput:
-    """The input one trial's agent gets: fact id, content, publish time, user language."""
+    """The input one trial's bundled agent gets: fact id, content, publish time, user
+    language. A task without a fact id gets the first entry of its publish day (the bundled
+    agents file every input under one)."""
+    published = task_published_at(suite, task)
     return AgentInput(
-        fact_id=task.spec.input.fact_id,
+        fact_id=task.spec.input.fact_id or f"{published:%Y/%m/%d}.md#ts_1",
         content=task.spec.input.content,
-        published_at=task_published_at(suite, task),
+        published_at=published,
         user_language=task.spec.metadata.get("user_language", "English"),
     )
 

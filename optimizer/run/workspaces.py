@@ -71,12 +71,21 @@ def new_trial_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{TRIAL_PREFIX}{os.getpid()}-", dir=trial_root()))
 
 
-def build_workspace(task: LoadedTask, dest: Path) -> Workspace:
+def fill_workspace(task: LoadedTask, dest: Path) -> Path:
+    """A trial's workspace for any agent: the task's fixtures (the base, then its own folder)
+    copied into `dest`, nothing else (the bundled agents add their Facts/, Cards/ and PKM/
+    themselves: `agents.base.prepare_workspace`)."""
+    dest.mkdir(parents=True, exist_ok=True)
     for src in (task.base_fixture, task.fixture_dir):
         if src is not None:
             trees.copy_tree(src, dest)
-    (dest / "PKM").mkdir(exist_ok=True)
-    return Workspace(dest, durable=False)
+    return dest
+
+
+def build_workspace(task: LoadedTask, dest: Path) -> Workspace:
+    """The workspace of an in-process (bundled) agent's trial, filled from the task's
+    fixtures."""
+    return Workspace(fill_workspace(task, dest), durable=False)
 
 
 async def remove_tree(path: Path) -> None:
@@ -92,6 +101,7 @@ __all__ = [
     "TRIAL_DIR_VAR",
     "TRIAL_PREFIX",
     "build_workspace",
+    "fill_workspace",
     "new_trial_dir",
     "pid_alive",
     "remove_tree",

@@ -23,7 +23,14 @@ from optimizer.core.project import (
     use_project,
     with_own_agents,
 )
-from optimizer.core.suites import TASKS_DIR, SuiteError, load_suite, resolve_suite_path
+from optimizer.core.suites import (
+    TASKS_DIR,
+    SuiteError,
+    is_jsonl_suite,
+    is_suite,
+    load_suite,
+    resolve_suite_path,
+)
 from optimizer.git import GitOpsError, repo_root
 from optimizer.git import state_dir as _state_dir
 
@@ -76,9 +83,11 @@ def extra_settings(command: str) -> list[str]:
 
 
 def split_suite(agent: str | None, suite: str | None) -> tuple[str | None, str | None]:
-    """`--agent` and `--suite` -> (agent name, suite name or folder). `--suite` is an agent
+    """`--agent` and `--suite` -> (agent name, suite name or path). `--suite` is an agent
     (all its suites), one of its suites (`pkm_agent/quickstart`, or `--agent pkm_agent --suite
-    quickstart`), or a suite folder (a path holding suite.json)."""
+    quickstart`), or a suite folder (a path holding suite.json) or JSONL suite file: a suite
+    an agent's `suites` lists becomes (that agent, its suite name); another names its agent
+    by its `agent_name` (the path kept)."""
     names = active_project().agent_names()
     if agent is not None and agent not in names:
         active_project().agent(agent)  # ConfigError naming the file and the missing table
@@ -87,11 +96,59 @@ def split_suite(agent: str | None, suite: str | None) -> tuple[str | None, str |
     if agent is None and suite in names:
         return suite, None
     head, sep, tail = suite.partition("/")
-    if agent is None and sep and head in names and not (Path(suite) / "suite.json").is_file():
+    path = Path(suite)
+    if agent is None and sep and head in names and not is_suite(path):
         return head, tail
     if agent is not None and suite == agent:
         return agent, None
+    if is_suite(path):
+        return _suite_owner(agent, path, names)
     return agent, suite
+
+
+def _suite_owner(agent: str | None, path: Path, names: tuple[str, ...]
+                 ) -> tuple[str | None, str]:
+    """(agent, suite name) for a suite folder or file an agent declares; else (the agent its
+    `agent_name` names, the path)."""
+    from optimizer.workflows.sources import RepoSource
+
+    target = path.resolve()
+    root = repo_root(path.parent if path.is_file() else path)
+    with RepoSource(root, None, Path(os.devnull)) as source:
+        for name in ([agent] if agent is not None else list(names)):
+            for suite_name, rel in source.suite_folders(name).items():
+                base = root if root is not None else Path.cwd()
+                if (base / rel).resolve() == target:
+                    return name, suite_name
+    if agent is None:
+        owner = suite_agent_name(path)
+        agent = owner if owner in names else None
+    return agent, str(path)
+
+
+def declared_suite_name(agent: str, suite: str) -> str:
+    """The name (as runs are stored) of `agent`'s suite `suite` (one of its suite names, a
+    kind, or a suite path) in the working tree; a ConfigError naming the agent's `suites` key
+    when it has none, a SuiteError when it does not load."""
+    from optimizer.workflows.sources import project_suite
+
+    return load_suite(project_suite(agent, suite), agent).name
+
+
+def suite_agent_name(path: Path) -> str | None:
+    """The `agent_name` a suite folder's suite.json or a JSONL suite's header line gives."""
+    import json
+
+    try:
+        if is_jsonl_suite(path):
+            first = path.read_text(encoding="utf-8").lstrip().split("\n", 1)[0]
+            data = json.loads(first).get("suite") or {}
+        else:
+            data = json.loads((path / "suite.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, AttributeError):
+        return None
+    name = data.get("agent_name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) else None
 
 
 __all__ = [
@@ -103,6 +160,7 @@ __all__ = [
     "SuiteError",
     "active_project",
     "agent_names",
+    "declared_suite_name",
     "did_you_mean",
     "extra_settings",
     "load_suite",
@@ -112,4 +170,5 @@ __all__ = [
     "resolve_suite_path",
     "split_suite",
     "state_dir",
+    "suite_agent_name",
 ]

@@ -57,7 +57,7 @@ def _suite_folder(request: EvalRequest, source: RepoSource) -> Path:
 def load_selected(request: EvalRequest, source: RepoSource) -> Suite:
     """The requested suite (or its selected buckets and tasks), checked to be runnable."""
     folder = _suite_folder(request, source)
-    suite = load_suite(folder)
+    suite = load_suite(folder, request.suite if request.suite in agent_names() else None)
     if request.suite in agent_names() and suite.agent_name != request.suite:
         raise ConfigError(f"{folder / 'suite.json'}: suite {suite.name!r} is for agent "
                           f"{suite.agent_name!r} (its agent_name), not {request.suite!r}: give "

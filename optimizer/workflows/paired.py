@@ -28,7 +28,8 @@ RunFn = Callable[[Suite, str, str, dict[str, list[int]] | None], Awaitable[RunRe
 """(suite, prompt text, label, trial indices per task or None) -> the run."""
 
 
-def agent_suites(agent: str, kinds: Sequence[str], source: RepoSource) -> list[Suite]:
+def agent_suites(agent: str, kinds: Sequence[str], source: RepoSource, *,
+                 command_graders: bool = True) -> list[Suite]:
     """The agent's suites of `kinds` (tasks/<agent>/<kind>) as `source` sees them: at its git
     ref or in its working tree (the bundled ones only outside any repository).
 
@@ -41,11 +42,11 @@ def agent_suites(agent: str, kinds: Sequence[str], source: RepoSource) -> list[S
             continue  # an agent without a regression suite yet: its capability suite gates
         if found is None or found.folder is None:
             raise ConfigError(source.missing_suite(agent, kind))
-        suite = load_suite(found.folder)
+        suite = load_suite(found.folder, agent)
         if suite.agent_name != agent:
             raise ConfigError(f"{found.path}/suite.json: suite {suite.name!r} is for agent "
                               f"{suite.agent_name!r} (its agent_name), not {agent!r}")
-        check_runnable(suite)
+        check_runnable(suite, command_graders=command_graders)
         out.append(suite)
     if not out:
         raise ConfigError(f"no suites found for {agent}")

@@ -126,7 +126,8 @@ async def profile(config: ProfileConfig, emit: EventSink | None = None, *,
     emit = emit or ignore
     with RepoSource.find(config.ref, config.state_dir, config.repo) as source:
         suites = agent_suites(config.agent, config.kinds, source)
-        prompt = source.read(f"prompts/{suites[0].agent_name}.md").text
+        target = source.prompt(config.agent)  # the agent's first prompt target, as declared
+        prompt = target.text
     digest = text_hash(prompt)
     store = default_store_dir(config.state_dir)
     found = lineage_records(store, suites, digest, config.agent_model)
@@ -148,7 +149,8 @@ async def profile(config: ProfileConfig, emit: EventSink | None = None, *,
                                             found.next_index.get(p.key[1], 0) + p.trials))
                        for p in mine}
             await models.preflight("agent", *(("judge",) if needs_judge(suite) else ()))
-            options = config.run_options(models.ids.agent, prompt, "profile", indices)
+            options = config.run_options(models.ids.agent, prompt, "profile", indices,
+                                         prompt_source=target)
             saved = await run_and_save(suite.select(task_ids=list(indices)), options, models,
                                        emit, None)
             result.trials_run += sum(not t.cached for t in saved.run.trials)

@@ -161,7 +161,8 @@ class Reviewer:
         self._target = target
         if self._projects is not None and not self.c.no_sandbox:
             require_sandbox(self._projects.head.agents.get(agent), agent)
-        suites = agent_suites(agent, self.c.kinds, self.source)
+        untrusted = self._projects is not None and not self.c.trust_head
+        suites = agent_suites(agent, self.c.kinds, self.source, command_graders=not untrusted)
         if self._projects is not None and not self.c.trust_head:
             suites, notes = without_undeclared_graders(suites, self._projects.base, agent)
             for note in notes:

@@ -28,9 +28,16 @@ from optimizer.core.config import ConfigError
 from optimizer.core.names import did_you_mean
 from optimizer.core.project import active_project
 from optimizer.core.prompt_target import PromptSource, open_target
-from optimizer.core.suites import FIXTURES_DIR
+from optimizer.core.suites import FIXTURES_DIR, JSONL_SUFFIX, is_jsonl_suite, is_suite
 from optimizer.git import GitOps, GitOpsError, repo_root
-from optimizer.git_read import export_tree, folder_files, has_file, subfolders, tree_files
+from optimizer.git_read import (
+    export_tree,
+    files_in,
+    folder_files,
+    has_file,
+    subfolders,
+    tree_files,
+)
 
 MANUAL = "manuals/prompt_engineering.md"
 _EXPORTED = ".promptloop-export"
@@ -229,11 +236,18 @@ class RepoSource:
 
     # --- suites ----------------------------------------------------------------------------
     def suite(self, agent: str, kind: str) -> Sourced | None:
-        """The agent's suite `kind`: the suite folder of that name among the folders its
-        promptloop.toml table lists (`suites`), else the first whose suite.json has that
+        """The agent's suite `kind`: the suite (folder or JSONL file) of that name among those
+        its promptloop.toml table lists (`suites`), or a suite given by its path (relative to
+        the current folder, inside the repository), else the first whose suite.json has that
         `kind`; None when it has none."""
         folders = self.suite_folders(agent)
         rel = folders.get(kind)
+        if rel is None and ("/" in kind or is_jsonl_suite(kind)):  # a path to a suite
+            rel = self.relative(kind)
+            outside = Path(kind).resolve()
+            if rel is None and self.sha is None and is_suite(outside):
+                return self._serve(Sourced(str(outside), Origin(
+                    "worktree", note="outside the repository"), folder=outside))
         if rel is None:
             rel = next((r for r in folders.values() if self._suite_kind(r) == kind), None)
         return self.suite_at(rel) if rel is not None else None
@@ -245,13 +259,29 @@ class RepoSource:
         out: dict[str, str] = {}
         for entry in active_project().agent(agent).config.suites:
             entry = entry.strip("/")
+            if is_jsonl_suite(entry):  # a suite in one file: named after it
+                if self._exists(entry):
+                    out.setdefault(entry.rsplit("/", 1)[-1].removesuffix(JSONL_SUFFIX), entry)
+                continue
             if self._exists(f"{entry}/suite.json"):
                 out.setdefault(entry.rsplit("/", 1)[-1], entry)
                 continue
             for name in self._subfolders(entry):
                 if self._exists(f"{entry}/{name}/suite.json"):
                     out.setdefault(name, f"{entry}/{name}")
+            for name in self._files(entry, JSONL_SUFFIX):
+                out.setdefault(name.removesuffix(JSONL_SUFFIX), f"{entry}/{name}")
         return out
+
+    def _files(self, rel: str, suffix: str) -> list[str]:
+        """The names of the files ending in `suffix` directly inside folder `rel`."""
+        if self.sha is not None:
+            assert self.ops is not None
+            return [n for n in files_in(self.ops, self.sha, rel) if n.endswith(suffix)]
+        folder = self.root / rel if self.root is not None else _bundled(rel)
+        if folder is None or not folder.is_dir():
+            return []
+        return sorted(p.name for p in folder.iterdir() if p.is_file() and p.name.endswith(suffix))
 
     def _exists(self, rel: str) -> bool:
         if self.sha is not None:
@@ -276,8 +306,12 @@ class RepoSource:
 
     def _suite_kind(self, rel: str) -> str | None:
         try:
-            data = json.loads(self.read(f"{rel}/suite.json", announce=False).text)
-        except (ValueError, OSError, ConfigError, GitOpsError):
+            if is_jsonl_suite(rel):  # the kind is in the header line, if any
+                first = self.read(rel, announce=False).text.lstrip().split("\n", 1)[0]
+                data = json.loads(first).get("suite") or {}
+            else:
+                data = json.loads(self.read(f"{rel}/suite.json", announce=False).text)
+        except (ValueError, OSError, ConfigError, GitOpsError, AttributeError):
             return None
         kind = data.get("kind") if isinstance(data, dict) else None
         return kind if isinstance(kind, str) else None
@@ -285,7 +319,10 @@ class RepoSource:
     def suite_at(self, rel: str) -> Sourced | None:
         """The suite folder `rel` (relative to the repository top); None when the repository
         (at the ref or in its working tree) lacks it. Only outside any repository does
-        promptloop's bundled copy serve it, and the description says so."""
+        promptloop's bundled copy serve it, and the description says so. `rel` may also be a
+        JSONL suite file (served as the file)."""
+        if is_jsonl_suite(rel):
+            return self._jsonl_at(rel)
         if self.sha is not None:
             assert self.ops is not None
             if has_file(self.ops, self.sha, f"{rel}/suite.json"):
@@ -302,6 +339,41 @@ class RepoSource:
             return None
         return self._serve(Sourced(rel, Origin("bundled", note="no git repository here"),
                                    folder=path))
+
+    def _jsonl_at(self, rel: str) -> Sourced | None:
+        """A JSONL suite file: at a ref, exported from the commit (with the commit's shared
+        fixtures beside it); in the working tree, the file itself."""
+        if self.sha is not None:
+            assert self.ops is not None
+            if not has_file(self.ops, self.sha, rel):
+                return None
+            dest = self.cache_dir / self.sha / rel
+            if not dest.is_file():
+                tmp = dest.with_name(f"{dest.name}.{os.getpid()}.partial")
+                tmp.parent.mkdir(parents=True, exist_ok=True)
+                tmp.write_bytes(self.ops.read_file(self.sha, rel).encode("utf-8"))
+                tmp.replace(dest)
+            return self._serve(Sourced(rel, self._at_ref(), folder=dest))
+        if self.root is not None:
+            path = self.root / rel
+            if not path.is_file():
+                return None
+            origin = Origin("worktree", note=self._file_note(rel, path.read_text(encoding="utf-8")))
+            return self._serve(Sourced(rel, origin, folder=path))
+        bundled = _bundled(rel)
+        if bundled is None or not bundled.is_file():
+            return None
+        return self._serve(Sourced(rel, Origin("bundled", note="no git repository here"),
+                                   folder=bundled))
+
+    def relative(self, path: str) -> str | None:
+        """`path` (relative to the current folder, or absolute) relative to the repository
+        top; None outside the repository."""
+        if self.root is None:
+            return None
+        full = Path(path).resolve()
+        top = self.root.resolve()
+        return full.relative_to(top).as_posix() if full.is_relative_to(top) else None
 
     def missing_suite(self, agent: str, kind: str) -> str:
         """What to say when `agent` has no suite `kind` here: the project file and its
@@ -375,6 +447,8 @@ def project_suite(agent: str, kind: str, start: Path | None = None) -> Path:
     root = repo_root(start)
     with RepoSource(root, None, Path(os.devnull)) as source:
         rel = source.suite_folders(agent).get(kind)
+        if rel is None and root is not None and ("/" in kind or is_jsonl_suite(kind)):
+            rel = source.relative(kind)  # a suite given by its path
         if rel is None:
             rel = next((r for r in source.suite_folders(agent).values()
                         if source._suite_kind(r) == kind), None)

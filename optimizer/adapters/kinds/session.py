@@ -55,7 +55,6 @@ def open_session(factory: AgentFactory, workspace: Path, agent_input: AgentInput
     fixtures first, when the caller left that to us)."""
     if make_workspace is not None:
         make_workspace()
-    (workspace / "PKM").mkdir(exist_ok=True)
     ws = Workspace(workspace, durable=False)
     prepare_workspace(ws, agent_input)
     return factory(ws, agent_input, prompt)

@@ -138,7 +138,8 @@ def _huge_file(root: Path) -> None:
         f.truncate(70 * 1024 * 1024)  # sparse: refused by its size, never read
 
 
-KNOWN = ("Known graders: card_completion, card_must_contain",)
+KNOWN = ("Known graders: general (any agent): command, json_path",
+         "for the bundled card_agent only: card_completion, card_must_contain")
 
 CASES = [
     # --- files that are not a JSON object (SPEC section 2: errors stop loading) ----------------

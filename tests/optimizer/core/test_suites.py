@@ -33,7 +33,7 @@ def _broken(root: Path, case: str) -> tuple[Path, str]:
         "missing description": "field 'description': Field required",
         "empty graders": "field 'graders': List should have at least 1 item",
         "unknown grader": "field 'graders.1.name': unknown grader 'card_templates'. Did you "
-        "mean 'card_template_choice'? Known graders: card_completion",
+        "mean 'card_template_choice'? Known graders: general (any agent): command",
         "duplicate ids": "field 'id': duplicate task id 'fine'",
         "bad grader config": "field 'graders.1.config'",
     }[case]
@@ -98,7 +98,7 @@ def test_task_schema_is_current(tmp_path: Path) -> None:
         check=True,
     )
     assert out.read_text(encoding="utf-8") == SCHEMA_PATH.read_text(encoding="utf-8")
-    assert set(checked_in["required"]) == {"id", "description", "input", "graders"}
+    assert set(checked_in["required"]) == {"id", "input", "graders"}
     # unknown keys load (the loader warns about them), as in the original (SPEC section 8)
     assert checked_in.get("additionalProperties", True) is not False
 
@@ -116,5 +116,5 @@ def test_unknown_agent_loads_and_fails_when_run_by_name(tmp_path: Path) -> None:
     message = str(info.value)
     assert message.startswith(f"{suite_json.resolve()}: field 'agent_name': ")
     assert "unknown agent 'pkm'" in message and "card_agent, pkm_agent" in message
-    with pytest.raises(SuiteError, match="give card_agent, pkm_agent or a suite folder"):
+    with pytest.raises(SuiteError, match=r"give card_agent, pkm_agent, a suite folder"):
         resolve_suite_path("pkm")

@@ -158,6 +158,7 @@ def test_concurrency_bound_is_respected(
     assert len(result.trials) == 20 and inflight == 0
     assert peak == expected  # reached (work overlaps) and never exceeded (card default: 6)
     assert default_concurrency("pkm_agent", RunOptions(agent_model="scripted:pkm")) == 4
+    assert default_concurrency("card_agent", RunOptions(agent_model="scripted:card")) == 6
     assert default_concurrency("card_agent", RunOptions(agent_model="local:smollm2")) == 1
 
 
