@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from agents import trees
 from optimizer.adapters import box
+from optimizer.core.isolation import OUTSIDE
 from optimizer.propose import watch
 
 if TYPE_CHECKING:
@@ -57,8 +58,6 @@ def _entries(folder: Path) -> frozenset[str]:
 BACKUP_MAX_BYTES = 256 * 1024
 """Files of the git folder and HOME's startup files up to this size are kept before a trial
 (to put them back)."""
-OUTSIDE = "wrote outside its workspace"
-"""The cause in a message (and what the summary counts such trials by)."""
 
 
 @dataclass(frozen=True)

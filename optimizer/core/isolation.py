@@ -35,6 +35,10 @@ SETUP_FAILED = 97
 """The exit code of an `unshare` setup that could not build the layout (never runs the
 process less isolated than promised)."""
 
+OUTSIDE = "wrote outside its workspace"
+"""The cause of a trial errored because it wrote outside its workspace
+(optimizer/adapters/escape.py), by which the run's summary counts such trials and optimize's
+gate rejects a candidate (here, below both: report and workflows read it)."""
 MAX_BINDS = 7
 """At most this many folders are shown again under hidden ones with `unshare` (file
 descriptors 3 to 9, all a POSIX shell can name); `wrap` refuses more (ValueError)."""
@@ -216,5 +220,5 @@ def available() -> Mechanism:
     return next((m for m in MECHANISMS[:-1] if probe(m)), "none")
 
 
-__all__ = ["MAX_BINDS", "MECHANISMS", "SETUP_FAILED", "Layout", "Mechanism", "available",
+__all__ = ["MAX_BINDS", "MECHANISMS", "OUTSIDE", "SETUP_FAILED", "Layout", "Mechanism", "available",
            "probe", "wrap"]

@@ -22,7 +22,7 @@ from datetime import datetime
 from pydantic import Field
 
 from graders.base import passes
-from optimizer.adapters.escape import OUTSIDE
+from optimizer.core.isolation import OUTSIDE
 from optimizer.core.pricing import PriceOverrides
 from optimizer.core.results import RunResult, TrialResult
 from optimizer.report.usage import (

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from optimizer.adapters.escape import OUTSIDE
 from optimizer.core.buckets import bucket_prefix
+from optimizer.core.isolation import OUTSIDE
 from optimizer.core.results import (
     RunResult,
     TrialResult,
