@@ -1,5 +1,7 @@
-"""The box a process of promptloop's runs in: the sandbox of every `command` and `worker` trial
-(issue 30) and of the external proposer (`optimizer/propose/sandbox.py`).
+"""The box of every `command` and `worker` trial (issue 30). The mechanisms (`Layout`, `wrap`,
+`probe`, `available`) live in `optimizer/core/isolation.py`, shared with the external
+proposer's sandbox (`optimizer/propose/sandbox.py`); this module says what a trial sees
+(`trial_layout`), when trials run unboxed, and sweeps a worker slot's processes.
 
 Two mechanisms, the strongest that works here is used (`available()`, probed once):
 
@@ -11,8 +13,9 @@ Two mechanisms, the strongest that works here is used (`available()`, probed onc
 Either way a `Layout` says what the process sees: every file system read-only, a fresh `/proc`
 of its own PID namespace (promptloop's processes and their environment are not there), the
 `hidden` folders covered by an empty read-only tmpfs (the system temp folders holding the other
-trials' workspaces, promptloop's state folder and caches), the `readable` ones shown again
-read-only (the repository when it lives under a hidden folder), and the `writable` ones
+trials' workspaces, promptloop's state folders and caches), the `readable` ones shown again
+read-only (the repository when it lives under a hidden folder, review's export of the base
+commit inside the state folder), and the `writable` ones
 (the workspace, a private HOME and TMPDIR) the only places it can write. The process is PID 1
 of its PID namespace: when it exits, the kernel kills everything it started, a `setsid`
 daemon included. The network namespace is shared: the loopback model gateway stays reachable
