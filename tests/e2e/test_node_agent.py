@@ -240,7 +240,8 @@ def test_review_of_a_branch_editing_the_literal(repo: Path, tmp_path: Path) -> N
     assert f"+{DATE_SENTENCE}" in comment and "```diff" in comment
 
 
-def test_review_ignores_the_heads_adapter_command(repo: Path, tmp_path: Path) -> None:
+def test_review_ignores_the_heads_adapter_command(repo: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     marker = tmp_path / "head-command-ran"
     toml = (repo / "promptloop.toml").read_text()
     worker = 'command = ["node", "agent/agent.js", "--worker"]'
@@ -265,9 +266,11 @@ def test_review_ignores_the_heads_adapter_command(repo: Path, tmp_path: Path) ->
     assert ignored[0] in comment
 
     # the control: trusting the head runs its command, which writes the marker (and, being no
-    # worker, errors every trial: exit 2)
+    # worker, errors every trial: exit 2); unboxed, since in a trial's box the marker's folder
+    # (under the hidden /tmp) is not there
+    monkeypatch.setenv("PROMPTLOOP_SANDBOX", "off")
     trusted = cli("review", "--base", "main", "--head", "pr/evil", *MODELS, "--trust-head",
-                  "--out", str(tmp_path / "state-trusted"))
+                  "--no-sandbox", "--out", str(tmp_path / "state-trusted"))
     assert marker.exists()
     assert trusted.exit_code == 2, trusted.output
 
