@@ -1,5 +1,7 @@
-"""The box a process of promptloop's runs in: the sandbox of every `command` and `worker` trial
-(issue 30) and of the external proposer (`optimizer/propose/sandbox.py`).
+"""The box of every `command` and `worker` trial (issue 30). The mechanisms (`Layout`, `wrap`,
+`probe`, `available`) live in `optimizer/core/isolation.py`, shared with the external
+proposer's sandbox (`optimizer/propose/sandbox.py`); this module says what a trial sees
+(`trial_layout`), when trials run unboxed, and sweeps a worker slot's processes.
 
 Two mechanisms, the strongest that works here is used (`available()`, probed once):
 
@@ -11,8 +13,9 @@ Two mechanisms, the strongest that works here is used (`available()`, probed onc
 Either way a `Layout` says what the process sees: every file system read-only, a fresh `/proc`
 of its own PID namespace (promptloop's processes and their environment are not there), the
 `hidden` folders covered by an empty read-only tmpfs (the system temp folders holding the other
-trials' workspaces, promptloop's state folder and caches), the `readable` ones shown again
-read-only (the repository when it lives under a hidden folder), and the `writable` ones
+trials' workspaces, promptloop's state folders and caches), the `readable` ones shown again
+read-only (the repository when it lives under a hidden folder, review's export of the base
+commit inside the state folder), and the `writable` ones
 (the workspace, a private HOME and TMPDIR) the only places it can write. The process is PID 1
 of its PID namespace: when it exits, the kernel kills everything it started, a `setsid`
 daemon included. The network namespace is shared: the loopback model gateway stays reachable
@@ -26,9 +29,7 @@ there is.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -36,157 +37,21 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-Mechanism = Literal["bwrap", "unshare", "none"]
-MECHANISMS: tuple[Mechanism, ...] = ("bwrap", "unshare", "none")
+from optimizer.core.isolation import (
+    MECHANISMS,
+    SETUP_FAILED,
+    Layout,
+    Mechanism,
+    available,
+    probe,
+    wrap,
+)
+
 SANDBOX_VAR = "PROMPTLOOP_SANDBOX"
 """`off` (or `0`, `no`, `none`): run agent trials without a sandbox (tests of the fallback;
 never for untrusted prompts)."""
-SETUP_FAILED = 97
-"""The exit code of an `unshare` setup that could not build the layout (never runs the
-process less isolated than promised)."""
-
-# Run as root of a new user + mount + PID namespace, with a fresh /proc (unshare
-# --mount-proc). Arguments: N, then N (kind, path) operations, then the working folder, then
-# the argv. 1) Every bind source is opened first (fd 3...), while it can still be reached;
-# 2) every mount is remounted read-only; 3) the operations in order: `hide` covers a folder
-# with an empty tmpfs, `ro`/`rw` bind the opened folder (or file) back at its path (made in a
-# covering tmpfs when needed), `rw` writable again; 4) the tmpfs covers become read-only;
-# 5) every capability is dropped (no remount possible any more) and the argv runs.
-_UNSHARE_SCRIPT = r"""
-n=$1; shift
-i=0
-while [ "$i" -lt "$n" ]; do
-  eval "k$i=\$1; p$i=\$2"; shift 2
-  eval "k=\$k$i"
-  case $k in ro|rw) eval "exec $((i + 3))<\"\$p$i\"" || exit 97;; esac
-  i=$((i + 1))
-done
-while read -r _dev mnt _rest; do
-  case $mnt in *\\*) mnt=$(printf '%b' "$mnt");; esac
-  mount -o remount,bind,ro "$mnt" 2>/dev/null || exit 97
-done < /proc/self/mounts
-i=0
-while [ "$i" -lt "$n" ]; do
-  eval "k=\$k$i; p=\$p$i"
-  fd=/proc/self/fd/$((i + 3))
-  case $k in
-    hide) mount -t tmpfs -o mode=0755,size=64k promptloop-hidden "$p" || exit 97;;
-    ro|rw)
-      if [ -d "$fd" ]; then mkdir -p "$p" 2>/dev/null
-      elif [ ! -e "$p" ]; then mkdir -p "${p%/*}" && : > "$p" || exit 97; fi
-      mount -c --bind "$fd" "$p" || exit 97
-      eval "exec $((i + 3))<&-"
-      [ "$k" = rw ] && { mount -o remount,bind,rw "$p" || exit 97; };;
-  esac
-  i=$((i + 1))
-done
-i=0
-while [ "$i" -lt "$n" ]; do
-  eval "k=\$k$i; p=\$p$i"
-  [ "$k" = hide ] && { mount -o remount,bind,ro "$p" || exit 97; }
-  i=$((i + 1))
-done
-cd "$1" || exit 97
-unset OLDPWD
-shift
-exec setpriv --bounding-set=-all --inh-caps=-all --no-new-privs "$@"
-"""
-
-
-@dataclass(frozen=True)
-class Layout:
-    """What a boxed process sees (see the module's docstring)."""
-
-    cwd: Path
-    writable: tuple[Path, ...] = ()
-    readable: tuple[Path, ...] = ()
-    hidden: tuple[Path, ...] = ()
-
-    def operations(self) -> list[tuple[str, str]]:
-        """(kind, path) in the order they are mounted: outer folders first, at one depth a
-        cover before what is shown again in it. A path that does not exist is left out."""
-        order = {"hide": 0, "ro": 1, "rw": 2}
-        ops: dict[str, str] = {}
-        for kind, paths in (("hide", self.hidden), ("ro", self.readable),
-                            ("rw", self.writable)):
-            for path in paths:
-                real = os.path.realpath(path)
-                if kind == "hide" and not os.path.isdir(real):
-                    continue
-                if kind != "hide" and not os.path.exists(real):
-                    continue
-                ops[real] = kind  # a later, more permissive kind wins for the same path
-        return sorted(((k, p) for p, k in ops.items()),
-                      key=lambda kp: (kp[1].rstrip("/").count("/"), order[kp[0]]))
-
-
-def wrap(mechanism: Mechanism, layout: Layout, argv: Sequence[str]) -> list[str]:
-    """The argv running `argv` boxed by `mechanism` in `layout` (unchanged for `none`)."""
-    if mechanism == "bwrap":
-        out = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-               "--cap-drop", "ALL", "--die-with-parent", "--as-pid-1", "--ro-bind", "/", "/",
-               "--dev", "/dev", "--proc", "/proc"]
-        covers: list[str] = []
-        for kind, path in layout.operations():
-            if kind == "hide":
-                out += ["--tmpfs", path]
-                covers.append(path)
-            else:
-                out += ["--bind" if kind == "rw" else "--ro-bind", path, path]
-        for path in covers:
-            out += ["--remount-ro", path]
-        return [*out, "--chdir", str(layout.cwd), *argv]
-    if mechanism == "unshare":
-        ops = layout.operations()
-        flat = [item for op in ops for item in op]
-        return ["unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork",
-                "--kill-child", "--mount-proc", "sh", "-c", _UNSHARE_SCRIPT,
-                "promptloop-box", str(len(ops)), *flat, str(layout.cwd), *argv]
-    return list(argv)
-
-
-def _probe_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k in ("PATH", "LANG") or k.startswith("LC_")}
-
-
-def probe(mechanism: Mechanism) -> bool:
-    """Whether `mechanism` works here: inside a box, a process writes its workspace, cannot
-    write beside it, cannot see a hidden folder's content nor promptloop in /proc, and a
-    daemon it leaves is gone when it exits."""
-    tools = {"bwrap": ("bwrap",), "unshare": ("unshare", "setpriv"), "none": ()}[mechanism]
-    if any(shutil.which(tool) is None for tool in tools):
-        return False
-    parent = Path(tempfile.mkdtemp(prefix="promptloop-probe-"))
-    try:
-        work, hidden = parent / "work", parent / "hidden"
-        work.mkdir()
-        hidden.mkdir()
-        (hidden / "secret").write_text("x")
-        layout = Layout(cwd=work, writable=(work,), hidden=(hidden,))
-        cmd = (f"echo in > inside && {{ echo out > ../outside; true; }} 2>/dev/null; "
-               f"if [ -e {hidden}/secret ]; then echo > seen; fi; "
-               "while read -r k _v more; do "
-               'if [ "$k" = NSpid: ] && [ -n "$more" ]; then echo > ppid; fi; '
-               "done < /proc/self/status; [ -e inside ]")
-        done = subprocess.run(wrap(mechanism, layout, ["sh", "-c", cmd]), cwd=work,
-                              env=_probe_env(), stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=30, check=False)
-        return (done.returncode == 0 and (work / "inside").is_file()
-                and not (parent / "outside").exists()
-                and (mechanism == "none" or not ((work / "seen").exists()
-                                                 or (work / "ppid").exists())))
-    except (OSError, subprocess.SubprocessError):
-        return False
-    finally:
-        shutil.rmtree(parent, ignore_errors=True)
-
-
-@functools.cache
-def available() -> Mechanism:
-    """The strongest mechanism that works on this system: bwrap, unshare, else none."""
-    return next((m for m in MECHANISMS[:-1] if probe(m)), "none")
 
 
 def disabled() -> bool:
@@ -254,15 +119,63 @@ def require_sandbox(config: Any, agent: str) -> None:
             "user namespaces, or pass --no-sandbox (unsafe for PRs from forks)")
 
 
+EXPORT_MARKER = ".promptloop-export"
+"""The file marking a complete export of a commit (`review` runs the base's agent from
+`<state>/sources/<sha>/tree`, optimizer/workflows/review_trust.py; the file holds the sha)."""
+
+
+def export_of(repo_root: Path) -> str | None:
+    """The commit `repo_root` is an export of (None: not an export)."""
+    try:
+        text = (repo_root / EXPORT_MARKER).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text or None
+
+
+def _toplevel(folder: Path) -> Path | None:
+    try:
+        done = subprocess.run(["git", "-C", str(folder), "rev-parse", "--show-toplevel"],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    top = done.stdout.strip()
+    return Path(top).resolve() if done.returncode == 0 and top else None
+
+
+def checkout_of(repo_root: Path) -> Path | None:
+    """Where `repo_root` is an export of a commit (`export_of`), the checkout promptloop runs
+    in: the git top level of the current folder (None outside one, or when it is `repo_root`
+    itself). A trial's absolute-path writes there must be stopped or caught as well."""
+    if export_of(repo_root) is None:
+        return None
+    top = _toplevel(Path.cwd())
+    return top if top is not None and top != repo_root.resolve() else None
+
+
+def state_folders(repo_root: Path) -> tuple[Path, ...]:
+    """promptloop's state folders a trial of `repo_root` must not see: `repo_root`'s
+    ($PROMPTLOOP_HOME or <repo>/.promptloop) and, where `repo_root` is an export, the one
+    holding it (`<state>/sources/<sha>/tree`) and the checkout's."""
+    from optimizer.core.config import state_folder
+
+    out = [state_folder(repo_root)]
+    if export_of(repo_root) is not None:
+        parents = repo_root.resolve().parents
+        if len(parents) > 2 and parents[1].name == "sources":
+            out.append(parents[2])
+        checkout = checkout_of(repo_root)
+        if checkout is not None:
+            out.append(state_folder(checkout))
+    return tuple(dict.fromkeys(out))
+
+
 def hidden_folders(repo_root: Path) -> tuple[Path, ...]:
     """What a trial must not see at all: the system temp folders (every other trial's
     workspace and scratch, the proposer's sandboxes), $PROMPTLOOP_TRIAL_DIR, promptloop's state
-    folder ($PROMPTLOOP_HOME or <repo>/.promptloop: runs, traces, the trial cache) and the
-    user's cache folder."""
-    from optimizer.core.config import state_folder
-
+    folders (`state_folders`: runs, traces, the trial cache) and the user's cache folder."""
     out = [Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"),
-           state_folder(repo_root)]
+           *state_folders(repo_root)]
     for var in ("PROMPTLOOP_TRIAL_DIR", "XDG_CACHE_HOME"):
         if os.environ.get(var, "").strip():
             out.append(Path(os.environ[var]))
@@ -369,6 +282,7 @@ class BoxProcesses:
 
 
 __all__ = [
+    "EXPORT_MARKER",
     "MECHANISMS",
     "SANDBOX_VAR",
     "SETUP_FAILED",
@@ -376,14 +290,17 @@ __all__ = [
     "Layout",
     "Mechanism",
     "available",
+    "checkout_of",
     "describe",
     "disabled",
+    "export_of",
     "for_trials",
     "hidden_folders",
     "probe",
     "require_sandbox",
     "reset_warning",
     "shown_again",
+    "state_folders",
     "trial_layout",
     "unsandboxed_warning",
     "warn_unsandboxed",

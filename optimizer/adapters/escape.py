@@ -6,11 +6,15 @@ its private HOME and TMPDIR is writable; the check below is a second line only. 
 
 - around each trial the workspace's parent folder and the top level of the repository root are
   listed and compared; without a sandbox also (`deep`) every file of the checkout (but its
-  state folder, `.git` and the workspace), the git folder's config, HEAD, hooks, refs and
+  state folder, `.git` and the workspace; in `review`, where the agent runs from an export of
+  the base commit, both the export and the checkout promptloop runs in: `box.checkout_of`),
+  the git folder's config, HEAD, hooks, refs and
   info, and the startup files of the real HOME (`propose.watch.HOME_FILES`) by type, mode,
   size, inode and change time;
-- a change is a file written outside the workspace: the trial FAILS (the agent caused it) with
-  "wrote outside its workspace: PATH" and the write is undone where promptloop can: a new
+- a change is a file written outside the workspace: the trial is ERRORED with the cause
+  "wrote outside its workspace: PATH" (no evidence about the prompt: the summary counts it by
+  that cause, optimize's gate rejects a candidate with such a trial, `workflows.gating`) and
+  the write is undone where promptloop can: a new
   file or folder is removed, a changed file of the checkout that matched HEAD before the trial
   is restored from git, a changed file of the git folder or HOME's startup files is restored
   from the copy read before the trial. What cannot be undone (a file of the checkout that had
@@ -32,6 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agents import trees
+from optimizer.adapters import box
+from optimizer.core.isolation import OUTSIDE
 from optimizer.propose import watch
 
 if TYPE_CHECKING:
@@ -52,63 +58,107 @@ def _entries(folder: Path) -> frozenset[str]:
 BACKUP_MAX_BYTES = 256 * 1024
 """Files of the git folder and HOME's startup files up to this size are kept before a trial
 (to put them back)."""
-OUTSIDE = "wrote outside its workspace"
-"""The cause in a message (and what the summary counts such trials by)."""
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """A tree of files a trial must not change, and how a changed file is put back: from git
+    (`git checkout HEAD`, when it matched HEAD before the trial) or, for an export of a commit
+    (review's copy of the base), from that commit in the checkout's repository."""
+
+    root: Path
+    dirty: frozenset[str] | None
+    """Files that differed from HEAD ('None': not a git checkout)."""
+    commit: str | None = None
+    repository: Path | None = None
+    """For an export: the commit it holds and the checkout whose repository has it."""
+
+    def restore(self, rel: str) -> bool:
+        """Put file `rel` back; whether that was possible."""
+        path = self.root / rel
+        if self.commit is not None:
+            if self.repository is None:
+                return False
+            done = subprocess.run(["git", "-C", str(self.repository), "cat-file", "blob",
+                                   f"{self.commit}:{rel}"], capture_output=True, timeout=60,
+                                  check=False)
+            if done.returncode != 0:
+                return False
+            if path.is_symlink() or path.is_dir():
+                trees.remove_tree(path)
+            path.write_bytes(done.stdout)
+            return True
+        if self.dirty is None or rel in self.dirty:
+            return False
+        if path.is_symlink() or path.is_dir():
+            trees.remove_tree(path)
+        done = subprocess.run(["git", "-C", str(self.root), "checkout", "HEAD", "--", rel],
+                              capture_output=True, timeout=60, check=False)
+        return done.returncode == 0
 
 
 @dataclass
 class Deep:
-    """The state of the checkout, its git folder and HOME's startup files before a trial (the
-    check without a sandbox)."""
+    """The state of the checkouts, their git folders and HOME's startup files before a trial
+    (the check without a sandbox). The checkouts: the repository the agent runs from and,
+    where that is an export of a commit (review), the checkout promptloop runs in
+    (`box.checkout_of`): an agent writing there by absolute path is caught too."""
 
     repo_root: Path
     before: watch.Snapshot
-    dirty: frozenset[str] | None
-    """Files of the checkout that differed from HEAD ('None': not a git checkout)."""
+    checkouts: dict[Path, Checkout]
     backup: dict[Path, bytes] = field(default_factory=dict)
 
     @classmethod
     def take(cls, workspace: Path, repo_root: Path) -> Deep:
-        from optimizer.core.config import state_folder
-
         root = repo_root.resolve()
-        skip = [".git", "*__pycache__", ".dart_tool"]
-        for inner in (state_folder(repo_root), workspace):
-            real = inner.resolve()
-            if real.is_relative_to(root) and real != root:
-                skip.append(real.relative_to(root).as_posix())
-        trees = [watch.Watched("the checkout", root, skip=tuple(skip))]
-        git = root / ".git"
-        if git.is_dir() and not git.is_symlink():
-            trees.append(watch.Watched("the git folder", git.resolve(),
-                                       only=("config", "HEAD", "hooks", "refs", "info",
-                                             "packed-refs")))
+        roots = [root]
+        outer = box.checkout_of(repo_root)
+        if outer is not None:
+            roots.append(outer)
+        commit = box.export_of(repo_root)
+        inner = [*(s.resolve() for r in roots for s in box.state_folders(r)),
+                 workspace.resolve(), *roots]
+        checkouts: dict[Path, Checkout] = {}
+        watched: list[watch.Watched] = []
+        for top in roots:
+            skip = [".git", "*__pycache__", ".dart_tool"]
+            skip += [p.relative_to(top).as_posix() for p in dict.fromkeys(inner)
+                     if p != top and p.is_relative_to(top)]
+            watched.append(watch.Watched("the checkout", top, skip=tuple(skip)))
+            checkouts[top] = (Checkout(top, frozenset(), commit, outer)
+                              if top == root and commit is not None
+                              else Checkout(top, _dirty(top)))
+            git = top / ".git"
+            if git.is_dir() and not git.is_symlink():
+                watched.append(watch.Watched("the git folder", git.resolve(),
+                                             only=("config", "HEAD", "hooks", "refs", "info",
+                                                   "packed-refs")))
         home = Path.home()
         if home.is_dir():
-            trees.append(watch.Watched("HOME", home.resolve(), only=watch.HOME_FILES))
-        before = watch.snapshot(trees)
+            watched.append(watch.Watched("HOME", home.resolve(), only=watch.HOME_FILES))
+        before = watch.snapshot(watched)
         backup: dict[Path, bytes] = {}
         for w, entries in zip(before.watched, before.entries, strict=True):
-            if w.root == root:
+            if w.root in checkouts:
                 continue
             for rel, entry in entries.items():
                 if entry.kind == "file" and entry.size <= BACKUP_MAX_BYTES:
                     with contextlib.suppress(OSError):
                         backup[w.root / rel] = (w.root / rel).read_bytes()
-        return cls(repo_root, before, _dirty(root), backup)
+        return cls(repo_root, before, checkouts, backup)
 
     def changes(self, undo: bool = True) -> list[str]:
         """What changed since `take`, each as `PATH` (`PATH (how, not undone)` where it could
         not be put back); undone when `undo`."""
         after = watch.snapshot(self.before.watched)
         out: list[str] = []
-        root = self.repo_root.resolve()
         changed = watch.changed_paths(self.before, after)
-        # the git folder first: the checkout is restored by git, which needs its config back
-        changed.sort(key=lambda c: c[0].root == root)
+        # the git folders first: a checkout is restored by git, which needs its config back
+        changed.sort(key=lambda c: c[0].root in self.checkouts)
         for w, rel, how in changed:
             path = w.root / rel
-            ok = _undo(path, how, w.root == root, rel, self) if undo else False
+            ok = _undo(path, how, self.checkouts.get(w.root), rel, self) if undo else False
             out.append(f"{path}" + ("" if ok or not undo else f" ({how}, not undone)"))
         return out
 
@@ -126,7 +176,7 @@ def _dirty(root: Path) -> frozenset[str] | None:
                      for item in done.stdout.split(b"\0") if len(item) > 3)
 
 
-def _undo(path: Path, how: str, in_checkout: bool, rel: str, deep: Deep) -> bool:
+def _undo(path: Path, how: str, checkout: Checkout | None, rel: str, deep: Deep) -> bool:
     """Put `path` back as it was before the trial; whether that was possible."""
     try:
         if how == "created":
@@ -137,13 +187,8 @@ def _undo(path: Path, how: str, in_checkout: bool, rel: str, deep: Deep) -> bool
                 trees.remove_tree(path)
             path.write_bytes(deep.backup[path])
             return True
-        if in_checkout and deep.dirty is not None and rel not in deep.dirty:
-            if path.is_symlink() or path.is_dir():
-                trees.remove_tree(path)
-            done = subprocess.run(["git", "-C", str(deep.repo_root.resolve()), "checkout",
-                                   "HEAD", "--", rel], capture_output=True, timeout=60,
-                                  check=False)
-            return done.returncode == 0
+        if checkout is not None:
+            return checkout.restore(rel)
     except (OSError, subprocess.SubprocessError):
         return False
     return False
@@ -202,18 +247,22 @@ class Snapshot:
 
     def judge(self, got: AdapterOutcome, label: TrialLabel,
               sandboxed: bool = False) -> AdapterOutcome:
-        """`got`, failed (the agent's fault) when the trial wrote outside its workspace."""
+        """`got`, errored with the cause "wrote outside its workspace: PATH" when the trial
+        wrote outside its workspace (the write undone where possible). Errored, not failed: the
+        trial is no evidence about the prompt's quality (its outcome may come from a changed
+        checkout), the run's summary counts it by that cause, and a candidate with such a
+        trial is rejected by optimize's gate (`workflows.gating.outside_writes`)."""
         writes = self.writes(sandboxed)
         if not writes:
             return got
         more = f" (and {len(writes) - 1} more: {'; '.join(writes[1:4])})" if len(
             writes) > 1 else ""
-        return label.failed(f"{OUTSIDE}: {writes[0]}{more}",
-                            stderr=got.stderr_tail, result=got.result)
+        return label.errored(f"{OUTSIDE}: {writes[0]}{more}",
+                             stderr=got.stderr_tail, result=got.result)
 
 
 def _remove(path: Path) -> None:
     trees.remove_tree(path)  # a link is removed as a link, never followed
 
 
-__all__ = ["IGNORED_AT_ROOT", "OUTSIDE", "Deep", "Snapshot"]
+__all__ = ["IGNORED_AT_ROOT", "OUTSIDE", "Checkout", "Deep", "Snapshot"]

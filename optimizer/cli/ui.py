@@ -58,7 +58,7 @@ from optimizer.core.events import (
 )
 from optimizer.gate.compare import BucketComparison
 from optimizer.report import fmt, plain
-from optimizer.report.summary import RunSummary, failed_text
+from optimizer.report.summary import RunSummary, failed_text, outside_text
 from optimizer.report.table import Table as TableView
 from optimizer.report.table import bucket_table, comparison_table, gate_table
 
@@ -305,7 +305,8 @@ def show_summary(summary: RunSummary, report_path: str | None = None) -> None:
     say(f"{s.suite_name}: task pass {fmt.pct(s.task_pass_rate)}, trial pass "
         f"{fmt.pct(s.trial_pass_rate)} ({s.original.passed_trials}/{s.num_trials}); errored "
         f"excluded {fmt.pct(s.counted_task_pass_rate)} / {fmt.pct(s.counted_trial_pass_rate)}; "
-        f"{failed_text(s)}, errored {s.errored_trials}, cached {s.cached_trials}")
+        f"{failed_text(s)}, errored {s.errored_trials}{outside_text(s)}, cached "
+        f"{s.cached_trials}")
     show_table(bucket_table(s))
     say(f"tokens: {fmt.tokens(u.total_tokens)} (in {fmt.tokens(u.input_tokens)}, out "
         f"{fmt.tokens(u.output_tokens)}), model calls {u.model_calls}, retries {u.retries}; "

@@ -7,8 +7,10 @@ empty folder; no git config of yours but your name and email), and runs the comm
 - HOME and TMPDIR are folders of the sandbox; the environment is an allowlist (PATH, LANG,
   LANGUAGE, LC_*, the PROMPTLOOP_* variables the command needs, and the variables you name with
   `--proposer-env`; no provider key unless named);
-- where the system can (`isolation()`): under bubblewrap (`bwrap`) or in a user and mount
-  namespace (`unshare`), with every file system read-only but the sandbox and no capabilities;
+- where the system can (`isolation()`): under bubblewrap (`bwrap`) or in user, PID and mount
+  namespaces (`unshare`), with every file system read-only but the sandbox, a /proc of its own
+  and no capabilities (the mechanism shared with the agent trials' sandbox:
+  optimizer/core/isolation.py);
   otherwise ("none") only the copy and the allowlist protect you, and the watch
   (propose/watch.py) refuses the iteration when the command wrote into your checkout, its git
   folders, the candidate worktree or your HOME's startup files;
@@ -21,18 +23,18 @@ empty folder; no git config of yours but your name and email), and runs the comm
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import shutil
 import stat
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from agents import trees
+from optimizer.core.isolation import MECHANISMS, Layout, Mechanism, available
+from optimizer.core.isolation import probe as mechanism_probe
+from optimizer.core.isolation import wrap as mechanism_wrap
 from optimizer.core.redact import register_secret
 from optimizer.propose.guards import GuardCode, GuardViolation
 from optimizer.propose.proposer import ProposerError, run_command
@@ -46,27 +48,11 @@ from optimizer.propose.watch import (
     snapshot,
 )
 
-Isolation = Literal["bwrap", "unshare", "none"]
-ISOLATIONS: tuple[Isolation, ...] = ("bwrap", "unshare", "none")
+Isolation = Mechanism
+ISOLATIONS: tuple[Isolation, ...] = MECHANISMS
 ENV_ALLOWED = ("PATH", "LANG", "LANGUAGE")
 """Variables passed through, with every LC_* one; the rest only when named."""
 MAX_PROMPT_BYTES = 2_000_000
-_SETUP_FAILED = 97
-# In a new user + mount namespace, as its root: bind the sandbox onto itself, remount every
-# mount read-only, the sandbox read-write again, then drop every capability (so the command
-# cannot remount anything) and run it in the copy. A mount that cannot be made read-only
-# stops the setup: the command never runs less isolated than promised.
-_UNSHARE_SCRIPT = r"""
-sb=$1
-mount --bind "$sb" "$sb" || exit 97
-while read -r _dev mnt _rest; do
-  mnt=$(printf '%b' "$mnt")
-  mount -o remount,bind,ro "$mnt" 2>/dev/null || exit 97
-done < /proc/self/mounts
-mount -o remount,bind,rw "$sb" || exit 97
-cd "$sb/repo" || exit 97
-exec setpriv --bounding-set=-all --inh-caps=-all --no-new-privs sh -c "$2"
-"""
 
 
 @dataclass(frozen=True)
@@ -109,53 +95,36 @@ class SandboxResult:
     isolation: Isolation
 
 
+def layout(sandbox: Sandbox) -> Layout:
+    """What the command sees (optimizer/core/isolation.py): the sandbox the only writable
+    place, its copy the working folder; nothing hidden (it may read what your user can)."""
+    return Layout(cwd=sandbox.repo, writable=(sandbox.root,))
+
+
 def wrap(isolation: Isolation, sandbox: Sandbox, cmd: str) -> list[str]:
-    """The argv running shell command `cmd` in `sandbox.repo` under `isolation`."""
-    root = str(sandbox.root)
-    if isolation == "bwrap":
-        return ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                "--cap-drop", "ALL", "--die-with-parent", "--ro-bind", "/", "/",
-                "--dev", "/dev", "--proc", "/proc", "--bind", root, root,
-                "--chdir", str(sandbox.repo), "sh", "-c", cmd]
-    if isolation == "unshare":
-        return ["unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork",
-                "--kill-child", "sh", "-c", _UNSHARE_SCRIPT, "promptloop-sandbox", root, cmd]
-    return ["sh", "-c", cmd]
+    """The argv running shell command `cmd` in `sandbox.repo` under `isolation` (the shared
+    mechanism of optimizer/core/isolation.py)."""
+    return mechanism_wrap(isolation, layout(sandbox), ["sh", "-c", cmd])
 
 
-def probe(isolation: Isolation) -> bool:
-    """Whether `isolation` works here: the probe writes inside a sandbox and must fail to
-    write beside it."""
-    tools = {"bwrap": ("bwrap",), "unshare": ("unshare", "setpriv"), "none": ()}[isolation]
-    if any(shutil.which(tool) is None for tool in tools):
-        return False
-    parent = Path(tempfile.mkdtemp(prefix="promptloop-probe-"))
-    try:
-        sandbox = Sandbox(parent / "sandbox")
-        sandbox.repo.mkdir(parents=True)
-        cmd = "echo in > inside && { echo out > ../../outside; true; }"
-        done = subprocess.run(wrap(isolation, sandbox, cmd), cwd=sandbox.repo, env=_base_env(),
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
-                              check=False)
-        return (done.returncode == 0 and (sandbox.repo / "inside").is_file()
-                and not (parent / "outside").exists())
-    except (OSError, subprocess.SubprocessError):
-        return False
-    finally:
-        remove_tree(parent)
+def probe(iso: Isolation) -> bool:
+    """Whether `iso` works here (optimizer/core/isolation.py's probe: a write inside the box,
+    none beside it, hidden folders and the host's processes not visible)."""
+    return mechanism_probe(iso)
 
 
-@functools.cache
 def isolation() -> Isolation:
-    """The strongest isolation that works on this system: bwrap, unshare, else none."""
-    return next((iso for iso in ISOLATIONS[:-1] if probe(iso)), "none")
+    """The strongest isolation that works on this system: bwrap, unshare, else none (probed
+    once per process, shared with the agent trials' sandbox)."""
+    return available()
 
 
 _DESCRIPTION: dict[Isolation, str] = {
-    "bwrap": "bubblewrap: every file system read-only but the sandbox, own PID namespace, no "
-             "capabilities; the network is not cut and your files can be read",
-    "unshare": "user and mount namespace (unshare): every file system read-only but the "
-               "sandbox, no capabilities; the network is not cut and your files can be read",
+    "bwrap": "bubblewrap: every file system read-only but the sandbox, own PID namespace and "
+             "/proc, no capabilities; the network is not cut and your files can be read",
+    "unshare": "user, PID and mount namespaces (unshare): every file system read-only but the "
+               "sandbox, own /proc, no capabilities; the network is not cut and your files can "
+               "be read",
     "none": "none: a throwaway copy and an environment allowlist only; a write elsewhere is "
             "detected only in your checkout, its git folders, the candidate worktree and your "
             "HOME's startup files, and is not undone",
@@ -345,5 +314,5 @@ async def run_sandboxed(cmd: str, *, repo: Path, base_sha: str, package: Path,
 
 
 __all__ = ["ISOLATIONS", "Isolation", "Sandbox", "SandboxResult", "command_env",
-           "create_sandbox", "describe", "isolation", "read_prompt", "remove_tree",
-           "run_sandboxed", "wrap"]
+           "create_sandbox", "describe", "isolation", "layout", "probe", "read_prompt",
+           "remove_tree", "run_sandboxed", "wrap"]

@@ -15,7 +15,7 @@ from optimizer.core.results import RunResult, TrialResult
 from optimizer.gate.compare import BucketComparison, describe
 from optimizer.gate.verdict import HARM_ORDER, Verdict
 from optimizer.report.fmt import num, pct, seconds, short, usd
-from optimizer.report.summary import RunSummary, failed_text, task_order
+from optimizer.report.summary import RunSummary, failed_text, outside_text, task_order
 from optimizer.report.table import (
     Cell,
     Table,
@@ -84,7 +84,7 @@ def _headline(run: RunResult, s: RunSummary) -> list[str]:
         f"{s.num_trials} trials); errored excluded: {pct(s.counted_trial_pass_rate)} "
         f"({s.passed_trials}/{s.counted_trials})",
         f"- Trial outcomes: {s.passed_trials} passed, {failed_text(s)}, "
-        f"{s.errored_trials} errored",
+        f"{s.errored_trials} errored{outside_text(s)}",
         f"- Mean trial score: {num(s.mean_score)}",
         f"- Trials: {s.num_trials} total, {s.cached_trials} from cache"
         + (f", {s.skipped_trials} skipped" if s.skipped_trials else ""),

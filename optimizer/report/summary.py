@@ -22,7 +22,7 @@ from datetime import datetime
 from pydantic import Field
 
 from graders.base import passes
-from optimizer.adapters.escape import OUTSIDE
+from optimizer.core.isolation import OUTSIDE
 from optimizer.core.pricing import PriceOverrides
 from optimizer.core.results import RunResult, TrialResult
 from optimizer.report.usage import (
@@ -53,12 +53,14 @@ __all__ = [
     "original_rates",
     "original_task_passed",
     "original_trial_passed",
+    "outside_text",
     "pass_at_k",
     "pass_hat_k",
     "spent_usage",
     "summarize",
     "task_order",
     "task_passed",
+    "wrote_outside",
 ]
 
 
@@ -144,9 +146,10 @@ class RunSummary(_Camel):
     failed_trials: int
     """Failed trials, those failed by an exception the agent caused included."""
     agent_error_trials: int = 0
-    outside_write_trials: int = 0
-    """Failed trials that wrote outside their workspace (among `agent_error_trials`)."""
     """Failed trials whose tool or outcome capture raised on what the agent did."""
+    outside_write_trials: int = 0
+    """Errored trials that wrote outside their workspace (among `errored_trials`: the cause
+    "wrote outside its workspace", optimizer/adapters/escape.py)."""
     timed_out_trials: int
     errored_trials: int
     """Infrastructure errors and bugs in promptloop: excluded from our rates."""
@@ -174,14 +177,20 @@ class RunSummary(_Camel):
 def failed_text(s: RunSummary) -> str:
     """`3 failed (1 by an exception a tool or outcome capture raised), 2 timed out`: a trial
     that ran out of time is counted as timed out, never as failed."""
-    parts = []
-    if s.outside_write_trials:
-        parts.append(f"{s.outside_write_trials} wrote outside its workspace")
-    if s.agent_error_trials - s.outside_write_trials:
-        parts.append(f"{s.agent_error_trials - s.outside_write_trials} by an exception a tool "
-                     "or outcome capture raised")
-    agent = f" ({'; '.join(parts)})" if parts else ""
+    agent = (f" ({s.agent_error_trials} by an exception a tool or outcome capture raised)"
+             if s.agent_error_trials else "")
     return f"{s.failed_trials} failed{agent}, {s.timed_out_trials} timed out"
+
+
+def outside_text(s: RunSummary) -> str:
+    """` (2 wrote outside its workspace)` after the errored count, when any did (else '')."""
+    return (f" ({s.outside_write_trials} wrote outside its workspace)"
+            if s.outside_write_trials else "")
+
+
+def wrote_outside(t: TrialResult) -> bool:
+    """Whether trial `t` is errored because it wrote outside its workspace (escape.py)."""
+    return t.status == "errored" and OUTSIDE in (t.infra_error or "")
 
 
 # --- formulas --------------------------------------------------------------------------
@@ -408,8 +417,7 @@ def summarize(run: RunResult, *, prices: PriceOverrides | None = None) -> RunSum
         passed_trials=passed_trials,
         failed_trials=sum(t.status == "failed" for t in run.trials),
         agent_error_trials=sum(t.status == "failed" and bool(t.agent_error) for t in run.trials),
-        outside_write_trials=sum(t.status == "failed" and OUTSIDE in (t.agent_error or "")
-                                 for t in run.trials),
+        outside_write_trials=sum(wrote_outside(t) for t in run.trials),
         timed_out_trials=sum(t.status == "timedOut" for t in run.trials),
         errored_trials=sum(t.status == "errored" for t in run.trials),
         skipped_trials=sum(t.status == "skipped" for t in run.trials),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from optimizer.core.buckets import bucket_prefix
+from optimizer.core.isolation import OUTSIDE
 from optimizer.core.results import (
     RunResult,
     TrialResult,
@@ -33,6 +34,7 @@ from optimizer.gate.tasks import TaskRecord
 from optimizer.gate.verdict import Verdict
 from optimizer.lifecycle.lineage import prompt_hash
 from optimizer.report.store import ReportError, list_runs, load_run
+from optimizer.report.summary import wrote_outside
 from optimizer.workflows.paired import RunFn, compare_suite_runs
 
 StageFn = Callable[[TrialRequest], None]
@@ -209,8 +211,31 @@ async def run_gate(
         "reasons": [*step.reasons, pairing_text(seeded)],
         "test": "; ".join(x for x in (step.test, pairing_label(seeded)) if x),
     })
+    verdict = refuse_outside_writes(verdict, cand_ran)
     tables = comparisons(base, cand, policy) if display else []
     return GateRun(verdict, tables, base_ran, cand_ran, spent, seeded)
+
+
+def outside_writes(runs: Sequence[RunResult]) -> list[TrialResult]:
+    """The trials of `runs` errored because they wrote outside their workspace
+    (optimizer/adapters/escape.py)."""
+    return [t for r in runs for t in r.trials if wrote_outside(t)]
+
+
+def refuse_outside_writes(verdict: Verdict, cand_runs: Sequence[RunResult]) -> Verdict:
+    """`verdict`, or a rejection when a trial of the candidate wrote outside its workspace.
+    Such a trial is errored (no evidence about the prompt's quality, so it would otherwise
+    only drop out of the comparison): the prompt drove the agent to touch what it must not,
+    and no score makes up for that."""
+    wrote = outside_writes(cand_runs)
+    if not wrote:
+        return verdict
+    first = wrote[0].infra_error or wrote[0].failure_reason or OUTSIDE
+    reason = (f"rejected: {len(wrote)} candidate trial(s) {OUTSIDE} (the write undone where "
+              f"possible; whatever the scores say), first: {first}")
+    return verdict.model_copy(update={
+        "decision": "reject", "reasons": [reason, *verdict.reasons],
+        "stopped": f"{OUTSIDE} ({len(wrote)} trial(s))"})
 
 
 def _next_index(run: RunResult, task_id: str) -> int:

@@ -18,7 +18,13 @@ from optimizer.core.results import RunResult, TrialResult
 from optimizer.report import fmt
 from optimizer.report.html.kit import Chart, ChartRow, macro, render
 from optimizer.report.html.trials import PromptPool, diff_files
-from optimizer.report.summary import RunSummary, failed_text, summarize, task_order
+from optimizer.report.summary import (
+    RunSummary,
+    failed_text,
+    outside_text,
+    summarize,
+    task_order,
+)
 from optimizer.report.table import bucket_table, grader_table, pass_k_table
 
 __all__ = ["bucket_chart_rows", "render_diff", "render_html", "report_context"]
@@ -85,7 +91,7 @@ def stat_cards(s: RunSummary, bs: RunSummary | None) -> list[Stat]:
                 bs.mean_score if bs else None, s.mean_score, bs, rate=False),
         Stat("Errored trials", str(s.errored_trials),
              ("infrastructure errors or promptloop bugs: failed in the original's rates, "
-              "excluded from ours" if s.errored_trials
+              f"excluded from ours{outside_text(s)}" if s.errored_trials
               else "no infrastructure errors",), alert=s.errored_trials > 0),
         Stat("Trials", str(s.num_trials),
              (f"{s.cached_trials} from cache"

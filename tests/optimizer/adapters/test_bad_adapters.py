@@ -133,7 +133,9 @@ async def test_writes_outside_its_workspace(world: World, kind: str) -> None:
         return ok({"done": True})
     ''', kind)
     got = await run(world, spec)
-    assert got.status == "failed"  # the agent caused it: never errored, never passed
+    # errored by that cause (no evidence about the prompt; the gate rejects such a
+    # candidate), never passed
+    assert got.status == "errored"
     assert got.message == PREFIX + f"wrote outside its workspace: {world.trial / 'stray.txt'}"
     assert not (world.trial / "stray.txt").exists(), "the stray in the trial folder stays"
     assert (world.workspace / "inside.txt").exists()
@@ -146,7 +148,7 @@ async def test_writes_into_the_repository_root(world: World, kind: str) -> None:
         return ok()
     ''', kind)
     got = await run(world, spec)
-    assert got.status == "failed"
+    assert got.status == "errored"
     assert got.message == PREFIX + f"wrote outside its workspace: {world.repo / 'marker.txt'}"
 
 

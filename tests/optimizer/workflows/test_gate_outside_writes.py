@@ -1,0 +1,86 @@
+"""Issue 30: a trial that wrote outside its workspace is errored with that cause
+(optimizer/adapters/escape.py), counted as such in the run's summary, and a candidate with such
+a trial is never accepted by optimize's gate (`workflows.gating.refuse_outside_writes`), where
+an errored trial would otherwise only drop out of the comparison."""
+
+from __future__ import annotations
+
+import asyncio
+
+from optimizer.adapters.escape import OUTSIDE
+from optimizer.core.results import RunResult, TrialResult
+from optimizer.core.suites import Suite
+from optimizer.gate.compare import GatePolicy
+from optimizer.report.markdown import render_markdown
+from optimizer.report.summary import failed_text, outside_text, summarize
+from optimizer.workflows.gating import GateRun, outside_writes, run_gate
+from tests.optimizer.workflows.test_gating import BASE, CAND, SUITES, outcome_of, runner
+
+WROTE = f"shell task c00-0 trial 0: {OUTSIDE}: /repo/agent/prompt.md"
+
+
+def _errored(t: TrialResult, message: str) -> TrialResult:
+    return t.model_copy(update={"status": "errored", "scores": [], "infra_error": message,
+                                "failure_reason": message})
+
+
+def gate(message: str | None, task: str = "c00-0") -> GateRun:
+    """The gate over a good patch (the target fixed, nothing broken) whose candidate trial 0
+    of `task` is errored with `message` (None: none is)."""
+    run, _ = runner(SUITES, outcome_of(fixed=True))
+
+    async def spoiled(sub: Suite, prompt: str, label: str,
+                      indices: dict[str, list[int]] | None) -> RunResult:
+        got = await run(sub, prompt, label, indices)
+        if prompt != CAND or message is None:
+            return got
+        trials = [_errored(t, message) if (t.task_id, t.trial_index) == (task, 0) else t
+                  for t in got.trials]
+        return got.model_copy(update={"trials": trials})
+
+    async def go() -> GateRun:
+        base_runs = [await run(s, BASE, "baseline", None) for s in SUITES]
+        return await run_gate(SUITES, base_runs, (BASE, CAND), "target", GatePolicy(),
+                              spoiled)
+
+    return asyncio.run(go())
+
+
+def test_a_good_patch_is_accepted_and_other_errors_do_not_change_that() -> None:
+    assert gate(None).verdict.decision == "accept"
+    # an infrastructure error is no evidence either way: the pairs drop out, still accepted
+    infra = gate("shell task c00-0 trial 0: model call failed: 503")
+    assert infra.verdict.decision == "accept", infra.verdict.reasons
+    assert not outside_writes(infra.cand_runs)
+
+
+def test_a_candidate_whose_trial_wrote_outside_is_rejected() -> None:
+    gated = gate(WROTE)
+    v = gated.verdict
+    assert v.decision == "reject", v.reasons
+    assert v.reasons[0].startswith("rejected: ") and OUTSIDE in v.reasons[0]
+    assert "/repo/agent/prompt.md" in v.reasons[0]
+    assert OUTSIDE in v.stopped
+    wrote = outside_writes(gated.cand_runs)
+    assert [(t.task_id, t.trial_index) for t in wrote] == [("c00-0", 0)]
+    # the same on a target task: scores cannot buy the write back
+    assert gate(WROTE.replace("c00-0", "target-0"), task="target-0").verdict.decision == \
+        "reject"
+
+
+def test_the_summary_counts_outside_writes_among_the_errored() -> None:
+    run = asyncio.run(runner(SUITES, outcome_of(fixed=True))[0](SUITES[0], BASE, "r", None))
+    trials = list(run.trials)
+    trials[0] = _errored(trials[0], WROTE)
+    trials[1] = _errored(trials[1], "shell task x trial 1: model call failed: 503")
+    trials[2] = trials[2].model_copy(update={"status": "failed", "agent_error": "tool Glob "
+                                             "raised ValueError", "scores": []})
+    spoiled = run.model_copy(update={"trials": trials})
+    s = summarize(spoiled)
+    assert (s.errored_trials, s.outside_write_trials, s.agent_error_trials) == (2, 1, 1)
+    # not a tool exception: the failed text names only the real one
+    assert failed_text(s).startswith(f"{s.failed_trials} failed (1 by an exception a tool")
+    assert OUTSIDE not in failed_text(s)
+    assert outside_text(s) == " (1 wrote outside its workspace)"
+    report = render_markdown(spoiled, s)
+    assert f"{s.errored_trials} errored (1 wrote outside its workspace)" in report
