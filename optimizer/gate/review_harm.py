@@ -28,7 +28,7 @@ from optimizer.gate.compare import GatePolicy
 from optimizer.gate.harm import BucketHarm, HarmEvidence, bucket_statement, summary
 from optimizer.gate.pairing import Pair
 from optimizer.gate.policy import sensitivity_statement
-from optimizer.gate.sequential import Observations, TrialRequest
+from optimizer.gate.sequential import Observations, TrialAsk
 from optimizer.gate.tasks import (
     HarmScale,
     TaskFinding,
@@ -119,7 +119,7 @@ class HarmOnlyGate:
     def _pairs(obs: Observations, keys: Sequence[TaskKey]) -> list[Pair]:
         return [p for k in keys if k in obs for p in obs[k].pairs()]
 
-    def step(self, obs: Observations) -> TrialRequest | HarmResult:
+    def step(self, obs: Observations) -> TrialAsk | HarmResult:
         """Judge every task on the observations so far; more trials or the result."""
         assert self._evidence is not None
         p = self.policy
@@ -141,7 +141,7 @@ class HarmOnlyGate:
         req = self._request(open_, obs)
         return req if req is not None else replace(result, stopped="max trials")
 
-    def _request(self, open_: Sequence[TaskFinding], obs: Observations) -> TrialRequest | None:
+    def _request(self, open_: Sequence[TaskFinding], obs: Observations) -> TrialAsk | None:
         p = self.policy
         cand: dict[TaskKey, list[int]] = {}
         base: dict[TaskKey, list[int]] = {}
@@ -164,5 +164,5 @@ class HarmOnlyGate:
         if not cand:
             return None
         names = ", ".join(k[1] for k in list(cand)[:8]) + (", ..." if len(cand) > 8 else "")
-        return TrialRequest(cand, "harm", f"harm not yet ruled out on {len(cand)} task(s): "
+        return TrialAsk(cand, "harm", f"harm not yet ruled out on {len(cand)} task(s): "
                             f"{names}", base)

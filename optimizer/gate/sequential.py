@@ -55,11 +55,11 @@ from optimizer.gate.verdict import BucketVerdict, Decision, Verdict
 Side = Literal["base", "cand"]
 Stage = Literal["screen", "target", "heldout", "harm", "done"]
 Observations = Mapping[TaskKey, TaskRecord]
-__all__ = ["Observations", "SequentialGate", "TaskKey", "TrialRequest", "heldout_tasks"]
+__all__ = ["Observations", "SequentialGate", "TaskKey", "TrialAsk", "heldout_tasks"]
 
 
 @dataclass(frozen=True)
-class TrialRequest:
+class TrialAsk:
     """Run these trials, then call `step` again with every observation collected so far."""
 
     indices: dict[TaskKey, list[int]]
@@ -209,7 +209,7 @@ class SequentialGate:
 
     # --- requests ---------------------------------------------------------------------------
     def _request(self, wanted: Mapping[TaskKey, int], stage: Stage, reason: str,
-                 paired: Sequence[TaskKey] | None = None) -> TrialRequest | None:
+                 paired: Sequence[TaskKey] | None = None) -> TrialAsk | None:
         """`wanted[k]` more candidate trials per task (capped at `max_trials`, or the cached
         trials when there are more); the baseline runs the same new indices past its cached
         trials for the tasks in `paired` (all of them when None)."""
@@ -229,9 +229,9 @@ class SequentialGate:
                 if extra:
                     base[k] = extra
                     self._base_n[k] = max(self._base_n[k], stop)
-        return TrialRequest(cand, stage, reason, base) if cand else None
+        return TrialAsk(cand, stage, reason, base) if cand else None
 
-    def first(self) -> TrialRequest:
+    def first(self) -> TrialAsk:
         keys = self._keys([self.target])
         n = max((self.default_trials[k] for k in keys), default=1)
         req = self._request(dict.fromkeys(keys, n), "screen",
@@ -240,7 +240,7 @@ class SequentialGate:
         return req
 
     # --- the steps --------------------------------------------------------------------------
-    def step(self, obs: Observations) -> TrialRequest | Verdict:
+    def step(self, obs: Observations) -> TrialAsk | Verdict:
         """Advance with every observation collected so far."""
         self._obs = obs
         if self.stage == "screen":
@@ -283,7 +283,7 @@ class SequentialGate:
         looks leave the last one almost nothing)."""
         return max(self.policy.round_trials, n)
 
-    def _target_look(self) -> TrialRequest | Verdict:
+    def _target_look(self) -> TrialAsk | Verdict:
         """Efficacy on the visible tasks: the exact stratified Fisher test of the candidate's
         passes against each task's own record, at the look's spent alpha, and a mean gain of
         at least `min_improvement`."""
@@ -328,7 +328,7 @@ class SequentialGate:
                 f"{cand_n} candidate trial(s), mean score gain {gain:+.3f}, stratified Fisher "
                 f"p={p_value:.3g}")
 
-    def _heldout_look(self, why: str = "") -> TrialRequest | Verdict:
+    def _heldout_look(self, why: str = "") -> TrialAsk | Verdict:
         """Held-out tasks that failed on the baseline must pass more often than their own
         record: the exact stratified Fisher test at `heldout_alpha`, spent over looks."""
         p = self.policy
@@ -362,7 +362,7 @@ class SequentialGate:
     def _harm_records(self) -> list[TaskRecord]:
         return [self._obs.get(k, TaskRecord(k)) for k in self.harm_keys()]
 
-    def _start_harm(self, why: str) -> TrialRequest | Verdict:
+    def _start_harm(self, why: str) -> TrialAsk | Verdict:
         self.stage = "harm"
         records = self._harm_records()
         self._scale = estimate_scale(records, self.policy)
@@ -395,7 +395,7 @@ class SequentialGate:
     def _real(self, key: TaskKey) -> TaskKey:
         return self._alias.get(key, key)
 
-    def _harm_look(self) -> TrialRequest | Verdict:
+    def _harm_look(self) -> TrialAsk | Verdict:
         p = self.policy
         by_bucket = self._findings()
         real = self._real

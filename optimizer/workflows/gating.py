@@ -28,14 +28,14 @@ from optimizer.core.suites import Suite
 from optimizer.gate.compare import BucketComparison, GatePolicy
 from optimizer.gate.pairing import Pair, merge_runs, pair_runs
 from optimizer.gate.review_harm import HarmOnlyGate, HarmResult
-from optimizer.gate.sequential import SequentialGate, TaskKey, TrialRequest
+from optimizer.gate.sequential import SequentialGate, TaskKey, TrialAsk
 from optimizer.gate.tasks import TaskRecord
 from optimizer.gate.verdict import Verdict
 from optimizer.lifecycle.lineage import prompt_hash
 from optimizer.report.store import ReportError, list_runs, load_run
 from optimizer.workflows.paired import RunFn, compare_suite_runs
 
-StageFn = Callable[[TrialRequest], None]
+StageFn = Callable[[TrialAsk], None]
 
 
 @dataclass(frozen=True)
@@ -182,8 +182,8 @@ async def run_gate(
     base = list(base_runs)
     cand: list[RunResult | None] = [None] * len(suites)
     spent = 0
-    step: TrialRequest | Verdict = gate.first()
-    while isinstance(step, TrialRequest):
+    step: TrialAsk | Verdict = gate.first()
+    while isinstance(step, TrialAsk):
         if on_stage is not None:
             on_stage(step)
         for i, suite in enumerate(suites):
@@ -252,8 +252,8 @@ async def run_harm(
     gate = HarmOnlyGate(policy, tasks, ran)
     base, head = list(base_runs), list(head_runs)
     spent = 0
-    step: TrialRequest | HarmResult = gate.step(observations(base, head, past))
-    while isinstance(step, TrialRequest):
+    step: TrialAsk | HarmResult = gate.step(observations(base, head, past))
+    while isinstance(step, TrialAsk):
         if on_stage is not None:
             on_stage(step)
         for i, suite in enumerate(suites):

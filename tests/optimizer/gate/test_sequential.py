@@ -14,7 +14,7 @@ from optimizer.gate.exact import drop_log_bf
 from optimizer.gate.harm import bucket_statement
 from optimizer.gate.policy import sensitivity_statement
 from optimizer.gate.review_harm import HarmOnlyGate, HarmResult
-from optimizer.gate.sequential import SequentialGate, TaskKey, TrialRequest, heldout_tasks
+from optimizer.gate.sequential import SequentialGate, TaskKey, TrialAsk, heldout_tasks
 from optimizer.gate.tasks import HarmScale, TaskRecord, estimate_scale, judge_task, pooled_pvalue
 from optimizer.gate.verdict import Verdict
 
@@ -221,7 +221,7 @@ Outcome = Callable[[TaskKey, str], bool]
 
 
 def drive(g: SequentialGate | HarmOnlyGate, outcome: Outcome, ran: int = 2
-          ) -> tuple[Verdict | HarmResult, list[TrialRequest]]:
+          ) -> tuple[Verdict | HarmResult, list[TrialAsk]]:
     """A deterministic agent: `outcome(key, side)` for every trial. The baseline's first `ran`
     trials exist before the gate starts (the candidate's too for a harm-only gate); the gate
     must ask for every other trial exactly once."""
@@ -232,9 +232,9 @@ def drive(g: SequentialGate | HarmOnlyGate, outcome: Outcome, ran: int = 2
             for i in range(ran):
                 ok = outcome(key, side)
                 getattr(rec, side)[i] = (float(ok), ok)
-    requests: list[TrialRequest] = []
+    requests: list[TrialAsk] = []
     step = g.first() if isinstance(g, SequentialGate) else g.step(obs)
-    while isinstance(step, TrialRequest):
+    while isinstance(step, TrialAsk):
         requests.append(step)
         for side, wanted in (("base", step.base), ("cand", step.indices)):
             for key, indices in wanted.items():
