@@ -1,4 +1,4 @@
-"""Gate calibration benchmark, world v2 (issue 18): kept / rejected / inconclusive per cell.
+"""Gate calibration benchmark, world v2 (issues 18, 25, 31): kept, rejected, inconclusive.
 
     python bench/gate_calibration.py                      # every cell, 200 iterations each
     python bench/gate_calibration.py --n 40 --seed-set tune --scenarios good-all,narrow-1
@@ -19,7 +19,9 @@ through the world's runner (candidate and fresh baseline trials; the cached base
 history are not counted, as the session pays for them once); naive = both suites run twice
 (baseline and candidate) at the default 2 trials per task. Seeds: `--seed-set v2` (the
 reported table) or `tune` (used while choosing the gate's settings; disjoint seeds).
-The exit code is 1 when a must-hold of issue 18 fails in the cells that were run.
+Each row records the gate's policy (`policy`) and the commit it was measured at (`commit`,
+`dirty`). The exit code is 1 when a must-hold of issue 31 fails in the cells that were run
+(`failures`; the bounds at noise 0.2 and of earlier issues are in bench/RESULTS.md), else 0.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
 import time
 import zlib
@@ -48,8 +51,6 @@ from optimizer.sim.world import (
 from optimizer.workflows.gating import run_gate
 
 NOISES = (0.0, 0.1, 0.2)
-HARMFUL = ("narrow-1", "narrow-3", "broad", "score-drop")
-MAX_COST = 0.6
 
 
 def bench_policy(sensitivity: str) -> GatePolicy:
@@ -94,28 +95,60 @@ def cell(args: tuple[str, int, float, str, int, str, str, int]
             "sensitivity": sensitivity, "history_runs": history_runs}
 
 
+GOOD_ALL: dict[tuple[str, float], tuple[float, float, float]] = {
+    # (sensitivity, noise) -> (kept floor 3-task, kept floor 10-task, cost ceiling vs naive)
+    ("half", 0.0): (0.85, 0.90, 0.55), ("half", 0.1): (0.52, 0.65, 1.0),
+    ("narrow", 0.0): (0.90, 0.93, 0.35), ("narrow", 0.1): (0.65, 0.75, 0.55)}
+LONG_HISTORY: dict[str, tuple[float, float]] = {"half": (0.70, 0.8), "narrow": (0.85, 0.45)}
+"""40-run history, noise 0.1, good-all: (kept floor, cost ceiling) per sensitivity."""
+MUST_N = 200
+"""Iterations a cell needs for its must-hold to count as measured (issue 31)."""
+
+
 def failures(row: dict[str, float | int | str]) -> list[str]:
-    """The must-holds of issue 18 this cell misses."""
+    """The must-holds of issue 31 this cell misses (cells no must-hold names: none)."""
     s, noise, kept = str(row["scenario"]), float(row["noise"]), float(row["kept"])
-    size = int(row["target_tasks"])
+    size, sens = int(row["target_tasks"]), str(row.get("sensitivity", "half"))
+    history, cost = int(row.get("history_runs", HISTORY_RUNS)), float(row["cost_ratio"])
     out = []
-    cap = {0.0: 0.01, 0.1: 0.05, 0.2: 0.10}[noise]
-    if s in HARMFUL and kept > cap:
-        out.append(f"{s} kept {kept:.1%} > {cap:.0%}")
-    if s == "half-break" and kept > 0.25:
-        out.append(f"half-break kept {kept:.1%} > 25%")
-    if s == "overfit" and row["heldout"] and kept > 0.10:
+    if noise not in (0.0, 0.1):
+        return out
+    if s == "good-all" and history == HISTORY_RUNS and (sens, noise) in GOOD_ALL:
+        f3, f10, ceiling = GOOD_ALL[(sens, noise)]
+        floor = f3 if size <= 3 else f10
+        if kept < floor:
+            out.append(f"good-all kept {kept:.1%} < {floor:.0%}")
+        if cost > ceiling:
+            out.append(f"good-all cost {cost:.2f}x naive > {ceiling}x")
+    if s == "good-all" and history == 40 and noise == 0.1:
+        floor, ceiling = LONG_HISTORY[sens]
+        if kept < floor:
+            out.append(f"40-run good-all kept {kept:.1%} < {floor:.0%}")
+        if cost > ceiling:
+            out.append(f"40-run good-all cost {cost:.2f}x naive > {ceiling}x")
+    if s == "narrow-1" and kept > (0.01 if noise == 0.0 else 0.05):
+        out.append(f"narrow-1 kept {kept:.1%} > {0.01 if noise == 0.0 else 0.05:.0%}")
+    if sens == "half" and s == "half-break" and kept > 0.20:
+        out.append(f"half-break kept {kept:.1%} > 20%")
+    if sens == "half" and s in ("null", "broad") and kept > 0.05:
+        out.append(f"{s} kept {kept:.1%} > 5%")
+    if s == "overfit" and size == 3 and row["heldout"] and kept > 0.10:
         out.append(f"overfit kept {kept:.1%} > 10%")
-    if s == "null" and kept > 0.05:
-        out.append(f"null kept {kept:.1%} > 5%")
-    floor = {0.0: 0.95, 0.1: 0.90, 0.2: 0.80}[noise]
-    if s == "good-all" and kept < floor:
-        out.append(f"good-all kept {kept:.1%} < {floor:.0%}")
-    if s in ("good-partial", "flaky-target") and noise == 0.1 and size == 10 and kept < 0.8:
-        out.append(f"{s} kept {kept:.1%} < 80%")
-    if s in ("good-all", "null") and float(row["cost_ratio"]) > MAX_COST:
-        out.append(f"cost {float(row['cost_ratio']):.2f}x naive > {MAX_COST}x")
     return out
+
+
+def provenance() -> dict[str, str | bool]:
+    """The commit the rows were measured at (and whether the tree had uncommitted edits)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                    cwd=root, capture_output=True, text=True,
+                                    check=True).stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": "unknown", "dirty": True}
+    return {"commit": sha, "dirty": dirty}
 
 
 def main() -> None:
@@ -141,8 +174,11 @@ def main() -> None:
             for size in a.sizes.split(",") for s in a.scenarios.split(",")]
     t0 = time.perf_counter()
     rows = []
+    prov = provenance()
+    policy_dump = bench_policy(a.harm_sensitivity).model_dump()
     with ProcessPoolExecutor(a.workers) as pool:
         for row in pool.map(cell, jobs):
+            row = {**row, "policy": policy_dump, **prov}
             rows.append(row)
             if a.rows:
                 with a.rows.open("a", encoding="utf-8") as f:
@@ -170,6 +206,10 @@ def main() -> None:
                   f"{r['scenario']} | {float(r['kept']):.1%} | {float(r['rejected']):.1%} | "
                   f"{float(r['inconclusive']):.1%} | {float(r['calls']):.1f} | "
                   f"{float(r['cost_ratio']):.2f}x |")
+    short = sorted({int(r["n"]) for r in rows if failures(r) == [] and int(r["n"]) < MUST_N})
+    if short:
+        print(f"note: cells of {short} iterations: issue 31's must-holds are stated at "
+              f"{MUST_N}", file=sys.stderr)
     if any(failures(r) for r in rows):
         sys.exit(1)
 

@@ -79,7 +79,8 @@ def heldout_tasks(task_ids: Sequence[str], policy: GatePolicy, salt: str = "",
     """The fixed, seeded share of a target bucket's tasks the proposer never sees (at least
     one task once the bucket has `heldout_min_tasks`). With `rates` (task id -> pass rate on
     its record: history and baseline) they are drawn among the tasks that fail more often
-    than they pass first: a held-out task that already passes tests no generalisation."""
+    than a passing task does (`FAILING`) first: a held-out task that already passes tests no
+    generalisation."""
     if len(task_ids) < policy.heldout_min_tasks or policy.heldout_share <= 0:
         return frozenset()
     k = max(1, math.floor(len(task_ids) * policy.heldout_share))
@@ -109,8 +110,12 @@ def record_rates(runs: Iterable[RunResult], ids: set[str]) -> dict[str, float]:
     return {tid: c[0] / c[1] for tid, c in tally.items() if c[1]}
 
 
-FAILING = 0.5
-"""A task fails on the baseline when under half of its recorded trials passed."""
+FAILING = 0.7
+"""Held-out tasks are drawn first among the target tasks whose record rate is under this
+(they do not pass as a passing task does; a passing task at noise 0.1 shows about 0.89, and
+12 trials of it fall under 0.7 about 4% of the time). v3 drew among tasks under 0.5, so a
+target with one such task held out a passing one, and a patch fixing only what the proposer
+saw was kept (issue 31: overfit kept 15-17.5% on 3-task targets)."""
 FUTILE_AFTER = 6
 """Trials per task before a look without any gain rejects for futility (the first looks'
 two or four trials of a flaky-fixed task say little)."""
@@ -183,16 +188,15 @@ class SequentialGate:
         return failing or self.visible
 
     def _failing_heldout(self) -> list[TaskKey]:
-        """Held-out tasks that fail on the baseline (under half of their recorded trials
-        passed): they must improve. The others must only not get worse (harm detection)."""
-        out = []
-        for k in self._keys([self.target]):
-            rec = self._obs.get(k)
-            if k[1] in self.heldout and rec is not None and rec.reference:
-                passed = [ok for _, ok in (*rec.history, *rec.base.values())]
-                if sum(passed) < FAILING * len(passed):
-                    out.append(k)
-        return out
+        """Held-out tasks that do not pass on their record (under `PASSING` of the suite's
+        passing rate, as the visible tasks the efficacy test is about): they must improve.
+        The others must only not get worse (harm detection). v3 asked this only of tasks
+        under half of their record, so a flaky held-out task at 60% was judged
+        for harm only, and a patch that fixed the visible tasks alone was kept (issue 31)."""
+        ceiling = self._ceiling()
+        return [k for k in self._keys([self.target])
+                if k[1] in self.heldout and k in self._obs and self._obs[k].reference
+                and not self._passes_record(k, ceiling)]
 
     def harm_keys(self) -> list[TaskKey]:
         """Every other bucket's tasks, and the target's tasks that no efficacy test covers
