@@ -140,7 +140,8 @@ class Reviewer:
             return decide_review(comps, self.c.policy, pooled)
         h = harm.result
         why = [*h.reasons(), harm_method_text(self.c.policy)]
-        return decide_review(comps, self.c.policy, pooled, h.buckets, h.pooled_rejected, why)
+        return decide_review(comps, self.c.policy, pooled, h.buckets, h.pooled_rejected, why,
+                             h.improved)
 
     async def _harm(self, suites: list[Suite], base: list[RunResult], head: list[RunResult],
                     prompts: tuple[str, str]) -> HarmRun:
