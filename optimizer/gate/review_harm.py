@@ -262,8 +262,8 @@ class HarmOnlyGate:
                 continue
             k = f.key
             start = self._cand_n[k]
-            more = min(p.round_trials, max(p.sweep_trials, f.need))
-            stop = min(start + more, max(p.harm_max_trials, self.ran.get(k, (0, 0))[1]))
+            n = min(p.round_trials, max(p.sweep_trials, f.need))
+            stop = min(start + n, max(p.harm_max_trials, self.ran.get(k, (0, 0))[1]))
             if stop <= start:
                 continue
             cand[k] = list(range(start, stop))
