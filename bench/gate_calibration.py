@@ -35,6 +35,7 @@ import time
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -151,6 +152,60 @@ def provenance() -> dict[str, str | bool]:
     return {"commit": sha, "dirty": dirty}
 
 
+MUST_HOLDS: tuple[tuple[str, str, int, tuple[str, ...], tuple[float, ...], tuple[int, ...]],
+                  ...] = (
+    # (what issue 31 says, sensitivity, history runs, scenarios, noises, target sizes)
+    ("`half`: good-all kept >= 85% (3-task) / >= 90% (10-task) at <= 0.55x naive, noise 0",
+     "half", 10, ("good-all",), (0.0,), (3, 10)),
+    ("`half`: good-all kept >= 52% / >= 65% at <= 1.0x, noise 0.1",
+     "half", 10, ("good-all",), (0.1,), (3, 10)),
+    ("`half`: half-break kept <= 20%", "half", 10, ("half-break",), (0.0, 0.1), (3, 10)),
+    ("`half`: narrow-1 kept <= 1% at noise 0 and <= 5% at 0.1",
+     "half", 10, ("narrow-1",), (0.0, 0.1), (3, 10)),
+    ("`half`: null and broad kept <= 5%", "half", 10, ("null", "broad"), (0.0, 0.1), (3, 10)),
+    ("`narrow`: good-all kept >= 90% / >= 93% at <= 0.35x, noise 0",
+     "narrow", 10, ("good-all",), (0.0,), (3, 10)),
+    ("`narrow`: good-all kept >= 65% / >= 75% at <= 0.55x, noise 0.1",
+     "narrow", 10, ("good-all",), (0.1,), (3, 10)),
+    ("`narrow`: narrow-1 kept <= 1% at noise 0 and <= 5% at 0.1",
+     "narrow", 10, ("narrow-1",), (0.0, 0.1), (3, 10)),
+    ("40-run history, noise 0.1: `narrow` good-all kept >= 85% at <= 0.45x",
+     "narrow", 40, ("good-all",), (0.1,), (3, 10)),
+    ("40-run history, noise 0.1: `half` good-all kept >= 70% at <= 0.8x",
+     "half", 40, ("good-all",), (0.1,), (3, 10)),
+    ("overfit kept <= 10% on 3-task targets with held-out tasks (`half`)",
+     "half", 10, ("overfit",), (0.0, 0.1), (3,)),
+)
+
+
+def must_hold_report(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per must-hold of issue 31: met, missed or not measured, with the figures of
+    the cells it names (the last row of a cell wins; cells under `MUST_N` iterations are
+    named as such)."""
+    cells = {(r["agent"], int(r["target_tasks"]), float(r["noise"]), r["scenario"],
+              r.get("sensitivity", "half"), int(r.get("history_runs", HISTORY_RUNS))): r
+             for r in rows}
+    out = []
+    for what, sens, hist, scenarios, noises, sizes in MUST_HOLDS:
+        wanted = [(a, z, nz, sc, sens, hist) for sc in scenarios for nz in noises
+                  for a in AGENTS for z in sizes]
+        got = [cells[k] for k in wanted if k in cells]
+        missing = len(wanted) - len(got)
+        figures = "; ".join(
+            f"{r['agent']} {r['target_tasks']}-task {r['scenario']} noise {r['noise']}: "
+            f"{float(r['kept']):.1%} kept, {float(r['cost_ratio']):.2f}x"
+            + (f" [n={r['n']}]" if int(r["n"]) < MUST_N else "") for r in got)
+        misses = [r for r in got if failures(r)]
+        short = any(int(r["n"]) < MUST_N for r in got)
+        state = ("not measured" if not got else
+                 f"missed in {len(misses)} of {len(got)} cell(s)" if misses else
+                 "met" + (" (cells under 200 iterations)" if short else ""))
+        if missing and got:
+            state += f"; {missing} of {len(wanted)} cell(s) not measured"
+        out.append(f"- **{state}**: {what}" + (f" (measured: {figures})" if got else ""))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--n", type=int, default=200, help="iterations per cell (default 200)")
@@ -167,7 +222,27 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="write the rows as JSON here")
     ap.add_argument("--rows", type=Path, help="append each finished cell here (JSON lines)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument("--report", type=Path, nargs="+", metavar="ROWS",
+                    help="run nothing: read --rows files and print issue 31's must-holds "
+                    "(met, missed, not measured) and the Markdown table")
     a = ap.parse_args()
+    if a.report:
+        rows = [json.loads(line) for f in a.report
+                for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+        last = {(r["agent"], r["target_tasks"], r["noise"], r["scenario"],
+                 r.get("sensitivity"), r.get("history_runs")): r for r in rows}
+        print("\n".join(must_hold_report(list(last.values()))))
+        print()
+        print("| agent | noise | target tasks | scenario | sensitivity | history runs | n | kept "
+              "| rejected | inconclusive | calls/iteration | vs naive |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in last.values():
+            print(f"| {r['agent']} | {float(r['noise']):.1f} | {r['target_tasks']} | "
+                  f"{r['scenario']} | {r.get('sensitivity')} | {r.get('history_runs')} | "
+                  f"{r['n']} | {float(r['kept']):.1%} | {float(r['rejected']):.1%} | "
+                  f"{float(r['inconclusive']):.1%} | {float(r['calls']):.1f} | "
+                  f"{float(r['cost_ratio']):.2f}x |")
+        sys.exit(1 if any(failures(r) for r in last.values()) else 0)
     jobs = [(agent, int(size), float(noise), s, a.n, a.seed_set, a.harm_sensitivity,
              a.history_runs)
             for agent in a.agents.split(",") for noise in a.noises.split(",")
