@@ -304,6 +304,9 @@ def test_review_efficacy_is_not_called_on_an_unchanged_bucket() -> None:
     assert isinstance(res, HarmResult) and res.improved == [] and res.efficacy == []
     assert res.regressed == []
     assert all(max(r.indices[k]) < POLICY.max_trials for r in reqs for k in r.indices)
+    # tasks failing on their record cannot lose the drop: never harm-tested, no gain: no
+    # efficacy trials either
+    assert not any(k[0] == "target" for r in reqs for k in (*r.indices, *r.base))
 
 
 def test_harm_only_gate_for_review() -> None:
