@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from optimizer.gate.compare import GatePolicy
 from optimizer.gate.pairing import Pair
 from optimizer.gate.screen import SCREEN_INDEX_OFFSET, Screening
-from optimizer.gate.sequential import TrialRequest, heldout_tasks
+from optimizer.gate.sequential import TrialAsk, heldout_tasks
 from optimizer.sim.world import World, build_world
 from optimizer.workflows.gating import run_gate
 
@@ -128,7 +128,7 @@ def one(k: int, noise: float, seed: int, policy: GatePolicy, fallback: bool = Tr
             "wall": sum(math.ceil(n / CONCURRENCY) if n else 0 for n in rounds)}
 
 
-def _request_trials(req: TrialRequest) -> int:
+def _request_trials(req: TrialAsk) -> int:
     return sum(map(len, req.indices.values())) + sum(map(len, req.base.values()))
 
 

@@ -1,4 +1,4 @@
-"""Gate calibration benchmark, world v2 (issue 18): kept / rejected / inconclusive per cell.
+"""Gate calibration benchmark, world v2 (issues 18, 25, 31): kept, rejected, inconclusive.
 
     python bench/gate_calibration.py                      # every cell, 200 iterations each
     python bench/gate_calibration.py --n 40 --seed-set tune --scenarios good-all,narrow-1
@@ -19,7 +19,9 @@ through the world's runner (candidate and fresh baseline trials; the cached base
 history are not counted, as the session pays for them once); naive = both suites run twice
 (baseline and candidate) at the default 2 trials per task. Seeds: `--seed-set v2` (the
 reported table) or `tune` (used while choosing the gate's settings; disjoint seeds).
-The exit code is 1 when a must-hold of issue 18 fails in the cells that were run.
+Each row records the gate's policy (`policy`) and the commit it was measured at (`commit`,
+`dirty`). The exit code is 1 when a must-hold of issue 31 fails in the cells that were run
+(`failures`; the bounds at noise 0.2 and of earlier issues are in bench/RESULTS.md), else 0.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
 import time
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -48,8 +52,6 @@ from optimizer.sim.world import (
 from optimizer.workflows.gating import run_gate
 
 NOISES = (0.0, 0.1, 0.2)
-HARMFUL = ("narrow-1", "narrow-3", "broad", "score-drop")
-MAX_COST = 0.6
 
 
 def bench_policy(sensitivity: str) -> GatePolicy:
@@ -94,27 +96,113 @@ def cell(args: tuple[str, int, float, str, int, str, str, int]
             "sensitivity": sensitivity, "history_runs": history_runs}
 
 
+GOOD_ALL: dict[tuple[str, float], tuple[float, float, float]] = {
+    # (sensitivity, noise) -> (kept floor 3-task, kept floor 10-task, cost ceiling vs naive)
+    ("half", 0.0): (0.85, 0.90, 0.55), ("half", 0.1): (0.52, 0.65, 1.0),
+    ("narrow", 0.0): (0.90, 0.93, 0.35), ("narrow", 0.1): (0.65, 0.75, 0.55)}
+LONG_HISTORY: dict[str, tuple[float, float]] = {"half": (0.70, 0.8), "narrow": (0.85, 0.45)}
+"""40-run history, noise 0.1, good-all: (kept floor, cost ceiling) per sensitivity."""
+MUST_N = 200
+"""Iterations a cell needs for its must-hold to count as measured (issue 31)."""
+
+
 def failures(row: dict[str, float | int | str]) -> list[str]:
-    """The must-holds of issue 18 this cell misses."""
+    """The must-holds of issue 31 this cell misses (cells no must-hold names: none)."""
     s, noise, kept = str(row["scenario"]), float(row["noise"]), float(row["kept"])
-    size = int(row["target_tasks"])
+    size, sens = int(row["target_tasks"]), str(row.get("sensitivity", "half"))
+    history, cost = int(row.get("history_runs", HISTORY_RUNS)), float(row["cost_ratio"])
     out = []
-    cap = {0.0: 0.01, 0.1: 0.05, 0.2: 0.10}[noise]
-    if s in HARMFUL and kept > cap:
-        out.append(f"{s} kept {kept:.1%} > {cap:.0%}")
-    if s == "half-break" and kept > 0.25:
-        out.append(f"half-break kept {kept:.1%} > 25%")
-    if s == "overfit" and row["heldout"] and kept > 0.10:
+    if noise not in (0.0, 0.1):
+        return out
+    if s == "good-all" and history == HISTORY_RUNS and (sens, noise) in GOOD_ALL:
+        f3, f10, ceiling = GOOD_ALL[(sens, noise)]
+        floor = f3 if size <= 3 else f10
+        if kept < floor:
+            out.append(f"good-all kept {kept:.1%} < {floor:.0%}")
+        if cost > ceiling:
+            out.append(f"good-all cost {cost:.2f}x naive > {ceiling}x")
+    if s == "good-all" and history == 40 and noise == 0.1:
+        floor, ceiling = LONG_HISTORY[sens]
+        if kept < floor:
+            out.append(f"40-run good-all kept {kept:.1%} < {floor:.0%}")
+        if cost > ceiling:
+            out.append(f"40-run good-all cost {cost:.2f}x naive > {ceiling}x")
+    if s == "narrow-1" and kept > (0.01 if noise == 0.0 else 0.05):
+        out.append(f"narrow-1 kept {kept:.1%} > {0.01 if noise == 0.0 else 0.05:.0%}")
+    if sens == "half" and s == "half-break" and kept > 0.20:
+        out.append(f"half-break kept {kept:.1%} > 20%")
+    if sens == "half" and s in ("null", "broad") and kept > 0.05:
+        out.append(f"{s} kept {kept:.1%} > 5%")
+    if s == "overfit" and size == 3 and row["heldout"] and kept > 0.10:
         out.append(f"overfit kept {kept:.1%} > 10%")
-    if s == "null" and kept > 0.05:
-        out.append(f"null kept {kept:.1%} > 5%")
-    floor = {0.0: 0.95, 0.1: 0.90, 0.2: 0.80}[noise]
-    if s == "good-all" and kept < floor:
-        out.append(f"good-all kept {kept:.1%} < {floor:.0%}")
-    if s in ("good-partial", "flaky-target") and noise == 0.1 and size == 10 and kept < 0.8:
-        out.append(f"{s} kept {kept:.1%} < 80%")
-    if s in ("good-all", "null") and float(row["cost_ratio"]) > MAX_COST:
-        out.append(f"cost {float(row['cost_ratio']):.2f}x naive > {MAX_COST}x")
+    return out
+
+
+def provenance() -> dict[str, str | bool]:
+    """The commit the rows were measured at (and whether the tree had uncommitted edits)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                    cwd=root, capture_output=True, text=True,
+                                    check=True).stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": "unknown", "dirty": True}
+    return {"commit": sha, "dirty": dirty}
+
+
+MUST_HOLDS: tuple[tuple[str, str, int, tuple[str, ...], tuple[float, ...], tuple[int, ...]],
+                  ...] = (
+    # (what issue 31 says, sensitivity, history runs, scenarios, noises, target sizes)
+    ("`half`: good-all kept >= 85% (3-task) / >= 90% (10-task) at <= 0.55x naive, noise 0",
+     "half", 10, ("good-all",), (0.0,), (3, 10)),
+    ("`half`: good-all kept >= 52% / >= 65% at <= 1.0x, noise 0.1",
+     "half", 10, ("good-all",), (0.1,), (3, 10)),
+    ("`half`: half-break kept <= 20%", "half", 10, ("half-break",), (0.0, 0.1), (3, 10)),
+    ("`half`: narrow-1 kept <= 1% at noise 0 and <= 5% at 0.1",
+     "half", 10, ("narrow-1",), (0.0, 0.1), (3, 10)),
+    ("`half`: null and broad kept <= 5%", "half", 10, ("null", "broad"), (0.0, 0.1), (3, 10)),
+    ("`narrow`: good-all kept >= 90% / >= 93% at <= 0.35x, noise 0",
+     "narrow", 10, ("good-all",), (0.0,), (3, 10)),
+    ("`narrow`: good-all kept >= 65% / >= 75% at <= 0.55x, noise 0.1",
+     "narrow", 10, ("good-all",), (0.1,), (3, 10)),
+    ("`narrow`: narrow-1 kept <= 1% at noise 0 and <= 5% at 0.1",
+     "narrow", 10, ("narrow-1",), (0.0, 0.1), (3, 10)),
+    ("40-run history, noise 0.1: `narrow` good-all kept >= 85% at <= 0.45x",
+     "narrow", 40, ("good-all",), (0.1,), (3, 10)),
+    ("40-run history, noise 0.1: `half` good-all kept >= 70% at <= 0.8x",
+     "half", 40, ("good-all",), (0.1,), (3, 10)),
+    ("overfit kept <= 10% on 3-task targets with held-out tasks (`half`)",
+     "half", 10, ("overfit",), (0.0, 0.1), (3,)),
+)
+
+
+def must_hold_report(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per must-hold of issue 31: met, missed or not measured, with the figures of
+    the cells it names (the last row of a cell wins; cells under `MUST_N` iterations are
+    named as such)."""
+    cells = {(r["agent"], int(r["target_tasks"]), float(r["noise"]), r["scenario"],
+              r.get("sensitivity", "half"), int(r.get("history_runs", HISTORY_RUNS))): r
+             for r in rows}
+    out = []
+    for what, sens, hist, scenarios, noises, sizes in MUST_HOLDS:
+        wanted = [(a, z, nz, sc, sens, hist) for sc in scenarios for nz in noises
+                  for a in AGENTS for z in sizes]
+        got = [cells[k] for k in wanted if k in cells]
+        missing = len(wanted) - len(got)
+        figures = "; ".join(
+            f"{r['agent']} {r['target_tasks']}-task {r['scenario']} noise {r['noise']}: "
+            f"{float(r['kept']):.1%} kept, {float(r['cost_ratio']):.2f}x"
+            + (f" [n={r['n']}]" if int(r["n"]) < MUST_N else "") for r in got)
+        misses = [r for r in got if failures(r)]
+        short = any(int(r["n"]) < MUST_N for r in got)
+        state = ("not measured" if not got else
+                 f"missed in {len(misses)} of {len(got)} cell(s)" if misses else
+                 "met" + (" (cells under 200 iterations)" if short else ""))
+        if missing and got:
+            state += f"; {missing} of {len(wanted)} cell(s) not measured"
+        out.append(f"- **{state}**: {what}" + (f" (measured: {figures})" if got else ""))
     return out
 
 
@@ -134,15 +222,38 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="write the rows as JSON here")
     ap.add_argument("--rows", type=Path, help="append each finished cell here (JSON lines)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument("--report", type=Path, nargs="+", metavar="ROWS",
+                    help="run nothing: read --rows files and print issue 31's must-holds "
+                    "(met, missed, not measured) and the Markdown table")
     a = ap.parse_args()
+    if a.report:
+        rows = [json.loads(line) for f in a.report
+                for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+        last = {(r["agent"], r["target_tasks"], r["noise"], r["scenario"],
+                 r.get("sensitivity"), r.get("history_runs")): r for r in rows}
+        print("\n".join(must_hold_report(list(last.values()))))
+        print()
+        print("| agent | noise | target tasks | scenario | sensitivity | history runs | n | kept "
+              "| rejected | inconclusive | calls/iteration | vs naive |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in last.values():
+            print(f"| {r['agent']} | {float(r['noise']):.1f} | {r['target_tasks']} | "
+                  f"{r['scenario']} | {r.get('sensitivity')} | {r.get('history_runs')} | "
+                  f"{r['n']} | {float(r['kept']):.1%} | {float(r['rejected']):.1%} | "
+                  f"{float(r['inconclusive']):.1%} | {float(r['calls']):.1f} | "
+                  f"{float(r['cost_ratio']):.2f}x |")
+        sys.exit(1 if any(failures(r) for r in last.values()) else 0)
     jobs = [(agent, int(size), float(noise), s, a.n, a.seed_set, a.harm_sensitivity,
              a.history_runs)
             for agent in a.agents.split(",") for noise in a.noises.split(",")
             for size in a.sizes.split(",") for s in a.scenarios.split(",")]
     t0 = time.perf_counter()
     rows = []
+    prov = provenance()
+    policy_dump = bench_policy(a.harm_sensitivity).model_dump()
     with ProcessPoolExecutor(a.workers) as pool:
         for row in pool.map(cell, jobs):
+            row = {**row, "policy": policy_dump, **prov}
             rows.append(row)
             if a.rows:
                 with a.rows.open("a", encoding="utf-8") as f:
@@ -170,6 +281,10 @@ def main() -> None:
                   f"{r['scenario']} | {float(r['kept']):.1%} | {float(r['rejected']):.1%} | "
                   f"{float(r['inconclusive']):.1%} | {float(r['calls']):.1f} | "
                   f"{float(r['cost_ratio']):.2f}x |")
+    short = sorted({int(r["n"]) for r in rows if failures(r) == [] and int(r["n"]) < MUST_N})
+    if short:
+        print(f"note: cells of {short} iterations: issue 31's must-holds are stated at "
+              f"{MUST_N}", file=sys.stderr)
     if any(failures(r) for r in rows):
         sys.exit(1)
 

@@ -164,19 +164,27 @@ def gate_method_text(policy: GatePolicy, harm: bool = True) -> str:
             "p-values are shown, never decide")
 
 
-def review_method_text(policy: GatePolicy, tested: int) -> str:
-    """The statistics of review's fixed-sample decision, for the reasons list."""
+def review_method_text(policy: GatePolicy, tested: int, sequential: bool = False) -> str:
+    """The statistics of review's fixed-sample decision, for the reasons list; `sequential`:
+    improvement was decided by the sequential efficacy test (`harm_method_text`) instead."""
+    improve = ("" if sequential else
+               f"improvement per bucket at alpha={policy.alpha:g} (Holm); ")
     return (f"tests: one-sided paired sign-flip permutation tests (exact), weighted Holm, fixed "
-            f"sample (no sequential looks): improvement per bucket at alpha={policy.alpha:g} "
-            f"(Holm); regression family of {tested} hypotheses (buckets + pooled) at "
-            f"alpha={policy.regression_alpha:g}; a drop of {policy.regression_tolerance:g} in a "
-            "bucket's mean score confirmed with more trials; McNemar p-values are shown, never "
-            "decide")
+            f"sample (no sequential looks): {improve}regression family of {tested} hypotheses "
+            f"(buckets + pooled) at alpha={policy.regression_alpha:g}; a drop of "
+            f"{policy.regression_tolerance:g} in a bucket's mean score confirmed with more "
+            "trials; McNemar p-values are shown, never decide")
 
 
 def harm_method_text(policy: GatePolicy) -> str:
     """The statistics of review's harm detection, named as in a methods section."""
     p = policy
-    return (f"harm per task (every bucket, no target): {_harm_per_task(p)} (no harm); "
+    return (f"improvement per bucket, as optimize's target: a one-sided exact stratified "
+            f"Fisher test of the head's passes against each task's own record (lineage history "
+            f"+ base) on the bucket's tasks that do not pass on it, at alpha={p.alpha:g} split "
+            f"over the buckets tested (Bonferroni), spent over looks at 2, 4, 8, 16, "
+            f"{p.max_trials} trials per task by the Lan-DeMets {p.spending}-type function, and "
+            f"a mean gain >= {p.min_improvement:g}; "
+            f"harm per task (every bucket, no target): {_harm_per_task(p)} (no harm); "
             f"{_harm_per_bucket(p)}; trials added in rounds of {p.round_trials} up to "
             f"{p.harm_max_trials} per task")

@@ -55,11 +55,11 @@ from optimizer.gate.verdict import BucketVerdict, Decision, Verdict
 Side = Literal["base", "cand"]
 Stage = Literal["screen", "target", "heldout", "harm", "done"]
 Observations = Mapping[TaskKey, TaskRecord]
-__all__ = ["Observations", "SequentialGate", "TaskKey", "TrialRequest", "heldout_tasks"]
+__all__ = ["Observations", "SequentialGate", "TaskKey", "TrialAsk", "heldout_tasks"]
 
 
 @dataclass(frozen=True)
-class TrialRequest:
+class TrialAsk:
     """Run these trials, then call `step` again with every observation collected so far."""
 
     indices: dict[TaskKey, list[int]]
@@ -79,7 +79,8 @@ def heldout_tasks(task_ids: Sequence[str], policy: GatePolicy, salt: str = "",
     """The fixed, seeded share of a target bucket's tasks the proposer never sees (at least
     one task once the bucket has `heldout_min_tasks`). With `rates` (task id -> pass rate on
     its record: history and baseline) they are drawn among the tasks that fail more often
-    than they pass first: a held-out task that already passes tests no generalisation."""
+    than a passing task does (`FAILING`) first: a held-out task that already passes tests no
+    generalisation."""
     if len(task_ids) < policy.heldout_min_tasks or policy.heldout_share <= 0:
         return frozenset()
     k = max(1, math.floor(len(task_ids) * policy.heldout_share))
@@ -109,8 +110,12 @@ def record_rates(runs: Iterable[RunResult], ids: set[str]) -> dict[str, float]:
     return {tid: c[0] / c[1] for tid, c in tally.items() if c[1]}
 
 
-FAILING = 0.5
-"""A task fails on the baseline when under half of its recorded trials passed."""
+FAILING = 0.7
+"""Held-out tasks are drawn first among the target tasks whose record rate is under this
+(they do not pass as a passing task does; a passing task at noise 0.1 shows about 0.89, and
+12 trials of it fall under 0.7 about 4% of the time). v3 drew among tasks under 0.5, so a
+target with one such task held out a passing one, and a patch fixing only what the proposer
+saw was kept (issue 31: overfit kept 15-17.5% on 3-task targets)."""
 FUTILE_AFTER = 6
 """Trials per task before a look without any gain rejects for futility (the first looks'
 two or four trials of a flaky-fixed task say little)."""
@@ -183,16 +188,15 @@ class SequentialGate:
         return failing or self.visible
 
     def _failing_heldout(self) -> list[TaskKey]:
-        """Held-out tasks that fail on the baseline (under half of their recorded trials
-        passed): they must improve. The others must only not get worse (harm detection)."""
-        out = []
-        for k in self._keys([self.target]):
-            rec = self._obs.get(k)
-            if k[1] in self.heldout and rec is not None and rec.reference:
-                passed = [ok for _, ok in (*rec.history, *rec.base.values())]
-                if sum(passed) < FAILING * len(passed):
-                    out.append(k)
-        return out
+        """Held-out tasks that do not pass on their record (under `PASSING` of the suite's
+        passing rate, as the visible tasks the efficacy test is about): they must improve.
+        The others must only not get worse (harm detection). v3 asked this only of tasks
+        under half of their record, so a flaky held-out task at 60% was judged
+        for harm only, and a patch that fixed the visible tasks alone was kept (issue 31)."""
+        ceiling = self._ceiling()
+        return [k for k in self._keys([self.target])
+                if k[1] in self.heldout and k in self._obs and self._obs[k].reference
+                and not self._passes_record(k, ceiling)]
 
     def harm_keys(self) -> list[TaskKey]:
         """Every other bucket's tasks, and the target's tasks that no efficacy test covers
@@ -209,7 +213,7 @@ class SequentialGate:
 
     # --- requests ---------------------------------------------------------------------------
     def _request(self, wanted: Mapping[TaskKey, int], stage: Stage, reason: str,
-                 paired: Sequence[TaskKey] | None = None) -> TrialRequest | None:
+                 paired: Sequence[TaskKey] | None = None) -> TrialAsk | None:
         """`wanted[k]` more candidate trials per task (capped at `max_trials`, or the cached
         trials when there are more); the baseline runs the same new indices past its cached
         trials for the tasks in `paired` (all of them when None)."""
@@ -229,9 +233,9 @@ class SequentialGate:
                 if extra:
                     base[k] = extra
                     self._base_n[k] = max(self._base_n[k], stop)
-        return TrialRequest(cand, stage, reason, base) if cand else None
+        return TrialAsk(cand, stage, reason, base) if cand else None
 
-    def first(self) -> TrialRequest:
+    def first(self) -> TrialAsk:
         keys = self._keys([self.target])
         n = max((self.default_trials[k] for k in keys), default=1)
         req = self._request(dict.fromkeys(keys, n), "screen",
@@ -240,7 +244,7 @@ class SequentialGate:
         return req
 
     # --- the steps --------------------------------------------------------------------------
-    def step(self, obs: Observations) -> TrialRequest | Verdict:
+    def step(self, obs: Observations) -> TrialAsk | Verdict:
         """Advance with every observation collected so far."""
         self._obs = obs
         if self.stage == "screen":
@@ -283,7 +287,7 @@ class SequentialGate:
         looks leave the last one almost nothing)."""
         return max(self.policy.round_trials, n)
 
-    def _target_look(self) -> TrialRequest | Verdict:
+    def _target_look(self) -> TrialAsk | Verdict:
         """Efficacy on the visible tasks: the exact stratified Fisher test of the candidate's
         passes against each task's own record, at the look's spent alpha, and a mean gain of
         at least `min_improvement`."""
@@ -328,7 +332,7 @@ class SequentialGate:
                 f"{cand_n} candidate trial(s), mean score gain {gain:+.3f}, stratified Fisher "
                 f"p={p_value:.3g}")
 
-    def _heldout_look(self, why: str = "") -> TrialRequest | Verdict:
+    def _heldout_look(self, why: str = "") -> TrialAsk | Verdict:
         """Held-out tasks that failed on the baseline must pass more often than their own
         record: the exact stratified Fisher test at `heldout_alpha`, spent over looks."""
         p = self.policy
@@ -362,7 +366,7 @@ class SequentialGate:
     def _harm_records(self) -> list[TaskRecord]:
         return [self._obs.get(k, TaskRecord(k)) for k in self.harm_keys()]
 
-    def _start_harm(self, why: str) -> TrialRequest | Verdict:
+    def _start_harm(self, why: str) -> TrialAsk | Verdict:
         self.stage = "harm"
         records = self._harm_records()
         self._scale = estimate_scale(records, self.policy)
@@ -395,7 +399,7 @@ class SequentialGate:
     def _real(self, key: TaskKey) -> TaskKey:
         return self._alias.get(key, key)
 
-    def _harm_look(self) -> TrialRequest | Verdict:
+    def _harm_look(self) -> TrialAsk | Verdict:
         p = self.policy
         by_bucket = self._findings()
         real = self._real

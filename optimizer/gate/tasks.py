@@ -119,7 +119,8 @@ class HarmScale:
     threshold more than scores near it (a task at 0.99 moves by up to 0.097 in score when
     its pass rate moves by 0.02; one at 0.5 by 0.005)."""
     pass_drift: float = 0.0
-    """The common move of pass rates since the record (trimmed mean over tasks)."""
+    """The common move of pass rates since the record: the plain mean over the harm tasks
+    of (first candidate trial - record rate), clipped to half of `drift_limit`."""
     tasks: int = 1
     """Harm tasks tested together (the Bonferroni divisor of the break level)."""
 
@@ -140,9 +141,10 @@ def _level(mean: float) -> int:
 
 def estimate_scale(records: Sequence[TaskRecord], policy: GatePolicy,
                    tasks: int | None = None) -> HarmScale:
-    """The suite's ceiling and drifts from every record at once. The drifts are robust
-    (median, trimmed mean) and clipped to +-`policy.drift_limit` (scores) and half of it
-    (pass rates), so a harm confined to a few tasks does not move them much and a broad harm
+    """The suite's ceiling and drifts from every record at once. The score drift is a
+    median by level, the pass drift a plain mean (a skewed binary residual needs it to stay
+    unbiased); both are clipped to +-`policy.drift_limit` (scores) and half of it (pass
+    rates), so a harm confined to a few tasks does not move them much and a broad harm
     is never explained away."""
     rates = [sum(r.ref_passes) / len(r.ref_passes) for r in records if len(r.ref_passes) >= 4]
     passing = [x for x in rates if x > 0.5]
@@ -158,12 +160,14 @@ def estimate_scale(records: Sequence[TaskRecord], policy: GatePolicy,
     overall = statistics.median(moves) if len(moves) >= 6 else 0.0
     score = tuple(max(-lim, min(lim, statistics.median(xs) if len(xs) >= 3 else overall))
                   for xs in by_level)
-    pass_moves = sorted(float(r.cand[min(r.cand)][1]) - sum(r.ref_passes) / len(r.ref_passes)
-                        for r in records if r.cand and r.ref_passes)
-    cut = len(pass_moves) // 5
-    kept = pass_moves[cut:len(pass_moves) - cut]
-    pdrift = (max(-lim / 2, min(lim / 2, math.fsum(kept) / len(kept)))
-              if len(kept) >= 6 else 0.0)
+    # the plain mean: a residual of a pass/fail trial against its record's rate is skewed
+    # (many +0.1, a few -0.9 at noise 0.1), and any trimming cuts the long side away, which
+    # biased v3's estimate upward by up to the clip (issue 31); the mean is unbiased under
+    # "no change", and the clip keeps a broad harm from being explained away
+    pass_moves = [float(r.cand[min(r.cand)][1]) - sum(r.ref_passes) / len(r.ref_passes)
+                  for r in records if r.cand and r.ref_passes]
+    pdrift = (max(-lim / 2, min(lim / 2, math.fsum(pass_moves) / len(pass_moves)))
+              if len(pass_moves) >= 6 else 0.0)
     count = len(records) if tasks is None else tasks
     return HarmScale(ceiling, (score[0], score[1], score[2]), pdrift, max(1, count))
 

@@ -139,13 +139,17 @@ def decide_review(
     harm: Sequence[BucketVerdict] | None = None,
     harm_pooled: bool = False,
     harm_reasons: Sequence[str] = (),
+    improved_by: Sequence[str] | None = None,
 ) -> ReviewVerdict:
     """`regresses` if harm detection says a bucket regressed (`harm`, `harm_pooled`: all
     buckets pooled), or the fixed-sample family rejects a bucket (Holm), or a drop past the
     margin stands; else `inconclusive` when some bucket's harm was not ruled out; else
     `improves` if a bucket improved (Holm-corrected one-sided test), `neutral` otherwise.
     With `harm` given, `improves` and `neutral` therefore need every bucket to say "no harm".
-    `suspects` lists buckets worth confirming with more trials."""
+    `suspects` lists buckets worth confirming with more trials. `improved_by`: the buckets
+    the sequential efficacy test showed improved (`review_harm.HarmOnlyGate`, optimize's test
+    and looks); when given it decides "improved" instead of the fixed-sample tests, and its
+    sentences are among `harm_reasons`."""
     pol = policy or GatePolicy()
     fam = regression_family(comparisons, pooled_pairs, pol)
     harmed = [b.bucket for b in harm or () if b.state == "regressed"]
@@ -157,20 +161,23 @@ def decide_review(
     rej = holm([c.p_improve for c in usable], pol.alpha) if usable else []
     improved = [c.bucket for c, r in zip(usable, rej, strict=True)
                 if r and c.delta is not None and c.delta >= pol.min_improvement]
+    if improved_by is not None:
+        improved = list(improved_by)
     by_name = {c.bucket: c for c in comparisons}
     family = {*fam.significant, *fam.past_margin}
     reasons = [f"bucket {b!r} regressed: {describe(by_name[b])}" for b in regressed
                if b in by_name and b in family]
     if POOLED in fam.significant and fam.pooled is not None:
         reasons.append(f"all other buckets together regressed: {describe(fam.pooled)}")
-    reasons += [f"bucket {b!r} improved: {describe(by_name[b])}" for b in improved]
+    if improved_by is None:
+        reasons += [f"bucket {b!r} improved: {describe(by_name[b])}" for b in improved]
     reasons += harm_reasons
     if not regressed and open_:
         reasons.append(f"inconclusive: harm not ruled out in bucket(s) {', '.join(open_)}")
     elif not regressed and not improved:
         reasons.append(f"no bucket changed beyond the thresholds ({len(usable)} bucket(s) with "
                        "paired trials)" if usable else "no bucket has paired trials")
-    reasons.append(review_method_text(pol, fam.tested))
+    reasons.append(review_method_text(pol, fam.tested, sequential=improved_by is not None))
     _dropped_reason(comparisons, reasons)
     decision: ReviewDecision = ("regresses" if regressed else "inconclusive" if open_
                                 else "improves" if improved else "neutral")

@@ -29,7 +29,7 @@ from optimizer.core.suites import Suite
 from optimizer.gate.compare import BucketComparison, GatePolicy
 from optimizer.gate.pairing import Pair, merge_runs, pair_runs
 from optimizer.gate.review_harm import HarmOnlyGate, HarmResult
-from optimizer.gate.sequential import SequentialGate, TaskKey, TrialRequest
+from optimizer.gate.sequential import SequentialGate, TaskKey, TrialAsk
 from optimizer.gate.tasks import TaskRecord
 from optimizer.gate.verdict import Verdict
 from optimizer.lifecycle.lineage import prompt_hash
@@ -37,7 +37,7 @@ from optimizer.report.store import ReportError, list_runs, load_run
 from optimizer.report.summary import wrote_outside
 from optimizer.workflows.paired import RunFn, compare_suite_runs
 
-StageFn = Callable[[TrialRequest], None]
+StageFn = Callable[[TrialAsk], None]
 
 
 @dataclass(frozen=True)
@@ -66,12 +66,20 @@ def bucket_tasks(suites: Sequence[Suite]) -> tuple[dict[str, list[str]], dict[Ta
     return tasks, where
 
 
-def lineage_history(store_dir: Path, base_runs: Sequence[RunResult], window: int | None = None
-                    ) -> list[RunResult]:
+HISTORY_WINDOW = 40
+"""Runs of a prompt's lineage the gate reads per suite: the newest 40 (issue 31). Beyond 40
+trials a task's record barely shortens its clean path (against a drop of half a passing
+task's rate, a 40/40 record needs as many clean trials as a 12/12 one: 4 at noise 0, 5 at
+0.1), and the pooled test's drift estimate is sharp from ~40 tasks' first trials; older runs
+only reach further back into a provider's model updates, which the record would then carry
+as the task's rate."""
+
+
+def lineage_history(store_dir: Path, base_runs: Sequence[RunResult],
+                    window: int | None = HISTORY_WINDOW) -> list[RunResult]:
     """Earlier live runs of each baseline's suite with the same agent model and the same
-    prompt (its lineage): every one of them by default (the record is the gate's binding
-    constraint; a longer one decides with fewer candidate trials), else the newest `window`
-    per suite. Runs that cannot be read are skipped; the baseline's own trials are left out
+    prompt (its lineage): the newest `window` per suite (`HISTORY_WINDOW`; None: every one).
+    Runs that cannot be read are skipped; the baseline's own trials are left out
     by `history_records`."""
     try:
         entries = list_runs(store_dir)
@@ -184,8 +192,8 @@ async def run_gate(
     base = list(base_runs)
     cand: list[RunResult | None] = [None] * len(suites)
     spent = 0
-    step: TrialRequest | Verdict = gate.first()
-    while isinstance(step, TrialRequest):
+    step: TrialAsk | Verdict = gate.first()
+    while isinstance(step, TrialAsk):
         if on_stage is not None:
             on_stage(step)
         for i, suite in enumerate(suites):
@@ -277,8 +285,8 @@ async def run_harm(
     gate = HarmOnlyGate(policy, tasks, ran)
     base, head = list(base_runs), list(head_runs)
     spent = 0
-    step: TrialRequest | HarmResult = gate.step(observations(base, head, past))
-    while isinstance(step, TrialRequest):
+    step: TrialAsk | HarmResult = gate.step(observations(base, head, past))
+    while isinstance(step, TrialAsk):
         if on_stage is not None:
             on_stage(step)
         for i, suite in enumerate(suites):

@@ -42,7 +42,7 @@ from optimizer.core.prompt_target import region_spec
 from optimizer.core.redact import redact
 from optimizer.core.results import RunResult
 from optimizer.gate.compare import BucketComparison
-from optimizer.gate.sequential import TrialRequest
+from optimizer.gate.sequential import TrialAsk
 from optimizer.gate.verdict import Verdict
 from optimizer.git import Candidate, candidate_folder
 from optimizer.propose.apply import render_unified
@@ -385,7 +385,7 @@ class Iteration:
         Returns the verdict, the comparisons and the pooled base and candidate runs."""
         opt = self.opt
 
-        def stage(req: TrialRequest) -> None:
+        def stage(req: TrialAsk) -> None:
             kill_point("candidate")  # from the second stage on, candidate trials have run
             opt.emit(GateStage(iteration=self.n, stage=req.stage, reason=req.reason,
                                trials=sum(len(v) for v in req.indices.values())))

@@ -22,6 +22,7 @@ from agents.llm.types import ModelClient
 from optimizer.core.buckets import bucket_prefix
 from optimizer.core.events import EventSink, Phase, ignore
 from optimizer.core.names import AgentName
+from optimizer.core.prompt_target import PromptSource
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite
 from optimizer.gate.policy import GatePolicy
@@ -121,8 +122,11 @@ def _suite_of(suites: list[Suite], key: TaskKey) -> Suite:
 
 
 async def profile(config: ProfileConfig, emit: EventSink | None = None, *,
-                  agent: ModelClient | None = None) -> ProfileResult:
-    """Rank the agent's tasks by the value of a longer record and run the budget's trials."""
+                  agent: ModelClient | None = None, models: ModelSet | None = None
+                  ) -> ProfileResult:
+    """Rank the agent's tasks by the value of a longer record and run the budget's trials.
+    `models`: a caller's open clients (nightly: its metered set, so the spend counts toward
+    the night's budget); else a set is opened and closed here."""
     emit = emit or ignore
     with RepoSource.find(config.ref, config.state_dir, config.repo) as source:
         suites = agent_suites(config.agent, config.kinds, source)
@@ -140,22 +144,34 @@ async def profile(config: ProfileConfig, emit: EventSink | None = None, *,
     emit(Phase(message=f"profile: {len(rows)} task(s) picked over {found.runs} lineage run(s)"))
     if config.dry_run or not picks:
         return result
-    async with ModelSet(config.model_ids, agent=agent) as models:
-        for suite in suites:
-            mine = [p for p in picks if _suite_of(suites, p.key) is suite]
-            if not mine:
-                continue
-            indices = {p.key[1]: list(range(found.next_index.get(p.key[1], 0),
-                                            found.next_index.get(p.key[1], 0) + p.trials))
-                       for p in mine}
-            await models.preflight("agent", *(("judge",) if needs_judge(suite) else ()))
-            options = config.run_options(models.ids.agent, prompt, "profile", indices,
-                                         prompt_source=target)
-            saved = await run_and_save(suite.select(task_ids=list(indices)), options, models,
-                                       emit, None)
-            result.trials_run += sum(not t.cached for t in saved.run.trials)
-            result.run_names.append(saved.run.run_name)
+    if models is not None:
+        await _run_picks(config, suites, picks, found, prompt, models, emit, result,
+                         target)
+        return result
+    async with ModelSet(config.model_ids, agent=agent) as own:
+        await _run_picks(config, suites, picks, found, prompt, own, emit, result,
+                         target)
     return result
+
+
+async def _run_picks(config: ProfileConfig, suites: list[Suite], picks: list[ProfilePick],
+                     found: _Records, prompt: str, models: ModelSet, emit: EventSink,
+                     result: ProfileResult, target: PromptSource | None = None) -> None:
+    """Run each picked task's trials past its lineage's indices, one saved run per suite."""
+    for suite in suites:
+        mine = [p for p in picks if _suite_of(suites, p.key) is suite]
+        if not mine:
+            continue
+        indices = {p.key[1]: list(range(found.next_index.get(p.key[1], 0),
+                                        found.next_index.get(p.key[1], 0) + p.trials))
+                   for p in mine}
+        await models.preflight("agent", *(("judge",) if needs_judge(suite) else ()))
+        options = config.run_options(models.ids.agent, prompt, "profile", indices,
+                                     prompt_source=target)
+        saved = await run_and_save(suite.select(task_ids=list(indices)), options, models,
+                                   emit, None)
+        result.trials_run += sum(not t.cached for t in saved.run.trials)
+        result.run_names.append(saved.run.run_name)
 
 
 __all__ = ["ProfileConfig", "ProfileResult", "ProfileRow", "lineage_records", "profile"]

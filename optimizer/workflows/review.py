@@ -30,7 +30,7 @@ from optimizer.core.results import Provenance, RunResult, seeded_pairing
 from optimizer.core.suites import Suite
 from optimizer.gate.compare import BucketComparison
 from optimizer.gate.policy import harm_method_text
-from optimizer.gate.sequential import TrialRequest
+from optimizer.gate.sequential import TrialAsk
 from optimizer.gate.verdict import POOLED, ReviewVerdict, decide_review
 from optimizer.git import GitOps, GitOpsError
 from optimizer.report.store import default_store_dir, list_runs, load_run
@@ -143,12 +143,13 @@ class Reviewer:
             return decide_review(comps, self.c.policy, pooled)
         h = harm.result
         why = [*h.reasons(), harm_method_text(self.c.policy)]
-        return decide_review(comps, self.c.policy, pooled, h.buckets, h.pooled_rejected, why)
+        return decide_review(comps, self.c.policy, pooled, h.buckets, h.pooled_rejected, why,
+                             h.improved)
 
     async def _harm(self, suites: list[Suite], base: list[RunResult], head: list[RunResult],
                     prompts: tuple[str, str]) -> HarmRun:
         """Harm detection on every bucket, trials added where a statement needs them."""
-        def stage(req: TrialRequest) -> None:
+        def stage(req: TrialAsk) -> None:
             n = sum(len(v) for v in req.indices.values())
             self.emit(Phase(message=f"harm detection: {n} more head trial(s); {req.reason}"))
 

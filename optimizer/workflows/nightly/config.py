@@ -44,6 +44,12 @@ class NightlyConfig(CommandModels):
     candidates: int = Field(1, ge=1, le=16)
     """Patches asked per iteration (`optimize --candidates`): screened, the winner gated."""
     max_buckets: int = Field(3, ge=1)
+    profile_share: float = Field(0.1, ge=0.0, le=0.5)
+    """Share of the night's planned trials spent on `promptloop profile` after the baselines
+    and before the first iteration: per suite, this share of (max_buckets x
+    iterations_per_bucket x the baseline's trials), on the tasks whose records are least
+    decided (short records first). The runs it saves are lineage history to the iterations
+    that follow. 0 turns it off."""
     trials: int | None = Field(None, ge=1)
     concurrency: int | None = Field(None, ge=1)
     batch: bool = False

@@ -42,6 +42,7 @@ from optimizer.workflows.nightly.estimates import (
     estimate_baseline,
     estimate_iteration,
     observed_rate,
+    per_trial,
 )
 from optimizer.workflows.nightly.lifecycle import NightLifecycle, night_lifecycle
 from optimizer.workflows.nightly.publish import publish_accepted
@@ -60,6 +61,7 @@ from optimizer.workflows.nightly.state import (
 from optimizer.workflows.nightly.steps import StepBook
 from optimizer.workflows.nightly.summary import NightSummary, write_summary
 from optimizer.workflows.optimize import Baseline, IterationResult, Optimizer
+from optimizer.workflows.profile import ProfileConfig, profile
 from optimizer.workflows.sweep import sweep_abandoned
 
 
@@ -247,6 +249,9 @@ class NightlyEngine:
             if baseline is None:
                 return
             baselines[suite] = baseline
+        for suite in self.c.suites:
+            if not await self._profile_step(suite, baselines[suite]):
+                return
         if cp.ranking is None:
             cp.ranking, cp.skipped_buckets = rank_buckets(baselines, self.c.max_buckets)
             self.save()
@@ -316,6 +321,43 @@ class NightlyEngine:
             return baseline
         finally:
             opt.git.close()
+
+    def profile_trials(self, baseline: Baseline) -> int:
+        """The profile step's trials: `profile_share` of the night's planned iteration trials
+        on this suite (max_buckets x iterations_per_bucket x the baseline's trials)."""
+        planned = (self.c.max_buckets * self.c.iterations_per_bucket
+                   * sum(len(r.trials) for r in baseline.runs))
+        return int(self.c.profile_share * planned)
+
+    async def _profile_step(self, suite: str, baseline: Baseline) -> bool:
+        """Grow the least decided records (`promptloop profile`) with the night's stated
+        share; False when the budget stops the night before it."""
+        cp, step_id = self._cp(), f"profile:{suite}"
+        trials = self.profile_trials(baseline)
+        if trials <= 0 or cp.step(step_id) is not None:
+            return True
+        per, secs, basis = per_trial(cp, self.c, suite)
+        m = self.c.estimate_margin
+        estimate = Estimate(per.scaled(trials * m), secs * trials * m,
+                            f"profile: {trials} trial(s) ({self.c.profile_share:g} of the "
+                            f"night's planned trials) x {basis} x {m:g}")
+        if self._stop(step_id, estimate):
+            return False
+        self.book.begin(estimate)
+        shared = self.c.model_dump(include={"agent_model", "judge_model", "base_url",
+                                            "concurrency", "kinds", "policy", "state_dir"})
+        config = ProfileConfig.model_validate(shared | {
+            "agent": suite, "budget": trials, "ref": cp.base_commit, "repo": self.repo})
+        try:
+            result = await profile(config, self._on_event, models=self.models)
+        except (OSError, ValueError, KeyError) as exc:  # a night goes on without it
+            cp.notes.append(f"{step_id}: not run ({exc})")
+            self.save()
+            return True
+        self.book.record(cp, step_id, "profile", suite, runs=result.run_names,
+                         outcome=f"{result.trials_run} trial(s) on {len(result.rows)} task(s)")
+        self.save()
+        return True
 
     def _load_baseline(self, opt: Optimizer, done: StepRecord) -> Baseline:
         """A finished baseline step, rebuilt from the saved runs (no trial is run again)."""

@@ -99,7 +99,7 @@ class StepRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
-    kind: Literal["baseline", "iteration"]
+    kind: Literal["baseline", "profile", "iteration"]
     suite: str
     bucket: str | None = None
     iteration: int | None = None

@@ -44,7 +44,7 @@ class StepBook:
         self,
         cp: Checkpoint,
         step_id: str,
-        kind: Literal["baseline", "iteration"],
+        kind: Literal["baseline", "profile", "iteration"],
         suite: str,
         observed: TrialRate | None = None,
         **fields: Any,

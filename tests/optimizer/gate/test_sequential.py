@@ -14,9 +14,9 @@ from optimizer.gate.exact import drop_log_bf
 from optimizer.gate.harm import bucket_statement
 from optimizer.gate.policy import sensitivity_statement
 from optimizer.gate.review_harm import HarmOnlyGate, HarmResult
-from optimizer.gate.sequential import SequentialGate, TaskKey, TrialRequest, heldout_tasks
+from optimizer.gate.sequential import SequentialGate, TaskKey, TrialAsk, heldout_tasks
 from optimizer.gate.tasks import HarmScale, TaskRecord, estimate_scale, judge_task, pooled_pvalue
-from optimizer.gate.verdict import Verdict
+from optimizer.gate.verdict import POOLED, Verdict
 
 POLICY = GatePolicy()
 
@@ -221,7 +221,7 @@ Outcome = Callable[[TaskKey, str], bool]
 
 
 def drive(g: SequentialGate | HarmOnlyGate, outcome: Outcome, ran: int = 2
-          ) -> tuple[Verdict | HarmResult, list[TrialRequest]]:
+          ) -> tuple[Verdict | HarmResult, list[TrialAsk]]:
     """A deterministic agent: `outcome(key, side)` for every trial. The baseline's first `ran`
     trials exist before the gate starts (the candidate's too for a harm-only gate); the gate
     must ask for every other trial exactly once."""
@@ -232,9 +232,9 @@ def drive(g: SequentialGate | HarmOnlyGate, outcome: Outcome, ran: int = 2
             for i in range(ran):
                 ok = outcome(key, side)
                 getattr(rec, side)[i] = (float(ok), ok)
-    requests: list[TrialRequest] = []
+    requests: list[TrialAsk] = []
     step = g.first() if isinstance(g, SequentialGate) else g.step(obs)
-    while isinstance(step, TrialRequest):
+    while isinstance(step, TrialAsk):
         requests.append(step)
         for side, wanted in (("base", step.base), ("cand", step.indices)):
             for key, indices in wanted.items():
@@ -295,17 +295,39 @@ def test_an_unchanged_failing_heldout_task_rejects() -> None:
     assert v.visible is not None and v.visible.delta == 1.0
 
 
+def test_review_efficacy_is_not_called_on_an_unchanged_bucket() -> None:
+    """A head that changes nothing improves no bucket (the failing tasks are tested and stop
+    for futility), and its trials stay under the cap."""
+    g = HarmOnlyGate(POLICY, BUCKETS, {(b, t): (2, 2) for b, ts in BUCKETS.items()
+                                        for t in ts})
+    res, reqs = drive(g, agent(fixed=set()))
+    assert isinstance(res, HarmResult) and res.improved == [] and res.efficacy == []
+    assert res.regressed == []
+    assert all(max(r.indices[k]) < POLICY.max_trials for r in reqs for k in r.indices)
+    # tasks failing on their record cannot lose the drop: never harm-tested, no gain: no
+    # efficacy trials either
+    assert not any(k[0] == "target" for r in reqs for k in (*r.indices, *r.base))
+
+
 def test_harm_only_gate_for_review() -> None:
     g = HarmOnlyGate(POLICY, BUCKETS, {(b, t): (2, 2) for b, ts in BUCKETS.items()
                                         for t in ts})
     res, reqs = drive(g, agent(fixed={"t0"}, broken={"r1"}))
-    assert isinstance(res, HarmResult) and res.regressed == ["regression/plain"]
+    assert isinstance(res, HarmResult) and res.regressed[0] == "regression/plain"
+    assert set(res.regressed) <= {"regression/plain", POOLED}  # the pooled pairs may too
     assert "'r1'" in " ".join(res.reasons())
     g = HarmOnlyGate(POLICY, BUCKETS, {(b, t): (2, 2) for b, ts in BUCKETS.items()
                                         for t in ts})
     clean, reqs = drive(g, agent(fixed={"t0"}))
     assert isinstance(clean, HarmResult) and clean.regressed == [] and clean.open == []
     assert all(min(r.indices[k]) >= 2 for r in reqs for k in r.indices)
+    # efficacy with optimize's test and looks: the fixed task's bucket is shown improved,
+    # its failing tasks got the looks' trials, and the reasons say how many head trials
+    assert clean.improved == ["target"] and clean.efficacy[0].startswith(
+        "bucket 'target' improved at look")
+    assert any(("target", "t0") in r.indices for r in reqs)
+    assert f"decided on {clean.head_trials} head trial(s)" in clean.reasons()[-1]
+    assert clean.head_trials == 16 + clean.added_trials and clean.added_trials > 0
     # at the cap the terminal rule decides: an unchanged task says no harm, a task that
     # failed both trials against two recorded passes stays "harm not ruled out"
     strict = POLICY.model_copy(update={"harm_max_trials": 2, "harm_task_beta": 0.01,

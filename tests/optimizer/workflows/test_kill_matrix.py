@@ -250,15 +250,16 @@ def test_review_killed_mid_run(user_repo: Path, state: Path) -> None:
 def test_nightly_killed_at_a_checkpoint_resumes_without_redoing_steps(
         user_repo: Path, state: Path) -> None:
     before = user_state(user_repo)
-    # checkpoints: start, baseline, ranking, iteration 1 pending, its branch, iteration 1 done,
-    # iteration 2 pending, its branch: killed there, with its open record and no worktree yet
-    pid = kill("checkpoint@8", ROOT, "nightly", str(user_repo), str(state))
+    # checkpoints: start, baseline, profile, ranking, iteration 1 pending, its branch,
+    # iteration 1 done, iteration 2 pending, its branch: killed there, with its open record
+    # and no worktree yet
+    pid = kill("checkpoint@9", ROOT, "nightly", str(user_repo), str(state))
     assert user_state(user_repo) == before
     crashed = latest_unfinished(state)
     assert crashed is not None and crashed.pending is not None
     done = [s.model_dump() for s in crashed.steps]
     assert [s["id"] for s in done] == [
-        "baseline:pkm_agent", "iterate:pkm_agent/skip_trivial/1"]
+        "baseline:pkm_agent", "profile:pkm_agent", "iterate:pkm_agent/skip_trivial/1"]
     [killed] = Ledger(state / "ledger.jsonl").unclosed()
     assert killed.pid == pid and killed.branch == crashed.pending.branch
 

@@ -45,7 +45,13 @@ def test_uninterrupted_night_ranks_optimizes_and_summarizes(
     assert cp.status == "finished" and cp.stop_reason is None and result.exit_code == 0
     assert [(r.suite, r.bucket, r.failing) for r in cp.ranking or []] == [
         ("pkm_agent", "skip_trivial", 2), ("card_agent", "people", 1)]
-    assert outcomes(result) == [
+    got = outcomes(result)
+    # profile_share (0.1) of the night's planned trials (3 buckets x 2 iterations x the
+    # baseline's trials): 1 on card (3 trials), 4 on pkm (8), before the first iteration
+    assert got[2:4] == [("profile:card_agent", "1 trial(s) on 1 task(s)"),
+                        ("profile:pkm_agent", got[3][1])], got
+    assert got[3][1].startswith("4 trial(s) on "), got
+    assert got[:2] + got[4:] == [
         ("baseline:card_agent", "1 failing, 0 errored of 3"),
         ("baseline:pkm_agent", "2 failing, 0 errored of 8"),
         ("iterate:pkm_agent/skip_trivial/1", "rejected"),
@@ -103,7 +109,8 @@ def test_tight_token_budget_stops_before_exceeding(repo: Path, state: Path) -> N
     assert cp.stop_reason and cp.stop_reason.startswith(
         "stopped: budget tokens before iterate:pkm_agent/skip_trivial/1")
     assert 0 < cp.spend.tokens <= 1000
-    assert [s.id for s in cp.steps] == ["baseline:card_agent", "baseline:pkm_agent"]
+    assert [s.id for s in cp.steps] == ["baseline:card_agent", "baseline:pkm_agent",
+                                        "profile:card_agent", "profile:pkm_agent"]
     assert not proposer.calls  # the proposal was never asked for
     assert cp.stop_reason in result.paths["md"].read_text()
 
@@ -254,3 +261,21 @@ def test_cli_prints_an_error_line_when_the_night_fails(
     assert out.exit_code == 2, out.output
     errors = [line for line in out.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and "was rejected" in errors[0], out.stderr
+
+
+def test_the_profile_step_grows_the_records_the_iterations_read(
+    reference: tuple[Path, Path, NightResult],
+) -> None:
+    """Issue 31: the night spends its stated share on `profile`, and the runs it saves are
+    lineage history of the base prompt, read by the iterations' gate."""
+    from optimizer.report.store import default_store_dir, load_run
+    from optimizer.workflows.gating import lineage_history
+
+    _, state, result = reference
+    cp = result.checkpoint
+    step = next(s for s in cp.steps if s.id == "profile:pkm_agent")
+    base = next(s for s in cp.steps if s.id == "baseline:pkm_agent")
+    assert step.kind == "profile" and step.fresh_trials == 4 and step.runs
+    store = default_store_dir(state)
+    history = lineage_history(store, [load_run(store, n) for n in base.runs])
+    assert set(step.runs) <= {r.run_name for r in history}

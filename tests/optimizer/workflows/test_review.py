@@ -131,16 +131,17 @@ def test_broad_rule_regresses_and_comment_names_the_bucket(
 def test_good_rule_improves(repo: Path, reviewer: Reviewer) -> None:
     human_branch(repo, "human/greetings", GOOD_LINE)
     out_file = repo.parent / "comment-copy.md"
-    code, data = reviewer.json(  # 8 pairs: p = 2^-8, significant after Holm (4 never are)
+    code, data = reviewer.json(
         "human/greetings", "--suite", "pkm_agent", "--trials", "4", "--output", str(out_file),
         "--fail-on-regression")
     assert code == 0 and data["decision"] == "improves"
     agent = data["agents"][0]
     assert agent["improved"] == ["skip_trivial"] and agent["regressed"] == []
     assert agent["newly_failing"] == [] and agent["confirmed_buckets"] == []
-    assert {(c["task_id"], c["trial_index"]) for c in agent["fixed"]} == {
-        (task, i) for task in ("greet-hi", "emoji-thumb") for i in range(4)
-    }
+    fixed = {(c["task_id"], c["trial_index"]) for c in agent["fixed"]}
+    # every trial of the two fixed tasks, the suite's 4 and those the efficacy looks added
+    assert {t for t, _ in fixed} == {"greet-hi", "emoji-thumb"}
+    assert {(t, i) for t in ("greet-hi", "emoji-thumb") for i in range(4)} <= fixed
     comment = out_file.read_text()
     assert comment == Path(data["comment_path"]).read_text()
     assert "Verdict: improves" in comment and "### Newly failing trials (0)" in comment
@@ -300,3 +301,25 @@ def test_uncommitted_prompt_edit_is_warned_when_nothing_changed_between_refs(
     code, data = reviewer.json("HEAD", "--suite", "pkm_agent")
     assert code == 0 and data["status"] == "nothing_to_review"
     assert any("uncommitted edit to prompts/pkm_agent.md" in n for n in data["notes"])
+
+
+def test_fixed_bucket_improves_within_fewer_head_trials(
+    repo: Path, reviewer: Reviewer
+) -> None:
+    """Issue 31: a head that fixes a bucket 0% -> 100% with nothing else changed is called
+    "improves" by the sequential efficacy test (the suite's 2 trials per task give 4 pairs,
+    which no fixed-sample test at 0.05 can call), with fewer head trials than the 40 the
+    harm run-out used to spend, and the comment says how many it took."""
+    human_branch(repo, "human/greetings", GOOD_LINE)
+    code, data = reviewer.json("human/greetings", "--suite", "pkm_agent")
+    assert code == 0 and data["decision"] == "improves", data["message"]
+    agent = data["agents"][0]
+    assert agent["improved"] == ["skip_trivial"] and agent["open"] == []
+    said = [r for r in agent["reasons"] if r.startswith("decided on ")]
+    assert len(said) == 1, agent["reasons"]
+    head = int(said[0].split()[2])
+    assert agent["head_trials"] < head < 40, said  # the suite's 16 and a few looks' more
+    assert any(r.startswith("bucket 'skip_trivial' improved at look") and "Fisher p=" in r
+               for r in agent["reasons"]), agent["reasons"]
+    comment = Path(data["comment_path"]).read_text()
+    assert said[0] in comment and "Ruled out:" in comment
