@@ -32,6 +32,32 @@ from optimizer.cli.util import EXIT_INFRA, guarded
 from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError, agent_names, split_suite
 
 
+def split_agent_suite(agent: str | None, suite: str | None) -> tuple[str | None, str | None]:
+    """`split_suite`, with an error that says when --agent or --suite came from the
+    environment (PROMPTLOOP_AGENT=nosuch is otherwise invisible on the command line)."""
+    try:
+        return split_suite(agent, suite)
+    except ConfigError as err:
+        came = _from_env({"agent": "PROMPTLOOP_AGENT", "suite": "PROMPTLOOP_SUITE"})
+        raise ConfigError(f"{err}{came}") from None
+
+
+def _from_env(names: dict[str, str]) -> str:
+    """` (--agent came from the environment: PROMPTLOOP_AGENT='x')` for each such option."""
+    import os
+
+    from typer._click import core as click_core  # typer vendors click
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return ""
+    said = [f"--{name} came from the environment: {var}={os.environ.get(var, '')!r}"
+            for name, var in names.items() if name in ctx.params
+            and ctx.get_parameter_source(name) == click_core.ParameterSource.ENVIRONMENT]
+    return f" ({'; '.join(said)}; unset it or give the option)" if said else ""
+
+
 class Mode(StrEnum):
     live = "live"
     record = "record"
@@ -94,7 +120,7 @@ def eval_(
 
     def body() -> None:
         state = resolve_state(state_dir)
-        agent_name, which = split_suite(agent, suite)
+        agent_name, which = split_agent_suite(agent, suite)
         if agent_name is None and which is None:
             raise ConfigError("give --agent NAME or --suite (an agent, AGENT/SUITE or a suite "
                               f"folder); agents: {', '.join(agent_names()) or 'none'}")

@@ -79,9 +79,12 @@ def split_suite(agent: str | None, suite: str | None) -> tuple[str | None, str |
     """`--agent` and `--suite` -> (agent name, suite name or folder). `--suite` is an agent
     (all its suites), one of its suites (`pkm_agent/quickstart`, or `--agent pkm_agent --suite
     quickstart`), or a suite folder (a path holding suite.json)."""
-    names = active_project().agent_names()
+    project = active_project()
+    names = project.agent_names()
     if agent is not None and agent not in names:
-        active_project().agent(agent)  # ConfigError naming the file and the missing table
+        if project.path is None:  # no promptloop.toml at all: the first-day slip
+            raise no_project_here()
+        project.agent(agent)  # ConfigError naming the file and the missing table
     if suite is None:
         return agent, None
     if agent is None and suite in names:
@@ -113,3 +116,96 @@ __all__ = [
     "split_suite",
     "state_dir",
 ]
+
+
+# --- first-day checks: what a command that reads a commit would not find there ---------------
+
+COMMIT_HINT = "git add -A && git commit -m 'promptloop init'"
+
+
+def no_project_here() -> ConfigError:
+    """The error for a name no promptloop.toml declares when there is none at all."""
+    bundled = ", ".join(packaged_project().agent_names())
+    return ConfigError(f"no promptloop.toml here ({Path.cwd()} or a folder above it): run "
+                       f"`promptloop init` to declare an agent (promptloop's own agents: "
+                       f"{bundled})")
+
+
+def uncommitted(root: Path, ref: str = "HEAD",
+                agent: str | None = None) -> tuple[bool, list[str]]:
+    """(whether the repository has a commit, the files the working tree's promptloop.toml
+    declares that commit `ref` lacks): promptloop.toml itself, the prompt files and suite
+    folders of `agent` (None: of every agent), as paths relative to `root`; only those present
+    in the working tree (a file missing from both is another error)."""
+    from optimizer.git import GitOps
+
+    found = find_project(start=root)
+    with GitOps(root) as git:
+        try:
+            sha = git.resolve(ref)
+        except GitOpsError:
+            try:
+                git.resolve("HEAD")
+            except GitOpsError:
+                return False, []
+            raise
+        if found is None:
+            return True, []
+        project = load_project(found)
+        here = project.root or root
+        agents = [cfg for name, cfg in project.agents.items() if agent in (None, name)]
+        paths = [found] + [here / t.path for cfg in agents for t in cfg.targets()]
+        paths += [here / s / "suite.json" for cfg in agents for s in cfg.suites]
+        missing: list[str] = []
+        for path in paths:
+            try:
+                rel = path.resolve().relative_to(root.resolve()).as_posix()
+            except ValueError:
+                continue  # outside the repository: not read at a commit
+            shown = rel.removesuffix("/suite.json")
+            if not path.exists() or shown in missing:
+                continue
+            if not git.list_files(sha, rel):
+                missing.append(shown if path.name == "suite.json" else rel)
+        return True, missing
+
+
+def require_committed(root: Path, ref: str, command: str, agent: str | None = None) -> None:
+    """Before `command` reads the prompt, promptloop.toml and the suites at `ref`: a
+    ConfigError (exit 1) saying what to commit when the repository has no commit, when `ref`
+    lacks promptloop.toml or a file it declares, or when `agent` is declared in the working
+    tree only."""
+    from optimizer.core.config import CONFIG_FILE
+    from optimizer.git import GitOps
+
+    has_commit, missing = uncommitted(root, ref, agent)
+    if not has_commit:
+        raise ConfigError(f"this repository ({root}) has no commit yet: {command} reads "
+                          f"promptloop.toml, the prompt and the suites from a commit ({ref}). "
+                          f"Commit them first: {COMMIT_HINT}")
+    where = "HEAD" if ref == "HEAD" else ref
+    if CONFIG_FILE in missing:
+        others = [m for m in missing if m != CONFIG_FILE]
+        also = f" and {', '.join(others)}" if others else ""
+        raise ConfigError(f"commit {CONFIG_FILE} first ({command} reads {where}, which lacks "
+                          f"it{also}): {COMMIT_HINT}")
+    if agent is not None and find_project(start=root) is not None:
+        with GitOps(root) as git:
+            try:
+                text = git.read_file(ref, CONFIG_FILE)
+            except GitOpsError:
+                text = None
+        if text is not None:
+            from optimizer.core.project import parse_project
+
+            try:
+                declared = parse_project(text, Path(f"{CONFIG_FILE}@{ref}")).agents
+            except ConfigError:
+                declared = {}
+            if agent not in declared and agent in active_project().agents:
+                raise ConfigError(f"agent {agent!r} is declared in the working tree's "
+                                  f"{CONFIG_FILE} but not in {where}'s: commit {CONFIG_FILE} "
+                                  f"first ({command} reads {where}): {COMMIT_HINT}")
+    if missing:
+        raise ConfigError(f"commit {', '.join(missing)} first ({command} reads {where}, which "
+                          f"lacks {'it' if len(missing) == 1 else 'them'}): {COMMIT_HINT}")

@@ -1,0 +1,143 @@
+"""The likeliest first-day slips get errors that say what to do: `promptloop init` without a
+commit, a repository without any commit, no promptloop.toml at all; `doctor` calls the
+untracked files a problem, not "ready"."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from optimizer.cli.app import app
+
+runner = CliRunner()
+OPTIMIZE = ["optimize", "--agent", "example", "--bucket", "urgency", "--agent-model",
+            "scripted:card", "--proposer-model", "scripted:card"]
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
+                   check=True, capture_output=True)
+
+
+def fresh(path: Path, *, commit: bool) -> Path:
+    """A new repository (with one unrelated commit when `commit`) and `promptloop init` run
+    in it, nothing of it committed."""
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    if commit:
+        (path / "README.md").write_text("mine\n")
+        git(path, "add", "README.md")
+        git(path, "commit", "-qm", "first")
+    return path
+
+
+def run(cwd: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str]:
+    monkeypatch.chdir(cwd)
+    got = runner.invoke(app, list(args), env={"COLUMNS": "200"})
+    return got.exit_code, got.stdout + got.stderr
+
+
+def init(cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code, _ = run(cwd, monkeypatch, "init")
+    assert code == 0
+
+
+def test_optimize_after_init_without_a_commit_says_commit_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = fresh(tmp_path / "repo", commit=True)
+    init(repo, monkeypatch)
+    code, said = run(repo, monkeypatch, *OPTIMIZE, "--state-dir", str(tmp_path / "s"))
+    assert code == 1, said
+    assert "commit promptloop.toml first (optimize reads HEAD" in said
+    assert "evals/example" in said and "git add -A && git commit" in said
+    assert "packaged" not in said and "unknown agent" not in said
+
+
+def test_a_suite_left_out_of_the_commit_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = fresh(tmp_path / "repo", commit=True)
+    init(repo, monkeypatch)
+    git(repo, "add", "promptloop.toml", "example_agent")
+    git(repo, "commit", "-qm", "half")
+    code, said = run(repo, monkeypatch, *OPTIMIZE, "--state-dir", str(tmp_path / "s"))
+    assert code == 1
+    assert "commit evals/example first (optimize reads HEAD, which lacks it)" in said
+
+
+def test_an_agent_added_to_the_working_tree_only_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = fresh(tmp_path / "repo", commit=False)
+    init(repo, monkeypatch)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "init")
+    toml = repo / "promptloop.toml"
+    toml.write_text(toml.read_text().replace("[agents.example]", "[agents.triage]"))
+    code, said = run(repo, monkeypatch, "optimize", "--agent", "triage", "--bucket", "urgency",
+                     "--state-dir", str(tmp_path / "s"))
+    assert code == 1
+    assert "agent 'triage' is declared in the working tree's promptloop.toml but not in " \
+           "HEAD's: commit promptloop.toml first" in said
+
+
+def test_optimize_in_a_repository_without_a_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = fresh(tmp_path / "repo", commit=False)
+    init(repo, monkeypatch)
+    code, said = run(repo, monkeypatch, *OPTIMIZE, "--state-dir", str(tmp_path / "s"))
+    assert code == 1
+    assert "has no commit yet" in said and "git add -A && git commit" in said
+    assert "unknown git ref" not in said
+
+
+@pytest.mark.parametrize("command", [OPTIMIZE, ["eval", "--agent", "example"]])
+def test_no_promptloop_toml_anywhere_says_run_init(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    empty = tmp_path / "nowhere"
+    empty.mkdir()
+    code, said = run(empty, monkeypatch, *command, "--state-dir", str(tmp_path / "s"))
+    assert code == 1
+    assert "no promptloop.toml here" in said and "run `promptloop init`" in said
+    assert "packaged" not in said
+
+
+def test_an_agent_from_the_environment_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = fresh(tmp_path / "repo", commit=False)
+    init(repo, monkeypatch)
+    monkeypatch.chdir(repo)
+    got = runner.invoke(app, ["eval", "--state-dir", str(tmp_path / "s")],
+                        env={"PROMPTLOOP_AGENT": "nosuch", "COLUMNS": "200"})
+    assert got.exit_code == 1
+    assert "--agent came from the environment: PROMPTLOOP_AGENT='nosuch'" in got.stderr
+
+
+@pytest.mark.parametrize("commit", [False, True])
+def test_doctor_calls_uncommitted_files_a_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, commit: bool
+) -> None:
+    repo = fresh(tmp_path / "repo", commit=commit)
+    init(repo, monkeypatch)
+    code, said = run(repo, monkeypatch, "doctor", "--agent-model", "scripted:card", "--json")
+    assert code == 1
+    data = json.loads(said[: said.rindex("}") + 1])
+    problems = " ".join(p["what"] for p in data["problems"])
+    if commit:
+        assert "not committed" in problems and "promptloop.toml" in problems
+        assert "evals/example" in problems
+    else:
+        assert "has no commit yet" in problems
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "init")
+    code, said = run(repo, monkeypatch, "doctor", "--agent-model", "scripted:card")
+    assert code == 0, said
+    assert "not committed" not in said and "ready" in said
