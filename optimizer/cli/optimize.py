@@ -221,10 +221,9 @@ def repo_root_or_none() -> Path | None:
 
 def _config(flags: dict[str, Any]) -> OptimizeConfig:
     from optimizer.gate.compare import GatePolicy
+    from optimizer.workflows.context import active_project, no_project_here, require_committed
     from optimizer.workflows.context import state_dir as resolve_state
     from optimizer.workflows.optimize import OptimizeConfig
-
-    from optimizer.workflows.context import active_project, no_project_here, require_committed
 
     named, which = split_agent_suite(flags["agent"], flags["suite"])
     if active_project().path is None and repo_root_or_none() is None:

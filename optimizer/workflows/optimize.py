@@ -27,6 +27,7 @@ from optimizer.gate.sequential import heldout_tasks, record_rates
 from optimizer.git import GitOps, provenance
 from optimizer.lifecycle.flaky import bucket_flakiness
 from optimizer.propose.literals import build_literal_index
+from optimizer.report.plain import session_headline
 from optimizer.report.store import default_store_dir, save_run
 from optimizer.run.adaptive import AdaptiveLimit
 from optimizer.run.models import ModelSet
@@ -215,9 +216,8 @@ class Optimizer:
                    if t.bucket == local and t.status in ("failed", "timedOut")]
         if not failing:
             result.status = "nothing_to_do"
-            result.message = (
-                f"bucket '{c.bucket}' has no failing trials at {baseline.base_sha[:12]}"
-            )
+            result.message = (f"nothing to do: bucket '{c.bucket}' has no failing trials at "
+                              f"{baseline.base_sha[:12]}")
             return result
         flaky = bucket_flakiness(baseline.runs, c.bucket)
         if flaky.mostly_flaky:
@@ -237,12 +237,9 @@ class Optimizer:
                 result.accepted_branches.append(it.branch)
                 if c.stop_on_accept:
                     break
-        n_acc = len(result.accepted_branches)
-        result.message = (
-            f"{n_acc} accepted branch(es): {', '.join(result.accepted_branches)}"
-            if n_acc
-            else "no proposal was accepted; the base prompt stays"
-        )
+        result.message = session_headline(
+            [(it.iteration, it.outcome, it.summary or "; ".join(it.reasons[:1]))
+             for it in result.iterations], result.accepted_branches, c.iterations)
         return result
 
     def _result(self, baseline: Baseline) -> OptimizeResult:
