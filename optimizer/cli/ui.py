@@ -11,6 +11,7 @@ import signal
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -339,13 +340,25 @@ def _counts(counts: dict[str, int]) -> str:
     return f"{said} ({cached} from cache)" if cached else said
 
 
+def duration(seconds: float) -> str:
+    """`40 s`, `12 min`, `1 h 20 min`: a wait as a person reads it."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
 def estimate_text(event: TrialsEstimated) -> str:
-    """`review: about 64 trials (~310k tokens, ~$0.42 at list prices); ...`"""
+    """`review: about 64 trials (~310k tokens, ~$0.42 at list prices, ~12 min); ...`"""
     cost = []
     if event.tokens:
         cost.append(f"~{fmt.tokens(event.tokens)} tokens")
-    if event.usd is not None:
+    if event.usd is not None and (event.usd or event.tokens):
         cost.append(f"~{fmt.usd(event.usd)} at list prices")
+    if event.seconds:
+        cost.append(f"~{duration(event.seconds)}")
     return (f"{event.what}: about {event.trials} trials" + (f" ({', '.join(cost)})" if cost
                                                              else "")
             + (f"; {event.basis}" if event.basis else ""))
@@ -374,11 +387,15 @@ class LoopDisplay:
             MofNCompleteColumn(),
             TextColumn("{task.fields[status]}"),
             TimeElapsedColumn(),
+            TextColumn("{task.fields[left]}"),
             console=self.console,
             transient=False,
             disable=not self.live,
         )
         self._runs: dict[str, tuple[str, TaskID, dict[str, int]]] = {}
+        self._begun: dict[str, tuple[float, int]] = {}
+        """Per run: when it started (clock) and its trial count, for the time left."""
+        self.clock = time.monotonic
         self._wait: TaskID | None = None
         self._tokens_in = self._tokens_out = 0
 
@@ -401,7 +418,7 @@ class LoopDisplay:
         a log, one line when it starts (the end says `_done`)."""
         self._done()
         if self.live:
-            self._wait = self.progress.add_task(what, total=None, status=status)
+            self._wait = self.progress.add_task(what, total=None, status=status, left="")
         else:
             self.message(f"{escape(what)}: {escape(status)}")
 
@@ -428,8 +445,9 @@ class LoopDisplay:
 
     def _run_started(self, event: RunStarted) -> None:
         label = event.label or event.suite
-        task_id = self.progress.add_task(label, total=event.total, status="")
+        task_id = self.progress.add_task(label, total=event.total, status="", left="")
         self._runs[event.run] = (label, task_id, {})
+        self._begun[event.run] = (self.clock(), event.total)
         if not self.live:
             self.message(f"run started: {escape(label)} ({event.total} trials)")
 
@@ -443,11 +461,28 @@ class LoopDisplay:
         run = self._runs.get(event.run)
         if run is None:
             return
-        _, task_id, counts = run
+        label, task_id, counts = run
         counts[event.status] = counts.get(event.status, 0) + 1
         if event.cached:
             counts[CACHED] = counts.get(CACHED, 0) + 1
-        self.progress.update(task_id, advance=1, status=_counts(counts))
+        left = self.time_left(event.run, counts)
+        self.progress.update(task_id, advance=1, status=_counts(counts),
+                             left=f"~{left} left" if left else "")
+        done = sum(v for k, v in counts.items() if k != CACHED)
+        total = self._begun.get(event.run, (0.0, 0))[1]
+        step = max(5, total // 10)
+        if not self.live and left and total >= 20 and done % step == 0:  # a long run's log
+            self.message(f"  {escape(label)}: {done}/{total} trials done, ~{left} left")
+
+    def time_left(self, run: str, counts: dict[str, int]) -> str:
+        """The run's time left at the pace of its trials so far (cached ones aside), once
+        a trial not from the cache finished and some remain; else ''."""
+        started, total = self._begun.get(run, (0.0, 0))
+        done = sum(v for k, v in counts.items() if k != CACHED)
+        fresh = done - counts.get(CACHED, 0)
+        if fresh <= 0 or done >= total:
+            return ""
+        return duration((self.clock() - started) / fresh * (total - done))
 
     def on_event(self, event: Event) -> None:
         step = "[bold cyan]»[/]"

@@ -131,6 +131,8 @@ class TrialsEstimated(Event):
     tokens: int | None = None
     usd: float | None = None
     """Estimated cost where the model's price is known."""
+    seconds: float | None = None
+    """Estimated wall time of those trials, where an earlier run (or the model) gives one."""
     basis: str = ""
 
 

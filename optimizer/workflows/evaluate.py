@@ -19,6 +19,7 @@ from optimizer.git import provenance
 from optimizer.report.summary import RunSummary
 from optimizer.run.models import ModelIds, ModelSet
 from optimizer.run.runner import RunOptions, needs_judge
+from optimizer.workflows.estimate import estimate, suite_trials
 from optimizer.workflows.paired import run_and_save
 from optimizer.workflows.sources import RepoSource
 
@@ -92,6 +93,8 @@ async def evaluate(
     options = replace(base, state_dir=state, label=base.label or f"eval {request.suite}",
                       prompt_text=prompt.text if base.prompt_text is None else base.prompt_text,
                       prompt_source=prompt)
+    emit(estimate(f"eval {request.suite}", request.models.agent, state,
+                  [(suite, suite_trials(suite, base.trials))]))
     async with ModelSet(request.models) as models:
         if options.mode != "replay":  # a bad key or model fails here, before any trial
             await models.preflight("agent", *(("judge",) if needs_judge(suite) else ()))

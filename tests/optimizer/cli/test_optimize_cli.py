@@ -56,6 +56,7 @@ def test_events_log_of_an_optimize_run(
     assert [e.stage for e in events if isinstance(e, GateStage)] == [
         "screen", "target", "target", "harm", "harm", "harm"]
     assert [e.event for e in events if e.event not in TRIAL_EVENTS] == [
+        "trials_estimate",  # how many trials, how long, before any starts
         "phase", "phase", "phase",  # where the prompt and the two suites were read
         "phase",
         "run_start", "run_end",  # baseline: capability

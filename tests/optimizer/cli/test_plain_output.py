@@ -448,3 +448,53 @@ def test_a_run_line_counts_passed_trials_among_the_cached(
         display.on_event(RunFinished(run="r", suite="s"))
     assert ("run finished: eval card_agent: 1 failed, 2 passed (2 from cache)"
             in capsys.readouterr().out)
+
+
+def test_optimize_and_eval_say_their_trials_and_time_before_they_start(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The estimate comes before the first run: trials (baseline, then per proposal), and
+    once a run of the suites was saved, the time and tokens it measured."""
+    stdout, stderr = optimize(repo, state, monkeypatch, [NOTHING], "--proposer-format", "diff")
+    flat = " ".join(stderr.split())
+    assert "» optimize: about 20 trials; no earlier run of these suites to time and price them " \
+           "by; 16 for the baseline, then at least 4 per proposal (1 proposal at most)" in flat
+    assert stderr.index("» optimize: about") < stderr.index("run started: ")
+    _, again = invoke(["eval", "--suite", "pkm_agent", "--agent-model", "scripted:pkm",
+                       "--state-dir", str(state), "--fresh"])
+    said = " ".join(again.split())
+    assert re.search(r"» eval pkm_agent: about 12 trials \(.*~\d+ s\); agent tokens and time per "
+                     r"trial of the last run of 1 of 1 suite\(s\)", said), said
+    assert said.index("» eval pkm_agent: about") < said.index("run started: ")
+    assert "trials done" not in said  # a short run: its start and end lines are enough
+
+
+def test_the_embedded_model_is_announced_with_its_time() -> None:
+    from optimizer.core.suites import load_suite
+    from optimizer.workflows.estimate import LOCAL_SECONDS_PER_TRIAL, estimate, suite_trials
+
+    here = Path(__file__).resolve().parents[3]
+    suites = [load_suite(here / "tasks" / "pkm_agent" / k) for k in ("capability", "regression")]
+    event = estimate("optimize", "local:smollm2", here / "no-such-state",
+                     [(s, suite_trials(s)) for s in suites])
+    assert event.trials == sum(suite_trials(s) for s in suites) > 60
+    assert event.seconds == event.trials * LOCAL_SECONDS_PER_TRIAL
+    shown = ui.estimate_text(event)
+    assert re.match(r"optimize: about \d+ trials \(~\d+ min\); ~45 s a trial on the "
+                    r"embedded model", shown), shown
+
+
+def test_a_log_hears_the_time_left_of_a_long_run(capsys: pytest.CaptureFixture[str]) -> None:
+    display = ui.LoopDisplay(console=Console(width=WIDTH, file=None, force_terminal=False))
+    now = [0.0]
+    display.clock = lambda: now[0]
+    with display:
+        display.on_event(RunStarted(run="r", label="baseline", suite="s", total=20))
+        for i in range(10):
+            now[0] += 30.0  # a trial each 30 s
+            display.on_event(TrialFinished(run="r", task="t", trial=i, bucket="b",
+                                           status="passed", cached=False))
+    shown = capsys.readouterr().out
+    assert "  baseline: 5/20 trials done, ~8 min left" in shown  # 15 more at 30 s
+    assert "  baseline: 10/20 trials done, ~5 min left" in shown
+    assert ui.duration(5400) == "1 h 30 min" and ui.duration(40) == "40 s"
