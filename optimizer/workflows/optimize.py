@@ -144,7 +144,7 @@ class Optimizer:
         """The baseline's trials and, per iteration, the fewest the gate runs (its first
         round on the target bucket), timed and priced by the last runs of these suites."""
         c = self.c
-        tasks, where = bucket_tasks(suites)
+        _, where = bucket_tasks(suites)
         first = sum(c.trials or t.spec.trials_per_run
                     for i, s in enumerate(suites) for t in s.tasks
                     if (c.bucket, t.id) in where and where[(c.bucket, t.id)] == i)
@@ -152,8 +152,9 @@ class Optimizer:
         n = sum(t for _, t in base)
         per = 1 / max(1, n)
         rounds = [(s, round(t * per * first * c.iterations)) for s, t in base]
-        more = (f"{n} for the baseline, then at least {first} per proposal ({c.iterations} "
-                f"proposal{'s' if c.iterations > 1 else ''} at most), more where the gate needs them; the proposer's time not counted")
+        most = f"{c.iterations} proposal{'s' if c.iterations > 1 else ''} at most"
+        more = (f"{n} for the baseline, then at least {first} per proposal ({most}), more "
+                "where the gate needs them; the proposer's time not counted")
         return estimate("optimize", c.agent_model, c.state_dir,
                         [(s, t + extra) for (s, t), (_, extra) in zip(base, rounds, strict=True)],
                         more=more)

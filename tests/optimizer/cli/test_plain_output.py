@@ -455,7 +455,7 @@ def test_optimize_and_eval_say_their_trials_and_time_before_they_start(
 ) -> None:
     """The estimate comes before the first run: trials (baseline, then per proposal), and
     once a run of the suites was saved, the time and tokens it measured."""
-    stdout, stderr = optimize(repo, state, monkeypatch, [NOTHING], "--proposer-format", "diff")
+    _, stderr = optimize(repo, state, monkeypatch, [NOTHING], "--proposer-format", "diff")
     flat = " ".join(stderr.split())
     assert "» optimize: about 20 trials; no earlier run of these suites to time and price them " \
            "by; 16 for the baseline, then at least 4 per proposal (1 proposal at most)" in flat
