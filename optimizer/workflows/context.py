@@ -9,6 +9,7 @@ agent model, and the errors a command turns into exit codes.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -56,6 +57,7 @@ def open_project(explicit: Path | None = None) -> Project | None:
     project file; None when there is none (promptloop's own agents are then the project, read
     from the repository they would live in). ConfigError names the file, table and key."""
     found = find_project(explicit=explicit)
+    load_dotenv(found.parent if found is not None else repo_root())
     if found is None:
         use_project(packaged_project())
         return None
@@ -64,6 +66,43 @@ def open_project(explicit: Path | None = None) -> Project | None:
         project = with_own_agents(project)
     use_project(project)
     return project
+
+
+DOTENV = ".env"
+_DOTENV_NAME = re.compile(r"^(?:[A-Z][A-Z0-9_]*_API_KEY|OPENAI_BASE_URL|ANTHROPIC_BASE_URL)$")
+"""What promptloop takes from a .env file: provider keys and base URLs, nothing else (the
+rest of a team's .env is not promptloop's business, and never reaches an agent through it)."""
+_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+
+
+def load_dotenv(root: Path | None) -> list[str]:
+    """Provider keys from `<root>/.env` (`NAME=value`, `export NAME=value`, quoted or not,
+    `#` comments) into the environment, where a variable already set wins; every value read
+    is registered for redaction (never stored: core/redact.py). The names set are returned."""
+    from optimizer.core.redact import register_secret
+
+    if root is None:
+        return []
+    path = root / DOTENV
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    loaded: list[str] = []
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if m is None or not _DOTENV_NAME.match(m.group(1)):
+            continue
+        name, value = m.group(1), m.group(2)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        elif " #" in value:
+            value = value.split(" #", 1)[0].rstrip()
+        register_secret(value)
+        if value and name not in os.environ:
+            os.environ[name] = value
+            loaded.append(name)
+    return loaded
 
 
 def extra_settings(command: str) -> list[str]:
