@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agents.base import AgentInput, load_prompt, prepare_workspace
 from agents.llm.scripted import Request, ScriptedModel, call, reply
 from agents.llm.types import ModelResponse
-from optimizer.run.agents import get_agent
 from agents.runtime import run_agent
 from agents.workspace import Workspace
+from optimizer.run.agents import get_agent
 
 FACT = "2026/03/14.md#ts_1"
 PUBLISHED = datetime(2026, 3, 14, 9, 30)

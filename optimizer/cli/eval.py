@@ -42,6 +42,15 @@ def split_agent_suite(agent: str | None, suite: str | None) -> tuple[str | None,
         raise ConfigError(f"{err}{came}") from None
 
 
+def warn_unused_base_url(base_url: str | None, *models: str | None) -> None:
+    """`--base-url` serves `openai:<model>` ids only (agent, judge and proposer alike): a
+    warning when none of the command's models is one (e.g. the embedded local:smollm2)."""
+    if base_url and not any(m and m.startswith("openai:") for m in models):
+        used = ", ".join(dict.fromkeys(m for m in models if m))
+        ui.warn(f"--base-url {base_url} is not used: it serves openai:<model> ids only, and "
+                f"this command calls {used}; give --agent-model openai:<model> to use it")
+
+
 def _from_env(names: dict[str, str]) -> str:
     """` (--agent came from the environment: PROMPTLOOP_AGENT='x')` for each such option."""
     import os
@@ -128,6 +137,7 @@ def eval_(
                                            "judge_model": judge_model})
         agent_id = picked.get("agent_model", agent_model)
         judge_id = picked.get("judge_model", judge_model)
+        warn_unused_base_url(base_url, agent_id, judge_id)
         request = EvalRequest(
             suite=agent_name or which or "",
             kind=(which or kind) if agent_name else kind,

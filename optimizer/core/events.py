@@ -319,8 +319,17 @@ class EventLog:
         self._fh: IO[str] | None = None
 
     def __enter__(self) -> EventLog:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = self.path.open("a", encoding="utf-8")
+        from optimizer.core.config import ConfigError
+
+        folder = self.path.parent
+        if not folder.is_dir():  # a typo in the path: say so, never create folders for it
+            raise ConfigError(f"--events {self.path}: the folder {folder} does not exist "
+                              "(create it, or give a file in an existing folder)")
+        try:
+            self._fh = self.path.open("a", encoding="utf-8")
+        except OSError as err:
+            raise ConfigError(f"--events {self.path}: cannot write it: "
+                              f"{err.strerror or err}") from None
         return self
 
     def __exit__(

@@ -105,6 +105,28 @@ def load_dotenv(root: Path | None) -> list[str]:
     return loaded
 
 
+_SCRIPT = re.compile(r"\.(?:py|js|mjs|cjs|ts|sh|rb|dart|php|pl|exe|jar)$")
+
+
+def check_command(agent: str) -> None:
+    """The files the agent's `command` names (`example_agent/agent.py`, `./run.sh`) exist
+    under the repository root it runs from: else a ConfigError naming promptloop.toml's key,
+    before any trial (a trial would blame a path in a temporary folder)."""
+    project = active_project()
+    cfg = project.agents.get(agent)
+    root = project.root
+    if cfg is None or not cfg.command or root is None or project.path is None:
+        return
+    for i, arg in enumerate(cfg.command):
+        if (not arg or arg.startswith("-") or os.path.isabs(arg) or "=" in arg
+                or "://" in arg or (i == 0 and "/" not in arg)):
+            continue
+        if ("/" in arg or _SCRIPT.search(arg)) and not (root / arg).exists():
+            raise ConfigError(f"{project.where}: [agents.{agent}] key 'command': {arg!r} does not "
+                              f"exist in {root} (paths in 'command' are relative to the "
+                              "repository root)")
+
+
 def extra_settings(command: str) -> list[str]:
     """Keys a command's promptloop.toml table may hold that are no option of it."""
     if command == "nightly":

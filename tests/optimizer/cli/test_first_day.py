@@ -141,3 +141,112 @@ def test_doctor_calls_uncommitted_files_a_problem(
     code, said = run(repo, monkeypatch, "doctor", "--agent-model", "scripted:card")
     assert code == 0, said
     assert "not committed" not in said and "ready" in said
+
+
+# --- errors that point to the fix ---------------------------------------------------------
+
+
+def scripted(repo: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str, str]:
+    monkeypatch.chdir(repo)
+    got = runner.invoke(app, list(args), env={"COLUMNS": "200"})
+    return got.exit_code, got.stdout, got.stderr
+
+
+def test_a_bare_model_name_hints_its_provider(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, _, err = scripted(repo, monkeypatch, "eval", "--suite", "pkm_agent", "--agent-model",
+                            "smollm2", "--state-dir", str(state))
+    assert code == 1 and "Did you mean 'local:smollm2'?" in err
+    code, _, err = scripted(repo, monkeypatch, "eval", "--suite", "pkm_agent", "--agent-model",
+                            "gpt-4o", "--state-dir", str(state))
+    assert code == 1 and "e.g. 'openai:gpt-4o'" in err
+
+
+def test_a_mistyped_task_or_bucket_gets_a_did_you_mean_worded_one_way(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = ["--suite", "pkm_agent", "--agent-model", "scripted:pkm", "--state-dir", str(state)]
+    code, _, err = scripted(repo, monkeypatch, "eval", *base, "--task", "greet-hii")
+    assert code == 1 and "unknown task 'greet-hii'. Did you mean 'greet-hi'?" in err
+    code, _, eval_err = scripted(repo, monkeypatch, "eval", *base, "--bucket", "skip_trivail")
+    code2, _, opt_err = scripted(repo, monkeypatch, "optimize", *base, "--bucket",
+                                 "skip_trivail", "--proposer-model", "scripted:pkm")
+    assert code == code2 == 1
+    for said in (eval_err, opt_err):
+        assert "unknown bucket 'skip_trivail'. Did you mean 'skip_trivial'? Known buckets:" in said
+
+
+def test_a_server_that_does_not_answer_is_named(unused_port: int) -> None:
+    import asyncio
+
+    from agents.llm.errors import ProviderError
+    from agents.llm.options import ModelOptions
+    from agents.llm.registry import create_client
+
+    client = create_client("openai:x", ModelOptions(
+        base_url=f"http://127.0.0.1:{unused_port}/v1", max_retries=0, timeout_s=5))
+    with pytest.raises(ProviderError) as err:
+        asyncio.run(client.preflight())
+    assert f"http://127.0.0.1:{unused_port}/v1" in str(err.value)
+
+
+@pytest.fixture
+def unused_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def test_a_wrong_command_path_is_named_by_its_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = fresh(tmp_path / "repo", commit=False)
+    init(repo, monkeypatch)
+    toml = repo / "promptloop.toml"
+    toml.write_text(toml.read_text().replace("example_agent/agent.py", "example_agent/agnt.py"))
+    code, _, err = scripted(repo, monkeypatch, "eval", "--agent", "example", "--state-dir",
+                            str(tmp_path / "s"))
+    assert code == 1
+    assert "[agents.example] key 'command': 'example_agent/agnt.py' does not exist" in err
+    assert "/dev/shm" not in err and "promptloop-trial" not in err
+
+
+def test_report_without_a_run_mentions_latest(
+    state: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    code, _, err = scripted(tmp_path, monkeypatch, "report", "--state-dir", str(state))
+    assert code != 0 and "'latest'" in err and "Missing argument" not in err
+
+
+def test_a_base_url_no_model_uses_is_a_warning(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, _, err = scripted(repo, monkeypatch, "eval", "--suite", "pkm_agent", "--agent-model",
+                            "scripted:pkm", "--base-url", "http://localhost:8000/v1",
+                            "--state-dir", str(state))
+    assert code == 0
+    assert "Warning: --base-url http://localhost:8000/v1 is not used" in err
+
+
+def test_init_prints_its_summary_on_stdout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = fresh(tmp_path / "repo", commit=False)
+    code, out, err = scripted(repo, monkeypatch, "init")
+    assert code == 0 and err == ""
+    assert "wrote 10 files into" in out and "  promptloop eval --agent example" in out
+    assert out.index("git add -A && git commit") < out.index("promptloop optimize")
+
+
+def test_an_events_file_in_a_missing_folder_is_an_error(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    where = tmp_path / "no" / "such" / "events.jsonl"
+    code, _, err = scripted(repo, monkeypatch, "eval", "--suite", "pkm_agent", "--agent-model",
+                            "scripted:pkm", "--events", str(where), "--state-dir", str(state))
+    assert code == 1 and f"the folder {where.parent} does not exist" in err
+    assert not (tmp_path / "no").exists()
