@@ -61,7 +61,7 @@ def estimate(what: str, agent_model: str, state_dir: Path, suites: Sequence[tupl
                         - min(t.started_at for t in fresh)).total_seconds()
                 seconds += wall / len(fresh) * n
             else:
-                seconds += _prior(agent_model) * n if _prior(agent_model) else 0.0
+                seconds += (_prior(agent_model) or 0.0) * n
             measured += 1
     tail = f"; {more}" if more else ""
     if not measured:
