@@ -215,7 +215,9 @@ def uncommitted(root: Path, ref: str = "HEAD",
         project = load_project(found)
         here = project.root or root
         agents = [cfg for name, cfg in project.agents.items() if agent in (None, name)]
-        paths = [found] + [here / t.path for cfg in agents for t in cfg.targets()]
+        # a settings-only file declares no agent: HEAD needs it no more than the working tree
+        paths = [found] if project.agents else []
+        paths += [here / t.path for cfg in agents for t in cfg.targets()]
         paths += [here / s / "suite.json" for cfg in agents for s in cfg.suites]
         missing: list[str] = []
         for path in paths:
