@@ -367,6 +367,8 @@ def estimate_text(event: TrialsEstimated) -> str:
 def estimate_line(event: StepEstimated) -> str:
     """`baseline:pkm_agent: estimated ~12,000 tokens, ~$0.0400 at list prices (...)`"""
     cost = "" if event.usd is None else f", ~{fmt.usd(event.usd)} at list prices"
+    if event.seconds:
+        cost += f", ~{duration(event.seconds)}"
     return (f"{event.step}: estimated ~{fmt.tokens(event.tokens)} tokens{cost} "
             f"({event.basis})")
 

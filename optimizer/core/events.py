@@ -246,6 +246,8 @@ class StepEstimated(Event):
     basis: str
     usd: float | None = None
     """At list prices, where every model's price is known."""
+    seconds: float | None = None
+    """Its expected wall time (the budget's estimate)."""
 
 
 class BudgetStopped(Event):

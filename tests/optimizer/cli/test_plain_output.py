@@ -320,6 +320,9 @@ def test_nightly_announces_each_step_and_its_cost_before_its_trials(
     assert first.usd is not None and first.usd > 0  # the price is known
     shown = ui.estimate_line(first)
     assert shown.startswith(f"{first.step}: estimated ~") and "at list prices" in shown
+    assert first.seconds is not None  # the budget's time (0 s here: no trial timed yet)
+    timed = ui.estimate_line(first.model_copy(update={"seconds": 1500.0}))
+    assert timed.startswith(f"{first.step}: estimated ~") and ", ~25 min (" in timed
 
 
 def test_several_candidates_read_the_same_way(
