@@ -41,6 +41,11 @@ def parse_model_id(model_id: str) -> tuple[str, str]:
     if provider not in _known_providers():
         public = [p for p in _known_providers() if p != "scripted"]  # tests' own, not listed
         extra = did_you_mean(provider, public)
+        if not sep:  # a bare model name: say which provider serves it
+            from agents.llm.providers.local import MODEL_NAME
+
+            extra = (f" Did you mean 'local:{MODEL_NAME}'?" if provider == MODEL_NAME
+                     else f" A model id is '<provider>:<model>', e.g. 'openai:{model_id}'.")
         raise ModelConfigError(
             f"unknown model provider '{provider}' in model id '{model_id}'. "
             f"Known providers: {', '.join(public)}.{extra}"

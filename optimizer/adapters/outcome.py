@@ -137,6 +137,18 @@ def validate_doc(value: Any, label: TrialLabel, source: str,
     return judge_doc(doc, label, stderr)
 
 
+QUOTE_CHARS = 200
+"""How much of a result that is no JSON an error quotes (`printed invalid JSON ...: 'hello'`)."""
+
+
+def _quote(text: str) -> str:
+    """`text` (already cleaned of keys) as a short quote: stray prints are the usual cause."""
+    flat = text.strip()
+    if len(flat) <= QUOTE_CHARS:
+        return repr(flat)
+    return f"{flat[:QUOTE_CHARS]!r}... ({len(flat)} characters)"
+
+
 def parse_result(data: bytes, label: TrialLabel, source: str = "printed",
                  stderr: str = "") -> AdapterOutcome:
     """The result document in `data` (what the process printed or wrote) judged; `source` says
@@ -153,7 +165,7 @@ def parse_result(data: bytes, label: TrialLabel, source: str = "printed",
     except json.JSONDecodeError as err:
         return label.errored(
             f"{source} invalid JSON: {err.msg} at line {err.lineno} column {err.colno} "
-            f"(character {err.pos})", stderr=stderr,
+            f"(character {err.pos}); it {source}: {_quote(text)}", stderr=stderr,
         )
     return validate_doc(value, label, source, stderr)
 

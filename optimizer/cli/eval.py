@@ -32,6 +32,41 @@ from optimizer.cli.util import EXIT_INFRA, guarded
 from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError, agent_names, split_suite
 
 
+def split_agent_suite(agent: str | None, suite: str | None) -> tuple[str | None, str | None]:
+    """`split_suite`, with an error that says when --agent or --suite came from the
+    environment (PROMPTLOOP_AGENT=nosuch is otherwise invisible on the command line)."""
+    try:
+        return split_suite(agent, suite)
+    except ConfigError as err:
+        came = _from_env({"agent": "PROMPTLOOP_AGENT", "suite": "PROMPTLOOP_SUITE"})
+        raise ConfigError(f"{err}{came}") from None
+
+
+def warn_unused_base_url(base_url: str | None, *models: str | None) -> None:
+    """`--base-url` serves `openai:<model>` ids only (agent, judge and proposer alike): a
+    warning when none of the command's models is one (e.g. the embedded local:smollm2)."""
+    if base_url and not any(m and m.startswith("openai:") for m in models):
+        used = ", ".join(dict.fromkeys(m for m in models if m))
+        ui.warn(f"--base-url {base_url} is not used: it serves openai:<model> ids only, and "
+                f"this command calls {used}; give --agent-model openai:<model> to use it")
+
+
+def _from_env(names: dict[str, str]) -> str:
+    """` (--agent came from the environment: PROMPTLOOP_AGENT='x')` for each such option."""
+    import os
+
+    from typer._click import core as click_core  # typer vendors click
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return ""
+    said = [f"--{name} came from the environment: {var}={os.environ.get(var, '')!r}"
+            for name, var in names.items() if name in ctx.params
+            and ctx.get_parameter_source(name) == click_core.ParameterSource.ENVIRONMENT]
+    return f" ({'; '.join(said)}; unset it or give the option)" if said else ""
+
+
 class Mode(StrEnum):
     live = "live"
     record = "record"
@@ -95,7 +130,7 @@ def eval_(
 
     def body() -> None:
         state = resolve_state(state_dir)
-        agent_name, which = split_suite(agent, suite)
+        agent_name, which = split_agent_suite(agent, suite)
         if agent_name is None and which is None:
             raise ConfigError("give --agent NAME or --suite (an agent, AGENT/SUITE or a suite "
                               f"folder); agents: {', '.join(agent_names()) or 'none'}")
@@ -103,6 +138,7 @@ def eval_(
                                            "judge_model": judge_model})
         agent_id = picked.get("agent_model", agent_model)
         judge_id = picked.get("judge_model", judge_model)
+        warn_unused_base_url(base_url, agent_id, judge_id)
         request = EvalRequest(
             suite=agent_name or which or "",
             kind=(which or kind) if agent_name else kind,

@@ -43,13 +43,14 @@ def init(
                            "overwritten": [p.as_posix() for p in result.overwritten],
                            "next": list(result.next_commands)})
             return
-        ui.info(f"wrote {len(result.files)} files into {result.root}:")
+        # the summary is the command's output: stdout (stderr is for progress and errors)
+        ui.say(f"wrote {len(result.files)} files into {result.root}:")
         for path in result.files:
-            ui.info(f"  {path.as_posix()}")
-        ui.info("next (eval runs the working tree at once; optimize and review work on "
-                "commits, so commit the files first: git add -A && git commit -m "
-                "'promptloop init'):")
+            ui.say(f"  {path.as_posix()}")
+        ui.say("next: commit them (optimize and review read commits; eval runs the working "
+               "tree at once), then run:")
+        ui.say("  git add -A && git commit -m 'promptloop init'")
         for command in result.next_commands:
-            ui.info(f"  {command}")
+            ui.say(f"  {command}")
 
     guarded(body)

@@ -38,6 +38,7 @@ from optimizer.cli.common import (
     need_agent,
 )
 from optimizer.cli.common import AgentOpt as AgentNameOpt
+from optimizer.cli.eval import split_agent_suite, warn_unused_base_url
 from optimizer.cli.report import compare_command
 from optimizer.cli.util import EXIT_INFRA, guarded, option_errors, require_repo
 from optimizer.gate.policy import GatePolicy
@@ -45,7 +46,6 @@ from optimizer.workflows.context import (
     DEFAULT_AGENT_MODEL,
     ConfigError,
     agent_names,
-    split_suite,
 )
 
 if TYPE_CHECKING:
@@ -179,6 +179,8 @@ def optimize(
         from optimizer.workflows.optimize import optimize as run_optimize
 
         config = _config(flags)
+        warn_unused_base_url(config.base_url, config.agent_model, config.proposer_model,
+                             config.judge_model)
         runs = RunLog()
         with listening(events, quiet=as_json, runs=runs) as emit:
             result = asyncio.run(ui.acknowledged(
@@ -213,17 +215,34 @@ def compare_commands(result: OptimizeResult, runs: RunLog, state: Path | None) -
     return out
 
 
+def repo_root_or_none() -> Path | None:
+    from optimizer.workflows.context import repo_root
+
+    return repo_root()
+
+
 def _config(flags: dict[str, Any]) -> OptimizeConfig:
     from optimizer.gate.compare import GatePolicy
+    from optimizer.workflows.context import (
+        active_project,
+        check_command,
+        no_project_here,
+        require_committed,
+    )
     from optimizer.workflows.context import state_dir as resolve_state
     from optimizer.workflows.optimize import OptimizeConfig
 
+    named, which = split_agent_suite(flags["agent"], flags["suite"])
+    if active_project().path is None and repo_root_or_none() is None:
+        raise no_project_here()  # outside any repository, no promptloop.toml either
     root = require_repo("optimize")
-    fields = {k: flags[k] for k in CONFIG_OPTIONS}
-    named, which = split_suite(flags["agent"], flags["suite"])
     if named is None and which is None:
         raise ConfigError("give --agent NAME (or --suite AGENT); agents: "
                           f"{', '.join(agent_names()) or 'none'}")
+    require_committed(root, flags["base"], "optimize", named)  # the first-day slips
+    if named is not None:
+        check_command(named)
+    fields = {k: flags[k] for k in CONFIG_OPTIONS}
     fields["suite"] = named or which
     kinds = tuple(k.strip() for k in flags["suites"].split(",") if k.strip())
     if named is not None and which is not None:

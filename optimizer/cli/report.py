@@ -93,7 +93,7 @@ class ReportFormat(StrEnum):
     table = "table"
 
 
-RunsArg = Annotated[list[str], typer.Argument(
+RunsArg = Annotated[list[str] | None, typer.Argument(
     metavar="RUN",
     help="Run name, 'latest', or a report JSON path. With --base, several runs (e.g. the "
     "stages of a candidate) are pooled per suite.")]
@@ -114,7 +114,7 @@ OutputOpt = Annotated[Path | None, typer.Option(
 
 
 def report(
-    runs: RunsArg,
+    runs: RunsArg = None,
     base: BaseOpt = None,
     fmt: FormatOpt = None,
     failing: FailingOpt = False,
@@ -132,6 +132,12 @@ def report(
     one run against one base run. optimize and review print this command for their
     comparisons."""
     from optimizer.workflows.context import state_dir as resolve_state
+
+    if not runs:  # a usage error that names the shortcut a first report wants
+        from typer._click import exceptions as click_exc  # typer vendors click
+
+        raise click_exc.UsageError("give a run: its name, 'latest' (the last run saved) or a "
+                                   "report JSON path; `promptloop runs` lists the runs")
 
     def body() -> None:
         state = resolve_state(state_dir, write=False)

@@ -11,6 +11,7 @@ import signal
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,7 +89,9 @@ def info(message: str) -> None:
     err.print(wrapped(Text(message), err.width), highlight=False, soft_wrap=True)
 
 
-_WORD = re.compile(r"\S+")
+_WORD = re.compile(r"--[A-Za-z][\w-]*(?: (?!-)[^\s;,()]+)(?=[\s;,)]|$)|\S+")
+"""A word where a line may not break: a flag and its value (`--proposer-model x`) stay on
+one line, else any run of non-blanks."""
 
 
 def wrapped(text: Text, width: int, indent: int = 0) -> Text:
@@ -127,8 +130,14 @@ def command(label: str, cmd: str, *, indent: int = 2) -> None:
     if cell_len(line) <= room or "'" in cmd or '"' in cmd:
         out.print(" " * indent + line, markup=False, highlight=False, soft_wrap=True)
         return
-    parts = textwrap.wrap(line, width=room - 2, break_long_words=False, break_on_hyphens=False,
-                          subsequent_indent="    ")
+    parts: list[str] = []
+    for m in _WORD.finditer(line):  # a flag stays with its value on one line
+        word = m.group(0)
+        lead = "    " if parts else ""
+        if parts and cell_len(parts[-1]) + 1 + cell_len(word) <= room - 2:
+            parts[-1] += f" {word}"
+        else:
+            parts.append(lead + word)
     text = " \\\n".join(" " * indent + p for p in parts)
     out.print(text, markup=False, highlight=False, soft_wrap=True)
 
@@ -319,17 +328,38 @@ STATUS_WORDS = {"timedOut": "timed out"}
 """Trial statuses as a user reads them (the stored `timedOut` is the original's spelling)."""
 
 
+CACHED = "cached"
+"""The key under which a run's counts hold its trials reused from the trial cache (each is
+counted under its status too)."""
+
+
 def _counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{v} {STATUS_WORDS.get(k, k)}" for k, v in sorted(counts.items()))
+    """`36 passed, 14 failed (36 from cache)`: every status, then how many were reused."""
+    said = ", ".join(f"{v} {STATUS_WORDS.get(k, k)}" for k, v in sorted(counts.items())
+                     if k != CACHED)
+    cached = counts.get(CACHED, 0)
+    return f"{said} ({cached} from cache)" if cached else said
+
+
+def duration(seconds: float) -> str:
+    """`40 s`, `12 min`, `1 h 20 min`: a wait as a person reads it."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def estimate_text(event: TrialsEstimated) -> str:
-    """`review: about 64 trials (~310k tokens, ~$0.42 at list prices); ...`"""
+    """`review: about 64 trials (~310k tokens, ~$0.42 at list prices, ~12 min); ...`"""
     cost = []
     if event.tokens:
         cost.append(f"~{fmt.tokens(event.tokens)} tokens")
-    if event.usd is not None:
+    if event.usd is not None and (event.usd or event.tokens):
         cost.append(f"~{fmt.usd(event.usd)} at list prices")
+    if event.seconds:
+        cost.append(f"~{duration(event.seconds)}")
     return (f"{event.what}: about {event.trials} trials" + (f" ({', '.join(cost)})" if cost
                                                              else "")
             + (f"; {event.basis}" if event.basis else ""))
@@ -338,6 +368,8 @@ def estimate_text(event: TrialsEstimated) -> str:
 def estimate_line(event: StepEstimated) -> str:
     """`baseline:pkm_agent: estimated ~12,000 tokens, ~$0.0400 at list prices (...)`"""
     cost = "" if event.usd is None else f", ~{fmt.usd(event.usd)} at list prices"
+    if event.seconds:
+        cost += f", ~{duration(event.seconds)}"
     return (f"{event.step}: estimated ~{fmt.tokens(event.tokens)} tokens{cost} "
             f"({event.basis})")
 
@@ -358,11 +390,15 @@ class LoopDisplay:
             MofNCompleteColumn(),
             TextColumn("{task.fields[status]}"),
             TimeElapsedColumn(),
+            TextColumn("{task.fields[left]}"),
             console=self.console,
             transient=False,
             disable=not self.live,
         )
         self._runs: dict[str, tuple[str, TaskID, dict[str, int]]] = {}
+        self._begun: dict[str, tuple[float, int]] = {}
+        """Per run: when it started (clock) and its trial count, for the time left."""
+        self.clock = time.monotonic
         self._wait: TaskID | None = None
         self._tokens_in = self._tokens_out = 0
 
@@ -385,7 +421,7 @@ class LoopDisplay:
         a log, one line when it starts (the end says `_done`)."""
         self._done()
         if self.live:
-            self._wait = self.progress.add_task(what, total=None, status=status)
+            self._wait = self.progress.add_task(what, total=None, status=status, left="")
         else:
             self.message(f"{escape(what)}: {escape(status)}")
 
@@ -412,8 +448,9 @@ class LoopDisplay:
 
     def _run_started(self, event: RunStarted) -> None:
         label = event.label or event.suite
-        task_id = self.progress.add_task(label, total=event.total, status="")
+        task_id = self.progress.add_task(label, total=event.total, status="", left="")
         self._runs[event.run] = (label, task_id, {})
+        self._begun[event.run] = (self.clock(), event.total)
         if not self.live:
             self.message(f"run started: {escape(label)} ({event.total} trials)")
 
@@ -427,10 +464,28 @@ class LoopDisplay:
         run = self._runs.get(event.run)
         if run is None:
             return
-        _, task_id, counts = run
-        key = "cached" if event.cached else event.status
-        counts[key] = counts.get(key, 0) + 1
-        self.progress.update(task_id, advance=1, status=_counts(counts))
+        label, task_id, counts = run
+        counts[event.status] = counts.get(event.status, 0) + 1
+        if event.cached:
+            counts[CACHED] = counts.get(CACHED, 0) + 1
+        left = self.time_left(event.run, counts)
+        self.progress.update(task_id, advance=1, status=_counts(counts),
+                             left=f"~{left} left" if left else "")
+        done = sum(v for k, v in counts.items() if k != CACHED)
+        total = self._begun.get(event.run, (0.0, 0))[1]
+        step = max(5, total // 10)
+        if not self.live and left and total >= 20 and done % step == 0:  # a long run's log
+            self.message(f"  {escape(label)}: {done}/{total} trials done, ~{left} left")
+
+    def time_left(self, run: str, counts: dict[str, int]) -> str:
+        """The run's time left at the pace of its trials so far (cached ones aside), once
+        a trial not from the cache finished and some remain; else ''."""
+        started, total = self._begun.get(run, (0.0, 0))
+        done = sum(v for k, v in counts.items() if k != CACHED)
+        fresh = done - counts.get(CACHED, 0)
+        if fresh <= 0 or done >= total:
+            return ""
+        return duration((self.clock() - started) / fresh * (total - done))
 
     def on_event(self, event: Event) -> None:
         step = "[bold cyan]»[/]"
@@ -460,10 +515,9 @@ class LoopDisplay:
             case TrialsEstimated():
                 self.message(f"{step} {escape(estimate_text(event))}")
             case ProposalRefused():
-                self._done()
-                self.message("[yellow]  refused before any trial:[/] "
-                             + escape("; ".join(plain.without_class_names(r)
-                                                for r in event.reasons)))
+                self._done()  # why: in the verdict, printed once after the progress
+                self.message(f"[yellow]  iteration {event.iteration}: refused before any "
+                             "trial[/]")
             case CandidateEvaluating():
                 self._done()
                 self.message(f"{step} evaluating the candidate on {escape(event.branch)}")
@@ -476,11 +530,12 @@ class LoopDisplay:
                 self.message(f"[cyan]  gate {escape(event.stage)}[/] ({event.trials} trials): "
                              f"{escape(plain.plain_stage(event.reason))}")
             case VerdictReached():
+                # the outcome only: the sentence saying why is printed once, after the
+                # progress (show_optimize), never twice
                 self._done()
                 decided = {"accept": "accepted", "reject": "rejected"}.get(event.decision,
                                                                            event.decision)
-                self.message(f"[bold]  verdict: {decided}[/]"
-                             + (f": {escape(event.summary)}" if event.summary else ""))
+                self.message(f"[bold]  iteration {event.iteration}: {decided}[/]")
             case IterationAbandoned():
                 self.message("[yellow]  cleaned up after a killed run:[/] "
                              + escape(event.describe()))
@@ -501,22 +556,60 @@ class LoopDisplay:
 
 DIFF_LINES = 30
 """Lines of a proposed diff shown in the terminal (all with --verbose)."""
+FOLD = "↳ "
+"""What starts the continuation of a diff line folded at the terminal's width, after the
+line's own `+`, `-` or ` `: a folded `+` line never reads as a context line."""
+
+
+def diff_rows(line: str, width: int) -> list[str]:
+    """One diff line as terminal rows of at most `width` cells: folded at spaces (a word too
+    long for a row is cut), each continuation starting with the line's own prefix and FOLD."""
+    if cell_len(line) <= width:
+        return [line]
+    prefix, body = (line[:1], line[1:]) if line[:1] in "+- " else ("", line)
+    lead = body[: len(body) - len(body.lstrip())]
+    first = textwrap.wrap(body, width=width - len(prefix), initial_indent="",
+                          subsequent_indent="", break_long_words=True, drop_whitespace=True)
+    if not first:
+        return [line[:width]]
+    rows = [prefix + lead + first[0]]
+    rest = " ".join(first[1:])
+    cont = width - len(prefix) - cell_len(FOLD)
+    rows += [prefix + FOLD + r for r in textwrap.wrap(rest, width=cont, break_long_words=True)]
+    if cell_len(rows[0]) > width:  # the leading blanks did not fit: fold that row again
+        return [rows[0][:width], *rows[1:]]
+    return rows
 
 
 def show_diff(diff: str, *, limit: int | None = DIFF_LINES, where: str = "") -> None:
-    """A proposed diff, coloured (+ green, - red, hunk headers cyan), its prose lines wrapped
-    at word boundaries, cut after `limit` lines with a count of the lines not shown."""
+    """A proposed diff, coloured (+ green, - red, hunk headers cyan), each line folded at the
+    terminal's width with its prefix repeated (`diff_rows`), cut after `limit` lines with a
+    count of the lines not shown."""
     lines = diff.rstrip("\n").splitlines()
     shown = lines if limit is None else lines[:limit]
+    indent = 4
     for line in shown:
         style = ("bold" if line.startswith(("---", "+++")) else "green" if line[:1] == "+"
                  else "red" if line[:1] == "-" else "cyan" if line.startswith("@@") else "")
-        say(line, style=style, indent=4)
+        for row in diff_rows(line, max(20, out.width - indent)):
+            out.print(Text(" " * indent + row, style=style), soft_wrap=True, highlight=False)
     if len(shown) < len(lines):
         more = len(lines) - len(shown)
         say(f"... {more} more line{'s' if more > 1 else ''} of the diff not shown"
             + (f" (all of it: {where}, or --verbose)" if where else " (--verbose shows all)"),
-            style="dim", indent=4)
+            style="dim", indent=indent)
+
+
+_TONES = {"accepted": "green", "rejected": "red", "inconclusive": "yellow", "refused": "yellow",
+          "error": "red", "abandoned": "yellow", "nothing": "yellow", "no": "yellow"}
+
+
+def _lead(sentence: str, lead: str) -> None:
+    """`sentence` with its first `lead` characters (the outcome) in bold and coloured."""
+    word = lead.split()[-1] if lead.split() else ""
+    tone = _TONES.get(word, _TONES.get(lead.split()[0] if lead.split() else "", ""))
+    out.print(wrapped(Text.assemble((lead, f"bold {tone}".strip()), sentence[len(lead):]),
+                      out.width), soft_wrap=True, highlight=False)
 
 
 def _iteration_headline(it: Any) -> str:
@@ -525,20 +618,18 @@ def _iteration_headline(it: Any) -> str:
 
 
 def show_iteration(it: Any, *, every_row: bool = False, verbose: bool = False,
-                   compare: str | None = None) -> None:
-    """One iteration: the plain sentence first, then what was tried (the idea and its diff),
-    the per-bucket table with its legend, where things are; the gate's findings and method
-    only with `verbose` (they are in the PR body, the ledger and --json too)."""
-    out.print()
+                   compare: str | None = None, headline: bool = True) -> None:
+    """One iteration: its plain sentence (unless `headline` is False: the session's verdict
+    already said it), what was tried (the idea and its diff), its branch; the per-bucket
+    table with its legend, the gate's findings and method, and the paths only with `verbose`
+    (they are in the PR body, the ledger and --json too)."""
     head = _iteration_headline(it)
-    outcome = f"iteration {it.iteration} {it.outcome}"
-    tone = {"accepted": "green", "rejected": "red", "inconclusive": "yellow",
-            "refused": "yellow", "error": "red", "abandoned": "yellow"}.get(it.outcome, "")
-    out.print(wrapped(Text.assemble((outcome, f"bold {tone}".strip()), head[len(outcome):]),
-                      out.width), soft_wrap=True, highlight=False)
+    if headline:
+        out.print()
+        _lead(head, f"iteration {it.iteration} {it.outcome}")
     findings, method = plain.split_method(it.reasons)
-    if it.outcome in ("refused", "error", "abandoned") and (len(it.reasons) > 1 or verbose
-                                                          or len(head) > 150):
+    listed = len(it.reasons) > 1 or verbose or head.endswith("...")
+    if it.outcome in ("refused", "error", "abandoned") and listed:
         for r in it.reasons:
             say(f"- {plain.without_class_names(r)}", indent=2)
     folder = Path(it.package_path).parent if it.package_path else None
@@ -549,39 +640,56 @@ def show_iteration(it: Any, *, every_row: bool = False, verbose: bool = False,
     if it.diff:
         say("diff:", indent=2)
         show_diff(it.diff, limit=None if verbose else DIFF_LINES, where=it.pr_body_path or "")
-    if it.verdict_table:
-        verdict_rows(it.verdict_table, every_row=every_row)
-    if verbose and it.outcome not in ("refused", "error", "abandoned"):
-        for r in findings:
-            say(f"- {r}", indent=2)
-        for line in [*it.movement, *it.harm]:
-            say(line, indent=2)
-    how = getattr(it, "method", "") or "; ".join(method)
-    if how and verbose:
-        say(f"how it was decided: {how.removeprefix('tests: ')}", indent=2, style="dim")
-    elif how:
-        say("how it was decided: --verbose, the PR body or --json", indent=2, style="dim")
     if it.branch:
         say(f"branch: {it.branch}", indent=2)
     if it.pr_body_path:
         say(f"PR body: {it.pr_body_path}", indent=2)
+    how = getattr(it, "method", "") or "; ".join(method)
+    if not verbose:
+        if it.verdict_table or how:
+            say("per-bucket table and how it was decided: --verbose, the PR body or --json",
+                indent=2, style="dim")
+        return
+    if it.verdict_table:
+        verdict_rows(it.verdict_table, every_row=every_row)
+    if it.outcome not in ("refused", "error", "abandoned"):
+        # each finding once: the bucket statements under their state, the target's paired
+        # movement in the table above (the findings give it against each task's record)
+        statements = [h for h in it.harm if h.startswith("[")]
+        said = {h.split("] ", 1)[-1] for h in statements}
+        for r in findings:
+            if r not in said:
+                say(f"- {r}", indent=2)
+        for line in [*(m for m in it.movement if not m.startswith("visible ")), *statements]:
+            say(line, indent=2)
+    if how:
+        say(f"how it was decided: {how.removeprefix('tests: ')}", indent=2, style="dim")
     if compare:
         command("compare: ", compare)
 
 
 def show_optimize(result: Any, *, every_row: bool = False,
                   compare: Mapping[int, str] | None = None, verbose: bool = False) -> None:
-    """The session: each iteration (`show_iteration`) and where everything was written."""
-    out.rule(f"optimize {result.suite} / {result.bucket}")
-    say(f"base commit {result.base_commit[:12]}; baseline {result.baseline_trials} trials "
-        f"({result.baseline_cached_trials} reused from cache)")
+    """The session: its verdict first, in one sentence printed once (`result.message`); then,
+    compactly, what each iteration tried; the tables, the method and the paths with
+    `verbose`."""
+    message = plain.without_class_names(result.message)
+    lead = message.split(":", 1)[0] if ":" in message else message.split(";", 1)[0]
+    _lead(message, lead)
+    single = len(result.iterations) == 1
     for it in result.iterations:
-        show_iteration(it, every_row=every_row, verbose=verbose,
+        show_iteration(it, every_row=every_row, verbose=verbose, headline=not single,
                        compare=(compare or {}).get(it.iteration))
     for w in result.warnings:
         warn(w)
+    if not verbose:
+        say(f"session: {result.session_dir} (the proposer's packages and replies, PR "
+            "bodies; --verbose prints the rest)", style="dim", indent=2)
+        return
     out.print()
-    say(result.message)
+    out.rule(f"optimize {result.suite} / {result.bucket}")
+    say(f"base commit {result.base_commit[:12]}; baseline {result.baseline_trials} trials "
+        f"({result.baseline_cached_trials} reused from cache)")
     runs = Path(result.ledger_path).parent / "runs"
     say(f"ledger: {result.ledger_path}")
     say(f"reports: {runs} (baseline runs: {', '.join(result.baseline_runs)})")
@@ -634,13 +742,15 @@ def _trial(c: Mapping[str, Any]) -> str:
 
 LOCAL_HINT = (
     "Note: local:smollm2 is a 135M-parameter model that runs on your CPU; it shows the loop "
-    "working, not good prompts. Point the same command at a real model with one flag:\n"
-    "  --agent-model anthropic:claude-haiku-4-5 --proposer-model anthropic:claude-sonnet-4-5  "
-    "(ANTHROPIC_API_KEY)\n"
-    "  --agent-model openai:gpt-4.1-mini --proposer-model openai:gpt-4.1  (OPENAI_API_KEY)\n"
-    "  --agent-model openai:<model> --base-url http://localhost:8000/v1  (vLLM, Ollama, "
-    "llama.cpp, LM Studio)"
+    "working, not good prompts. Point the same command at a real model:\n"
+    "  ANTHROPIC_API_KEY: --agent-model anthropic:claude-haiku-4-5\n"
+    "                     --proposer-model anthropic:claude-sonnet-4-5\n"
+    "  OPENAI_API_KEY:    --agent-model openai:gpt-4.1-mini\n"
+    "                     --proposer-model openai:gpt-4.1\n"
+    "  a local server:    --agent-model openai:<model>\n"
+    "                     --base-url http://localhost:8000/v1  (vLLM, Ollama, llama.cpp)"
 )
+"""Each line under 80 columns, so no terminal splits a flag from its value."""
 
 
 def verdict_rows(rows: list[dict[str, Any]], *, every_row: bool = True) -> None:

@@ -131,6 +131,8 @@ class TrialsEstimated(Event):
     tokens: int | None = None
     usd: float | None = None
     """Estimated cost where the model's price is known."""
+    seconds: float | None = None
+    """Estimated wall time of those trials, where an earlier run (or the model) gives one."""
     basis: str = ""
 
 
@@ -244,6 +246,8 @@ class StepEstimated(Event):
     basis: str
     usd: float | None = None
     """At list prices, where every model's price is known."""
+    seconds: float | None = None
+    """Its expected wall time (the budget's estimate)."""
 
 
 class BudgetStopped(Event):
@@ -317,8 +321,17 @@ class EventLog:
         self._fh: IO[str] | None = None
 
     def __enter__(self) -> EventLog:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = self.path.open("a", encoding="utf-8")
+        from optimizer.core.config import ConfigError
+
+        folder = self.path.parent
+        if not folder.is_dir():  # a typo in the path: say so, never create folders for it
+            raise ConfigError(f"--events {self.path}: the folder {folder} does not exist "
+                              "(create it, or give a file in an existing folder)")
+        try:
+            self._fh = self.path.open("a", encoding="utf-8")
+        except OSError as err:
+            raise ConfigError(f"--events {self.path}: cannot write it: "
+                              f"{err.strerror or err}") from None
         return self
 
     def __exit__(

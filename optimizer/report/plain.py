@@ -18,6 +18,9 @@ from optimizer.gate.verdict import POOLED, Verdict
 HEADLINE_MAX = 130
 """A verdict's first line stays under 160 characters with its `iteration N: outcome: ` prefix."""
 
+SESSION_MAX = 160
+"""A session's verdict sentence stays under this many characters where its parts allow."""
+
 METHOD_PREFIXES = ("tests: ", "harm per task", "paired (seeded)", "paired (unseeded)")
 """Reasons that describe how the gate decided (the method), not what it found."""
 
@@ -37,54 +40,115 @@ def _fixed(c: BucketComparison | None) -> str:
     return f"fixed {c.fixed}{broke} of {c.n_pairs} target trials"
 
 
+HELD_OUT = " (held-out)"
+"""The suffix of the target's held-out tasks in a verdict's bucket statements: part of the
+target bucket, never "another bucket"."""
+
+
+def broken_tasks(verdict: Verdict) -> list[str]:
+    """The tasks a rejection for harm found broken, `task (bucket)`, from the regressed
+    buckets' statements (held-out tasks stay unnamed: their names never reach the proposer)."""
+    out: list[str] = []
+    for b in verdict.buckets:
+        if b.state != "regressed":
+            continue
+        tasks = re.findall(r"task '([^']+)'", b.statement)
+        if b.bucket.endswith(HELD_OUT) or not tasks:
+            out.append(b.bucket)
+        else:
+            out += [f"{t} ({b.bucket})" for t in tasks]
+    return list(dict.fromkeys(out))
+
+
+def agree_with_harm(rows: list[dict[str, object]], verdict: Verdict) -> list[dict[str, object]]:
+    """The per-bucket table's rows with the status the verdict gave each bucket where harm
+    detection decided it (`regressed`), so the table never calls "inconclusive" a bucket the
+    verdict rejected the patch for."""
+    states = {b.bucket: b.state for b in verdict.buckets}
+    for row in rows:
+        if states.get(str(row.get("bucket"))) == "regressed":
+            row["status"] = "regressed"
+    return rows
+
+
 def optimize_headline(verdict: Verdict) -> str:
-    """One sentence on an evaluated candidate: `the patch fixed 0 of 2 target trials, so it was
-    rejected without running the other buckets; try another idea`."""
+    """One sentence on an evaluated candidate, its outcome left to the prefix that states it
+    (`rejected: ...`): what the patch did, what the gate found, what to do next (never "the
+    next iteration": the session says what follows, `session_headline`)."""
     moved = _fixed(verdict.visible or verdict.target)
-    bad = [b.bucket for b in verdict.buckets if b.state == "regressed"]
+    bad = broken_tasks(verdict)
     bad += [b for b in verdict.suspected_regressions if b == POOLED and b not in bad]
     open_ = [b.bucket for b in verdict.buckets if b.state == "harm not ruled out"]
-    checked = len(verdict.buckets)
+    others = [b for b in verdict.buckets if not b.bucket.endswith(HELD_OUT)
+              and b.bucket != verdict.target_bucket]
+    held = any(b.bucket.endswith(HELD_OUT) for b in verdict.buckets)
     stop, decision = verdict.stopped, verdict.decision
     if decision == "accept":
-        others = (f"the gate found no harm in the {checked} other buckets" if checked
-                  else "there was no other bucket to harm")
-        text = f"the patch {moved} and {others}; review its branch and merge it"
+        n = len(others)
+        found = (f"the gate found no harm in the {n} other bucket{'s' if n != 1 else ''}"
+                 if n else "there was no other bucket to harm")
+        if held:
+            found += " nor in the held-out target tasks"
+        text = f"the patch {moved} and {found}; review its branch and merge it"
     elif stop == "screen":
-        text = (f"the patch {moved}, so it was rejected without running the other buckets; "
-                "the next iteration tries another idea")
+        text = f"the patch {moved}, so the other buckets were not run"
     elif stop == "futility":
-        text = (f"the patch {moved}, no better than the base prompt, so it was rejected; "
-                "the next iteration tries another idea")
+        text = f"the patch {moved}, no better than the base prompt"
     elif stop == "held-out" and decision == "reject":
         text = (f"the patch {moved} the proposer saw, but the held-out target tasks did not "
-                "improve (it overfits), so it was rejected")
+                "improve (it overfits)")
     elif stop == "held-out":
         text = (f"the patch {moved}, but the held-out target tasks did not clearly improve; "
-                "not kept: raise --max-trials to decide")
+                "raise --max-trials to decide")
     elif bad:
-        text = (f"the patch {moved} but made {names(bad)} worse, so it was rejected; try an "
-                "idea that leaves those alone")
+        text = f"the patch {moved} but broke {names(bad)}; try an idea that leaves it alone"
     elif open_:
         text = (f"the patch {moved}, but harm to {names(open_)} was not ruled out after "
-                f"{verdict.trials_per_task} trials per task; not kept: raise --max-trials")
+                f"{verdict.trials_per_task} trials per task; raise --max-trials")
     else:
         text = (f"after {verdict.trials_per_task} trials per task the patch {moved}, too few "
-                f"to show an improvement, so it was {_decided(decision)}; raise --max-trials "
-                "or try another idea")
+                "to show an improvement; raise --max-trials or try another idea")
     return _short(text)
 
 
-def _decided(decision: str) -> str:
-    return {"reject": "rejected", "accept": "accepted"}.get(decision, "not kept")
+OUTCOME_WORDS = {"error": "ended in error"}
+"""An iteration's outcome after a count (`2 ended in error`, `1 rejected`)."""
+
+
+def session_headline(outcomes: Sequence[tuple[int, str, str]], accepted: Sequence[str],
+                     iterations: int) -> str:
+    """The one sentence an optimize session ends with, printed first and once: its outcome
+    and why, from each iteration's (number, outcome, sentence) and the accepted branches.
+    One iteration: `rejected: <its sentence>; the base prompt stays`; several: which one was
+    accepted, or how each ended."""
+    if accepted:
+        [(n, _, said)] = [o for o in outcomes if o[1] == "accepted"][:1]
+        lead = "accepted" if len(outcomes) == 1 else f"iteration {n} accepted"
+        more = (f" ({len(accepted)} branches accepted: {', '.join(accepted)})"
+                if len(accepted) > 1 else "")
+        return f"{lead}: {said}{more}"
+    if not outcomes:
+        return "nothing was tried; the base prompt stays"
+    stays = "the base prompt stays"
+    if len(outcomes) == 1:
+        _, outcome, said = outcomes[0]
+        whole = f"{outcome}: {said}; {stays}"
+        return whole if len(whole) < SESSION_MAX else f"{outcome}: {said}"
+    counts: dict[str, int] = {}
+    for _, outcome, _ in outcomes:
+        counts[outcome] = counts.get(outcome, 0) + 1
+    how = ", ".join(f"{n} {OUTCOME_WORDS.get(outcome, outcome)}" for outcome, n in counts.items())
+    left = (f" (stopped before iteration {len(outcomes) + 1} of {iterations})"
+            if len(outcomes) < iterations else "")
+    return (f"no proposal was accepted in {len(outcomes)} iterations ({how}){left}; {stays}")
 
 
 def refusal_headline(reasons: Sequence[str]) -> str:
-    """A proposal refused before any trial (a guard, or no usable reply)."""
-    if len(reasons) == 1 and len(reasons[0]) <= HEADLINE_MAX - 25:
-        return _short(f"nothing was evaluated: {reasons[0]}; the next iteration asks again")
-    return (f"nothing was evaluated ({len(reasons)} reason{'s' if len(reasons) != 1 else ''} "
-            "below); the next iteration asks again")
+    """A proposal refused before any trial (a guard, or no usable reply): its reason inline
+    when there is one (cut with `...` when long: every reason is listed below it then)."""
+    if len(reasons) == 1:
+        return _short(f"nothing was evaluated: {reasons[0]}")
+    return f"nothing was evaluated ({len(reasons)} reasons below)"
 
 
 def error_headline(what: str) -> str:
@@ -172,8 +236,11 @@ _PARENS = re.compile(r" \((?:[^()]|\([^()]*\))*(?:p=|->|alpha|Fisher|look)(?:[^(
 
 def plain_stage(reason: str) -> str:
     """A gate stage's reason without its statistics in parentheses (they stay in the events
-    log): `target improved at look 2; harm detection on 6 other task(s), ...`."""
-    return _PARENS.sub("", reason)
+    log): `target improved at look 2; harm detection on 6 other task(s), ...`; never an
+    empty clause (`: ; held-out tasks improved too`) where a whole clause was statistics."""
+    text = _PARENS.sub("", reason)
+    parts = [p.strip() for p in text.split(";")]
+    return "; ".join(p for p in parts if p)
 
 
 _CLASS = re.compile(r"\b(?:[A-Z][a-z0-9]+)+(?:Error|Exception)\b")
@@ -228,7 +295,10 @@ def without_class_names(text: str) -> str:
 
 
 __all__ = [
+    "HELD_OUT",
     "LEGEND",
+    "agree_with_harm",
+    "broken_tasks",
     "error_headline",
     "error_words",
     "interrupted",
@@ -238,6 +308,7 @@ __all__ = [
     "proposer_failure",
     "refusal_headline",
     "review_headline",
+    "session_headline",
     "split_method",
     "without_class_names",
 ]

@@ -9,6 +9,7 @@ agent model, and the errors a command turns into exit codes.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -63,6 +64,7 @@ def open_project(explicit: Path | None = None) -> Project | None:
     project file; None when there is none (promptloop's own agents are then the project, read
     from the repository they would live in). ConfigError names the file, table and key."""
     found = find_project(explicit=explicit)
+    load_dotenv(found.parent if found is not None else repo_root())
     if found is None:
         use_project(packaged_project())
         return None
@@ -71,6 +73,65 @@ def open_project(explicit: Path | None = None) -> Project | None:
         project = with_own_agents(project)
     use_project(project)
     return project
+
+
+DOTENV = ".env"
+_DOTENV_NAME = re.compile(r"^(?:[A-Z][A-Z0-9_]*_API_KEY|OPENAI_BASE_URL|ANTHROPIC_BASE_URL)$")
+"""What promptloop takes from a .env file: provider keys and base URLs, nothing else (the
+rest of a team's .env is not promptloop's business, and never reaches an agent through it)."""
+_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+
+
+def load_dotenv(root: Path | None) -> list[str]:
+    """Provider keys from `<root>/.env` (`NAME=value`, `export NAME=value`, quoted or not,
+    `#` comments) into the environment, where a variable already set wins; every value read
+    is registered for redaction (never stored: core/redact.py). The names set are returned."""
+    from optimizer.core.redact import register_secret
+
+    if root is None:
+        return []
+    path = root / DOTENV
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    loaded: list[str] = []
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if m is None or not _DOTENV_NAME.match(m.group(1)):
+            continue
+        name, value = m.group(1), m.group(2)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        elif " #" in value:
+            value = value.split(" #", 1)[0].rstrip()
+        register_secret(value)
+        if value and name not in os.environ:
+            os.environ[name] = value
+            loaded.append(name)
+    return loaded
+
+
+_SCRIPT = re.compile(r"\.(?:py|js|mjs|cjs|ts|sh|rb|dart|php|pl|exe|jar)$")
+
+
+def check_command(agent: str) -> None:
+    """The files the agent's `command` names (`example_agent/agent.py`, `./run.sh`) exist
+    under the repository root it runs from: else a ConfigError naming promptloop.toml's key,
+    before any trial (a trial would blame a path in a temporary folder)."""
+    project = active_project()
+    cfg = project.agents.get(agent)
+    root = project.root
+    if cfg is None or not cfg.command or root is None or project.path is None:
+        return
+    for i, arg in enumerate(cfg.command):
+        if (not arg or arg.startswith("-") or os.path.isabs(arg) or "=" in arg
+                or "://" in arg or (i == 0 and "/" not in arg)):
+            continue
+        if ("/" in arg or _SCRIPT.search(arg)) and not (root / arg).exists():
+            raise ConfigError(f"{project.where}: [agents.{agent}] key 'command': {arg!r} does not "
+                              f"exist in {root} (paths in 'command' are relative to the "
+                              "repository root)")
 
 
 def extra_settings(command: str) -> list[str]:
@@ -88,9 +149,12 @@ def split_suite(agent: str | None, suite: str | None) -> tuple[str | None, str |
     quickstart`), or a suite folder (a path holding suite.json) or JSONL suite file: a suite
     an agent's `suites` lists becomes (that agent, its suite name); another names its agent
     by its `agent_name` (the path kept)."""
-    names = active_project().agent_names()
+    project = active_project()
+    names = project.agent_names()
     if agent is not None and agent not in names:
-        active_project().agent(agent)  # ConfigError naming the file and the missing table
+        if project.path is None:  # no promptloop.toml at all: the first-day slip
+            raise no_project_here()
+        project.agent(agent)  # ConfigError naming the file and the missing table
     if suite is None:
         return agent, None
     if agent is None and suite in names:
@@ -172,3 +236,98 @@ __all__ = [
     "state_dir",
     "suite_agent_name",
 ]
+
+
+# --- first-day checks: what a command that reads a commit would not find there ---------------
+
+COMMIT_HINT = "git add -A && git commit -m 'promptloop init'"
+
+
+def no_project_here() -> ConfigError:
+    """The error for a name no promptloop.toml declares when there is none at all."""
+    bundled = ", ".join(packaged_project().agent_names())
+    return ConfigError(f"no promptloop.toml here ({Path.cwd()} or a folder above it): run "
+                       f"`promptloop init` to declare an agent (promptloop's own agents: "
+                       f"{bundled})")
+
+
+def uncommitted(root: Path, ref: str = "HEAD",
+                agent: str | None = None) -> tuple[bool, list[str]]:
+    """(whether the repository has a commit, the files the working tree's promptloop.toml
+    declares that commit `ref` lacks): promptloop.toml itself, the prompt files and suite
+    folders of `agent` (None: of every agent), as paths relative to `root`; only those present
+    in the working tree (a file missing from both is another error)."""
+    from optimizer.git import GitOps
+
+    found = find_project(start=root)
+    with GitOps(root) as git:
+        try:
+            sha = git.resolve(ref)
+        except GitOpsError:
+            try:
+                git.resolve("HEAD")
+            except GitOpsError:
+                return False, []
+            raise
+        if found is None:
+            return True, []
+        project = load_project(found)
+        here = project.root or root
+        agents = [cfg for name, cfg in project.agents.items() if agent in (None, name)]
+        # a settings-only file declares no agent: HEAD needs it no more than the working tree
+        paths = [found] if project.agents else []
+        paths += [here / t.path for cfg in agents for t in cfg.targets()]
+        paths += [here / s / "suite.json" for cfg in agents for s in cfg.suites]
+        missing: list[str] = []
+        for path in paths:
+            try:
+                rel = path.resolve().relative_to(root.resolve()).as_posix()
+            except ValueError:
+                continue  # outside the repository: not read at a commit
+            shown = rel.removesuffix("/suite.json")
+            if not path.exists() or shown in missing:
+                continue
+            if not git.list_files(sha, rel):
+                missing.append(shown if path.name == "suite.json" else rel)
+        return True, missing
+
+
+def require_committed(root: Path, ref: str, command: str, agent: str | None = None) -> None:
+    """Before `command` reads the prompt, promptloop.toml and the suites at `ref`: a
+    ConfigError (exit 1) saying what to commit when the repository has no commit, when `ref`
+    lacks promptloop.toml or a file it declares, or when `agent` is declared in the working
+    tree only."""
+    from optimizer.core.config import CONFIG_FILE
+    from optimizer.git import GitOps
+
+    has_commit, missing = uncommitted(root, ref, agent)
+    if not has_commit:
+        raise ConfigError(f"this repository ({root}) has no commit yet: {command} reads "
+                          f"promptloop.toml, the prompt and the suites from a commit ({ref}). "
+                          f"Commit them first: {COMMIT_HINT}")
+    where = "HEAD" if ref == "HEAD" else ref
+    if CONFIG_FILE in missing:
+        others = [m for m in missing if m != CONFIG_FILE]
+        also = f" and {', '.join(others)}" if others else ""
+        raise ConfigError(f"commit {CONFIG_FILE} first ({command} reads {where}, which lacks "
+                          f"it{also}): {COMMIT_HINT}")
+    if agent is not None and find_project(start=root) is not None:
+        with GitOps(root) as git:
+            try:
+                text = git.read_file(ref, CONFIG_FILE)
+            except GitOpsError:
+                text = None
+        if text is not None:
+            from optimizer.core.project import parse_project
+
+            try:
+                declared = parse_project(text, Path(f"{CONFIG_FILE}@{ref}")).agents
+            except ConfigError:
+                declared = {}
+            if agent not in declared and agent in active_project().agents:
+                raise ConfigError(f"agent {agent!r} is declared in the working tree's "
+                                  f"{CONFIG_FILE} but not in {where}'s: commit {CONFIG_FILE} "
+                                  f"first ({command} reads {where}): {COMMIT_HINT}")
+    if missing:
+        raise ConfigError(f"commit {', '.join(missing)} first ({command} reads {where}, which "
+                          f"lacks {'it' if len(missing) == 1 else 'them'}): {COMMIT_HINT}")

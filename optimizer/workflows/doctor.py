@@ -25,6 +25,7 @@ from optimizer.adapters import box
 from optimizer.core.config import ConfigError, default_judge
 from optimizer.core.project import active_project
 from optimizer.core.suites import TASKS_DIR, SuiteError, load_suite
+from optimizer.git import GitOpsError
 from optimizer.propose.sandbox import describe
 from optimizer.propose.sandbox import isolation as sandbox_isolation
 from optimizer.workflows.doctor_git import Cleanup, GitStatus, check_git, fix_git
@@ -286,7 +287,32 @@ def diagnose(
         else:
             local.check = LocalCheck(ok=False, error="the embedded model is not installed")
     _check_git_and_suites(report, where)
+    _check_committed(report)
     return report
+
+
+def _check_committed(report: DoctorReport) -> None:
+    """promptloop.toml and the files it declares, as optimize and review read them: at HEAD.
+    A repository without a commit, or a HEAD lacking them, is a problem (eval alone would
+    run; optimize would not)."""
+    from optimizer.workflows.context import COMMIT_HINT, uncommitted
+
+    if not report.git.repo_root or report.git.error:
+        return
+    try:
+        has_commit, missing = uncommitted(Path(report.git.repo_root))
+    except (ConfigError, GitOpsError):
+        return  # a broken promptloop.toml is reported by the checks above
+    if not has_commit:
+        report.problems.append(Problem(
+            what=f"the repository {report.git.repo_root} has no commit yet: optimize and "
+            "review read promptloop.toml, the prompts and the suites from a commit (HEAD)",
+            fix=COMMIT_HINT))
+    elif missing:
+        report.problems.append(Problem(
+            what=f"not committed (HEAD lacks {'it' if len(missing) == 1 else 'them'}; "
+            f"optimize and review read HEAD): {', '.join(missing)}",
+            fix=COMMIT_HINT))
 
 
 def _require_model(report: DoctorReport, model: str, base_url: str | None) -> None:

@@ -12,13 +12,15 @@ from pathlib import Path
 
 from optimizer.core.config import ConfigError
 from optimizer.core.events import EventSink, Phase, RunWarning, ignore
-from optimizer.core.names import agent_names
+from optimizer.core.names import agent_names, did_you_mean
 from optimizer.core.results import RunResult
 from optimizer.core.suites import Suite, check_runnable, load_suite, resolve_suite_path
 from optimizer.git import provenance
 from optimizer.report.summary import RunSummary
 from optimizer.run.models import ModelIds, ModelSet
 from optimizer.run.runner import RunOptions, needs_judge
+from optimizer.workflows.context import check_command
+from optimizer.workflows.estimate import estimate, suite_trials
 from optimizer.workflows.paired import run_and_save
 from optimizer.workflows.sources import RepoSource
 
@@ -64,11 +66,28 @@ def load_selected(request: EvalRequest, source: RepoSource) -> Suite:
                           f"--agent {suite.agent_name}, or point {request.suite}'s suites at "
                           "its own suite folders")
     check_runnable(suite)
+    _check_names(request, suite)
     if request.buckets or request.task_ids:
         suite = suite.select(
             buckets=list(request.buckets) or None, task_ids=list(request.task_ids) or None
         )
     return suite
+
+
+def _check_names(request: EvalRequest, suite: Suite) -> None:
+    """`--bucket` and `--task` name what the suite holds: else the error the other commands
+    give (`unknown bucket 'x'. Known buckets: ...`), with a did-you-mean."""
+    buckets = sorted({t.bucket for t in suite.tasks})
+    for b in request.buckets:
+        if b not in buckets:
+            raise ConfigError(f"{suite.name}: unknown bucket '{b}'.{did_you_mean(b, buckets)} "
+                              f"Known buckets: {', '.join(buckets)}")
+    ids = [t.id for t in suite.tasks]
+    for t in request.task_ids:
+        if t not in ids:
+            shown = ", ".join(ids[:12]) + (f" and {len(ids) - 12} more" if len(ids) > 12 else "")
+            raise ConfigError(f"{suite.name}: unknown task '{t}'.{did_you_mean(t, ids)} "
+                              f"Tasks: {shown}")
 
 
 async def evaluate(
@@ -77,6 +96,8 @@ async def evaluate(
     """Run the suite; the run's provenance lists where its prompt and tasks were read."""
     with RepoSource.find(request.ref, state, request.repo) as source:
         suite = load_selected(request, source)
+        if request.ref is None:
+            check_command(suite.agent_name)
         prompt = source.prompt(suite.agent_name, request.prompt)
     sources = [s.line() for s in source.served]
     emit = emit or ignore
@@ -92,6 +113,8 @@ async def evaluate(
     options = replace(base, state_dir=state, label=base.label or f"eval {request.suite}",
                       prompt_text=prompt.text if base.prompt_text is None else base.prompt_text,
                       prompt_source=prompt)
+    emit(estimate(f"eval {request.suite}", request.models.agent, state,
+                  [(suite, suite_trials(suite, base.trials))]))
     async with ModelSet(request.models) as models:
         if options.mode != "replay":  # a bad key or model fails here, before any trial
             await models.preflight("agent", *(("judge",) if needs_judge(suite) else ()))

@@ -66,6 +66,7 @@ from optimizer.propose.sandbox import run_sandboxed
 from optimizer.propose.watch import OutsideWriteError
 from optimizer.report.markdown import harm_lines, movement_lines
 from optimizer.report.plain import (
+    agree_with_harm,
     error_headline,
     interrupted,
     optimize_headline,
@@ -231,7 +232,7 @@ class Iteration:
         self.opt.record_candidate(cand.branch, it.commit, it.outcome)
         it.reasons = list(verdict.reasons) + self._judge_notes(base_for_pr)
         it.summary, it.method = optimize_headline(verdict), verdict.test
-        it.verdict_table = verdict_table(comps, verdict.target_bucket)
+        it.verdict_table = agree_with_harm(verdict_table(comps, verdict.target_bucket), verdict)
         it.movement, it.harm = movement_lines(verdict), harm_lines(verdict)
         self.keep = it.outcome == "accepted" or c.keep_rejected
         it.branch = cand.branch if self.keep else None

@@ -16,7 +16,14 @@ from typing import Any
 from agents.llm.types import ModelClient
 from optimizer.core.buckets import BucketError, BucketId, qualified, resolve_bucket
 from optimizer.core.config import ConfigError
-from optimizer.core.events import BaselineReady, EventSink, Phase, RunWarning, ignore
+from optimizer.core.events import (
+    BaselineReady,
+    EventSink,
+    Phase,
+    RunWarning,
+    TrialsEstimated,
+    ignore,
+)
 from optimizer.core.killpoint import kill_point
 from optimizer.core.ledger import Ledger
 from optimizer.core.project import project_scope
@@ -27,11 +34,13 @@ from optimizer.gate.sequential import heldout_tasks, record_rates
 from optimizer.git import GitOps, provenance
 from optimizer.lifecycle.flaky import bucket_flakiness
 from optimizer.propose.literals import build_literal_index
+from optimizer.report.plain import session_headline
 from optimizer.report.store import default_store_dir, save_run
 from optimizer.run.adaptive import AdaptiveLimit
 from optimizer.run.models import ModelSet
 from optimizer.run.runner import needs_judge
 from optimizer.run.usage import Role
+from optimizer.workflows.estimate import estimate, suite_trials
 from optimizer.workflows.gating import bucket_tasks, lineage_history
 from optimizer.workflows.iteration import Iteration
 from optimizer.workflows.optimize_models import (
@@ -131,6 +140,25 @@ class Optimizer:
             save_run(run, default_store_dir(self.c.state_dir), summary=saved.summary)
 
     # --- the loop -----------------------------------------------------------------------
+    def _estimate(self, suites: list[Suite]) -> TrialsEstimated:
+        """The baseline's trials and, per iteration, the fewest the gate runs (its first
+        round on the target bucket), timed and priced by the last runs of these suites."""
+        c = self.c
+        _, where = bucket_tasks(suites)
+        first = sum(c.trials or t.spec.trials_per_run
+                    for i, s in enumerate(suites) for t in s.tasks
+                    if (c.bucket, t.id) in where and where[(c.bucket, t.id)] == i)
+        base = [(s, suite_trials(s, c.trials)) for s in suites]
+        n = sum(t for _, t in base)
+        per = 1 / max(1, n)
+        rounds = [(s, round(t * per * first * c.iterations)) for s, t in base]
+        most = f"{c.iterations} proposal{'s' if c.iterations > 1 else ''} at most"
+        more = (f"{n} for the baseline, then at least {first} per proposal ({most}), more "
+                "where the gate needs them; the proposer's time not counted")
+        return estimate("optimize", c.agent_model, c.state_dir,
+                        [(s, t + extra) for (s, t), (_, extra) in zip(base, rounds, strict=True)],
+                        more=more)
+
     def _check_bucket(self, suites: list[Suite]) -> None:
         """Resolve `--bucket` in the one bucket namespace (`regression/x` always, `x` when
         unique); from here on `self.c.bucket` is the qualified name."""
@@ -203,6 +231,7 @@ class Optimizer:
         if baseline is None:
             suites = self.suites()
             self._check_bucket(suites)
+            self.emit(self._estimate(suites))
             await self.preflight(suites)
             baseline = await self.run_baseline()
         else:
@@ -215,9 +244,8 @@ class Optimizer:
                    if t.bucket == local and t.status in ("failed", "timedOut")]
         if not failing:
             result.status = "nothing_to_do"
-            result.message = (
-                f"bucket '{c.bucket}' has no failing trials at {baseline.base_sha[:12]}"
-            )
+            result.message = (f"nothing to do: bucket '{c.bucket}' has no failing trials at "
+                              f"{baseline.base_sha[:12]}")
             return result
         flaky = bucket_flakiness(baseline.runs, c.bucket)
         if flaky.mostly_flaky:
@@ -237,12 +265,9 @@ class Optimizer:
                 result.accepted_branches.append(it.branch)
                 if c.stop_on_accept:
                     break
-        n_acc = len(result.accepted_branches)
-        result.message = (
-            f"{n_acc} accepted branch(es): {', '.join(result.accepted_branches)}"
-            if n_acc
-            else "no proposal was accepted; the base prompt stays"
-        )
+        result.message = session_headline(
+            [(it.iteration, it.outcome, it.summary or "; ".join(it.reasons[:1]))
+             for it in result.iterations], result.accepted_branches, c.iterations)
         return result
 
     def _result(self, baseline: Baseline) -> OptimizeResult:

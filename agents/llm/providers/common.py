@@ -7,12 +7,13 @@ Both SDKs (anthropic, openai) come from the same generator, so their raw respons
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import ipaddress
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from agents.llm.errors import CredentialsError, ModelConfigError, ModelError, ProviderError
 from agents.llm.options import ModelOptions
@@ -119,6 +120,17 @@ def retries_from_error(err: BaseException) -> int:
         return 0
 
 
+def _public_url(sdk: Any) -> str:
+    """The SDK client's base URL without user info, query or fragment."""
+    url = str(getattr(sdk, "base_url", "") or "?")
+    with contextlib.suppress(ValueError):
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        url = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    return url
+
+
 def map_sdk_error(
     err: BaseException, *, label: str, key_var: str, secrets: tuple[str | None, ...]
 ) -> ModelError:
@@ -208,8 +220,12 @@ class SDKProvider(Generic[C]):
             return await send_parsed(lambda: create(**kwargs), label=self.LABEL,
                                      max_retries=self._options.max_retries)
         except self._api_error() as err:
-            raise map_sdk_error(err, label=self.LABEL, key_var=self.KEY_VAR,
-                                secrets=self._secrets()) from None
+            mapped = map_sdk_error(err, label=self.LABEL, key_var=self.KEY_VAR,
+                                   secrets=self._secrets())
+            if isinstance(mapped, ProviderError) and mapped.status is None:  # no answer at all
+                mapped = ProviderError(f"{mapped} (the server: {_public_url(sdk)})",
+                                       retries=mapped.retries)
+            raise mapped from None
 
     async def preflight(self) -> None:
         """One 1-token request: checks the key, the server and the model name before any

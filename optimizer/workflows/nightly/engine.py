@@ -277,7 +277,7 @@ class NightlyEngine:
         )
         if hit is None:  # announced before its trials start: what it should cost
             self.emit(StepEstimated(step=step_id, tokens=estimate.spend.tokens,
-                                    basis=estimate.basis,
+                                    basis=estimate.basis, seconds=estimate.seconds,
                                     usd=estimate.spend.usd(self.c.models, self.c.prices)))
             return False
         which, detail = hit

@@ -84,6 +84,15 @@ async def test_prints_invalid_json(world: World, kind: str) -> None:
     assert got.status == "errored" and got.message is not None
     assert got.message.startswith(PREFIX + "printed invalid JSON: ")
     assert "line 1 column 2 (character 1)" in got.message
+    assert got.message.endswith("it printed: '{outcome: yes}'")  # the text, to see the cause
+
+
+def test_a_long_non_json_output_is_quoted_capped() -> None:
+    from optimizer.adapters.outcome import QUOTE_CHARS, _quote
+
+    said = _quote("hello " * 100)
+    assert said.startswith("'hello hello") and said.endswith("... (599 characters)")
+    assert len(said) < QUOTE_CHARS + 40
 
 
 @pytest.mark.parametrize("kind", KINDS)

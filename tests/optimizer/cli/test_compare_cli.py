@@ -41,7 +41,8 @@ def test_optimize_prints_the_command_that_shows_its_gate_table(
     out = runner.invoke(app, [
         "optimize", "--suite", "pkm_agent", "--bucket", "skip_trivial", "--iterations", "1",
         "--agent-model", "scripted:pkm", "--proposer-model", "scripted:proposer",
-        "--proposer-format", "diff", "--state-dir", str(state)], env={"COLUMNS": "80"})
+        "--proposer-format", "diff", "--state-dir", str(state), "--verbose"],
+        env={"COLUMNS": "80"})  # the table and the compare command come with --verbose
     assert out.exit_code == 0, out.output
     assert "3 unchanged buckets not shown (--all lists them)" in out.stdout
     args = compare_line(out.stdout)

@@ -56,6 +56,7 @@ def test_events_log_of_an_optimize_run(
     assert [e.stage for e in events if isinstance(e, GateStage)] == [
         "screen", "target", "target", "harm", "harm", "harm"]
     assert [e.event for e in events if e.event not in TRIAL_EVENTS] == [
+        "trials_estimate",  # how many trials, how long, before any starts
         "phase", "phase", "phase",  # where the prompt and the two suites were read
         "phase",
         "run_start", "run_end",  # baseline: capability
@@ -105,12 +106,14 @@ def test_markup_in_engine_text_is_printed_literally(monkeypatch: pytest.MonkeyPa
     from rich.console import Console
 
     from optimizer.cli import ui
-    from optimizer.core.events import ProposalRefused, RunWarning
+    from optimizer.core.events import ProposalRefused, ProposerReplied, RunWarning
 
     buf = StringIO()
     monkeypatch.setattr(ui, "err", Console(file=buf, width=120))
     display = ui.LoopDisplay(enabled=True)
     display.on_event(RunWarning(message="task.json: unknown key '[/x]' ignored"))
     display.on_event(ProposalRefused(iteration=1, reasons=["quotes [bold]input[/bold]"]))
+    display.on_event(ProposerReplied(iteration=1, attempt=1, seconds=1, input_tokens=1,
+                                     output_tokens=1, problem="quotes [bold]input[/bold]"))
     text = buf.getvalue()
     assert "unknown key '[/x]' ignored" in text and "quotes [bold]input[/bold]" in text

@@ -117,29 +117,37 @@ def check_plain(stdout: str, stderr: str, verdict: str) -> str:
 
 
 @pytest.mark.parametrize(("replies", "extra", "said"), [
-    ([GOOD], [], "iteration 1 accepted: the patch fixed 16 of 16 target trials and the gate "
-     "found no harm in the 3 other buckets; review its branch and merge it"),
-    ([BROAD], [], "iteration 1 rejected: the patch fixed 16 of 16 target trials but made "
-     "short_fact and regression/plain worse, so it was rejected"),
-    ([NOTHING], [], "iteration 1 rejected: the patch fixed 0 of 4 target trials, so it was "
-     "rejected without running the other buckets; the next iteration tries another idea"),
+    ([GOOD], [], "accepted: the patch fixed 16 of 16 target trials and the gate found no harm "
+     "in the 3 other buckets; review its branch and merge it"),
+    ([BROAD], [], "rejected: the patch fixed 16 of 16 target trials but broke dentist "
+     "(short_fact), oat-milk (short_fact) and 2 more; the base prompt stays"),
+    ([NOTHING], [], "rejected: the patch fixed 0 of 4 target trials, so the other buckets were "
+     "not run; the base prompt stays"),
 ])
 def test_an_optimize_verdict_reads_in_plain_words_first(
     repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, replies: list[str],
-    extra: list[str], said: str,
+    extra: list[str], said: str, tmp_path: Path,
 ) -> None:
     stdout, stderr = optimize(repo, state, monkeypatch, replies, "--proposer-format", "diff",
                               *extra)
-    assert check_plain(stdout, stderr, "iteration 1 ") == said
-    # the sentence comes first, then the idea, the diff and the table with its legend
-    assert stdout.index("iteration 1 ") < stdout.index("  diff:") < stdout.index("Bucket")
+    assert check_plain(stdout, stderr, said.split(":")[0]) == said
+    # the sentence comes first and once (the progress says only the outcome), then the idea
+    # and the diff; the table, its legend and the method only with --verbose
+    assert stdout.startswith(said.split(":")[0])
+    assert " ".join((stdout + stderr).split()).count(said.split(": ", 1)[1]) == 1
+    assert stdout.index("  diff:") < stdout.index("table and how it was decided: --verbose")
     assert "+++ b/prompts/pkm_agent.md" in stdout
-    assert "F/B = trials fixed/broken" in paragraph(stdout, "columns: ")
-    # the method is not printed by default: nor in the progress lines
+    assert "Bucket" not in stdout and "columns: " not in stdout
     assert not TEST_NAMES.search(stdout + stderr), TEST_NAMES.findall(stdout + stderr)
-    assert "how it was decided: --verbose" in stdout
-    # the verdict on stderr is the same sentence, once
-    assert paragraph(stderr, "  verdict: ").count("the patch fixed") == 1
+    assert "  iteration 1: " + said.split(":")[0] in stderr
+    verbose, _ = optimize(repo, tmp_path / "again", monkeypatch, replies, "--proposer-format",
+                          "diff", "--verbose", *extra)
+    assert verbose.startswith(said.split(":")[0])
+    assert verbose.index(said.split(": ", 1)[1][:40]) < verbose.index("  diff:")
+    assert "F/B = trials fixed/broken" in paragraph(verbose, "columns: ")
+    if "broke" in said:  # the table agrees with the verdict: those buckets regressed
+        rows = [x for x in verbose.splitlines() if x.startswith(("short_fact ", "regression/p"))]
+        assert len(rows) == 2 and all(r.rstrip().endswith("regressed") for r in rows), rows
 
 
 def test_verbose_prints_the_method_once_wrapped(
@@ -147,13 +155,16 @@ def test_verbose_prints_the_method_once_wrapped(
 ) -> None:
     stdout, stderr = optimize(repo, state, monkeypatch, [GOOD], "--proposer-format", "diff",
                               "--verbose")
-    check_plain(stdout, stderr, "iteration 1 ")
+    check_plain(stdout, stderr, "accepted")
     both = stdout + stderr
     flat = " ".join(both.split())  # the method text is wrapped at the terminal's width
     assert flat.count("Lan-DeMets") == 1 and flat.count("anytime-valid over looks") == 1
     assert "  how it was decided: target improvement" in stdout
     assert "obrien-fleming-type" in stdout and "run tests:" not in both
-    assert "visible target tasks" in stdout  # the findings too
+    # the findings too, the target's pass rate once (against its record; the table pairs)
+    assert "target bucket 'skip_trivial' improved" in stdout
+    assert "visible target tasks" not in stdout
+    assert " ".join(stdout.split()).count("every other bucket showed no harm") == 1
     # the PR body: the same sentence first, then each reason on its own line
     [body] = (state / "optimize").glob("*/iter-1/PR.md")
     text = body.read_text()
@@ -167,9 +178,10 @@ def test_a_refusal_says_why_in_words_and_keeps_every_reply(
 ) -> None:
     stdout, stderr = optimize(repo, state, monkeypatch, [OVERLAPPING] * 3,
                               "--proposer-format", "edits")
-    first = check_plain(stdout, stderr, "iteration 1 ")
-    assert first == ("iteration 1 refused: nothing was evaluated: no usable patch in 3 replies "
-                     "(the last: edits of the proposal overlap (line 7 is edited twice))")
+    first = check_plain(stdout, stderr, "refused")
+    assert first == ("refused: nothing was evaluated: no usable patch in 3 replies (the last: "
+                     "edits of the proposal overlap (line 7 is edited twice)); the base prompt "
+                     "stays")
     assert "combine them" not in stdout + stderr
     assert "proposer reply 3 (0 s) not usable: edits of the proposal overlap" in stderr
     [folder] = (state / "optimize").iterdir()
@@ -183,9 +195,9 @@ def test_a_failing_proposer_model_is_an_error_without_its_class_name(
 ) -> None:
     stdout, stderr = optimize(repo, state, monkeypatch, [], "--proposer-format", "diff",
                               code=2)  # the proposer failed: an infrastructure failure
-    first = check_plain(stdout, stderr, "iteration 1 ")
-    assert first.startswith("iteration 1 error: the proposer failed, so nothing was evaluated: "
-                            "the proposer model failed: scripted model ran out of responses")
+    first = check_plain(stdout, stderr, "error")
+    assert first.startswith("error: the proposer failed, so nothing was evaluated: the "
+                            "proposer model failed: scripted model ran out of responses")
     data = json.loads(runner.invoke(app, ["optimize", "--suite", "pkm_agent", "--bucket",
                                           "skip_trivial", "--iterations", "1", "--agent-model",
                                           "scripted:pkm", "--proposer-model",
@@ -310,6 +322,9 @@ def test_nightly_announces_each_step_and_its_cost_before_its_trials(
     assert first.usd is not None and first.usd > 0  # the price is known
     shown = ui.estimate_line(first)
     assert shown.startswith(f"{first.step}: estimated ~") and "at list prices" in shown
+    assert first.seconds is not None  # the budget's time (0 s here: no trial timed yet)
+    timed = ui.estimate_line(first.model_copy(update={"seconds": 1500.0}))
+    assert timed.startswith(f"{first.step}: estimated ~") and ", ~25 min (" in timed
 
 
 def test_several_candidates_read_the_same_way(
@@ -320,8 +335,8 @@ def test_several_candidates_read_the_same_way(
     stdout, stderr = optimize(repo, state, monkeypatch,
                               [f"## Patch 1\n{GOOD}\n## Patch 2\n{GOOD_TWIN}"] * 2,
                               "--proposer-format", "diff", "--candidates", "2")
-    first = check_plain(stdout, stderr, "iteration 1 ")
-    assert first.startswith("iteration 1 accepted: the patch fixed"), first
+    first = check_plain(stdout, stderr, "accepted")
+    assert first.startswith("accepted: the patch fixed"), first
 
 
 def test_a_timed_out_trial_reads_timed_out_in_the_report() -> None:
@@ -333,3 +348,158 @@ def test_a_timed_out_trial_reads_timed_out_in_the_report() -> None:
     done.trials[0].status = "timedOut"
     text = render_markdown(done, summarize(done))
     assert "### `event-a` #0 (event) — timed out" in text and "timedOut" not in text
+
+
+LONG_LINE = ("A call or meeting with a date and a time is an event: always use the event "
+             "template for it, never a snippet.")
+DEMO_PATCH = ("```diff\n--- a/prompts/card_agent.md\n+++ b/prompts/card_agent.md\n"
+              "@@ -1,3 +1,4 @@\n # Card Agent\n \n+" + LONG_LINE + "\n You turn one raw input "
+              "from the user's personal timeline into one timeline card. The input is\n```")
+FLAG_AT_END = re.compile(r"(?:^|\s)--(?!verbose\b|all\b|json\b)[a-z][a-z-]*[,;]?$")
+"""A line ending in a flag that takes a value: its value went to the next line."""
+
+
+def demo_repo(root: Path) -> Path:
+    """The demo's repository: the card agent's prompt and its quickstart suite, committed."""
+    import shutil
+    import subprocess
+
+    here = Path(__file__).resolve().parents[3]
+    (root / "prompts").mkdir(parents=True)
+    shutil.copy(here / "prompts" / "card_agent.md", root / "prompts" / "card_agent.md")
+    shutil.copytree(here / "tasks" / "card_agent" / "quickstart",
+                    root / "tasks" / "card_agent" / "quickstart")
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
+                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"]):
+        subprocess.run(["git", *args], cwd=root, check=True)
+    return root
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_demo_at_80_columns_says_its_verdict_once_and_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verbose: bool
+) -> None:
+    """`make demo`'s command (scripted models): the verdict sentence once, as stdout's first
+    line, before any table; no line wider than 80 columns, no flag wrapped away from its
+    value, a folded `+` line still reads as added."""
+    repo = demo_repo(tmp_path / "demo")
+    monkeypatch.setitem(SCRIPTED_MODELS, "proposer",
+                        lambda: ScriptedModel([reply(DEMO_PATCH)] * 2))
+    monkeypatch.chdir(repo)
+    stdout, stderr = invoke(["optimize", "--suite", "card_agent/quickstart", "--bucket",
+                             "template_event", "--iterations", "2", "--max-turns", "2",
+                             "--max-runs", "2", "--round-trials", "1", "--agent-model",
+                             "scripted:card", "--proposer-model", "scripted:proposer",
+                             "--proposer-format", "diff", "--state-dir", str(tmp_path / "s"),
+                             *(["--verbose"] if verbose else [])])
+    verdict = paragraph(stdout, "no proposal was accepted")
+    assert stdout.startswith("no proposal was accepted in 2 iterations"), stdout
+    assert verdict == ("no proposal was accepted in 2 iterations (1 rejected, 1 refused); the "
+                       "base prompt stays")
+    flat = " ".join((stdout + stderr).split())
+    assert flat.count(verdict) == 1
+    said = "the patch fixed 0 of 2 target trials, so the other buckets were not run"
+    assert flat.count(said) == 1  # iteration 1's sentence, once (the progress: its outcome)
+    assert "iteration 1: rejected" in stderr and "verdict:" not in stderr
+    if verbose:
+        assert stdout.index(verdict[:30]) < stdout.index("Bucket")
+    else:
+        assert "Bucket" not in stdout and "columns:" not in stdout
+    lines = (stdout + stderr).splitlines()
+    # wider only where one word, or a flag with its value (a long path), cannot be cut
+    assert [x for x in lines if cell_len(x) > WIDTH
+            and len(x.rstrip(" \\").split()) > (2 if x.split()[0].startswith("--") else 1)] == []
+    assert [x for x in lines if FLAG_AT_END.search(x.rstrip(" \\"))] == []
+    rows = stdout.splitlines()
+    at = next(i for i, x in enumerate(rows) if x.strip().startswith("+A call or meeting"))
+    assert rows[at + 1].strip().startswith("+↳ ")  # the fold keeps the + of the line
+    assert " ".join(r.strip().lstrip("+↳ ") for r in rows[at:at + 2]) == LONG_LINE
+
+
+def test_the_real_model_note_keeps_each_flag_with_its_value(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    ui.info(ui.LOCAL_HINT)
+    shown = capsys.readouterr().err
+    lines = shown.splitlines()
+    assert all(cell_len(x) <= WIDTH for x in lines)
+    assert [x for x in lines if FLAG_AT_END.search(x)] == []
+    assert "--proposer-model anthropic:claude-sonnet-4-5" in shown
+
+
+def test_prose_never_breaks_between_a_flag_and_its_value() -> None:
+    text = ("x " * 33) + "--proposer-model anthropic:claude-sonnet-4-5 and more words here"
+    rows = ui.wrapped(ui.Text(text), WIDTH).plain.splitlines()
+    assert any("--proposer-model anthropic:claude-sonnet-4-5" in r for r in rows), rows
+
+
+def test_a_gate_stage_with_only_statistics_in_a_clause_has_no_empty_clause() -> None:
+    from optimizer.report.plain import plain_stage
+
+    said = plain_stage("; held-out tasks improved too (pass rate 0% -> 100%, p=0.01 <= 0.02); "
+                       "harm detection on 6 other task(s)")
+    assert said == "held-out tasks improved too; harm detection on 6 other task(s)"
+
+
+def test_a_run_line_counts_passed_trials_among_the_cached(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    display = ui.LoopDisplay(console=Console(width=WIDTH, file=None, force_terminal=False))
+    with display:
+        display.on_event(RunStarted(run="r", label="eval card_agent", suite="s", total=3))
+        for status, cached in (("passed", True), ("passed", True), ("failed", False)):
+            display.on_event(TrialFinished(run="r", task="t", trial=0, bucket="b",
+                                           status=status, cached=cached))
+        display.on_event(RunFinished(run="r", suite="s"))
+    assert ("run finished: eval card_agent: 1 failed, 2 passed (2 from cache)"
+            in capsys.readouterr().out)
+
+
+def test_optimize_and_eval_say_their_trials_and_time_before_they_start(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The estimate comes before the first run: trials (baseline, then per proposal), and
+    once a run of the suites was saved, the time and tokens it measured."""
+    _, stderr = optimize(repo, state, monkeypatch, [NOTHING], "--proposer-format", "diff")
+    flat = " ".join(stderr.split())
+    assert "» optimize: about 20 trials; no earlier run of these suites to time and price them " \
+           "by; 16 for the baseline, then at least 4 per proposal (1 proposal at most)" in flat
+    assert stderr.index("» optimize: about") < stderr.index("run started: ")
+    _, again = invoke(["eval", "--suite", "pkm_agent", "--agent-model", "scripted:pkm",
+                       "--state-dir", str(state), "--fresh"])
+    said = " ".join(again.split())
+    assert re.search(r"» eval pkm_agent: about 12 trials \(.*~\d+ s\); agent tokens and time per "
+                     r"trial of the last run of 1 of 1 suite\(s\)", said), said
+    assert said.index("» eval pkm_agent: about") < said.index("run started: ")
+    assert "trials done" not in said  # a short run: its start and end lines are enough
+
+
+def test_the_embedded_model_is_announced_with_its_time() -> None:
+    from optimizer.core.suites import load_suite
+    from optimizer.workflows.estimate import LOCAL_SECONDS_PER_TRIAL, estimate, suite_trials
+
+    here = Path(__file__).resolve().parents[3]
+    suites = [load_suite(here / "tasks" / "pkm_agent" / k) for k in ("capability", "regression")]
+    event = estimate("optimize", "local:smollm2", here / "no-such-state",
+                     [(s, suite_trials(s)) for s in suites])
+    assert event.trials == sum(suite_trials(s) for s in suites) > 60
+    assert event.seconds == event.trials * LOCAL_SECONDS_PER_TRIAL
+    shown = ui.estimate_text(event)
+    assert re.match(r"optimize: about \d+ trials \(~\d+ min\); ~45 s a trial on the "
+                    r"embedded model", shown), shown
+
+
+def test_a_log_hears_the_time_left_of_a_long_run(capsys: pytest.CaptureFixture[str]) -> None:
+    display = ui.LoopDisplay(console=Console(width=WIDTH, file=None, force_terminal=False))
+    now = [0.0]
+    display.clock = lambda: now[0]
+    with display:
+        display.on_event(RunStarted(run="r", label="baseline", suite="s", total=20))
+        for i in range(10):
+            now[0] += 30.0  # a trial each 30 s
+            display.on_event(TrialFinished(run="r", task="t", trial=i, bucket="b",
+                                           status="passed", cached=False))
+    shown = capsys.readouterr().out
+    assert "  baseline: 5/20 trials done, ~8 min left" in shown  # 15 more at 30 s
+    assert "  baseline: 10/20 trials done, ~5 min left" in shown
+    assert ui.duration(5400) == "1 h 30 min" and ui.duration(40) == "40 s"

@@ -53,7 +53,7 @@ def test_plain_lines_follow_the_events_in_order() -> None:
     assert sink.getvalue().splitlines() == [
         "» baseline of pkm_agent",
         "run started: baseline cap (2 trials)",
-        "run finished: baseline cap: 1 cached, 1 failed",
+        "run finished: baseline cap: 1 failed, 1 passed (1 from cache)",
         "run started: baseline reg (1 trials)",
         "run finished: baseline reg: 1 passed",
     ]
