@@ -173,9 +173,25 @@ def usage_error(err: Any) -> int:
     return EXIT_USER
 
 
+def command_of(argv: Sequence[str], commands: Sequence[str]) -> str:
+    """The command a command line runs (`promptloop --config f.toml eval ...` -> `eval`);
+    `promptloop` when it names none."""
+    rest = iter(argv)
+    for arg in rest:
+        if arg == "--config":
+            next(rest, None)
+        elif arg in commands:
+            return arg
+        elif not arg.startswith("-"):
+            break
+    return "promptloop"
+
+
 class PromptloopGroup(TyperGroup):
     """The `promptloop` group: click's own error handling replaced by the exit codes of the
-    README (a usage error is a user error, exit 1)."""
+    README (a usage error is a user error, exit 1), and with `--json` one envelope on stdout
+    (`{"command", "ok", "exit_code", "result" | "error"}`, docs/json-envelope.schema.json)
+    for success and failure alike: a command only hands its result (`ui.print_json`)."""
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True,
@@ -185,7 +201,7 @@ class PromptloopGroup(TyperGroup):
             return run(args, prog_name, complete_var, False, windows_expand_args, **extra)
         argv = list(args) if args is not None else sys.argv[1:]
         ui.ERRORS.clear()
-        ui.JSON_PRINTED.clear()
+        ui.JSON.reset()
         try:
             code = run(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except click_exc.NoArgsIsHelpError:
@@ -198,9 +214,13 @@ class PromptloopGroup(TyperGroup):
         except typer.Abort:
             ui.error("aborted")
             code = EXIT_INTERRUPTED
+        except KeyboardInterrupt:
+            ui.error("interrupted")
+            code = EXIT_INTERRUPTED
         code = code if isinstance(code, int) else EXIT_OK
         options = argv[:argv.index("--")] if "--" in argv else argv
-        if code and ui.ERRORS and not ui.JSON_PRINTED and "--json" in options:
-            # --json promised JSON on stdout: a failure is one error object, never nothing
-            ui.print_json({"error": "\n".join(ui.ERRORS), "exit_code": code})
+        helped = {"-h", "--help"} & set(options)
+        if (ui.JSON.wanted or "--json" in options) and not helped:
+            # --json promised JSON on stdout: success or failure, one envelope, never nothing
+            ui.write_envelope(command_of(options, list(self.commands)), code)
         sys.exit(code)

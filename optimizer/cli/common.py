@@ -159,7 +159,10 @@ StateOpt = Annotated[
 ]
 JsonOpt = Annotated[
     bool,
-    typer.Option("--json", rich_help_panel=OUTPUT, help="Print machine-readable JSON on stdout."),
+    typer.Option("--json", rich_help_panel=OUTPUT, callback=ui.want_json,
+                 help="Print one JSON object on stdout: {command, ok, exit_code, result | "
+                 "error} (docs/json-envelope.schema.json); progress stays on a terminal's "
+                 "stderr."),
 ]
 AllOpt = Annotated[
     bool,
@@ -336,9 +339,11 @@ class RunLog:
 @contextmanager
 def listening(events: Path | None, *, quiet: bool,
               runs: RunLog | None = None) -> Iterator[EventSink]:
-    """The event sink of one command: progress and phases on the terminal (unless `quiet`,
-    e.g. with --json), with `--events FILE` the JSON-lines log, and `runs` when given."""
+    """The event sink of one command: progress and phases on stderr (with `quiet`, e.g.
+    --json, only when stderr is a terminal: a script reading the JSON gets no log lines), with
+    `--events FILE` the JSON-lines log, and `runs` when given."""
     with ExitStack() as stack:
-        display = stack.enter_context(ui.LoopDisplay(enabled=not quiet))
+        shown = not quiet or ui.err.is_terminal
+        display = stack.enter_context(ui.LoopDisplay(enabled=shown))
         log = stack.enter_context(EventLog(events)) if events is not None else None
         yield fan_out(display.on_event, log, runs)

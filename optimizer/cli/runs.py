@@ -109,7 +109,7 @@ def runs(
         store = default_store_dir(resolve_state(state_dir, write=False))
         entries = select_runs(list_runs(store), suite)[:limit]
         if as_json:
-            ui.print_json([e.model_dump(mode="json", by_alias=True) for e in entries])
+            ui.print_json([e.model_dump(mode="json") for e in entries])
         elif not entries:
             ui.info(f"No saved runs in {store}; `promptloop eval --suite pkm_agent` saves one.")
         else:

@@ -12,7 +12,7 @@ import sys
 import textwrap
 import threading
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
@@ -70,8 +70,27 @@ err = Console(stderr=True, soft_wrap=True)
 
 ERRORS: list[str] = []
 """The `Error:` lines of the running command (for `--json`'s error object, cli/command.py)."""
-JSON_PRINTED: list[bool] = []
-"""Non-empty once the running command printed its JSON (then no error object follows)."""
+
+
+@dataclass
+class JsonOutput:
+    """What `--json` prints for the running command: one envelope (docs/json-envelope.schema
+    .json), written by `PromptloopGroup.main` when the command ends, or at once (`view`)."""
+
+    wanted: bool = False
+    result: list[Any] = field(default_factory=list)
+    """The command's result object, once handed (`print_json`)."""
+    printed: bool = False
+
+    def reset(self) -> None:
+        self.wanted, self.printed = False, False
+        self.result.clear()
+
+
+JSON = JsonOutput()
+EXIT_KINDS = {1: "user", 2: "infrastructure", 130: "interrupted"}
+"""`error.kind` of the envelope by exit code (README: 1 user/configuration, 2 infrastructure,
+130 interrupted)."""
 
 
 def error(message: str) -> None:
@@ -170,9 +189,44 @@ async def acknowledged(work: Awaitable[T], message: str) -> T:
             signal.signal(signal.SIGINT, previous)
 
 
+def want_json(value: bool) -> bool:
+    """The `--json` option's callback: the command's output is the JSON envelope (set from the
+    flag, its environment variable or a promptloop.toml table alike)."""
+    if value:
+        JSON.wanted = True
+    return value
+
+
 def print_json(data: Any) -> None:
-    JSON_PRINTED.append(True)
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    """Hand the command's result to the JSON envelope (printed when the command ends, with its
+    exit code; cli/command.py). The one way a command outputs JSON."""
+    JSON.wanted = True
+    JSON.result[:] = [data]
+
+
+def envelope(command: str, code: int, result: list[Any], errors: list[str]) -> dict[str, Any]:
+    """`{"command", "ok", "exit_code", "result" | "error"}`: a failure has an `error` (and its
+    `result` too when the command had one, e.g. doctor's findings)."""
+    doc: dict[str, Any] = {"command": command, "ok": code == 0, "exit_code": code}
+    if result:
+        doc["result"] = result[0]
+    if code:
+        message = "\n".join(errors) or f"exited with code {code}"
+        doc["error"] = {"kind": EXIT_KINDS.get(code, "error"), "message": message,
+                        "messages": list(errors) or [message]}
+    elif not result:
+        doc["result"] = None
+    return doc
+
+
+def write_envelope(command: str, code: int) -> None:
+    """Print the running command's envelope on stdout, once."""
+    if JSON.printed:
+        return
+    JSON.printed = True
+    doc = envelope(command, code, JSON.result, ERRORS)
+    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
 
 
 _TONE_STYLE = {"": "", "up": "green", "down": "red", "same": "dim", "alert": "magenta"}
