@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import typer
-from rich.console import Console
 from typer._click import core as click_core  # typer vendors click; no public name for these
 from typer._click import exceptions as click_exc
 from typer.core import TyperCommand, TyperGroup, TyperOption
@@ -62,8 +61,10 @@ RENAMED: tuple[Renamed, ...] = (
     # (--kind and --suites stay as hidden options, since they take a different value)
     # review's confirmation trials are optimize's trials per round
     Renamed(("review",), "--confirm-trials", "--round-trials"),
-    # nightly and graduate name an agent, as every command does
-    Renamed(("nightly", "graduate"), "--suite", "--agent"),
+    # graduate names an agent, as every command does
+    Renamed(("graduate",), "--suite", "--agent"),
+    # --base is a git ref everywhere; report's base is a run
+    Renamed(("report",), "--base", "--base-run"),
 )
 
 
@@ -131,7 +132,7 @@ class PromptloopCommand(TyperCommand):
         self.env = env_vars(self.params)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        help_text.render(Console(), self, ctx, self.env)
+        ui.show_help(help_text.page(self, ctx, self.env))
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         takes_value = {o for p in self.params if isinstance(p, TyperOption) and not p.is_flag
@@ -189,9 +190,17 @@ def command_of(argv: Sequence[str], commands: Sequence[str]) -> str:
 
 class PromptloopGroup(TyperGroup):
     """The `promptloop` group: click's own error handling replaced by the exit codes of the
-    README (a usage error is a user error, exit 1), and with `--json` one envelope on stdout
+    README (a usage error is a user error, exit 1), its help laid out as every command's
+    (commands in the order they are added: `init` first), and with `--json` one envelope on stdout
     (`{"command", "ok", "exit_code", "result" | "error"}`, docs/json-envelope.schema.json)
     for success and failure alike: a command only hands its result (`ui.print_json`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = unwrap(self.help or "")
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        ui.show_help(help_text.page(self, ctx, env_vars(self.params)))
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True,

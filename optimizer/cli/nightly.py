@@ -150,7 +150,7 @@ def nightly(
             ui.error(str(err))
             return EXIT_LOCKED
         if as_json:
-            ui.print_json({"night": result.checkpoint.night_id, "exit_code": result.exit_code,
+            ui.print_json({"night": result.checkpoint.night_id,
                            "paths": {k: str(v) for k, v in result.paths.items()},
                            "summary": result.summary.model_dump(mode="json")})
         else:

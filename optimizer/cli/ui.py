@@ -19,9 +19,11 @@ from typing import Any, TypeVar
 
 from rich import box
 from rich.cells import cell_len
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.measure import Measurement
+from rich.padding import Padding
+from rich.panel import Panel
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -56,6 +58,7 @@ from optimizer.core.events import (
     TrialsEstimated,
     VerdictReached,
 )
+from optimizer.cli.help import Page, Row
 from optimizer.gate.compare import BucketComparison
 from optimizer.report import fmt, plain
 from optimizer.report.summary import RunSummary, failed_text
@@ -709,3 +712,83 @@ def comparison_rows(title: str, comparisons: list[BucketComparison], cand: str =
     say(title, indent=2)
     show_table(comparison_table(comparisons, cand=cand), every_row=every_row,
                side="head" if cand == "Head" else "candidate")
+
+
+# --- --help -----------------------------------------------------------------------------------
+
+MIN_HELP_WIDTH = 30
+"""Below this many columns beside the option names, help text goes under the names."""
+
+
+def _help_text(row: Row) -> Text:
+    text = Text(row.help)
+    if row.default:
+        text.append(f" [default: {row.default}]", style="dim")
+    if row.required:
+        text.append(" [required]", style="red")
+    return text
+
+
+def _help_panel(title: str, rows: list[Row], name_width: int, width: int) -> Panel:
+    """Names and help side by side; a name longer than the names column (or every name, on a
+    terminal too narrow for two columns) gets its own line, its help indented below it."""
+    stacked = width - name_width - 6 < MIN_HELP_WIDTH
+    lines: list[RenderableType] = []
+    for row in rows:
+        label, text = Text(row.name, style="bold cyan"), _help_text(row)
+        if stacked or len(row.name) > name_width:
+            indent = 4 if stacked else name_width + 2
+            lines += [label, Padding(text, (0, 0, 0, indent))]
+            continue
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(width=name_width, no_wrap=True)
+        grid.add_column()
+        grid.add_row(label, text)
+        lines.append(grid)
+    return Panel(Group(*lines), title=title, title_align="left", border_style="dim",
+                 box=box.ROUNDED)
+
+
+def names_width(names: list[str], width: int) -> int:
+    """Width of the names column: the longest name up to a third of the terminal (longer
+    names go on a line of their own)."""
+    cap = max(18, min(28, width // 3))
+    fitting = [len(n) for n in names if len(n) <= cap]
+    return max(fitting, default=cap)
+
+
+def show_help(page: Page, console: Console | None = None) -> None:
+    """Print a help page (cli/help.py): usage, description, option panels, the commands of a
+    group, environment variables, examples."""
+    c = console or Console()
+    parts: list[RenderableType] = [Text(page.usage, style="bold"), Text("")]
+    for i, paragraph in enumerate(page.paragraphs):
+        parts += [Text(paragraph, style="" if i == 0 else "dim"), Text("")]
+    panels = dict(page.panels)
+    if page.commands:
+        panels["Commands"] = page.commands
+    every = [r.name for rows in panels.values() for r in rows]
+    name_width = names_width(every, c.width)
+    for title, rows in panels.items():
+        parts.append(_help_panel(title, rows, name_width, c.width))
+    if page.env:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True, style="yellow")
+        grid.add_column(no_wrap=True, style="cyan")
+        for env, option in page.env:
+            grid.add_row(env, option)
+        parts += [Text(""), Text("Environment variables (a flag beats its variable, which "
+                                 "beats promptloop.toml):"), grid]
+    if page.examples:
+        parts += [Text(""), Text("Examples:")]
+        parts += [Text(f"  {line}", style="green", overflow="fold") for line in page.examples]
+    c.print(Padding(Group(*parts), (1, 1, 0, 1)))
+
+
+def help_text(page: Page, width: int = 80) -> str:
+    """A help page as plain text (`promptloop help --json`)."""
+    import io
+
+    console = Console(file=io.StringIO(), width=width, color_system=None, record=True)
+    show_help(page, console)
+    return "\n".join(line.rstrip() for line in console.export_text().splitlines()).strip("\n")
