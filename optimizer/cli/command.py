@@ -65,6 +65,8 @@ RENAMED: tuple[Renamed, ...] = (
     Renamed(("graduate",), "--suite", "--agent"),
     # --base is a git ref everywhere; report's base is a run
     Renamed(("report",), "--base", "--base-run"),
+    # one name for the proposals per bucket (optimize works on one bucket)
+    Renamed(("nightly",), "--iterations-per-bucket", "--iterations"),
 )
 
 
@@ -110,13 +112,14 @@ def unwrap(text: str) -> str:
 
 
 def env_vars(params: Sequence[Any]) -> list[tuple[str, str]]:
-    """(environment variable, option) of a command's visible options."""
+    """(environment variable, option) of a command's visible options: the first variable of
+    each (any after it is an old spelling that still works, not shown)."""
     pairs: list[tuple[str, str]] = []
     for p in params:
         if getattr(p, "hidden", False) or not p.opts:
             continue
         names = [p.envvar] if isinstance(p.envvar, str) else list(p.envvar or [])
-        pairs += [(name, p.opts[0]) for name in names]
+        pairs += [(name, p.opts[0]) for name in names[:1]]
     return pairs
 
 

@@ -101,8 +101,7 @@ RunsArg = Annotated[list[str], typer.Argument(
 BaseRunOpt = Annotated[list[str] | None, typer.Option(
     "--base-run", metavar="RUN",
     help="Compare with this base run (repeat to pool several): trials are paired like the "
-    "gate pairs them. With --format html, one base run and the unpaired page. (--base is a "
-    "git ref everywhere else.)")]
+    "gate pairs them. With --format html, one base run and the unpaired page.")]
 FormatOpt = Annotated[ReportFormat | None, typer.Option(
     "--format", help="Markdown, a self-contained HTML page, the terminal table, or the "
     "original harness's report document as JSON (a file format; --json gives the envelope) "

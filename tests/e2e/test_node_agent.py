@@ -28,6 +28,7 @@ from optimizer.core.regions import RegionSpec, locate, value_of
 from optimizer.workflows.context import open_project
 from optimizer.workflows.nightly.engine import NightlyConfig, run_nightly
 from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
+from tests.cli_json import cli_result
 from tests.e2e.support import (
     assert_only_region_changed,
     cli,
@@ -338,7 +339,7 @@ def test_review_says_it_ignored_a_command_grader_the_head_adds(
 ) -> None:
     marker, result = _review_head_adding_a_command_grader(repo, tmp_path)
     assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
+    data = cli_result(result.stdout)
     assert data["status"] == "reviewed"
     notes = " ".join(data["notes"])
     assert "sneaky" in notes and "ignored" in notes

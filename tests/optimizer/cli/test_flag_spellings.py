@@ -56,7 +56,7 @@ REQUIRED: dict[str, list[str]] = {
     "calibrate": ["--grader", "pkm_insight_quality", "--labels", "labels.jsonl"],
 }
 VALUES = {"--out": "/tmp/state", "--confirm-trials": "3", "--model": "scripted:card",
-          "--suite": "card_agent"}
+          "--suite": "card_agent", "--base": "a-run", "--iterations-per-bucket": "3"}
 
 
 def spellings(command: str) -> set[str]:

@@ -18,6 +18,8 @@ from agents.llm.registry import SCRIPTED_MODELS
 from agents.llm.scripted import ScriptedModel, reply
 from optimizer.cli.app import app
 from optimizer.view.server import ViewServer
+from tests.optimizer.lifecycle.helpers import T0, judge_score, run, save_all, trial
+from tests.optimizer.lifecycle.test_calibration import DIMS, GRADER, JUDGE, label, write_labels
 from tests.optimizer.workflows.test_optimize import GOOD
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -117,6 +119,19 @@ def evaluated(repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return repo
 
 
+def _judged_state(tmp_path: Path) -> Path:
+    """A state folder with one run whose trials a judge scored, and labels of them in
+    tmp_path/labels.jsonl."""
+    state = tmp_path / "judged"
+    trials = [trial(task, "insight", 0, sum(v) / 3 >= 0.6, T0,
+                    scores=[judge_score(dict(zip(DIMS, v, strict=True)))])
+              for task, v in JUDGE.items()]
+    save_all(state, [run("pkm-1", {}, trials=trials, suite="pkm_agent_capability",
+                         agent="pkm_agent")])
+    write_labels(tmp_path / "labels.jsonl", [label(t, v) for t, v in JUDGE.items()])
+    return state
+
+
 def _serve_until_ctrl_c(self: ViewServer, *args: Any, **kwargs: Any) -> None:
     raise KeyboardInterrupt
 
@@ -139,7 +154,7 @@ SUCCEEDING: dict[str, list[str]] = {
     "health": ["health", "--agent", "pkm_agent", "--state-dir", "{state}"],
     "graduate": ["graduate", "--agent", "pkm_agent", "--bucket", "skip_trivial", "--dry-run",
                  "--force", "--state-dir", "{state}"],
-    "calibrate": ["calibrate", "--grader", "pkm_insight_quality", "--labels", "{tmp}/l.jsonl",
+    "calibrate": ["calibrate", "--grader", GRADER, "--labels", "{tmp}/labels.jsonl",
                   "--state-dir", "{state}"],
     "runs": ["runs", "--state-dir", "{state}"],
     "doctor": ["doctor", "--agent-model", "scripted:pkm", "--state-dir", "{state}"],
@@ -161,7 +176,7 @@ def test_a_success_is_an_envelope_with_a_result(
     if command == "init":
         _git(tmp_path, "init", "-q", str(tmp_path / "fresh"))
     if command == "calibrate":
-        pytest.skip("needs judge scores in the store; covered by its lifecycle test")
+        state = _judged_state(tmp_path)
     args = [a.replace("{state}", str(state)).replace("{tmp}", str(tmp_path))
             for a in SUCCEEDING[command]]
     code, data = envelope([*args, "--json"])

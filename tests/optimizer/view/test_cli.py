@@ -15,6 +15,7 @@ from optimizer.cli.runs import runs
 from optimizer.cli.view import view
 from optimizer.report.store import list_runs
 from optimizer.view.server import ViewServer
+from tests.cli_json import cli_result
 from tests.optimizer.view.builders import EVIL_SUITE, ViewState
 from tests.optimizer.view.http import Reply, get
 
@@ -50,7 +51,7 @@ def test_runs_filters_by_suite_or_agent_and_prints_json(view_state: ViewState) -
     state = str(view_state.root)
     result = cli.invoke(app, ["runs", "--suite", EVIL_SUITE, "--json", "--state-dir", state])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
+    data = cli_result(result.stdout)
     assert [d["suiteName"] for d in data] == [EVIL_SUITE, EVIL_SUITE]
     assert {"runName", "agentModel", "promptHash", "gitCommit", "trialPassRate"} <= data[0].keys()
     agent = json.loads(cli.invoke(app, ["runs", "--suite", "card_agent", "--json",
