@@ -102,6 +102,6 @@ def test_installed_wheel_lists_suites_and_runs_an_eval(tmp_path: Path) -> None:
         "prompt: prompts/card_agent.md @ promptloop's bundled copy (no git repository here)",
         "tasks: tasks/card_agent/regression @ promptloop's bundled copy (no git repository here)",
     ]
-    assert summary["numTrials"] == summary["countedTrials"] == suites[key]["tasks"]
-    assert summary["passedTrials"] > 0
+    assert summary["num_trials"] == summary["counted_trials"] == suites[key]["tasks"]
+    assert summary["passed_trials"] > 0
     assert not (work / ".promptloop").exists() and (work / "state").is_dir()

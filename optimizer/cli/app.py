@@ -21,8 +21,8 @@ from optimizer.cli.command import PromptloopCommand, PromptloopGroup, env_vars
 from optimizer.cli.common import JsonOpt, use_toml
 from optimizer.cli.graduate import graduate
 from optimizer.cli.health import health
-from optimizer.cli.runs import runs
 from optimizer.cli.help import page as help_page
+from optimizer.cli.runs import runs
 from optimizer.cli.util import EXIT_INTERRUPTED, guarded
 from optimizer.cli.view import view
 from optimizer.workflows.context import ConfigError, did_you_mean

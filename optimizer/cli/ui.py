@@ -36,6 +36,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from optimizer.cli.help import Page, Row
 from optimizer.core.events import (
     BaselineReady,
     BudgetStopped,
@@ -58,7 +59,6 @@ from optimizer.core.events import (
     TrialsEstimated,
     VerdictReached,
 )
-from optimizer.cli.help import Page, Row
 from optimizer.gate.compare import BucketComparison
 from optimizer.report import fmt, plain
 from optimizer.report.summary import RunSummary, failed_text

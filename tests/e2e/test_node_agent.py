@@ -129,16 +129,16 @@ def test_eval_runs_the_node_agent_with_no_errored_trial(repo: Path, tmp_path: Pa
     data = cli_json("eval", "--agent", "action_items", *MODELS, "--trials", "1",
                     "--out", str(tmp_path / "state"))
     summary = data["summary"]
-    assert summary["numTrials"] == 19 and summary["erroredTrials"] == 0
+    assert summary["num_trials"] == 19 and summary["errored_trials"] == 0
     buckets = {b["bucket"]: b for b in summary["buckets"]}
     assert set(buckets) == BUCKETS
-    assert all(b["trials"] > 0 and b["erroredTrials"] == 0 for b in buckets.values())
+    assert all(b["trials"] > 0 and b["errored_trials"] == 0 for b in buckets.values())
     # the scripted model follows the prompt: the agent's own prompt fails relative dates and
     # the notes without tasks, and passes the owners
-    assert buckets["owner_extraction"]["trialPassRate"] == 1.0
-    assert buckets["due_dates"]["trialPassRate"] < 1.0
-    assert buckets["no_action_items"]["trialPassRate"] == 0.0
-    assert summary["usage"]["modelCalls"] == 19  # every trial called the model through node
+    assert buckets["owner_extraction"]["trial_pass_rate"] == 1.0
+    assert buckets["due_dates"]["trial_pass_rate"] < 1.0
+    assert buckets["no_action_items"]["trial_pass_rate"] == 0.0
+    assert summary["usage"]["model_calls"] == 19  # every trial called the model through node
     assert Path(data["report"]).is_file()
 
 

@@ -109,11 +109,11 @@ def test_card_regression_through_eval_cli(state: Path) -> None:
     assert result.exit_code == 0, result.output
     data = cli_result(result.stdout)
     summary = data["summary"]
-    assert summary["erroredTrials"] == 2 and summary["numTrials"] == 16
-    assert summary["countedTrials"] == 14
-    assert summary["passedTrials"] + summary["failedTrials"] == 14
+    assert summary["errored_trials"] == 2 and summary["num_trials"] == 16
+    assert summary["counted_trials"] == 14
+    assert summary["passed_trials"] + summary["failed_trials"] == 14
     assert summary["usage"]["retries"] > 0
-    assert any("HTTP 500" in message for message in summary["infraErrors"])
+    assert any("HTTP 500" in message for message in summary["infra_errors"])
     assert set(api.faults) == {"429", "500", "malformed_args", "truncated"}, api.faults
     run = load_report_file(Path(data["report"]))
     check_faulty_run(run, api, "card-reg-plain-transaction-coffee")

@@ -45,10 +45,12 @@ def test_eval_card_regression_then_cached_then_replay(state: Path) -> None:
         assert code == 0, rep["_output"]
         assert rep["summary"]["cached_trials"] == 0
         scores.append(
-            [(b["bucket"], b["mean_score"], b["trial_pass_rate"]) for b in rep["summary"]["buckets"]]
+            [(b["bucket"], b["mean_score"], b["trial_pass_rate"])
+             for b in rep["summary"]["buckets"]]
         )
     assert scores[0] == scores[1]
-    assert scores[0] == [(b["bucket"], b["mean_score"], b["trial_pass_rate"]) for b in s1["buckets"]]
+    assert scores[0] == [(b["bucket"], b["mean_score"], b["trial_pass_rate"])
+                         for b in s1["buckets"]]
 
 
 def test_eval_pkm_with_judge_and_report(state: Path) -> None:

@@ -105,7 +105,7 @@ def test_one_batch_for_the_run_and_results_on_the_right_trials(
 
     # a rerun pays nothing: the trials come from the trial cache, no new batch
     again = _eval(tmp_path, judge, server, "--batch")
-    assert again["summary"]["cachedTrials"] == 6 and len(server.creates) == 1
+    assert again["summary"]["cached_trials"] == 6 and len(server.creates) == 1
 
 
 def test_an_errored_batch_result_errors_only_that_trials_judge(
@@ -174,7 +174,7 @@ def test_each_trial_is_graded_once_and_each_judge_request_sent_once(
 
     monkeypatch.setattr(trial_module, "run_grader", counted)
     data = _eval(tmp_path, "anthropic:claude-fake", server, "--batch")
-    assert data["summary"]["numTrials"] == 6
+    assert data["summary"]["num_trials"] == 6
     from optimizer.core.suites import load_suite, resolve_suite_path
 
     suite = load_suite(resolve_suite_path("pkm_agent", "capability"))
