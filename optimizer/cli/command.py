@@ -26,7 +26,7 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from optimizer.cli import help as help_text
 from optimizer.cli import ui
-from optimizer.cli.util import EXIT_INTERRUPTED, EXIT_OK, EXIT_USER
+from optimizer.cli.util import EXIT_INTERRUPTED, EXIT_OK, EXIT_USER, TOML_META
 
 
 @dataclass(frozen=True)
@@ -163,10 +163,6 @@ def _usage_message(err: Any) -> str:
             key = param.name.replace("_", "-")
             message += f" (from {where} [{ctx.info_name}] key '{key}')"
     return message
-
-
-TOML_META = "promptloop.toml"
-"""`ctx.meta` key of the promptloop.toml the defaults came from (set by common.use_toml)."""
 
 
 def usage_error(err: Any) -> int:

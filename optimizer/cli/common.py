@@ -18,8 +18,8 @@ from typing import Annotated, Any
 import typer
 
 from optimizer.cli import ui
-from optimizer.cli.command import TOML_META, renamed_keys
-from optimizer.cli.util import EXIT_USER
+from optimizer.cli.command import renamed_keys
+from optimizer.cli.util import EXIT_USER, TOML_META
 from optimizer.core.events import (
     Event,
     EventLog,

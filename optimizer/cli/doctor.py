@@ -98,8 +98,10 @@ def _show(report: DoctorReport) -> None:
         ],
     )
     local = report.local
-    rows = [
-        ["weights", local.model_path or f"missing: {local.model_error}"],
+    weights = Path(local.model_path) if local.model_path else None
+    rows = [  # the path as file and folder: one word of 90 characters fits no 80 columns
+        ["weights", weights.name if weights else f"missing: {local.model_error}"],
+        *([["in", str(weights.parent)]] if weights else []),
         ["size", f"{local.model_bytes / 1e6:.1f} MB" if local.model_bytes else "-"],
         ["xllamacpp", local.runtime_version or f"missing: {local.runtime_error}"],
     ]

@@ -39,9 +39,9 @@ def graduate(
     The bucket must have 5 consecutive mature runs (pass rate >= 95%) in the lineage of the
     capability suite at --base, and every task of the bucket must have been tried; otherwise
     the command refuses with the figures (--force overrides). The tasks keep their ids and
-    folder paths. The change is one commit on a new branch promptloop/graduate/<agent>-
-    <bucket>/<id>, made in a temporary worktree: your checkout and current branch are not
-    touched. A PR body citing the mature runs is written to <state>/graduations/<id>/PR.md.
+    folder paths. The change is one commit on a new branch
+    promptloop/graduate/<agent>-<bucket>/<id>, made in a temporary worktree: your checkout
+    and current branch are not touched. A PR body citing the mature runs is written to <state>/graduations/<id>/PR.md.
 
     Exit codes: 0 branch created (or --dry-run plan shown), 1 unknown suite or bucket, not
     ready, conflicting files or ids, 2 unreadable state folder."""

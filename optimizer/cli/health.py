@@ -96,13 +96,13 @@ def health(
             ui.print_json(result.model_dump(mode="json"))
             return
         for line in headline(result):
-            ui.out.print(line, highlight=False)
+            ui.say(line)  # wrapped at spaces: the first line runs to 190 characters
         ui.show_table(bucket_table(result.buckets), f"Buckets of {result.suite_name}")
         s = result.summary
         if s.graduation_ready:
-            ui.out.print("Ready to graduate: " + ", ".join(s.graduation_ready), highlight=False)
+            ui.say("Ready to graduate: " + ", ".join(s.graduation_ready))
         if s.stragglers:
-            ui.out.print("Stragglers: " + ", ".join(s.stragglers), highlight=False)
+            ui.say("Stragglers: " + ", ".join(s.stragglers))
         if result.ambiguous:
             ui.show_table(ambiguous_table(result.ambiguous), "Ambiguous or flaky tasks")
         ui.table("Task records (what the gate judges each task against)",

@@ -174,7 +174,7 @@ def _agents(agents: list[str] | None, suites: list[str] | None) -> list[str] | N
     """The agents a night runs: --agent and --suite AGENT together (None: every agent)."""
     picked = list(agents or [])
     for suite in suites or []:
-        agent, sep, kind = suite.partition("/")
+        agent, sep, _ = suite.partition("/")
         if sep:
             raise ConfigError(f"--suite {suite}: a night runs every suite of an agent (they "
                               f"form its gate); give --suite {agent} or --agent {agent}")

@@ -361,7 +361,8 @@ def show_summary(summary: RunSummary, report_path: str | None = None) -> None:
     s, u = summary, summary.usage
     say(f"{s.suite_name}: task pass {fmt.pct(s.task_pass_rate)}, trial pass "
         f"{fmt.pct(s.trial_pass_rate)} ({s.original.passed_trials}/{s.num_trials}); errored "
-        f"excluded {fmt.pct(s.counted_task_pass_rate)} / {fmt.pct(s.counted_trial_pass_rate)}; "
+        f"excluded: task {fmt.pct(s.counted_task_pass_rate)}, trial "
+        f"{fmt.pct(s.counted_trial_pass_rate)}; "
         f"{failed_text(s)}, errored {s.errored_trials}, cached {s.cached_trials}")
     show_table(bucket_table(s))
     say(f"tokens: {fmt.tokens(u.total_tokens)} (in {fmt.tokens(u.input_tokens)}, out "
