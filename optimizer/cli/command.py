@@ -59,10 +59,14 @@ RENAMED: tuple[Renamed, ...] = (
     Renamed(("agent", "health", "graduate"), "--model", "--agent-model"),
     # the suite folder had three names: eval --kind, optimize --suites; now --suite AGENT/SUITE
     # (--kind and --suites stay as hidden options, since they take a different value)
-    # review's confirmation trials are optimize's trials per round
-    Renamed(("review",), "--confirm-trials", "--round-trials"),
-    # graduate names an agent, as every command does
-    Renamed(("graduate",), "--suite", "--agent"),
+    # review's extra trials confirm a suspected regression once; optimize's --round-trials are
+    # the trials of each round of its sequential gate: two ideas, two names
+    Renamed(("review",), "--round-trials", "--confirm-trials"),
+    # graduate and profile name an agent (all its suites), as --agent does everywhere
+    Renamed(("graduate", "profile"), "--suite", "--agent"),
+    # doctor's folder of suites is a --suite like every command's (an agent, AGENT/SUITE, or
+    # a folder)
+    Renamed(("doctor",), "--tasks", "--suite"),
     # --base is a git ref everywhere; report's base is a run
     Renamed(("report",), "--base", "--base-run"),
     # one name for the proposals per bucket (optimize works on one bucket)

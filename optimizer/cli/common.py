@@ -9,6 +9,7 @@ root `--config` (every command) or from `nightly --config` (an eager option read
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterator
 from contextlib import ExitStack, contextmanager
 from enum import StrEnum
@@ -200,7 +201,7 @@ AgentOpt = Annotated[
     typer.Option(
         "--agent",
         envvar="PROMPTLOOP_AGENT",
-        metavar="NAME",
+        metavar="AGENT",
         help="An agent promptloop.toml declares ([agents.NAME]); default: the one --suite names.",
     ),
 ]
@@ -213,6 +214,33 @@ PromptOpt = Annotated[
         "first.",
     ),
 ]
+
+def stored_suite_name(suite: str, kind: str = "capability") -> str:
+    """The stored name of the suite `--suite` names, in any of its spellings: an agent (its
+    `kind` suite, capability by default), AGENT/SUITE (card_agent/quickstart), the suite's
+    folder (tasks/card_agent/quickstart) or its stored name (card_agent_quickstart, returned
+    as is and checked against the store by the caller)."""
+    from optimizer.workflows.context import SuiteError, agent_names
+    from optimizer.workflows.sources import project_suite
+
+    folder = Path(suite)
+    if (folder / "suite.json").is_file():
+        path = folder / "suite.json"
+    else:
+        head, sep, tail = suite.partition("/")
+        if sep and head in agent_names():
+            suite, kind = head, tail
+        if suite not in agent_names():
+            return suite
+        path = project_suite(suite, kind) / "suite.json"  # the repository's, never ours
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["name"])
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
+        kinds = sorted(p.name for p in path.parent.parent.iterdir()
+                       if (p / "suite.json").is_file())
+        raise SuiteError(f"{path}: no readable suite '{kind}' ({err}); suites of {suite}: "
+                         f"{', '.join(kinds)}") from None
+
 
 def need_agent(agent: str | None, suite: str | None) -> None:
     """A usage error (exit 1, with the --help hint) when neither --agent nor --suite is given."""

@@ -3,41 +3,27 @@ ambiguous tasks of one suite over its prompt lineage."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
 from optimizer.cli import ui
-from optimizer.cli.common import JsonOpt, StateOpt
+from optimizer.cli.common import (
+    AgentOpt,
+    JsonOpt,
+    StateOpt,
+    need_agent,
+    stored_suite_name,
+)
 from optimizer.cli.util import guarded
 
 
-def _suite_name(suite: str, kind: str) -> str:
-    """The stored suite name: an agent name + --kind names a suite folder; anything else is
-    taken as a stored suite name (checked against the store by the lineage)."""
-    from optimizer.workflows.context import SuiteError, agent_names
-    from optimizer.workflows.sources import project_suite
-
-    head, sep, tail = suite.partition("/")
-    if sep and head in agent_names():
-        suite, kind = head, tail
-    if suite not in agent_names():
-        return suite
-    path = project_suite(suite, kind) / "suite.json"  # the repository's, never promptloop's
-    try:
-        return str(json.loads(path.read_text(encoding="utf-8"))["name"])
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
-        kinds = sorted(p.name for p in path.parent.parent.iterdir() if (p / "suite.json").is_file())
-        raise SuiteError(f"{path}: no readable suite for --kind {kind} ({err}); kinds of "
-                         f"{suite}: {', '.join(kinds)}") from None
-
-
 def health(
-    suite: Annotated[str, typer.Option(
-        "--suite", "--agent", envvar="PROMPTLOOP_SUITE",
-        help="An agent (its capability suite), one of its suites (card_agent/regression), or "
-        "a stored suite name such as card_agent_capability.")],
+    suite: Annotated[str | None, typer.Option(
+        "--suite", envvar="PROMPTLOOP_SUITE", metavar="SUITE",
+        help="An agent (its capability suite), one of its suites (card_agent/regression), its "
+        "folder, or a stored suite name such as card_agent_capability.")] = None,
+    agent: AgentOpt = None,
     kind: Annotated[str, typer.Option(
         "--kind", hidden=True, help="Old spelling: --suite AGENT/SUITE.")
     ] = "capability",
@@ -75,9 +61,14 @@ def health(
     from optimizer.report.store import default_store_dir
     from optimizer.workflows.context import repo_root, state_dir
 
+    need_agent(agent, suite)
+    chosen = suite or agent or ""
+    if "/" not in chosen and kind != "capability":  # the old --kind
+        chosen = f"{chosen}/{kind}"
+
     def body() -> None:
         state = state_dir(out)
-        name = _suite_name(suite, kind)
+        name = stored_suite_name(chosen, kind)
         try:
             result = build_health(state, name, repo=repo_root(), ref=ref, agent_model=model,
                                   window=window, any_prompt=any_prompt)
@@ -86,9 +77,9 @@ def health(
             from optimizer.workflows.context import agent_names
 
             store = default_store_dir(state)
-            if suite in agent_names():
+            if chosen.partition("/")[0] in agent_names():
                 raise LifecycleError(f"no saved runs of {name} in {store}; run `promptloop eval "
-                                     f"--suite {suite} --kind {kind}` first") from None
+                                     f"--suite {chosen}` first") from None
             known = [*stored_suite_names(store), *agent_names()]
             raise UnknownNameError("suite", err.name, known) from None
         path = save_health(state, result)

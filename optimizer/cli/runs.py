@@ -1,4 +1,4 @@
-"""`promptloop runs [--suite S] [--json]`: the saved runs, newest first, from the run index.
+"""`promptloop runs [--suite SUITE] [--json]`: the saved runs, newest first, from the run index.
 
 The table is plain aligned text (the same in a terminal and a CI log): identifiers are never
 split; when the terminal is too narrow, whole columns are left out, least useful first, and
@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import shutil
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from optimizer.cli import ui
-from optimizer.cli.common import JsonOpt, StateOpt
+from optimizer.cli.common import JsonOpt, StateOpt, stored_suite_name
 from optimizer.cli.util import guarded
 from optimizer.report import fmt
 from optimizer.report.store import RunIndexEntry, default_store_dir, list_runs
@@ -94,8 +95,10 @@ def render_table(entries: list[RunIndexEntry], width: int) -> str:
 def runs(
     suite: Annotated[
         str | None,
-        typer.Option("--suite", help="Only runs of this suite (e.g. pkm_agent_capability) or "
-                     "of every suite of this agent (e.g. pkm_agent)."),
+        typer.Option("--suite", envvar="PROMPTLOOP_SUITE", metavar="SUITE",
+                     help="Only runs of this suite, named as --suite names it everywhere: "
+                     "AGENT/SUITE (pkm_agent/capability), its folder, its stored name "
+                     "(pkm_agent_capability), or an agent (pkm_agent: all its suites)."),
     ] = None,
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Show only the newest N runs.")
@@ -108,7 +111,9 @@ def runs(
 
     def body() -> None:
         store = default_store_dir(resolve_state(state_dir, write=False))
-        entries = select_runs(list_runs(store), suite)[:limit]
+        wanted = stored_suite_name(suite) if suite and ("/" in suite or
+                                                        Path(suite).is_dir()) else suite
+        entries = select_runs(list_runs(store), wanted)[:limit]
         if as_json:
             ui.print_json([e.model_dump(mode="json") for e in entries])
         elif not entries:
