@@ -4,7 +4,7 @@ Agents are declared in promptloop.toml (optimizer/core/project.py), not here; th
 and PKM agents are entries like any other (`agents.adapters:card_agent`). An entry marked
 `@session_factory` builds an in-process session that promptloop's agent loop runs.
 
-`AgentOptions` are our opt-in agent behaviours (SPEC section 8: by default both agents behave
+`AgentOptions` are our opt-in agent behaviours (docs/compat.md: by default both agents behave
 as the original harness). They reach a run through `session_builder(entry, options)`; the
 runner takes them from `$PROMPTLOOP_AGENT_OPTIONS`, a comma-separated list of option names.
 """

@@ -1,4 +1,4 @@
-"""Load and validate suites (SPEC sections 2 and 8), compatible with the original framework.
+"""Load and validate suites (docs/compat.md), compatible with the original framework.
 
 A suite is loaded completely or not at all: every task is parsed and every grader config is
 validated before anything runs, and each error names the file and the field. What the original
@@ -128,7 +128,7 @@ def resolve_suite_path(suite: str, kind: str = "capability") -> Path:
 
 def check_runnable(suite: Suite) -> None:
     """Refuse to run a suite whose agent we cannot run, by name, before any trial (a suite
-    for another agent still loads, as in the original: SPEC section 8)."""
+    for another agent still loads, as in the original: docs/compat.md)."""
     try:
         check_agent(suite.agent_name)
     except ValueError as err:

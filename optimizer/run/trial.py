@@ -286,7 +286,7 @@ async def _attempt(
         reason = f"trial exceeded {timeout:g}s"
         transcript.event("timeout", reason)
         if session is not None and await _capture(got, session, transcript):
-            # SPEC section 8: a timed-out trial is still graded (its scores count in grader
+            # docs/compat.md: a timed-out trial is still graded (its scores count in grader
             # means); it stays timedOut, never passed
             if grade:
                 got.scores = await _grade(task, got.outcome, transcript, judge_c,

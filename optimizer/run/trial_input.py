@@ -1,4 +1,4 @@
-"""What one trial's agent is given, and what else keys its cached result (SPEC section 8).
+"""What one trial's agent is given, and what else keys its cached result (docs/compat.md).
 
 The publish time of a task is its fact entry's: the date from the fact id and the time from
 the `## <id:ts_N> HH:MM:SS` header in the fixture's daily fact file, so "tomorrow" resolves
