@@ -25,7 +25,6 @@ from optimizer.core.regions import (
     splice,
     value_of,
 )
-from tests.cli_json import cli_result
 
 DART_PATH = "lib/agent/card_agent/prompts.dart"
 DART = '''import 'package:memex/agent/card_agent/card_tools.dart';
@@ -685,7 +684,7 @@ def test_accepted_javascript_text_runs_to_its_value() -> None:
               "console.log(JSON.stringify(bad.slice(0, 5)));")
     done = subprocess.run(["node", "-e", script], input=json.dumps(cases), capture_output=True,
                           text=True, timeout=60, check=True)
-    assert cli_result(done.stdout) == []
+    assert json.loads(done.stdout) == []
     assert len(cases) > 200
 
 
