@@ -7,7 +7,7 @@ promptloop's agent loop runs. Which road an entry takes is the table's `adapter`
 from the module. `load_entry` is the one loader of an entry (both the `python` and the
 `session` adapter use it).
 
-`AgentOptions` are our opt-in agent behaviours (SPEC section 8: by default both agents behave
+`AgentOptions` are our opt-in agent behaviours (docs/compat.md: by default both agents behave
 as the original harness). They reach a run through `session_builder(entry, options)`; the
 runner takes them from `$PROMPTLOOP_AGENT_OPTIONS`, a comma-separated list of option names.
 """

@@ -5,7 +5,7 @@ parallel), feed the results back, until the model stops calling tools, a tool ra
 flag, or `max_turns` is reached. After each run the session's completion evidence is checked;
 if something is missing the model gets a reminder listing it, up to `max_runs` runs.
 
-Defaults are the original harness's (SPEC section 8): 20 turns per run, reaching them is a
+Defaults are the original harness's (docs/compat.md): 20 turns per run, reaching them is a
 loop-detection error that ends the agent (no re-prompt), and no turn is forced to be a tool
 call. `on_max_turns="reprompt"` and `require_tool_first_turn=True` are explicit opt-ins.
 """

@@ -1,6 +1,6 @@
 """A trial workspace: Facts/, Cards/, PKM/ and _System/ under one root directory.
 
-Layout (SPEC section 2):
+Layout (docs/suites.md):
   Facts/YYYY/MM/DD.md          daily fact file with entries `## <id:ts_N> HH:MM:SS "{}"`
   Cards/YYYY/MM/DD_ts_N.yaml   timeline card of one fact
   PKM/...                      the knowledge base (the only place PKM tools can see)

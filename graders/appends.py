@@ -1,6 +1,6 @@
 """Find the change an append-coherence judge should grade.
 
-`first_edit` is the original's choice (SPEC section 8): the first successful Edit, not judged
+`first_edit` is the original's choice (docs/compat.md): the first successful Edit, not judged
 when it created a file, targets a file that did not exist before the run, has a blank
 old_string or an empty new_string. The judge then sees only old_string and new_string.
 

@@ -19,7 +19,7 @@ from agents.llm.types import ModelClient, ModelSettings
 from agents.transcript import Transcript
 
 JUDGE_SETTINGS = ModelSettings(temperature=0.0, max_tokens=600)
-"""Default judge generation settings (SPEC section 5: temperature 0, ~600 output tokens)."""
+"""Default judge generation settings (docs/compat.md: temperature 0, ~600 output tokens)."""
 
 _EPS = 1e-9
 

@@ -1,7 +1,7 @@
 """Card Agent graders: completion, template choice, and substring checks on the saved card.
 
 `card_completion`, `card_template_choice` and `card_must_contain` score exactly as the original
-(SPEC sections 5 and 8): template ids compared exactly, `str.lower` on both sides of the
+(docs/compat.md): template ids compared exactly, `str.lower` on both sides of the
 substring test, an empty expected list scores 0.0. Ours are additive graders a suite opts in to:
 the visible-field variants, because the whole YAML includes fact_id, timestamp and status, so a
 short expected string like "7" can match the timestamp instead of anything the user sees (SPEC
@@ -37,12 +37,12 @@ class NoConfig(GraderConfig):
 
 class TemplateChoiceConfig(GraderConfig):
     expected_template_ids: list[str]
-    """An empty list loads and scores 0.0 (SPEC section 8)."""
+    """An empty list loads and scores 0.0 (docs/compat.md)."""
 
 
 class SubstringsConfig(GraderConfig):
     substrings: list[Any]
-    """An empty list loads and scores 0.0 (SPEC section 8); a non-string entry (7, true) is
+    """An empty list loads and scores 0.0 (docs/compat.md); a non-string entry (7, true) is
     stringified as the original does (`original_str`)."""
 
 

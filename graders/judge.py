@@ -1,11 +1,11 @@
 """LLM-judge graders for the PKM Agent: insight quality and append coherence.
 
-The defaults reproduce the original harness (SPEC sections 5 and 8): `pkm_insight_quality`
+The defaults reproduce the original harness (docs/compat.md): `pkm_insight_quality`
 shows the judge the fact, the insight and the target paths; `pkm_append_coherence` judges the
 first successful Edit from its old_string and new_string on one dimension, `coherence`. Ours
 are additive graders: `pkm_insight_quality_plus` also shows the files the agent wrote and what
 it read; `pkm_append_coherence_plus` judges Write-based appends too, against the whole original
-file, on voice, formatting and structure. All share the reply parsing of SPEC section 8.
+file, on voice, formatting and structure. All share the reply parsing of docs/compat.md.
 
 The rubrics live in prompts/judges/*.md and are read at grading time, so they can be tuned
 without code changes. Placeholders are `{{name}}` markers filled in a single pass (never
@@ -72,7 +72,7 @@ def clip(text: str, limit: int) -> str:
     return text[:limit] + f"\n[... {len(text) - limit} more characters not shown]"
 
 
-# --- reply parsing (SPEC section 8, "Judge replies") -------------------------------------
+# --- reply parsing (docs/compat.md, "Judge replies") -------------------------------------
 
 
 class _NonFinite(ValueError):

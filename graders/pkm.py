@@ -1,10 +1,10 @@
 """PKM Agent code graders: completion, routing, preservation, read-before-write, and ours
-(terminal path, redundant files, fact-id placement) that fix the SPEC section 7 weaknesses.
+(terminal path, redundant files, fact-id placement) that fix the docs/differences.md weaknesses.
 
 All paths are relative to PKM/. Tool paths are virtual (`/` is the PKM root) and are made
 relative before they are compared with the outcome's workspace diff and file contents.
 
-The four original graders score exactly as the original harness does (SPEC section 8): routing
+The four original graders score exactly as the original harness does (docs/compat.md): routing
 strips one leading `/` and capitalises the first letter only of a path with a `/`, and needs
 `expected_buckets`; `expected_files: null` is `[]`; an empty `seed_marker` is found in every
 file; read-before-write is one assertion and takes the Read's `file_path` or `path`. Unknown
@@ -41,7 +41,7 @@ TerminalPath = Literal["skip", "persist"]
 
 
 class PkmConfig(GraderConfig):
-    """Unknown keys are ignored, as the original harness ignores them (SPEC section 8)."""
+    """Unknown keys are ignored, as the original harness ignores them (docs/compat.md)."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 

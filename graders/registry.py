@@ -3,7 +3,7 @@
 Each grader registers its name, kind ("code" or "model"), pass threshold, the agent it grades
 and a pydantic config model. Suites validate every config up-front with `validate_config`, so a
 bad value fails loading instead of silently grading with defaults. Unknown config keys are
-ignored, as the original does (SPEC section 8); `config_warnings` names them for the loader.
+ignored, as the original does (docs/compat.md); `config_warnings` names them for the loader.
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ async def run_grader(
 
 
 def trial_passed(scores: Sequence[Score], threshold: float = 1.0) -> bool:
-    """SPEC section 8: a trial passes when every decided grader passed; completion is itself a
+    """docs/compat.md: a trial passes when every decided grader passed; completion is itself a
     grader, nothing else is required (so a trial with no decided score passes, as in the
     original). With a suite `task_pass_threshold` below 1.0 the trial passes instead when the
     mean of its decided scores reaches the threshold (no decided score: no mean, not passed)."""

@@ -150,7 +150,7 @@ async def test_at_most_max_runs() -> None:
 
 
 async def test_max_turns_is_a_loop_detection_error() -> None:
-    # SPEC section 8: reaching max turns is a loop-detection error that ends the agent: no
+    # docs/compat.md: reaching max turns is a loop-detection error that ends the agent: no
     # re-prompt (before: every run was re-prompted, 6 turns over 2 runs)
     model = ScriptedModel(lambda _r: reply("", call("echo", text="again")))
     t = await run_agent(model, Session(), RuntimeConfig(max_turns=3, max_runs=2))
@@ -185,7 +185,7 @@ async def test_loop_detection_does_not_undo_completion() -> None:
 
 
 def test_defaults_are_the_originals() -> None:
-    # SPEC section 8: 20 turns, loop-detection error, no forced first tool call
+    # docs/compat.md: 20 turns, loop-detection error, no forced first tool call
     config = RuntimeConfig()
     assert config.max_turns == 20 and config.max_runs == 4
     assert config.on_max_turns == "error" and config.require_tool_first_turn is False

@@ -8,7 +8,6 @@ be reached, the test is skipped with pip's message.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_json import cli_result
 from tests.llm.agent_server import AgentServer
 
 pytestmark = pytest.mark.slow
@@ -85,7 +85,7 @@ def test_installed_wheel_lists_suites_and_runs_an_eval(tmp_path: Path) -> None:
 
     listed = _run(venv / "bin" / "promptloop", "suites", "--json", cwd=work, env=env)
     assert listed.returncode == 0, listed.stdout + listed.stderr
-    suites = {(s["agent"], s["kind"]): s for s in json.loads(listed.stdout)}
+    suites = {(s["agent"], s["kind"]): s for s in cli_result(listed.stdout)}
     assert ("card_agent", "regression") in suites and ("pkm_agent", "capability") in suites
     assert all(Path(s["path"]).is_relative_to(venv) for s in suites.values())
 
@@ -96,12 +96,12 @@ def test_installed_wheel_lists_suites_and_runs_an_eval(tmp_path: Path) -> None:
                    f"{api.url}/v1", "--trials", "1", "--out", work / "state", "--json",
                    cwd=work, env=env)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    data = json.loads(ran.stdout)
+    data = cli_result(ran.stdout)
     summary = data["summary"]
     assert sorted(data["sources"]) == [
         "prompt: prompts/card_agent.md @ promptloop's bundled copy (no git repository here)",
         "tasks: tasks/card_agent/regression @ promptloop's bundled copy (no git repository here)",
     ]
-    assert summary["numTrials"] == summary["countedTrials"] == suites[key]["tasks"]
-    assert summary["passedTrials"] > 0
+    assert summary["num_trials"] == summary["counted_trials"] == suites[key]["tasks"]
+    assert summary["passed_trials"] > 0
     assert not (work / ".promptloop").exists() and (work / "state").is_dir()

@@ -1,6 +1,6 @@
 """The Card Agent session: first message, completion evidence, reminders and the outcome.
 
-Completion evidence (SPEC section 3): a successful save call for this input's fact id, and a
+Completion evidence (docs/compat.md): a successful save call for this input's fact id, and a
 card file that exists with that fact id, status completed, a title and at least one ui_config.
 """
 
@@ -185,7 +185,7 @@ class CardAgentSession:
 
 def published_time(at: datetime) -> str:
     """The `Published time:` value: local time, UTC offset and zone, and the note not to show
-    the date in the card (SPEC section 8). A naive time is taken as the machine's local time."""
+    the date in the card (docs/compat.md). A naive time is taken as the machine's local time."""
     local = at if at.tzinfo is not None else at.astimezone()
     offset = local.strftime("%z")
     offset = f"{offset[:3]}:{offset[3:]}" if offset else "+00:00"

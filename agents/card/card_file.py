@@ -1,8 +1,8 @@
 """The timeline card YAML file: atomic writes and locked read-modify-write updates.
 
-Key order follows the app (SPEC section 3): fact_id, timestamp, status, tags, ui_configs, title,
+Key order follows the app (docs/compat.md): fact_id, timestamp, status, tags, ui_configs, title,
 then the optional address, insight and failure_reason. The text is written by `card_yaml`: one
-scalar per line, never folded (SPEC section 8).
+scalar per line, never folded (docs/compat.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The card YAML writer: block style, one scalar per line, never folded (SPEC section 8).
+"""The card YAML writer: block style, one scalar per line, never folded (docs/compat.md).
 
 PyYAML's emitter folds long plain and quoted scalars at its `width`, so a must-contain substring
 that straddles the fold is "missing" from the card text. This writer never breaks a scalar:

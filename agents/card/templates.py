@@ -1,6 +1,6 @@
-"""The 22 card templates, their data fields (SPEC section 3) and how the save tool checks them.
+"""The 22 card templates, their data fields (docs/compat.md) and how the save tool checks them.
 
-Default checks are the original's (SPEC section 8): type checks only. Strings are strings,
+Default checks are the original's (docs/compat.md): type checks only. Strings are strings,
 numbers are numbers, lists are lists, list items and optional fields are type-checked, and only
 url, body, text, content, image_url and video_url must be non-blank. `strict=True` adds ours:
 every required string non-blank, hex colours, ISO-8601 start times, non-empty lists and
@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 HEX_RE = re.compile(r"^#?(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})$")
 NON_BLANK_FIELDS = frozenset({"url", "body", "text", "content", "image_url", "video_url"})
-"""Required string fields that must not be blank, even by default (SPEC section 8)."""
+"""Required string fields that must not be blank, even by default (docs/compat.md)."""
 
 Kind = Literal["text", "number", "seconds", "list", "objects"]
 StrictCheck = Literal["", "hex", "iso", "urls"]

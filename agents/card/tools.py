@@ -1,4 +1,4 @@
-"""The Card Agent's two tools: `get_card_metadata` and `save_timeline_card` (SPEC section 3).
+"""The Card Agent's two tools: `get_card_metadata` and `save_timeline_card` (docs/compat.md).
 
 `save_timeline_card` runs its checks in the SPEC order (title, ui_configs, snapshot dropping,
 fact exists, tags) and reports the first failing stage precisely, so the model can correct its
@@ -142,7 +142,7 @@ def parse_ui_configs(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Validate `ui_configs` (a list, or a JSON string of one). Returns (configs, errors).
 
-    Template ids are matched exactly and `data` is required (SPEC section 8); `strict` adds
+    Template ids are matched exactly and `data` is required (docs/compat.md); `strict` adds
     our data checks (see `templates.validate_data`)."""
     if isinstance(raw, str):
         try:
@@ -202,7 +202,7 @@ def drop_snapshots(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def parse_tags(raw: Any) -> tuple[list[str], list[str]]:
     """Tag names, trimmed and capitalised; each must be allowed. Returns (names, errors).
 
-    SPEC section 8: an entry with an empty name is skipped, the icon is ignored, and a bare
+    docs/compat.md: an entry with an empty name is skipped, the icon is ignored, and a bare
     string entry is an error."""
     if raw is None:
         return [], []
@@ -332,7 +332,7 @@ class CardTools:
         return parsed
 
     def _timestamp(self, created_at: datetime | None, existing: Any) -> int:
-        """SPEC section 8: the creation date when it parsed, else the card's, else now."""
+        """docs/compat.md: the creation date when it parsed, else the card's, else now."""
         if created_at is not None:
             return int(created_at.timestamp())
         if isinstance(existing, int | float) and not isinstance(existing, bool):

@@ -1,6 +1,6 @@
 """The PKM Agent session: eleven tools, completion evidence, re-prompt text and outcome.
 
-Completion (SPEC section 4): (a successful Write/Edit whose arguments contain the fact id AND
+Completion (docs/compat.md): (a successful Write/Edit whose arguments contain the fact id AND
 a successful insight update of this input's card) OR (a skip AND no successful
 Write/Edit/Move/Remove).
 
@@ -8,7 +8,7 @@ A *run* (in the runtime's sense) starts with `first_message()` and after each `r
 The insight tool ends the run, unless a structural reminder fired on a Read earlier in the
 run: then the insight is saved but the model keeps the turn to act on the reminder.
 
-Defaults are the original harness's (SPEC section 8): the insight tool takes any fact id that
+Defaults are the original harness's (docs/compat.md): the insight tool takes any fact id that
 exists in its fact file, any related id strings and empty text, and writes `character_id: "0"`;
 a skip needs no evidence; the harness text invites a skip only when the user opts out (when to
 skip trivial input is the prompt's job). `PkmOptions` opts into our stricter checks.
@@ -66,7 +66,7 @@ class SkipArgs(ToolArgs):
 
 
 # Harness text (tool descriptions, first message, re-prompt) invites a skip only on an explicit
-# opt-out by the user (SPEC section 8): when to skip trivial input is the prompt's decision.
+# opt-out by the user (docs/compat.md): when to skip trivial input is the prompt's decision.
 INSIGHT_DESC = (
     "Save the insight of the timeline card of this input, after the input has been written to "
     "the PKM. fact_id is this task's Raw Input ID. related_fact_ids lists fact ids (found "

@@ -3,7 +3,7 @@
 The reminders nudge the agent about structural smells of the file it just read: a Read that
 returned too many lines, a directory fragmented into one-fact files, a date-named file, and a
 file that keeps being edited session after session (an accidental log or a too generic name).
-The counting rules are the original harness's (SPEC section 8).
+The counting rules are the original harness's (docs/compat.md).
 
 Session stats: `<workspace>/_System/pkm_stats.json`, a JSON object
 `{"version": 1, "sessions": [{"fact_id": str, "at": ISO-8601 str, "edited": [path, ...]}]}`,

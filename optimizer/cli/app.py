@@ -18,13 +18,15 @@ from optimizer.cli import agent, doctor, nightly, optimize, profile, report, rev
 from optimizer.cli import eval as eval_cmd
 from optimizer.cli import init as init_cmd
 from optimizer.cli.calibrate import calibrate
-from optimizer.cli.command import PromptloopCommand, PromptloopGroup
-from optimizer.cli.common import use_toml
+from optimizer.cli.command import PromptloopCommand, PromptloopGroup, env_vars
+from optimizer.cli.common import JsonOpt, use_toml
 from optimizer.cli.graduate import graduate
 from optimizer.cli.health import health
+from optimizer.cli.help import page as help_page
 from optimizer.cli.runs import runs
-from optimizer.cli.util import EXIT_INTERRUPTED
+from optimizer.cli.util import EXIT_INTERRUPTED, guarded
 from optimizer.cli.view import view
+from optimizer.workflows.context import ConfigError, did_you_mean
 
 app = typer.Typer(
     name="promptloop",
@@ -34,6 +36,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command inherits it
 )
 
 
@@ -62,8 +65,8 @@ def _root(
         typer.Option(
             "--config",
             envvar="PROMPTLOOP_CONFIG",
-            help="The project file: \\[agents.<name>] tables and one table of defaults per "
-            "command (\\[optimize], \\[eval]...); default: the nearest promptloop.toml from the "
+            help="The project file: [agents.<name>] tables and one table of defaults per "
+            "command ([optimize], [eval]...); default: the nearest promptloop.toml from the "
             "current folder up to the repository's top.",
         ),
     ] = None,
@@ -72,12 +75,45 @@ def _root(
     use_toml(ctx, config)
 
 
-for _name, _fn in (("agent", agent.agent), ("suites", report.suites), ("eval", eval_cmd.eval_),
-                   ("report", report.report), ("optimize", optimize.optimize),
-                   ("nightly", nightly.nightly), ("review", review.review),
-                   ("doctor", doctor.doctor), ("runs", runs), ("view", view),
-                   ("health", health), ("graduate", graduate), ("calibrate", calibrate),
-                   ("init", init_cmd.init), ("profile", profile.profile)):
+def help_(
+    ctx: typer.Context,
+    command: Annotated[str | None, typer.Argument(
+        metavar="COMMAND", help="The command to explain (default: promptloop itself).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the help of a command: `promptloop help optimize` is `promptloop optimize --help`."""
+    group, root = ctx.parent.command if ctx.parent else ctx.command, ctx.parent or ctx
+
+    def body() -> None:
+        target, target_ctx = group, root
+        if command is not None:
+            names = group.list_commands(root)  # type: ignore[attr-defined]
+            found = group.get_command(root, command)  # type: ignore[attr-defined]
+            if found is None:
+                raise ConfigError(f"no command '{command}'.{did_you_mean(command, names)} "
+                                  f"Commands: {', '.join(names)}")
+            target = found
+            target_ctx = found.make_context(command, [], parent=root, resilient_parsing=True)
+        env = getattr(target, "env", None) or env_vars(target.params)
+        page = help_page(target, target_ctx, env)
+        if as_json:
+            ui.print_json({"command": command or "promptloop", "usage": page.usage,
+                           "text": ui.help_text(page)})
+        else:
+            ui.show_help(page)
+
+    guarded(body)
+
+
+COMMANDS = (("init", init_cmd.init), ("doctor", doctor.doctor), ("agent", agent.agent),
+            ("suites", report.suites), ("eval", eval_cmd.eval_), ("report", report.report),
+            ("runs", runs), ("optimize", optimize.optimize), ("review", review.review),
+            ("nightly", nightly.nightly), ("profile", profile.profile), ("health", health),
+            ("graduate", graduate), ("calibrate", calibrate), ("view", view), ("help", help_))
+"""Every command, in the order the root help lists them: the first day's first (init,
+doctor), then evaluating, optimizing, the suite's life, and the viewer."""
+
+for _name, _fn in COMMANDS:
     app.command(_name, cls=PromptloopCommand)(_fn)
 
 

@@ -20,14 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import typer
-from rich.console import Console
 from typer._click import core as click_core  # typer vendors click; no public name for these
 from typer._click import exceptions as click_exc
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from optimizer.cli import help as help_text
 from optimizer.cli import ui
-from optimizer.cli.util import EXIT_INTERRUPTED, EXIT_OK, EXIT_USER
+from optimizer.cli.util import EXIT_INTERRUPTED, EXIT_OK, EXIT_USER, TOML_META
 
 
 @dataclass(frozen=True)
@@ -60,10 +59,18 @@ RENAMED: tuple[Renamed, ...] = (
     Renamed(("agent", "health", "graduate"), "--model", "--agent-model"),
     # the suite folder had three names: eval --kind, optimize --suites; now --suite AGENT/SUITE
     # (--kind and --suites stay as hidden options, since they take a different value)
-    # review's confirmation trials are optimize's trials per round
-    Renamed(("review",), "--confirm-trials", "--round-trials"),
-    # nightly and graduate name an agent, as every command does
-    Renamed(("nightly", "graduate"), "--suite", "--agent"),
+    # review's extra trials confirm a suspected regression once; optimize's --round-trials are
+    # the trials of each round of its sequential gate: two ideas, two names
+    Renamed(("review",), "--round-trials", "--confirm-trials"),
+    # graduate and profile name an agent (all its suites), as --agent does everywhere
+    Renamed(("graduate", "profile"), "--suite", "--agent"),
+    # doctor's folder of suites is a --suite like every command's (an agent, AGENT/SUITE, or
+    # a folder)
+    Renamed(("doctor",), "--tasks", "--suite"),
+    # --base is a git ref everywhere; report's base is a run
+    Renamed(("report",), "--base", "--base-run"),
+    # one name for the proposals per bucket (optimize works on one bucket)
+    Renamed(("nightly",), "--iterations-per-bucket", "--iterations"),
 )
 
 
@@ -109,13 +116,14 @@ def unwrap(text: str) -> str:
 
 
 def env_vars(params: Sequence[Any]) -> list[tuple[str, str]]:
-    """(environment variable, option) of a command's visible options."""
+    """(environment variable, option) of a command's visible options: the first variable of
+    each (any after it is an old spelling that still works, not shown)."""
     pairs: list[tuple[str, str]] = []
     for p in params:
         if getattr(p, "hidden", False) or not p.opts:
             continue
         names = [p.envvar] if isinstance(p.envvar, str) else list(p.envvar or [])
-        pairs += [(name, p.opts[0]) for name in names]
+        pairs += [(name, p.opts[0]) for name in names[:1]]
     return pairs
 
 
@@ -131,7 +139,7 @@ class PromptloopCommand(TyperCommand):
         self.env = env_vars(self.params)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        help_text.render(Console(), self, ctx, self.env)
+        ui.show_help(help_text.page(self, ctx, self.env))
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         takes_value = {o for p in self.params if isinstance(p, TyperOption) and not p.is_flag
@@ -161,10 +169,6 @@ def _usage_message(err: Any) -> str:
     return message
 
 
-TOML_META = "promptloop.toml"
-"""`ctx.meta` key of the promptloop.toml the defaults came from (set by common.use_toml)."""
-
-
 def usage_error(err: Any) -> int:
     """One `Error:` line and a pointer to --help; the usage exit code."""
     ui.error(_usage_message(err))
@@ -173,9 +177,33 @@ def usage_error(err: Any) -> int:
     return EXIT_USER
 
 
+def command_of(argv: Sequence[str], commands: Sequence[str]) -> str:
+    """The command a command line runs (`promptloop --config f.toml eval ...` -> `eval`);
+    `promptloop` when it names none."""
+    rest = iter(argv)
+    for arg in rest:
+        if arg == "--config":
+            next(rest, None)
+        elif arg in commands:
+            return arg
+        elif not arg.startswith("-"):
+            break
+    return "promptloop"
+
+
 class PromptloopGroup(TyperGroup):
     """The `promptloop` group: click's own error handling replaced by the exit codes of the
-    README (a usage error is a user error, exit 1)."""
+    README (a usage error is a user error, exit 1), its help laid out as every command's
+    (commands in the order they are added: `init` first), and with `--json` one envelope on stdout
+    (`{"command", "ok", "exit_code", "result" | "error"}`, docs/json-envelope.schema.json)
+    for success and failure alike: a command only hands its result (`ui.print_json`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = unwrap(self.help or "")
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        ui.show_help(help_text.page(self, ctx, env_vars(self.params)))
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True,
@@ -185,7 +213,7 @@ class PromptloopGroup(TyperGroup):
             return run(args, prog_name, complete_var, False, windows_expand_args, **extra)
         argv = list(args) if args is not None else sys.argv[1:]
         ui.ERRORS.clear()
-        ui.JSON_PRINTED.clear()
+        ui.JSON.reset()
         try:
             code = run(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except click_exc.NoArgsIsHelpError:
@@ -198,9 +226,13 @@ class PromptloopGroup(TyperGroup):
         except typer.Abort:
             ui.error("aborted")
             code = EXIT_INTERRUPTED
+        except KeyboardInterrupt:
+            ui.error("interrupted")
+            code = EXIT_INTERRUPTED
         code = code if isinstance(code, int) else EXIT_OK
         options = argv[:argv.index("--")] if "--" in argv else argv
-        if code and ui.ERRORS and not ui.JSON_PRINTED and "--json" in options:
-            # --json promised JSON on stdout: a failure is one error object, never nothing
-            ui.print_json({"error": "\n".join(ui.ERRORS), "exit_code": code})
+        helped = {"-h", "--help"} & set(options)
+        if (ui.JSON.wanted or "--json" in options) and not helped:
+            # --json promised JSON on stdout: success or failure, one envelope, never nothing
+            ui.write_envelope(command_of(options, list(self.commands)), code)
         sys.exit(code)

@@ -18,8 +18,8 @@ from typing import Annotated, Any
 import typer
 
 from optimizer.cli import ui
-from optimizer.cli.command import TOML_META, renamed_keys
-from optimizer.cli.util import EXIT_USER
+from optimizer.cli.command import renamed_keys
+from optimizer.cli.util import EXIT_USER, TOML_META
 from optimizer.core.events import (
     Event,
     EventLog,
@@ -160,7 +160,10 @@ StateOpt = Annotated[
 ]
 JsonOpt = Annotated[
     bool,
-    typer.Option("--json", rich_help_panel=OUTPUT, help="Print machine-readable JSON on stdout."),
+    typer.Option("--json", rich_help_panel=OUTPUT, callback=ui.want_json,
+                 help="Print one JSON object on stdout: {command, ok, exit_code, result | "
+                 "error} (docs/json-envelope.schema.json); progress stays on a terminal's "
+                 "stderr."),
 ]
 AllOpt = Annotated[
     bool,
@@ -198,7 +201,7 @@ AgentOpt = Annotated[
     typer.Option(
         "--agent",
         envvar="PROMPTLOOP_AGENT",
-        metavar="NAME",
+        metavar="AGENT",
         help="An agent promptloop.toml declares ([agents.NAME]); default: the one --suite names.",
     ),
 ]
@@ -211,6 +214,24 @@ PromptOpt = Annotated[
         "first.",
     ),
 ]
+
+def stored_suite_name(suite: str, kind: str = "capability") -> str:
+    """The stored name of the suite `--suite` names, in any of its spellings: an agent (its
+    `kind` suite, capability by default), AGENT/SUITE (card_agent/quickstart), the suite's
+    folder or JSONL file as promptloop.toml declares it, or its stored name
+    (card_agent_quickstart, returned as is and checked against the store by the caller)."""
+    from optimizer.workflows.context import ConfigError, declared_suite_name, split_suite
+
+    agent, which = split_suite(None, suite)
+    if agent is None:
+        return suite
+    try:
+        return declared_suite_name(agent, which or kind)
+    except ConfigError:
+        if which is None or "/" in suite or Path(suite).exists():
+            raise
+        return suite  # not one of the agent's suites in this checkout: a stored name
+
 
 def need_agent(agent: str | None, suite: str | None) -> None:
     """A usage error (exit 1, with the --help hint) when neither --agent nor --suite is given."""
@@ -337,9 +358,11 @@ class RunLog:
 @contextmanager
 def listening(events: Path | None, *, quiet: bool,
               runs: RunLog | None = None) -> Iterator[EventSink]:
-    """The event sink of one command: progress and phases on the terminal (unless `quiet`,
-    e.g. with --json), with `--events FILE` the JSON-lines log, and `runs` when given."""
+    """The event sink of one command: progress and phases on stderr (with `quiet`, e.g.
+    --json, only when stderr is a terminal: a script reading the JSON gets no log lines), with
+    `--events FILE` the JSON-lines log, and `runs` when given."""
     with ExitStack() as stack:
-        display = stack.enter_context(ui.LoopDisplay(enabled=not quiet))
+        shown = not quiet or ui.err.is_terminal
+        display = stack.enter_context(ui.LoopDisplay(enabled=shown))
         log = stack.enter_context(EventLog(events)) if events is not None else None
         yield fan_out(display.on_event, log, runs)

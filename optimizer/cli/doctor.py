@@ -18,15 +18,15 @@ def doctor(
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     judge_model: JudgeModelOpt = None,
     base_url: BaseUrlOpt = None,
-    tasks: Annotated[
-        Path | None,
+    suite: Annotated[
+        str | None,
         typer.Option(
-            "--tasks",
-            envvar="PROMPTLOOP_TASKS",
-            metavar="DIR",
-            help="Folder of suites to check (default: the suites your agents declare in "
-            "promptloop.toml; outside a repository, promptloop's bundled ones).",
-            file_okay=False,
+            "--suite",
+            envvar=["PROMPTLOOP_SUITE", "PROMPTLOOP_TASKS"],
+            metavar="SUITE",
+            help="Only these suites: an agent (all its suites), AGENT/SUITE, or a folder of "
+            "suites (default: the suites your agents declare in promptloop.toml; outside a "
+            "repository, promptloop's bundled ones).",
         ),
     ] = None,
     check_local: Annotated[
@@ -60,6 +60,7 @@ def doctor(
     --json); accepted and kept branches are never touched."""
 
     def body() -> None:
+        tasks = _suite_folder(suite) if suite is not None else None
         report = diagnose(
             agent_model=agent_model,
             judge_model=judge_model,
@@ -77,6 +78,24 @@ def doctor(
             raise typer.Exit(EXIT_USER)
 
     guarded(body)
+
+
+def _suite_folder(suite: str) -> Path:
+    """The folder `--suite` names: a folder as given, an agent's suites' common folder, or
+    one suite's folder (AGENT/SUITE)."""
+    from optimizer.workflows.context import ConfigError, agent_names
+    from optimizer.workflows.sources import project_suite
+
+    folder = Path(suite)
+    if folder.is_dir():
+        return folder
+    agent, sep, kind = suite.partition("/")
+    if agent not in agent_names():
+        raise ConfigError(f"--suite {suite}: no such folder and no agent '{agent}'; agents: "
+                          f"{', '.join(agent_names()) or 'none'}")
+    if sep:
+        return project_suite(agent, kind)
+    return project_suite(agent, "capability").parent
 
 
 def _yes(flag: bool | None) -> str:
@@ -98,8 +117,10 @@ def _show(report: DoctorReport) -> None:
         ],
     )
     local = report.local
-    rows = [
-        ["weights", local.model_path or f"missing: {local.model_error}"],
+    weights = Path(local.model_path) if local.model_path else None
+    rows = [  # the path as file and folder: one word of 90 characters fits no 80 columns
+        ["weights", weights.name if weights else f"missing: {local.model_error}"],
+        *([["in", str(weights.parent)]] if weights else []),
         ["size", f"{local.model_bytes / 1e6:.1f} MB" if local.model_bytes else "-"],
         ["xllamacpp", local.runtime_version or f"missing: {local.runtime_error}"],
     ]

@@ -172,7 +172,7 @@ def eval_(
                     "run": run.run_name,
                     "report": str(path),
                     "sources": run.provenance.sources,
-                    "summary": summary.model_dump(mode="json", by_alias=True),
+                    "summary": summary.model_dump(mode="json"),
                 }
             )
             return

@@ -14,7 +14,7 @@ from optimizer.cli.util import guarded, require_repo
 
 def graduate(
     suite: Annotated[str, typer.Option(
-        "--agent", envvar="PROMPTLOOP_SUITE",
+        "--agent", envvar=["PROMPTLOOP_AGENT", "PROMPTLOOP_SUITE"], metavar="AGENT",
         help="The agent: the bucket moves from its capability suite to its regression suite.")],
     bucket: Annotated[str, typer.Option("--bucket", help="The capability bucket to graduate.")],
     copy: Annotated[bool, typer.Option(
@@ -39,9 +39,10 @@ def graduate(
     The bucket must have 5 consecutive mature runs (pass rate >= 95%) in the lineage of the
     capability suite at --base, and every task of the bucket must have been tried; otherwise
     the command refuses with the figures (--force overrides). The tasks keep their ids and
-    folder paths. The change is one commit on a new branch promptloop/graduate/<agent>-
-    <bucket>/<id>, made in a temporary worktree: your checkout and current branch are not
-    touched. A PR body citing the mature runs is written to <state>/graduations/<id>/PR.md.
+    folder paths. The change is one commit on a new branch
+    promptloop/graduate/<agent>-<bucket>/<id>, made in a temporary worktree: your checkout
+    and current branch are not touched. A PR body citing the mature runs is written to
+    <state>/graduations/<id>/PR.md.
 
     Exit codes: 0 branch created (or --dry-run plan shown), 1 unknown suite or bucket, not
     ready, conflicting files or ids, 2 unreadable state folder."""

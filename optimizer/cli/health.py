@@ -8,27 +8,22 @@ from typing import Annotated
 import typer
 
 from optimizer.cli import ui
-from optimizer.cli.common import JsonOpt, StateOpt
+from optimizer.cli.common import (
+    AgentOpt,
+    JsonOpt,
+    StateOpt,
+    need_agent,
+    stored_suite_name,
+)
 from optimizer.cli.util import guarded
 
 
-def _suite_name(suite: str, kind: str) -> str:
-    """The stored suite name: an agent (its suite `kind`), one of its suites (AGENT/SUITE), a
-    suite folder or JSONL file, each as promptloop.toml declares it; anything else is taken
-    as a stored suite name (checked against the store by the lineage)."""
-    from optimizer.workflows.context import declared_suite_name, split_suite
-
-    agent, which = split_suite(None, suite)
-    if agent is None:
-        return suite
-    return declared_suite_name(agent, which or kind)
-
-
 def health(
-    suite: Annotated[str, typer.Option(
-        "--suite", "--agent", envvar="PROMPTLOOP_SUITE",
-        help="An agent (its capability suite), one of its suites (card_agent/regression), a "
-        "suite folder or .jsonl file, or a stored suite name such as card_agent_capability.")],
+    suite: Annotated[str | None, typer.Option(
+        "--suite", envvar="PROMPTLOOP_SUITE", metavar="SUITE",
+        help="An agent (its capability suite), one of its suites (card_agent/regression), its "
+        "folder, or a stored suite name such as card_agent_capability.")] = None,
+    agent: AgentOpt = None,
     kind: Annotated[str, typer.Option(
         "--kind", hidden=True, help="Old spelling: --suite AGENT/SUITE.")
     ] = "capability",
@@ -47,8 +42,7 @@ def health(
     """Show and save the health of a suite over the recent runs of its prompt lineage.
 
     The lineage is the suite's saved runs with one agent model whose prompt is a version of
-    the agent's prompt (its first prompt target in promptloop.toml) in the history of --ref
-    (see docs/lifecycle.md). Per task and bucket:
+    prompts/<agent>.md in the history of --ref (see docs/lifecycle.md). Per task and bucket:
     pass rate, trend per run with a 95% interval, mature (>= 95%), straggler (0% over >= 10
     trials), buckets ready to graduate (5 consecutive mature runs), saturated suite (>= 90% of
     tasks mature), and flaky or ambiguous tasks with the trials that disagree. Saved as
@@ -67,9 +61,14 @@ def health(
     from optimizer.report.store import default_store_dir
     from optimizer.workflows.context import repo_root, state_dir
 
+    need_agent(agent, suite)
+    chosen = suite or agent or ""
+    if "/" not in chosen and kind != "capability":  # the old --kind
+        chosen = f"{chosen}/{kind}"
+
     def body() -> None:
         state = state_dir(out)
-        name = _suite_name(suite, kind)
+        name = stored_suite_name(chosen, kind)
         try:
             result = build_health(state, name, repo=repo_root(), ref=ref, agent_model=model,
                                   window=window, any_prompt=any_prompt)
@@ -78,9 +77,9 @@ def health(
             from optimizer.workflows.context import agent_names
 
             store = default_store_dir(state)
-            if suite in agent_names():
+            if chosen.partition("/")[0] in agent_names():
                 raise LifecycleError(f"no saved runs of {name} in {store}; run `promptloop eval "
-                                     f"--agent {suite}` first") from None
+                                     f"--suite {chosen}` first") from None
             known = [*stored_suite_names(store), *agent_names()]
             raise UnknownNameError("suite", err.name, known) from None
         path = save_health(state, result)
@@ -88,13 +87,13 @@ def health(
             ui.print_json(result.model_dump(mode="json"))
             return
         for line in headline(result):
-            ui.out.print(line, highlight=False)
+            ui.say(line)  # wrapped at spaces: the first line runs to 190 characters
         ui.show_table(bucket_table(result.buckets), f"Buckets of {result.suite_name}")
         s = result.summary
         if s.graduation_ready:
-            ui.out.print("Ready to graduate: " + ", ".join(s.graduation_ready), highlight=False)
+            ui.say("Ready to graduate: " + ", ".join(s.graduation_ready))
         if s.stragglers:
-            ui.out.print("Stragglers: " + ", ".join(s.stragglers), highlight=False)
+            ui.say("Stragglers: " + ", ".join(s.stragglers))
         if result.ambiguous:
             ui.show_table(ambiguous_table(result.ambiguous), "Ambiguous or flaky tasks")
         ui.table("Task records (what the gate judges each task against)",

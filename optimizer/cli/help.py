@@ -1,29 +1,20 @@
-"""`--help` of a command, laid out for the terminal it is read in (80 columns and up).
-
-Typer's own layout squeezes option names into a narrow column at 80 columns; this one gives
-the option names the room they need (never cut), wraps the help text at word boundaries
-beside them (or below them on a very narrow terminal), groups options in their panels
-(`rich_help_panel`) and lists environment variables once, at the end.
+"""`--help` of a command and of `promptloop` itself, as data: `page` gathers the usage line,
+the description, the options by panel (`rich_help_panel`), the environment variables (listed
+once, at the end), the commands (of the group) and the examples; `ui.show_help` lays it out
+for the terminal it is read in (80 columns and up), giving the option names the room they need
+(never cut). No rich here: ui.py is the only module that draws.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
-
-from rich import box
-from rich.console import Console, Group, RenderableType
-from rich.padding import Padding
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
 
 OPTIONS_PANEL = "Options"
 PANEL_ORDER = ("Arguments", OPTIONS_PANEL, "Models", "Proposer", "Gate", "Run", "Budget",
                "Publish", "Output")
-MIN_HELP_WIDTH = 30
-"""Below this many columns beside the option names, help text goes under the names."""
 
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "agent": ("promptloop agent example --task ex-urgency-outage",
@@ -31,7 +22,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "suites": ("promptloop suites", "promptloop suites evals/example"),
     "eval": ("promptloop eval --agent example",
              "promptloop eval --suite card_agent/quickstart --trials 3"),
-    "report": ("promptloop report latest --failing", "promptloop report RUN --base BASE_RUN"),
+    "report": ("promptloop report latest --failing", "promptloop report RUN --base-run BASE_RUN"),
     "optimize": ("promptloop optimize --suite pkm_agent --bucket skip_trivial",
                  "promptloop optimize --agent example --bucket urgency --iterations 1"),
     "nightly": ("promptloop nightly --max-usd 5", "promptloop nightly --resume"),
@@ -45,6 +36,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "calibrate": ("promptloop calibrate --grader pkm_insight_quality --labels labels.jsonl",),
     "init": ("git init my-agent && cd my-agent && promptloop init",),
     "profile": ("promptloop profile --agent pkm_agent --budget 40",),
+    "help": ("promptloop help optimize", "promptloop -h"),
 }
 """At least one example per command, shown at the end of its --help (a test checks every
 command has one)."""
@@ -91,6 +83,8 @@ def usage(cmd: Any, ctx: Any) -> str:
     for p in cmd.get_params(ctx):
         if not p.opts or not p.opts[0].startswith("-"):
             pieces.append(argument_name(p) if p.required else f"[{argument_name(p)}]")
+    if hasattr(cmd, "list_commands"):
+        pieces.append("COMMAND [ARGS]...")
     return "Usage: " + " ".join(pieces)
 
 
@@ -109,14 +103,31 @@ def default_text(param: Any, ctx: Any) -> str:
     return str(value)
 
 
-def option_help(param: Any, ctx: Any) -> Text:
-    text = Text(" ".join((getattr(param, "help", None) or "").split()))
-    shown = default_text(param, ctx)
-    if shown:
-        text.append(f" [default: {shown}]", style="dim")
-    if param.required:
-        text.append(" [required]", style="red")
-    return text
+@dataclass(frozen=True)
+class Row:
+    """One option (or argument, or command) of a help page."""
+
+    name: str
+    help: str
+    default: str = ""
+    required: bool = False
+
+
+@dataclass
+class Page:
+    """A help page: what `ui.show_help` draws."""
+
+    usage: str
+    paragraphs: list[str]
+    panels: dict[str, list[Row]]
+    env: Sequence[tuple[str, str]] = ()
+    examples: Sequence[str] = ()
+    commands: list[Row] = field(default_factory=list)
+
+
+def option_row(param: Any, ctx: Any) -> Row:
+    return Row(names(param, ctx), " ".join((getattr(param, "help", None) or "").split()),
+               default_text(param, ctx), bool(param.required))
 
 
 def panels(params: Sequence[Any]) -> dict[str, list[Any]]:
@@ -134,60 +145,16 @@ def panels(params: Sequence[Any]) -> dict[str, list[Any]]:
     return {k: out[k] for k in ordered if out[k]}
 
 
-def _panel(title: str, rows: list[tuple[str, Text]], name_width: int, width: int) -> Panel:
-    """Names and help side by side; a name longer than the names column (or every name, on a
-    terminal too narrow for two columns) gets its own line, its help indented below it."""
-    stacked = width - name_width - 6 < MIN_HELP_WIDTH
-    lines: list[RenderableType] = []
-    for name, text in rows:
-        label = Text(name, style="bold cyan")
-        if stacked or len(name) > name_width:
-            indent = 4 if stacked else name_width + 2
-            lines += [label, Padding(text, (0, 0, 0, indent))]
-            continue
-        grid = Table.grid(padding=(0, 2))
-        grid.add_column(width=name_width, no_wrap=True)
-        grid.add_column()
-        grid.add_row(label, text)
-        lines.append(grid)
-    return Panel(Group(*lines), title=title, title_align="left", border_style="dim",
-                 box=box.ROUNDED)
-
-
-def names_width(rows: Sequence[str], width: int) -> int:
-    """Width of the names column: the longest name up to a third of the terminal (longer
-    names go on a line of their own)."""
-    cap = max(18, min(28, width // 3))
-    fitting = [len(n) for n in rows if len(n) <= cap]
-    return max(fitting, default=cap)
-
-
-def env_table(pairs: Sequence[tuple[str, str]]) -> RenderableType:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(no_wrap=True, style="yellow")
-    grid.add_column(no_wrap=True, style="cyan")
-    for env, option in pairs:
-        grid.add_row(env, option)
-    return grid
-
-
-def render(console: Console, cmd: Any, ctx: Any, env: Sequence[tuple[str, str]]) -> None:
-    """Print a command's help: usage, description, option panels, environment variables."""
-    parts: list[RenderableType] = [Text(usage(cmd, ctx), style="bold"), Text("")]
+def page(cmd: Any, ctx: Any, env: Sequence[tuple[str, str]] = ()) -> Page:
+    """A command's help page (a group's lists its commands, in the order it lists them)."""
     paragraphs = [p for p in (cmd.help or "").split("\n\n") if p.strip()]
-    for i, paragraph in enumerate(paragraphs):
-        parts += [Text(paragraph, style="" if i == 0 else "dim"), Text("")]
-    groups = panels(cmd.get_params(ctx))
-    all_rows = {title: [(names(p, ctx), option_help(p, ctx)) for p in params]
-                for title, params in groups.items()}
-    name_width = names_width([n for rows in all_rows.values() for n, _ in rows], console.width)
-    for title, rows in all_rows.items():
-        parts.append(_panel(title, rows, name_width, console.width))
-    if env:
-        parts += [Text(""), Text("Environment variables (a flag beats its variable, which "
-                                 "beats promptloop.toml):"), env_table(env)]
-    examples = EXAMPLES.get(cmd.name or "", ())
-    if examples:
-        parts += [Text(""), Text("Examples:")]
-        parts += [Text(f"  {line}", style="green", overflow="fold") for line in examples]
-    console.print(Padding(Group(*parts), (1, 1, 0, 1)))
+    groups = {title: [option_row(p, ctx) for p in params]
+              for title, params in panels(cmd.get_params(ctx)).items()}
+    commands = []
+    if hasattr(cmd, "list_commands"):
+        for name in cmd.list_commands(ctx):
+            sub = cmd.get_command(ctx, name)
+            if sub is not None and not getattr(sub, "hidden", False):
+                commands.append(Row(name, " ".join(sub.get_short_help_str(limit=300).split())))
+    return Page(usage(cmd, ctx), paragraphs, groups, env, EXAMPLES.get(cmd.name or "", ()),
+                commands)

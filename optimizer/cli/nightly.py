@@ -65,14 +65,18 @@ OpenPrOpt = Annotated[bool, Opt(
     help="Push and open a PR per accepted branch with gh (if installed and logged in; "
          "otherwise print the commands).")]
 SuitesOpt = Annotated[list[str] | None, Opt(
-    "--agent", envvar="PROMPTLOOP_NIGHTLY_SUITES", metavar="AGENT",
+    "--agent", envvar=["PROMPTLOOP_AGENT", "PROMPTLOOP_NIGHTLY_SUITES"], metavar="AGENT",
     help="An agent promptloop.toml declares (repeat; default: all of them).")]
+SuiteOpt = Annotated[list[str] | None, Opt(
+    "--suite", envvar="PROMPTLOOP_SUITE", metavar="SUITE",
+    help="An agent's suites, as --suite names them everywhere (repeat); a night runs all the "
+    "suites of an agent together (they form its gate), so AGENT/SUITE is refused.")]
 BaseOpt = Annotated[str | None, Opt(
     envvar="PROMPTLOOP_BASE", metavar="REF",
     help="Git ref whose prompts are the baseline. [default: HEAD]")]
 IterationsOpt = Annotated[int | None, Opt(
-    min=1, envvar="PROMPTLOOP_ITERATIONS_PER_BUCKET",
-    help="Proposals per bucket at most. [default: 2]")]
+    "--iterations", min=1, envvar=["PROMPTLOOP_ITERATIONS", "PROMPTLOOP_ITERATIONS_PER_BUCKET"],
+    help="Proposals per bucket at most, as optimize's --iterations. [default: 2]")]
 CandidatesOpt = Annotated[int | None, Opt(
     min=1, max=16, envvar="PROMPTLOOP_CANDIDATES",
     help="Patches asked per iteration, screened on the target; the winner is gated. "
@@ -97,12 +101,13 @@ def nightly(
     push: PushOpt = False,
     open_pr: OpenPrOpt = False,
     suites: SuitesOpt = None,
+    suite: SuiteOpt = None,
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     judge_model: JudgeModelOpt = None,
     proposer_model: ProposerModelOpt = None,
     base_url: BaseUrlOpt = None,
     base: BaseOpt = None,
-    iterations_per_bucket: IterationsOpt = None,
+    iterations: IterationsOpt = None,
     candidates: CandidatesOpt = None,
     max_buckets: MaxBucketsOpt = None,
     trials: TrialsOpt = None,
@@ -131,7 +136,7 @@ def nightly(
     settings = toml_only(ctx) | {
         "suites": suites or None, "agent_model": agent_model, "judge_model": judge_model,
         "proposer_model": proposer_model, "base_url": base_url, "base": base,
-        "iterations_per_bucket": iterations_per_bucket, "max_buckets": max_buckets,
+        "iterations_per_bucket": iterations, "max_buckets": max_buckets,
         "candidates": candidates,
         "trials": trials, "concurrency": concurrency, "batch": batch, "max_usd": max_usd,
         "max_tokens": max_tokens, "max_wall_minutes": max_wall_minutes,
@@ -141,6 +146,7 @@ def nightly(
         from optimizer.workflows.nightly.engine import run_nightly
         from optimizer.workflows.nightly.state import LockHeldError
 
+        settings["suites"] = _agents(suites, suite)
         cfg = _config(settings, state_dir)
         try:
             with listening(events, quiet=as_json) as emit:
@@ -150,7 +156,7 @@ def nightly(
             ui.error(str(err))
             return EXIT_LOCKED
         if as_json:
-            ui.print_json({"night": result.checkpoint.night_id, "exit_code": result.exit_code,
+            ui.print_json({"night": result.checkpoint.night_id,
                            "paths": {k: str(v) for k, v in result.paths.items()},
                            "summary": result.summary.model_dump(mode="json")})
         else:
@@ -162,6 +168,18 @@ def nightly(
     code = guarded(body)
     if code:
         raise typer.Exit(code)
+
+
+def _agents(agents: list[str] | None, suites: list[str] | None) -> list[str] | None:
+    """The agents a night runs: --agent and --suite AGENT together (None: every agent)."""
+    picked = list(agents or [])
+    for suite in suites or []:
+        agent, sep, _ = suite.partition("/")
+        if sep:
+            raise ConfigError(f"--suite {suite}: a night runs every suite of an agent (they "
+                              f"form its gate); give --suite {agent} or --agent {agent}")
+        picked.append(agent)
+    return list(dict.fromkeys(picked)) or None
 
 
 def _failure(result: NightResult) -> str:

@@ -27,7 +27,7 @@ from optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError
 
 def profile(
     agent: Annotated[str, typer.Option(
-        "--agent", "--suite", envvar="PROMPTLOOP_SUITE",
+        "--agent", envvar=["PROMPTLOOP_AGENT", "PROMPTLOOP_SUITE"], metavar="AGENT",
         help="The agent whose suites' records to grow (an [agents.<name>] of promptloop.toml).")],
     budget: Annotated[int, typer.Option(
         "--budget", min=0, help="Extra baseline trials to spend over all its suites.")] = 40,

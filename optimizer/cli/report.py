@@ -66,7 +66,8 @@ def suites(
                     "path": str(r),
                     "tasks": len(s.tasks),
                     "trials": sum(t.spec.trials_per_run for t in s.tasks),
-                    "buckets": {b: [t.id for t in ts] for b, ts in sorted(s.buckets.items())},
+                    "buckets": [{"name": b, "task_ids": [t.id for t in ts]}
+                                for b, ts in sorted(s.buckets.items())],
                 }
             )
         if broken:
@@ -80,7 +81,8 @@ def suites(
                 f"{s_['name']} ({s_['agent']}, {s_['kind']}) - {s_['tasks']} tasks, "
                 f"{s_['trials']} trials - {s_['path']}",
                 ["bucket", "tasks", "task ids"],
-                [[b, len(ids), ", ".join(ids)] for b, ids in s_["buckets"].items()],
+                [[b["name"], len(b["task_ids"]), ", ".join(b["task_ids"])]
+                 for b in s_["buckets"]],
             )
 
     guarded(body)
@@ -95,15 +97,16 @@ class ReportFormat(StrEnum):
 
 RunsArg = Annotated[list[str] | None, typer.Argument(
     metavar="RUN",
-    help="Run name, 'latest', or a report JSON path. With --base, several runs (e.g. the "
-    "stages of a candidate) are pooled per suite.")]
-BaseOpt = Annotated[list[str] | None, typer.Option(
-    "--base", metavar="RUN",
+    help="Run name, 'latest', or a report JSON path. With --base-run, several runs (e.g. "
+    "the stages of a candidate) are pooled per suite.")]
+BaseRunOpt = Annotated[list[str] | None, typer.Option(
+    "--base-run", metavar="RUN",
     help="Compare with this base run (repeat to pool several): trials are paired like the "
     "gate pairs them. With --format html, one base run and the unpaired page.")]
 FormatOpt = Annotated[ReportFormat | None, typer.Option(
-    "--format", help="Markdown, JSON, a self-contained HTML page, or the terminal table "
-    "(default: md, or table with --base).")]
+    "--format", help="Markdown, a self-contained HTML page, the terminal table, or the "
+    "original harness's report document as JSON (a file format; --json gives the envelope) "
+    "(default: md, or table with --base-run).")]
 FailingOpt = Annotated[bool, typer.Option(
     "--failing",
     help="Export failing trials (what the proposer reads) instead of the full summary.")]
@@ -115,18 +118,19 @@ OutputOpt = Annotated[Path | None, typer.Option(
 
 def report(
     runs: RunsArg = None,
-    base: BaseOpt = None,
+    base: BaseRunOpt = None,
     fmt: FormatOpt = None,
     failing: FailingOpt = False,
     bucket: FailingBucketOpt = None,
     output: OutputOpt = None,
     state_dir: StateOpt = None,
     every_bucket: AllOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Show a saved run, or compare runs with base runs (--base).
+    """Show a saved run, or compare runs with base runs (--base-run).
 
     One run shows as Markdown, JSON, a self-contained HTML page or the terminal table of its
-    buckets. With --base, the runs and the base runs are pooled per suite and paired trial by
+    buckets. With --base-run, the runs and the base runs are pooled per suite and paired trial by
     trial as the gate pairs them: the gate's per-bucket table (only the changed buckets unless
     --all), as a terminal table, Markdown or JSON; --format html keeps the unpaired page of
     one run against one base run. optimize and review print this command for their
@@ -141,6 +145,9 @@ def report(
 
     def body() -> None:
         state = resolve_state(state_dir, write=False)
+        if as_json:
+            ui.print_json(_result(state, runs, base, failing, bucket or []))
+            return
         chosen = fmt or (ReportFormat.table if base else ReportFormat.md)
         if base and chosen is not ReportFormat.html:
             text = _compare(state, runs, base, chosen, every_bucket)
@@ -157,13 +164,40 @@ def report(
     guarded(body)
 
 
+def _result(state: Path, runs: list[str], base: list[str] | None, failing: bool,
+            buckets: list[str]) -> dict[str, Any]:
+    """`report --json`'s result (snake_case keys): one run's summary, its failing trials
+    (--failing), or the paired comparison with base runs (--base-run)."""
+    from optimizer.report.store import default_store_dir, load_run, report_path
+    from optimizer.report.summary import summarize
+    from optimizer.report.table import gate_rows
+
+    if base:
+        suites, comparisons = paired_comparison(state, runs, base)
+        return {"runs": runs, "base_runs": base, "suites": suites,
+                "buckets": [r.model_dump(mode="json") for r in gate_rows(comparisons)]}
+    if len(runs) > 1:
+        raise ConfigError(f"{len(runs)} runs given: several runs are compared with --base-run")
+    store = default_store_dir(state)
+    run = load_run(store, runs[0])
+    if failing:
+        from optimizer.propose.package import export_failing
+
+        targets = buckets or sorted({t.bucket for t in run.trials
+                                     if t.status in ("failed", "timedOut")})
+        return {"run": run.run_name,
+                "failing": [export_failing(run, b).model_dump(mode="json") for b in targets]}
+    return {"run": run.run_name, "report": str(report_path(store, run.run_name)),
+            "summary": summarize(run).model_dump(mode="json")}
+
+
 def _single(state: Path, runs: list[str], base: list[str] | None, fmt: ReportFormat,
             failing: bool, buckets: list[str]) -> str | None:
     """One run (against one base run for the HTML page); None when printed as a table."""
     from optimizer.workflows.present import render_report
 
     if len(runs) > 1:
-        raise ConfigError(f"{len(runs)} runs given: several runs are compared with --base")
+        raise ConfigError(f"{len(runs)} runs given: several runs are compared with --base-run")
     if base and len(base) > 1:
         raise ConfigError("--format html compares with one base run; the paired table "
                           "(--format table or md) pools several")
@@ -238,7 +272,7 @@ def compare_command(runs: list[str], base: list[str], state: Path | None) -> str
     """The `promptloop report` command line that shows a comparison."""
     args = ["promptloop", "report", *runs]
     for name in base:
-        args += ["--base", name]
+        args += ["--base-run", name]
     if state is not None:
         args += ["--state-dir", str(state)]
     return shlex.join(args)

@@ -77,9 +77,9 @@ NoSandboxOpt = Annotated[bool, Opt(
     "(docs/sandbox.md). Unsafe for PRs from forks: the head's prompt then drives an agent that "
     "can read and write what this user can.")]
 ConfirmTrialsOpt = Annotated[int, Opt(
-    "--round-trials", min=0, envvar=["PROMPTLOOP_ROUND_TRIALS", "PROMPTLOOP_CONFIRM_TRIALS"],
-    rich_help_panel=GATE,
-    help="Extra trials per task to confirm a suspected regression (0: no confirmation).")]
+    "--confirm-trials", min=0, envvar="PROMPTLOOP_CONFIRM_TRIALS", rich_help_panel=GATE,
+    help="Extra trials per task to confirm a suspected regression, once (0: no "
+    "confirmation); optimize's trials per round of its gate are another setting.")]
 FailOnRegressionOpt = Annotated[bool, Opt(
     envvar="PROMPTLOOP_FAIL_ON_REGRESSION", rich_help_panel=GATE,
     help=f"Exit {EXIT_REGRESSION} when a bucket regresses or the head breaks a prompt's source "
@@ -116,7 +116,7 @@ def review(
     min_improvement: MinImprovementOpt = POLICY.min_improvement,
     regression_tolerance: RegressionToleranceOpt = POLICY.regression_tolerance,
     harm_sensitivity: HarmSensitivityOpt = SENSITIVITY,
-    round_trials: ConfirmTrialsOpt = 2,
+    confirm_trials: ConfirmTrialsOpt = 2,
     fail_on_regression: FailOnRegressionOpt = False,
     trials: TrialsOpt = None,
     concurrency: ConcurrencyOpt = None,
@@ -160,7 +160,7 @@ def review(
         "no_sandbox": no_sandbox,
         "agent_model": agent_model, "judge_model": judge_model, "base_url": base_url,
         "min_improvement": min_improvement, "regression_tolerance": regression_tolerance,
-        "harm_sensitivity": harm_sensitivity, "round_trials": round_trials,
+        "harm_sensitivity": harm_sensitivity, "confirm_trials": confirm_trials,
         "fail_on_regression": fail_on_regression, "trials": trials, "concurrency": concurrency,
         "batch": batch, "max_turns": max_turns, "max_runs": max_runs, "output": output,
         "post": post, "pr": pr, "state_dir": state_dir, "events": events, "as_json": as_json,
@@ -202,7 +202,7 @@ def _config(flags: dict[str, Any]) -> ReviewConfig:
     fields = {k: flags[k] for k in CONFIG_OPTIONS}
     named, which = split_suite(flags["agent"], flags["suite"])
     fields["suite"] = named or which  # review runs every suite of an agent
-    fields["confirm_trials"] = flags["round_trials"]
+    fields["confirm_trials"] = flags["confirm_trials"]
     fields |= agent_models(fields["suite"], flags)
     try:
         return ReviewConfig.model_validate(

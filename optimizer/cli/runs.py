@@ -1,4 +1,4 @@
-"""`promptloop runs [--suite S] [--json]`: the saved runs, newest first, from the run index.
+"""`promptloop runs [--suite SUITE] [--json]`: the saved runs, newest first, from the run index.
 
 The table is plain aligned text (the same in a terminal and a CI log): identifiers are never
 split; when the terminal is too narrow, whole columns are left out, least useful first, and
@@ -22,12 +22,16 @@ from optimizer.workflows.context import ConfigError, did_you_mean
 
 COLUMNS = ("run", "suite", "kind", "role", "agent", "model", "prompt", "commit", "task pass",
            "trial pass", "trials", "errored", "started (UTC)")
-RIGHT = {"task pass", "trial pass", "trials", "errored"}
-KEEP = ("run", "model", "prompt", "commit", "trial pass")
-"""Columns never left out: which run, which model and prompt at which commit, and its rate."""
-DROP_ORDER = ("agent", "kind", "suite", "errored", "role", "task pass", "trials",
-              "started (UTC)")
-"""Columns left out, in this order, until the table fits the terminal."""
+RIGHT = {"task pass", "trial pass", "pass", "trials", "errored"}
+KEEP = ("run", "role", "model", "prompt", "commit", "trial pass", "started (UTC)")
+"""Columns never left out: which run, in which role, which model and prompt at which commit,
+its rate and when it started."""
+DROP_ORDER = ("agent", "kind", "errored", "task pass", "trials", "suite")
+"""Columns left out, in this order, until the table fits the terminal (the suite and agent
+are in the run's name)."""
+NARROW = ("role", "model", "prompt", "commit", "pass", "started")
+"""Under each run's name when one line per run does not fit: `pass` is the trial pass rate
+and `started` the UTC start without its year."""
 
 
 def select_runs(entries: list[RunIndexEntry], suite: str | None,
@@ -62,47 +66,46 @@ def select_runs(entries: list[RunIndexEntry], suite: str | None,
 
 
 def row(e: RunIndexEntry) -> dict[str, str]:
-    return {
+    values = {
         "run": e.run_name, "suite": e.suite_name, "kind": e.suite_kind, "agent": e.agent_name,
         "role": e.role or "-", "model": e.agent_model or "?",
-        "prompt": (e.prompt_hash or "?")[:8], "commit": (e.candidate_commit or e.git_commit
+        "prompt": (e.prompt_hash or "?")[:7], "commit": (e.candidate_commit or e.git_commit
                                                          or "?")[:7],
         "task pass": fmt.pct(e.task_pass_rate),
         "trial pass": fmt.pct(e.trial_pass_rate), "trials": str(e.num_trials),
         "errored": str(e.errored_trials), "started (UTC)": f"{e.started_at:%Y-%m-%d %H:%M}",
     }
+    return values | {"pass": values["trial pass"], "started": f"{e.started_at:%m-%d %H:%M}"}
 
 
 def render_table(entries: list[RunIndexEntry], width: int) -> str:
     """Aligned columns separated by two spaces, narrowed to `width` by leaving columns out
-    (`DROP_ORDER`). When the run names leave no room for the model, prompt and commit, each
-    run's name gets a line of its own above its indented columns (names are never split)."""
+    (`DROP_ORDER`). When one line per run cannot hold the `KEEP` columns, each run's name gets
+    a line of its own above the `NARROW` columns, indented (names are never split)."""
     rows = [row(e) for e in entries]
-    widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in COLUMNS}
+    names = [*COLUMNS, *NARROW]
+    widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in names}
 
-    def fit(cols: list[str], room: int) -> list[str]:
-        cols = list(cols)
-        for victim in DROP_ORDER:
-            if sum(widths[c] for c in cols) + 2 * (len(cols) - 1) <= room:
-                break
-            if victim in cols:
-                cols.remove(victim)
-        return cols
+    def size(cols: list[str]) -> int:
+        return sum(widths[c] for c in cols) + 2 * (len(cols) - 1)
 
     def line(values: dict[str, str], cols: list[str], indent: str = "") -> str:
         cells = [values[c].rjust(widths[c]) if c in RIGHT else values[c].ljust(widths[c])
                  for c in cols]
         return (indent + "  ".join(cells)).rstrip()
 
-    cols = fit(list(COLUMNS), width)
-    if all(c in cols for c in KEEP) and (
-            sum(widths[c] for c in cols) + 2 * (len(cols) - 1) <= width):
+    cols = list(COLUMNS)
+    for victim in DROP_ORDER:
+        if size(cols) <= width:
+            break
+        cols.remove(victim)
+    if size(cols) <= width:
         return "\n".join([line({c: c for c in cols}, cols),
                           *(line(r, cols) for r in rows)]) + "\n"
-    cols = fit([c for c in COLUMNS if c != "run"], width - 2)
-    out = ["run", line({c: c for c in cols}, cols, "  ")]
+    narrow = list(NARROW)
+    out = ["run", line({c: c for c in narrow}, narrow, "  ")]
     for r in rows:
-        out += [r["run"], line(r, cols, "  ")]
+        out += [r["run"], line(r, narrow, "  ")]
     return "\n".join(out) + "\n"
 
 
@@ -125,7 +128,8 @@ def stored_name(agent: str | None, suite: str | None) -> str | None:
 def runs(
     suite: Annotated[
         str | None,
-        typer.Option("--suite", help="Only runs of this suite: a stored name (e.g. "
+        typer.Option("--suite", metavar="SUITE",
+                     help="Only runs of this suite: a stored name (e.g. "
                      "pkm_agent_capability), one of an agent's suites (pkm_agent/quickstart), "
                      "a suite folder or .jsonl file, or an agent (all its suites)."),
     ] = None,
@@ -148,7 +152,7 @@ def runs(
         store = default_store_dir(resolve_state(state_dir, write=False))
         entries = select_runs(list_runs(store), stored_name(agent, suite), agent)[:limit]
         if as_json:
-            ui.print_json([e.model_dump(mode="json", by_alias=True) for e in entries])
+            ui.print_json([e.model_dump(mode="json") for e in entries])
         elif not entries:
             who = agent or "AGENT"
             ui.info(f"No saved runs in {store}; `promptloop eval --agent {who}` saves one.")

@@ -13,16 +13,18 @@ import textwrap
 import threading
 import time
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
 from rich import box
 from rich.cells import cell_len
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.measure import Measurement
+from rich.padding import Padding
+from rich.panel import Panel
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -35,6 +37,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from optimizer.cli.help import Page, Row
 from optimizer.core.events import (
     BaselineReady,
     BudgetStopped,
@@ -71,8 +74,27 @@ err = Console(stderr=True, soft_wrap=True)
 
 ERRORS: list[str] = []
 """The `Error:` lines of the running command (for `--json`'s error object, cli/command.py)."""
-JSON_PRINTED: list[bool] = []
-"""Non-empty once the running command printed its JSON (then no error object follows)."""
+
+
+@dataclass
+class JsonOutput:
+    """What `--json` prints for the running command: one envelope (docs/json-envelope.schema
+    .json), written by `PromptloopGroup.main` when the command ends, or at once (`view`)."""
+
+    wanted: bool = False
+    result: list[Any] = field(default_factory=list)
+    """The command's result object, once handed (`print_json`)."""
+    printed: bool = False
+
+    def reset(self) -> None:
+        self.wanted, self.printed = False, False
+        self.result.clear()
+
+
+JSON = JsonOutput()
+EXIT_KINDS = {1: "user", 2: "infrastructure", 130: "interrupted"}
+"""`error.kind` of the envelope by exit code (README: 1 user/configuration, 2 infrastructure,
+130 interrupted)."""
 
 
 def error(message: str) -> None:
@@ -179,9 +201,44 @@ async def acknowledged(work: Awaitable[T], message: str) -> T:
             signal.signal(signal.SIGINT, previous)
 
 
+def want_json(value: bool) -> bool:
+    """The `--json` option's callback: the command's output is the JSON envelope (set from the
+    flag, its environment variable or a promptloop.toml table alike)."""
+    if value:
+        JSON.wanted = True
+    return value
+
+
 def print_json(data: Any) -> None:
-    JSON_PRINTED.append(True)
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    """Hand the command's result to the JSON envelope (printed when the command ends, with its
+    exit code; cli/command.py). The one way a command outputs JSON."""
+    JSON.wanted = True
+    JSON.result[:] = [data]
+
+
+def envelope(command: str, code: int, result: list[Any], errors: list[str]) -> dict[str, Any]:
+    """`{"command", "ok", "exit_code", "result" | "error"}`: a failure has an `error` (and its
+    `result` too when the command had one, e.g. doctor's findings)."""
+    doc: dict[str, Any] = {"command": command, "ok": code == 0, "exit_code": code}
+    if result:
+        doc["result"] = result[0]
+    if code:
+        message = "\n".join(errors) or f"exited with code {code}"
+        doc["error"] = {"kind": EXIT_KINDS.get(code, "error"), "message": message,
+                        "messages": list(errors) or [message]}
+    elif not result:
+        doc["result"] = None
+    return doc
+
+
+def write_envelope(command: str, code: int) -> None:
+    """Print the running command's envelope on stdout, once."""
+    if JSON.printed:
+        return
+    JSON.printed = True
+    doc = envelope(command, code, JSON.result, ERRORS)
+    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
 
 
 _TONE_STYLE = {"": "", "up": "green", "down": "red", "same": "dim", "alert": "magenta"}
@@ -313,7 +370,8 @@ def show_summary(summary: RunSummary, report_path: str | None = None) -> None:
     s, u = summary, summary.usage
     say(f"{s.suite_name}: task pass {fmt.pct(s.task_pass_rate)}, trial pass "
         f"{fmt.pct(s.trial_pass_rate)} ({s.original.passed_trials}/{s.num_trials}); errored "
-        f"excluded {fmt.pct(s.counted_task_pass_rate)} / {fmt.pct(s.counted_trial_pass_rate)}; "
+        f"excluded: task {fmt.pct(s.counted_task_pass_rate)}, trial "
+        f"{fmt.pct(s.counted_trial_pass_rate)}; "
         f"{failed_text(s)}, errored {s.errored_trials}{outside_text(s)}, cached "
         f"{s.cached_trials}")
     show_table(bucket_table(s))
@@ -766,3 +824,83 @@ def comparison_rows(title: str, comparisons: list[BucketComparison], cand: str =
     say(title, indent=2)
     show_table(comparison_table(comparisons, cand=cand), every_row=every_row,
                side="head" if cand == "Head" else "candidate")
+
+
+# --- --help -----------------------------------------------------------------------------------
+
+MIN_HELP_WIDTH = 30
+"""Below this many columns beside the option names, help text goes under the names."""
+
+
+def _help_text(row: Row) -> Text:
+    text = Text(row.help)
+    if row.default:
+        text.append(f" [default: {row.default}]", style="dim")
+    if row.required:
+        text.append(" [required]", style="red")
+    return text
+
+
+def _help_panel(title: str, rows: list[Row], name_width: int, width: int) -> Panel:
+    """Names and help side by side; a name longer than the names column (or every name, on a
+    terminal too narrow for two columns) gets its own line, its help indented below it."""
+    stacked = width - name_width - 6 < MIN_HELP_WIDTH
+    lines: list[RenderableType] = []
+    for row in rows:
+        label, text = Text(row.name, style="bold cyan"), _help_text(row)
+        if stacked or len(row.name) > name_width:
+            indent = 4 if stacked else name_width + 2
+            lines += [label, Padding(text, (0, 0, 0, indent))]
+            continue
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(width=name_width, no_wrap=True)
+        grid.add_column()
+        grid.add_row(label, text)
+        lines.append(grid)
+    return Panel(Group(*lines), title=title, title_align="left", border_style="dim",
+                 box=box.ROUNDED)
+
+
+def names_width(names: list[str], width: int) -> int:
+    """Width of the names column: the longest name up to a third of the terminal (longer
+    names go on a line of their own)."""
+    cap = max(18, min(28, width // 3))
+    fitting = [len(n) for n in names if len(n) <= cap]
+    return max(fitting, default=cap)
+
+
+def show_help(page: Page, console: Console | None = None) -> None:
+    """Print a help page (cli/help.py): usage, description, option panels, the commands of a
+    group, environment variables, examples."""
+    c = console or Console()
+    parts: list[RenderableType] = [Text(page.usage, style="bold"), Text("")]
+    for i, paragraph in enumerate(page.paragraphs):
+        parts += [Text(paragraph, style="" if i == 0 else "dim"), Text("")]
+    panels = dict(page.panels)
+    if page.commands:
+        panels["Commands"] = page.commands
+    every = [r.name for rows in panels.values() for r in rows]
+    name_width = names_width(every, c.width)
+    for title, rows in panels.items():
+        parts.append(_help_panel(title, rows, name_width, c.width))
+    if page.env:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True, style="yellow")
+        grid.add_column(no_wrap=True, style="cyan")
+        for env, option in page.env:
+            grid.add_row(env, option)
+        parts += [Text(""), Text("Environment variables (a flag beats its variable, which "
+                                 "beats promptloop.toml):"), grid]
+    if page.examples:
+        parts += [Text(""), Text("Examples:")]
+        parts += [Text(f"  {line}", style="green", overflow="fold") for line in page.examples]
+    c.print(Padding(Group(*parts), (1, 1, 0, 1)))
+
+
+def help_text(page: Page, width: int = 80) -> str:
+    """A help page as plain text (`promptloop help --json`)."""
+    import io
+
+    console = Console(file=io.StringIO(), width=width, color_system=None, record=True)
+    show_help(page, console)
+    return "\n".join(line.rstrip() for line in console.export_text().splitlines()).strip("\n")

@@ -18,6 +18,9 @@ from optimizer.workflows.context import ConfigError, GitOpsError, SuiteError
 
 T = TypeVar("T")
 EXIT_OK, EXIT_USER, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 130
+TOML_META = "promptloop.toml"
+"""`ctx.meta` key of the promptloop.toml the defaults came from (set by common.use_toml; read
+by command.py and `_from_toml` to name the file a bad value came from)."""
 
 
 def guarded(fn: Callable[[], T]) -> T:
@@ -59,8 +62,6 @@ def _from_toml(loc: tuple[int | str, ...]) -> str:
     """` (from promptloop.toml [optimize] key 'x')` when the option's value came from there."""
     from typer._click import core as click_core  # typer vendors click
     from typer._click.globals import get_current_context
-
-    from optimizer.cli.command import TOML_META
 
     ctx = get_current_context(silent=True)
     name = str(loc[-1]) if loc else ""

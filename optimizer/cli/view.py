@@ -1,8 +1,10 @@
-"""`promptloop view`: serve the read-only web viewer of the state folder until Ctrl-C."""
+"""`promptloop view`: serve the read-only web viewer of the state folder until Ctrl-C (exit
+130, like every command a Ctrl-C stops)."""
 
 from __future__ import annotations
 
 import errno
+import os
 import socket
 import webbrowser
 from typing import Annotated
@@ -10,8 +12,8 @@ from typing import Annotated
 import typer
 
 from optimizer.cli import ui
-from optimizer.cli.common import StateOpt
-from optimizer.cli.util import guarded
+from optimizer.cli.common import JsonOpt, StateOpt
+from optimizer.cli.util import EXIT_INTERRUPTED, guarded
 from optimizer.view.server import ViewServer, make_server
 from optimizer.workflows.context import ConfigError
 from optimizer.workflows.context import state_dir as resolve_state
@@ -34,9 +36,14 @@ def view(
     verbose: Annotated[
         bool, typer.Option("--verbose", help="Log every request on stderr.")
     ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Browse runs, comparisons, optimize sessions, the ledger and nightly runs in a browser
-    (read-only; bound to 127.0.0.1 unless --host says otherwise)."""
+    (read-only; bound to 127.0.0.1 unless --host says otherwise).
+
+    Serves until Ctrl-C, which exits 130. With --json, the envelope is printed as soon as the
+    server listens (its url, host, port, pid and state folder), so a script can read where
+    to go and stop it by its pid."""
     state = resolve_state(state_dir, write=False)
 
     def start() -> ViewServer:
@@ -53,12 +60,17 @@ def view(
     if not state.is_dir():
         ui.warn(f"{state} does not exist yet: the pages stay empty until a run is saved")
     ui.info(f"promptloop view: serving {state} at {server.url} (Ctrl-C to stop)")
+    if as_json:
+        ui.print_json({"url": server.url, "host": host, "port": server.port,
+                       "pid": os.getpid(), "state_dir": str(state)})
+        ui.write_envelope("view", 0)  # now, not when the server stops
     if open_browser:
         webbrowser.open(server.url)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         ui.info("stopped")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         server.server_close()
 

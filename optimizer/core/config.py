@@ -19,7 +19,7 @@ STATE_FOLDER = ".promptloop"
 """The state folder's name at the repository root (the one place this literal is written)."""
 STATE_ENV = "PROMPTLOOP_HOME"
 
-# A judge should be a different, stronger model than the agent (SPEC section 5).
+# A judge should be a different, stronger model than the agent (docs/compat.md).
 _DEFAULT_JUDGES = {
     "anthropic": ("anthropic:claude-sonnet-4-5", "anthropic:claude-opus-4-1"),
     "openai": ("openai:gpt-4.1", "openai:o3"),

@@ -1,5 +1,5 @@
 """The pydantic models of suite.json and task.json, read as the original harness reads them
-(SPEC sections 2 and 8): unknown keys are ignored (the loader warns about them), `key: null`
+(docs/compat.md): unknown keys are ignored (the loader warns about them), `key: null`
 means the key's default, `taskPassThreshold` and `requireReferenceSolution` may be camelCase,
 metadata values are stringified, `config: null` is `{}`, an unknown `reference_solution.source`
 is `manual`, `trials_per_run` is coerced to int, and any non-empty `agent_name` loads (an agent
@@ -51,7 +51,7 @@ class _Lenient(BaseModel):
 class SuiteConfig(_Lenient):
     name: str
     agent_name: str = Field(min_length=1)
-    """Any non-empty name loads (SPEC section 8); `check_runnable` refuses to run an unknown one."""
+    """Any non-empty name loads (docs/compat.md); `check_runnable` refuses to run an unknown one."""
     kind: Literal["capability", "regression", "mixed"] = "mixed"
     task_pass_threshold: float = Field(
         1.0, alias="taskPassThreshold", ge=0.0, le=1.0, allow_inf_nan=False
@@ -111,7 +111,7 @@ def check_task_id(value: str) -> str:
 
 
 def check_fact_id(value: str) -> str:
-    """`YYYY/MM/DD.md#ts_N` with a real calendar date (SPEC section 2)."""
+    """`YYYY/MM/DD.md#ts_N` with a real calendar date (docs/suites.md)."""
     try:
         fact = FactId.parse(value)
     except FactIdError as err:

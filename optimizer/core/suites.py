@@ -1,4 +1,4 @@
-"""Load and validate suites (SPEC sections 2 and 8), compatible with the original framework.
+"""Load and validate suites (docs/compat.md), compatible with the original framework.
 
 A suite is loaded completely or not at all: every task is parsed and every grader config is
 validated before anything runs, and each error names the file and the field. What the original
@@ -169,7 +169,7 @@ def resolve_suite_path(suite: str, kind: str = "capability") -> Path:
 
 def check_runnable(suite: Suite, *, command_graders: bool = True) -> None:
     """Refuse to run a suite whose agent we cannot run, by name, before any trial (a suite
-    for another agent still loads, as in the original: SPEC section 8); with
+    for another agent still loads, as in the original: docs/compat.md); with
     `command_graders`, also one whose tasks name a `command` grader the agent's
     promptloop.toml table does not declare (it would error every trial)."""
     try:

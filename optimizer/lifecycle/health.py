@@ -1,4 +1,4 @@
-"""Suite health over a lineage (SPEC section 8): pass rates, trends, mature tasks and
+"""Suite health over a lineage (docs/compat.md): pass rates, trends, mature tasks and
 buckets, stragglers, saturation, and buckets ready to graduate.
 
 Rates are trial pass rates over the distinct counted trials of the window (errored and skipped

@@ -1,4 +1,4 @@
-"""Our run in the original harness's report, trace and index shapes (SPEC section 8).
+"""Our run in the original harness's report, trace and index shapes (docs/compat.md).
 
 A format converter, one function per shape. Everything the original's shapes have no place for
 (buckets, cache and infrastructure flags, provenance, token detail, typed assertion values)

@@ -1,4 +1,4 @@
-"""The report store, in the original harness's shapes (SPEC section 8), plus our extras.
+"""The report store, in the original harness's shapes (docs/compat.md), plus our extras.
 
     index.jsonl                       one line per run: the original's eight keys and rates
     index.promptloop.jsonl            ours per run: rates without errored trials, provenance

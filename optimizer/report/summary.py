@@ -1,7 +1,7 @@
 """Aggregate a run into a `RunSummary`: task and trial pass rates, buckets, graders, pass@k.
 
 Pure functions over `RunResult`. The summary's `task_pass_rate` / `trial_pass_rate` are the
-original harness's (SPEC section 8; `original_rates`): every trial counts, an errored one is a
+original harness's (docs/compat.md; `original_rates`): every trial counts, an errored one is a
 failed one, and with a threshold below 1.0 each trial (timed-out ones too: they are graded)
 passes by its mean decided score. Ours stand beside them as `counted_task_pass_rate` /
 `counted_trial_pass_rate` ("errored excluded"): errored and skipped trials (infrastructure, or a
@@ -108,7 +108,7 @@ class PassAtK(_Camel):
 
 
 class OriginalRates(_Camel):
-    """The original harness's aggregates (SPEC section 8), reported beside ours: every trial
+    """The original harness's aggregates (docs/compat.md), reported beside ours: every trial
     counts and an errored or skipped trial is simply not passed, so the rates are always
     numbers (0.0 for a run without tasks)."""
 
@@ -136,7 +136,7 @@ class RunSummary(_Camel):
     passed_tasks: int
     """Decided tasks that passed by our rule (errored trials excluded)."""
     task_pass_rate: float
-    """The original's task pass rate (errored trials count as failed; SPEC section 8)."""
+    """The original's task pass rate (errored trials count as failed; docs/compat.md)."""
     counted_task_pass_rate: float | None
     """Ours, errored excluded: passed / decided tasks; None when no task was decided."""
     num_trials: int
@@ -234,7 +234,7 @@ def task_passed(trials: Sequence[TrialResult], suite_kind: str) -> bool | None:
 
 
 def original_trial_passed(trial: TrialResult, threshold: float = 1.0) -> bool:
-    """The original's trial pass (SPEC section 8): below a 1.0 threshold the mean of the
+    """The original's trial pass (docs/compat.md): below a 1.0 threshold the mean of the
     trial's decided scores reaches it, whatever its status (a timed-out trial is graded, so it
     can pass); else the trial was graded passed. An errored trial is never passed."""
     if trial.status == "errored":
@@ -365,7 +365,7 @@ def _pass_at_k_table(per_task: Sequence[tuple[int, int]]) -> list[PassAtK]:
 
 
 def original_rates(run: RunResult) -> OriginalRates:
-    """Aggregate `run` as the original harness does (SPEC section 8)."""
+    """Aggregate `run` as the original harness does (docs/compat.md)."""
     order = task_order(run)
     th, kind = run.task_pass_threshold, run.suite_kind
     passed_tasks = sum(original_task_passed(run.trials_of(t), kind, th) for t in order)

@@ -272,7 +272,7 @@ async def attempt(
     turn's wait in the provider's queue is off its clock) and an adapter with a clock of its
     own gets `BACKSTOP_S` more before it is stopped here. Then: an outcome is graded unless
     `grade` is False (held back for the run's judge batch); a trial that reached its limit is
-    timedOut, still graded when it left an outcome (SPEC section 8); a model that could not
+    timedOut, still graded when it left an outcome (docs/compat.md); a model that could not
     answer, an adapter that could not run the agent or a configuration error make it errored
     (never counted); what the agent caused (its own exception, an error it reported, files
     written outside its workspace, a raising tool) fails it; anything else is a promptloop

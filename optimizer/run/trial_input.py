@@ -1,4 +1,4 @@
-"""What one trial's agent is given, and what else keys its cached result (SPEC section 8).
+"""What one trial's agent is given, and what else keys its cached result (docs/compat.md).
 
 The publish time of a task, for every agent (the bundled ones' AgentInput and an adapter
 request's `published_at` alike, `published_at_for`): the task's own `published_at` where it

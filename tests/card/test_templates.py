@@ -1,5 +1,5 @@
 """Every template's required data: one valid and one invalid example each, by default (the
-original's type checks, SPEC section 8) and with our opt-in strict checks."""
+original's type checks, docs/compat.md) and with our opt-in strict checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Aggregation as the original harness does it (SPEC sections 6 and 8; issue 21).
+"""Aggregation as the original harness does it (docs/compat.md; issue 21).
 
 The original-shaped fields (the index line, the trace's run_end, the summary's
 `task_pass_rate` / `trial_pass_rate`) hold the original's rates: every trial counts, an errored

@@ -1,6 +1,6 @@
 """Compatibility of the Card Agent tools and card graders with the original harness.
 
-Each table row is one fact of SPEC section 8 ("Card Agent tools", "Graders", "Loader") with the
+Each table row is one fact of docs/compat.md ("Card Agent tools", "Graders", "Loader") with the
 original's verdict, run through the real tool, grader or writer. Default behaviour only: our
 stricter checks are opt-in and tested in tests/card.
 """
@@ -206,7 +206,7 @@ SAVE_CASES = [
              card={"timestamp": int(PUBLISHED.timestamp())}),
     SaveCase("no content_creation_date: existing timestamp", {},
              card={"timestamp": int(PUBLISHED.timestamp())}),
-    SaveCase("no keys beyond SPEC section 3",
+    SaveCase("no keys beyond docs/compat.md",
              {"address": "Main St 4", "user_mark_address": "Home",
               "content_creation_date": "2026-03-10 08:00:00"},
              card={"address": "Main St 4"},

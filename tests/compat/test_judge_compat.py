@@ -1,4 +1,4 @@
-"""Compatibility of the LLM-judge graders with the original harness (SPEC sections 5 and 8).
+"""Compatibility of the LLM-judge graders with the original harness (docs/compat.md).
 
 Every case runs the real registered grader with a scripted judge model: a table of judge
 replies -> expected score value (None = null score), then the null / 0.0 rules of

@@ -1,6 +1,6 @@
 """Compatibility of the suite loader with the original harness.
 
-Each row is one loading rule of SPEC section 8 ("Loader") or section 2 (suite layout and
+Each row is one loading rule of docs/compat.md ("Loader") or section 2 (suite layout and
 schemas) with the original's outcome: the suite loads with these values (and, where the
 original silently ignores or converts something, a warning naming the file and the field), or
 loading stops with the file and the field named. Every row goes through `load_suite` on a suite

@@ -1,7 +1,7 @@
 """Compatibility of the PKM Agent tools, reminders, runtime and PKM graders with the original
 harness.
 
-Each table row is one fact of SPEC section 8 ("PKM Agent tools", "Graders", "Loader" for the
+Each table row is one fact of docs/compat.md ("PKM Agent tools", "Graders", "Loader" for the
 PKM grader configs, the runtime line) with the original's value or verdict, run through the real
 tool, session, runtime or grader. Default behaviour only: our stricter checks are opt-in and
 tested in tests/pkm and tests/graders.

@@ -1,4 +1,4 @@
-"""The report store in the original harness's shapes (SPEC section 8).
+"""The report store in the original harness's shapes (docs/compat.md).
 
 A golden store (tests/compat/golden/) written from a scripted run is validated against the
 checked-in JSON Schemas of the original's report, trace line and index line, and a fresh run

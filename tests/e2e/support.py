@@ -4,7 +4,6 @@ only the lines of a prompt region."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from pathlib import Path
@@ -15,6 +14,7 @@ from typer.testing import CliRunner, Result
 
 from optimizer.core import project as project_module
 from optimizer.core.regions import RegionSpec, locate
+from tests.cli_json import cli_result
 
 runner = CliRunner()
 
@@ -64,7 +64,7 @@ def cli(*args: str) -> Result:
 def cli_json(*args: str) -> dict[str, Any]:
     result = cli(*args, "--json")
     assert result.exit_code == 0, result.output
-    data: dict[str, Any] = json.loads(result.stdout)
+    data: dict[str, Any] = cli_result(result.stdout)
     return data
 
 

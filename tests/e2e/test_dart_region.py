@@ -244,13 +244,13 @@ def test_eval_runs_the_command_adapter_on_the_dart_prompt(repo: Path, tmp_path: 
     data = cli_json("eval", "--agent", "card_agent", "--agent-model", "scripted:dart-card",
                     "--trials", "1", "--out", str(tmp_path / "state"))
     summary = data["summary"]
-    assert summary["numTrials"] == 7 and summary["erroredTrials"] == 0
+    assert summary["num_trials"] == 7 and summary["errored_trials"] == 0
     buckets = {b["bucket"]: b for b in summary["buckets"]}
     assert set(buckets) == set(TASKS)
     # the model saw the Dart constant's value: links and spending pass, people need the rule
-    assert buckets["links"]["trialPassRate"] == 1.0
-    assert buckets["spending"]["trialPassRate"] == 1.0
-    assert buckets["people"]["trialPassRate"] == 0.0
+    assert buckets["links"]["trial_pass_rate"] == 1.0
+    assert buckets["spending"]["trial_pass_rate"] == 1.0
+    assert buckets["people"]["trial_pass_rate"] == 0.0
     assert any(PROMPTS_DART in s for s in data["sources"]), data["sources"]
 
 

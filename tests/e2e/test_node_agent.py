@@ -28,6 +28,7 @@ from optimizer.core.regions import RegionSpec, locate, value_of
 from optimizer.workflows.context import open_project
 from optimizer.workflows.nightly.engine import NightlyConfig, run_nightly
 from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
+from tests.cli_json import cli_result
 from tests.e2e.support import (
     assert_only_region_changed,
     cli,
@@ -128,16 +129,16 @@ def test_eval_runs_the_node_agent_with_no_errored_trial(repo: Path, tmp_path: Pa
     data = cli_json("eval", "--agent", "action_items", *MODELS, "--trials", "1",
                     "--out", str(tmp_path / "state"))
     summary = data["summary"]
-    assert summary["numTrials"] == 19 and summary["erroredTrials"] == 0
+    assert summary["num_trials"] == 19 and summary["errored_trials"] == 0
     buckets = {b["bucket"]: b for b in summary["buckets"]}
     assert set(buckets) == BUCKETS
-    assert all(b["trials"] > 0 and b["erroredTrials"] == 0 for b in buckets.values())
+    assert all(b["trials"] > 0 and b["errored_trials"] == 0 for b in buckets.values())
     # the scripted model follows the prompt: the agent's own prompt fails relative dates and
     # the notes without tasks, and passes the owners
-    assert buckets["owner_extraction"]["trialPassRate"] == 1.0
-    assert buckets["due_dates"]["trialPassRate"] < 1.0
-    assert buckets["no_action_items"]["trialPassRate"] == 0.0
-    assert summary["usage"]["modelCalls"] == 19  # every trial called the model through node
+    assert buckets["owner_extraction"]["trial_pass_rate"] == 1.0
+    assert buckets["due_dates"]["trial_pass_rate"] < 1.0
+    assert buckets["no_action_items"]["trial_pass_rate"] == 0.0
+    assert summary["usage"]["model_calls"] == 19  # every trial called the model through node
     assert Path(data["report"]).is_file()
 
 
@@ -340,7 +341,7 @@ def test_review_says_it_ignored_a_command_grader_the_head_adds(
 ) -> None:
     marker, result = _review_head_adding_a_command_grader(repo, tmp_path)
     assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
+    data = cli_result(result.stdout)
     assert data["status"] == "reviewed"
     notes = " ".join(data["notes"])
     assert "sneaky" in notes and "ignored" in notes

@@ -54,7 +54,7 @@ async def test_completion_incomplete_persist() -> None:
 # --- pkm_routed_correctly ---------------------------------------------------------------
 
 
-# SPEC section 8: pkm_routed_correctly needs expected_buckets, so every config names them.
+# docs/compat.md: pkm_routed_correctly needs expected_buckets, so every config names them.
 @pytest.mark.parametrize(
     ("config", "files", "value"),
     [
@@ -71,7 +71,7 @@ async def test_completion_incomplete_persist() -> None:
             {"Areas/Health/coffee.md": "c"},
             0.5,
         ),
-        # expected_files: null is [] (SPEC section 8)
+        # expected_files: null is [] (docs/compat.md)
         (
             {"expected_buckets": ["Areas/Health"], "expected_files": None},
             {"Areas/Health/coffee.md": "c"},
@@ -112,7 +112,7 @@ async def test_routing_normalises_leading_slash_and_first_segment() -> None:
 
 
 async def test_routing_normalisation_is_the_originals() -> None:
-    # SPEC section 8: exactly one leading '/' is stripped, and the first letter is capitalised
+    # docs/compat.md: exactly one leading '/' is stripped, and the first letter is capitalised
     # only when the (stripped) path contains a '/'.
     top = pkm_outcome(before={}, after={"notes.md": "x"})
     s = await grade("pkm_routed_correctly", {"expected_buckets": ["Notes"]}, top)
@@ -155,7 +155,7 @@ async def test_no_overwrite() -> None:
 
 
 async def test_no_overwrite_empty_marker_is_found_in_every_file() -> None:
-    # SPEC section 8: an empty seed_marker is found in every file
+    # docs/compat.md: an empty seed_marker is found in every file
     gone = pkm_outcome(before={SLEEP: SEED}, after={SLEEP: "# Sleep\n- rewritten\n"})
     s = await grade("pkm_no_overwrite", {"seed_marker": ""}, gone)
     assert (s.value, s.passed) == (1.0, True)
@@ -173,14 +173,14 @@ async def test_read_before_write_passes_with_path_normalisation() -> None:
 
 
 async def test_read_after_write_fails() -> None:
-    # SPEC section 8: ONE assertion (read before the first write), so no partial 0.5 any more
+    # docs/compat.md: ONE assertion (read before the first write), so no partial 0.5 any more
     calls = [rec("Write", file_path="/Areas/x.md", content="x"), rec("Read", file_path=SLEEP)]
     s = await grade("pkm_read_before_write", READ_CFG, persisted(), calls)
     assert (s.value, s.passed) == (0.0, False) and len(s.assertions) == 1
 
 
 async def test_read_before_write_takes_path_argument() -> None:
-    # SPEC section 8: the Read's path comes from `file_path` or `path`
+    # docs/compat.md: the Read's path comes from `file_path` or `path`
     calls = [rec("Read", path="/Areas/Health/sleep.md"), rec("Edit", file_path=f"/{SLEEP}")]
     s = await grade("pkm_read_before_write", READ_CFG, persisted(), calls)
     assert (s.value, s.passed) == (1.0, True)

@@ -97,11 +97,11 @@ def test_unknown_config_keys_are_ignored_and_warned() -> None:
         # expected_template_ids list loads (scores 0.0)
         ("card_template_choice", {"expected_template_id": ["link"]}, "'expected_template_ids'"),
         ("card_template_choice", {}, "'expected_template_ids'"),
-        # SPEC section 8: an empty seed_marker is valid (found in every file); a missing one not
+        # docs/compat.md: an empty seed_marker is valid (found in every file); a missing one not
         ("pkm_no_overwrite", {}, "'seed_marker'"),
         ("pkm_no_redundant_file", {"expected_files": ["a"], "max_new_files": -1}, "max_new_files"),
         ("terminal_path", {"expected": "persisted"}, "'expected'"),
-        # SPEC section 8: pkm_routed_correctly needs expected_buckets
+        # docs/compat.md: pkm_routed_correctly needs expected_buckets
         ("pkm_routed_correctly", {"expected_files": ["a.md"]}, "'expected_buckets'"),
         ("card_must_contain", ["coffee"], "config must be a JSON object"),
     ],
@@ -170,7 +170,7 @@ async def test_run_grader_scores_a_trial() -> None:
 
 
 def test_trial_passed_rules() -> None:
-    # SPEC section 8: every decided grader passed, nothing else (completion is a grader of its
+    # docs/compat.md: every decided grader passed, nothing else (completion is a grader of its
     # own, so an incomplete run fails through it, and no decided score is not a failure)
     ok, bad, null = score(1.0, True), score(0.2, False), score(None, None)
     half = Score(grader="g", value=0.5, passed=False)

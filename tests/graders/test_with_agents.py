@@ -67,7 +67,7 @@ async def test_pkm_agent_outcome_grades_end_to_end(tmp_path: Path) -> None:
     )
     configs: dict[str, dict[str, Any]] = {
         "pkm_completion": {},
-        # SPEC section 8: pkm_routed_correctly needs expected_buckets
+        # docs/compat.md: pkm_routed_correctly needs expected_buckets
         "pkm_routed_correctly": {
             "expected_buckets": ["Areas/Health"],
             "expected_files": ["Areas/Health/sleep.md"],

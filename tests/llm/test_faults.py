@@ -31,6 +31,7 @@ from optimizer.report.store import load_report_file
 from optimizer.run.models import ModelIds
 from optimizer.run.runner import RunOptions
 from optimizer.workflows.evaluate import EvalRequest, evaluate
+from tests.cli_json import cli_result
 from tests.llm.agent_server import AgentServer, FaultPlan
 from tests.llm.fake_api import FakeAPI, Reply, openai_completion
 from tests.optimizer.conftest import pkm_repo
@@ -106,13 +107,13 @@ def test_card_regression_through_eval_cli(state: Path) -> None:
             ],
         )
     assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
+    data = cli_result(result.stdout)
     summary = data["summary"]
-    assert summary["erroredTrials"] == 2 and summary["numTrials"] == 16
-    assert summary["countedTrials"] == 14
-    assert summary["passedTrials"] + summary["failedTrials"] == 14
+    assert summary["errored_trials"] == 2 and summary["num_trials"] == 16
+    assert summary["counted_trials"] == 14
+    assert summary["passed_trials"] + summary["failed_trials"] == 14
     assert summary["usage"]["retries"] > 0
-    assert any("HTTP 500" in message for message in summary["infraErrors"])
+    assert any("HTTP 500" in message for message in summary["infra_errors"])
     assert set(api.faults) == {"429", "500", "malformed_args", "truncated"}, api.faults
     run = load_report_file(Path(data["report"]))
     check_faulty_run(run, api, "card-reg-plain-transaction-coffee")
@@ -259,7 +260,7 @@ def test_the_key_appears_in_no_artifact_of_a_faulty_optimize_run(
         result = CliRunner().invoke(app, [*_optimize_args(api.url, state), "--events", str(log),
                                           "--json"])
     assert result.exit_code == 0, result.output
-    [iteration] = json.loads(result.stdout)["iterations"]
+    [iteration] = cli_result(result.stdout)["iterations"]
     assert iteration["outcome"] == "accepted"
     assert api.faults["429"] and api.faults["500"]
     assert all(r.headers["authorization"] == f"Bearer {CANARY}" for r in api.requests)

@@ -45,7 +45,7 @@ def test_first_message_and_registry(workspace: Workspace, tmp_path: Path) -> Non
     assert text.startswith("<system-reminder>")
     assert "  Areas/\n    Health/\n      sleep.md" in text
     assert "User language: German" in text
-    # SPEC section 8: the publish time carries the UTC offset and zone
+    # docs/compat.md: the publish time carries the UTC offset and zone
     assert "Published Time: 2026-03-14 09:30:05 UTC+0000 (UTC, Saturday)" in text
     assert f"Raw Input ID (fact_id): {FACT_ID}" in text
     assert text.endswith(f"Raw Input Content:\n{CONTENT}")
@@ -112,7 +112,7 @@ async def test_incomplete_run_is_reprompted(workspace: Workspace) -> None:
     transcript = await run_agent(model, session)
     assert transcript.completed and transcript.metrics.n_runs == 2
     reminders = [e for e in transcript.events if e.kind == "reminder"]
-    # SPEC section 8 names; both ways to finish are listed
+    # docs/compat.md names; both ways to finish are listed
     assert len(reminders) == 1 and reminders[0].data["missing"] == [
         "updated_timeline_card_insight",
         "skip_pkm_organization",
@@ -128,7 +128,7 @@ async def test_never_finishing_leaves_missing_requirements(workspace: Workspace)
     transcript = await run_agent(model, session, RuntimeConfig(max_runs=2))
     out = session.outcome(transcript)
     assert not transcript.completed and not out["is_complete"]
-    # SPEC section 8 names
+    # docs/compat.md names
     assert out["missing_requirements"] == [
         "wrote_para_with_fact_id",
         "updated_timeline_card_insight",

@@ -38,7 +38,7 @@ async def test_length_reminders(session: PkmAgentSession, workspace: Workspace) 
 async def test_length_reminders_count_the_lines_the_read_returned(
     session: PkmAgentSession, workspace: Workspace
 ) -> None:
-    # SPEC section 8: the size reminders count the lines the Read returned, not the file's
+    # docs/compat.md: the size reminders count the lines the Read returned, not the file's
     write(workspace.pkm, "Resources/long.md", "x\n" * 2500)
     part = await invoke(session, "Read", file_path="/Resources/long.md", limit=500)
     assert "<system-reminder>" not in part.content
@@ -99,7 +99,7 @@ async def test_the_fragmentation_reminder_reads_a_capped_number_of_small_files(
 
 
 async def test_date_named_file_reminder(session: PkmAgentSession, workspace: Workspace) -> None:
-    # SPEC section 8: the pattern is 20\d{2}-?\d{2}-?\d{2} anywhere in the name, so
+    # docs/compat.md: the pattern is 20\d{2}-?\d{2}-?\d{2} anywhere in the name, so
     # "2026-13-40" and "v202603141" now count as dates (no month/day or digit-boundary check)
     for name in (
         "2026-03-14.md",
@@ -124,7 +124,7 @@ def _entries(edited: list[list[str]]) -> list[dict[str, object]]:
 
 
 def _history(workspace: Workspace, edited: list[list[str]]) -> None:
-    """Session stats in `_System/pkm_stats.json` (SPEC section 8)."""
+    """Session stats in `_System/pkm_stats.json` (docs/compat.md)."""
     path = workspace.root / STATS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"version": 1, "sessions": [*_entries(edited), "not a session"]}
@@ -159,7 +159,7 @@ async def test_hot_file_reminder_reads_the_legacy_history(workspace: Workspace) 
 
 
 async def test_record_session_counts_write_edit_sessions(workspace: Workspace) -> None:
-    # SPEC section 8: stats go to _System/pkm_stats.json and count Write/Edit sessions (a
+    # docs/compat.md: stats go to _System/pkm_stats.json and count Write/Edit sessions (a
     # Move-only session is not one; a Move's destination is not an edited file)
     idle = make_session(workspace)
     await invoke(idle, "Read", file_path="/Areas/Health/sleep.md")
@@ -207,7 +207,7 @@ async def test_insight_sets_card_and_stops(session: PkmAgentSession, workspace: 
     assert not result.is_error and result.stop
     card = yaml.safe_load(workspace.card_path(FACT_ID).read_text())
     assert card["fact_id"] == FACT_ID and card["status"] == "pending"
-    # SPEC section 8: related ids are kept as given and character_id is "0" (before: deduped,
+    # docs/compat.md: related ids are kept as given and character_id is "0" (before: deduped,
     # own id dropped, character kept)
     assert card["insight"] == {
         "text": "Second short night this week, again after late caffeine.",
@@ -220,7 +220,7 @@ async def test_insight_sets_card_and_stops(session: PkmAgentSession, workspace: 
 async def test_insight_accepts_what_the_original_accepts(
     session: PkmAgentSession, workspace: Workspace
 ) -> None:
-    # SPEC section 8: any fact id that exists in the fact file, any related id strings, empty
+    # docs/compat.md: any fact id that exists in the fact file, any related id strings, empty
     # text; character_id "0" (before: only this input's id, fact-id-shaped related ids,
     # non-blank text were accepted and the old character was kept)
     path = workspace.card_path(FACT_ID)
@@ -325,7 +325,7 @@ async def test_skip_records_evidence(session: PkmAgentSession) -> None:
 
 
 async def test_skip_accepts_empty_evidence(session: PkmAgentSession) -> None:
-    # SPEC section 8: skip_pkm_organization accepts empty evidence (before: an error)
+    # docs/compat.md: skip_pkm_organization accepts empty evidence (before: an error)
     blank = await invoke(session, "skip_pkm_organization", evidence="")
     assert not blank.is_error and blank.stop and session.skipped
     assert session.skip_evidence == "" and session.missing_requirements() == []
@@ -342,7 +342,7 @@ async def test_skip_after_mutation_is_incomplete(session: PkmAgentSession) -> No
     result = await invoke(session, "skip_pkm_organization", evidence="greeting")
     assert result.stop and "not clean" in result.content
     missing = session.missing_requirements()
-    # SPEC section 8 names
+    # docs/compat.md names
     assert missing == [
         "wrote_para_with_fact_id",
         "updated_timeline_card_insight",

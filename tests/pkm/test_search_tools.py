@@ -145,11 +145,11 @@ async def test_grep_include_multiline_and_errors(
 def test_grep_schema_uses_flag_aliases(session: PkmAgentSession) -> None:
     grep = next(t for t in session.tools if t.name == "Grep")
     props = grep.spec().parameters["properties"]
-    # SPEC section 8: Grep takes A, B, C, n, i and type (the original's names; -A etc. are
+    # docs/compat.md: Grep takes A, B, C, n, i and type (the original's names; -A etc. are
     # still accepted, see test_grep_accepts_both_flag_spellings)
     assert {"A", "B", "C", "n", "i", "type", "head_limit", "multiline", "include"} <= set(props)
     assert props["i"]["default"] is True
-    # SPEC section 8: LS requires path
+    # docs/compat.md: LS requires path
     ls = next(t for t in session.tools if t.name == "LS")
     assert ls.spec().parameters["required"] == ["path"]
     assert [t.name for t in session.tools] == [

@@ -2,7 +2,7 @@
 and PKM agents are. `entry` names a `@session_factory` (agents/base.py); the session it builds
 in the trial's workspace is run by `agents/runtime.run_agent` with the trial's model client
 (`TrialContext.model`: no gateway, no process), transcript and turn limits, under the request's
-time limit. A trial that reaches the limit still has its outcome captured (SPEC section 8: it
+time limit. A trial that reaches the limit still has its outcome captured (docs/compat.md: it
 is graded and stays timed out); an exception while capturing the outcome is the agent's (the
 workspace is what it left): the trial fails, naming it.
 """

@@ -1,4 +1,4 @@
-"""JSON Schemas of the original harness's stored shapes (SPEC section 8): the report, one trace
+"""JSON Schemas of the original harness's stored shapes (docs/compat.md): the report, one trace
 line and one index line. Shipped as package data; tests validate our output against them.
 
 The schemas refer to each other by `$id` (`urn:promptloop:original:<name>`); a validator needs

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from optimizer.cli.app import app
+from tests.cli_json import cli_result
 
 runner = CliRunner()
 
@@ -27,7 +27,7 @@ def test_pkm_agent_json_shows_diff_and_tool_calls(tmp_path: Path) -> None:
                                  "--content", "Bought a standing desk for the home office",
                                  "--fact-id", "2026/03/14.md#ts_4"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
+    data = cli_result(result.stdout)
     assert data["outcome"]["is_complete"] is True
     assert "+++ b/PKM/Resources/" in data["pkm_diff"]
     assert "<!-- fact_id: 2026/03/14.md#ts_4 -->" in data["pkm_diff"]

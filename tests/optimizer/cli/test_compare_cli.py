@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from agents.llm.registry import SCRIPTED_MODELS
 from agents.llm.scripted import ScriptedModel, reply
 from optimizer.cli.app import app
+from tests.cli_json import cli_result
 from tests.optimizer.workflows.test_optimize import GOOD
 from tests.optimizer.workflows.test_review import GOOD_LINE, human_branch
 
@@ -29,7 +30,7 @@ def compare_line(stdout: str) -> list[str]:
         at += 1
         command = command[:-1] + lines[at].strip()
     args = shlex.split(command.removeprefix("  compare: "))
-    assert args[:2] == ["promptloop", "report"] and "--base" in args
+    assert args[:2] == ["promptloop", "report"] and "--base-run" in args
     return args[1:]
 
 
@@ -91,7 +92,7 @@ def test_report_base_refuses_what_it_cannot_compare(state: Path) -> None:
     other = runner.invoke(app, ["eval", "--suite", "card_agent", "--kind", "quickstart",
                                 "--agent-model", "scripted:card", "--state-dir", str(state),
                                 "--json"])
-    a, b = json.loads(first.stdout)["run"], json.loads(other.stdout)["run"]
+    a, b = cli_result(first.stdout)["run"], cli_result(other.stdout)["run"]
     cases = [
         ([a, "--base", b], "share no suite"),
         ([a, b], "several runs are compared with --base"),
@@ -121,7 +122,7 @@ def test_report_base_says_in_one_line_that_no_bucket_changed(
                                   "--agent-model", "scripted:pkm", "--trials", "1", "--json",
                                   "--state-dir", str(state), *extra])
         assert out.exit_code == 0, out.output
-        names.append(json.loads(out.stdout)["run"])
+        names.append(cli_result(out.stdout)["run"])
     for fmt in ([], ["--format", "md"]):
         shown = runner.invoke(app, ["report", names[1], "--base", names[0], *fmt,
                                     "--state-dir", str(state)], env={"COLUMNS": "80"})

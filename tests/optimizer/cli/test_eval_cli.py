@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from optimizer.cli.app import app
+from tests.cli_json import cli_result
 
 runner = CliRunner()
 CARD_REGRESSION = ("--suite", "card_agent", "--kind", "regression", "--agent-model",
@@ -17,7 +18,7 @@ CARD_REGRESSION = ("--suite", "card_agent", "--kind", "regression", "--agent-mod
 
 def _eval(state: Path, *args: str) -> tuple[int, dict]:
     result = runner.invoke(app, ["eval", "--out", str(state), "--json", *args])
-    data = json.loads(result.stdout) if result.exit_code == 0 else {}
+    data = cli_result(result.stdout) if result.exit_code == 0 else {}
     if result.exit_code not in (0, 1, 2):
         raise AssertionError(result.output)
     return result.exit_code, data | {"_output": result.output}
@@ -27,27 +28,29 @@ def test_eval_card_regression_then_cached_then_replay(state: Path) -> None:
     code, first = _eval(state, *CARD_REGRESSION, "--mode", "record")
     assert code == 0, first["_output"]
     s1 = first["summary"]
-    assert s1["numTrials"] == 16 and s1["erroredTrials"] == 0
+    assert s1["num_trials"] == 16 and s1["errored_trials"] == 0
     assert Path(first["report"]).is_file()
     index = (state / "runs" / "index.jsonl").read_text().splitlines()
     assert json.loads(index[-1])["runName"] == first["run"]
 
     # second run: every trial comes from the trial cache, same scores
     code, second = _eval(state, *CARD_REGRESSION)
-    assert code == 0 and second["summary"]["cachedTrials"] == 16
-    assert second["summary"]["trialPassRate"] == s1["trialPassRate"]
+    assert code == 0 and second["summary"]["cached_trials"] == 16
+    assert second["summary"]["trial_pass_rate"] == s1["trial_pass_rate"]
 
     # replay twice with no cache: identical per-bucket scores, no model needed
     scores = []
     for _ in range(2):
         code, rep = _eval(state, *CARD_REGRESSION, "--mode", "replay", "--fresh")
         assert code == 0, rep["_output"]
-        assert rep["summary"]["cachedTrials"] == 0
+        assert rep["summary"]["cached_trials"] == 0
         scores.append(
-            [(b["bucket"], b["meanScore"], b["trialPassRate"]) for b in rep["summary"]["buckets"]]
+            [(b["bucket"], b["mean_score"], b["trial_pass_rate"])
+             for b in rep["summary"]["buckets"]]
         )
     assert scores[0] == scores[1]
-    assert scores[0] == [(b["bucket"], b["meanScore"], b["trialPassRate"]) for b in s1["buckets"]]
+    assert scores[0] == [(b["bucket"], b["mean_score"], b["trial_pass_rate"])
+                         for b in s1["buckets"]]
 
 
 def test_eval_pkm_with_judge_and_report(state: Path) -> None:
@@ -56,7 +59,7 @@ def test_eval_pkm_with_judge_and_report(state: Path) -> None:
     assert code == 0, data["_output"]
     buckets = {b["bucket"]: b for b in data["summary"]["buckets"]}
     # the scripted policy writes everything: without the skip rule, skip tasks fail
-    assert buckets["skip_trivial"]["trialPassRate"] == 0.0
+    assert buckets["skip_trivial"]["trial_pass_rate"] == 0.0
     md = runner.invoke(app, ["report", data["run"], "--out", str(state)])
     assert md.exit_code == 0 and "skip_trivial" in md.stdout
     failing = runner.invoke(
@@ -99,10 +102,10 @@ def test_missing_key_fails_before_any_trial(state: Path) -> None:
 def test_suites_listing() -> None:
     result = runner.invoke(app, ["suites", "--json"])
     assert result.exit_code == 0
-    listing = {s["name"]: s for s in json.loads(result.stdout)}
+    listing = {s["name"]: s for s in cli_result(result.stdout)}
     assert listing["card_agent_capability"]["tasks"] >= 30
     assert len(listing["pkm_agent_capability"]["buckets"]) >= 15
-    assert all(len(ids) >= 2 for s in listing.values() for ids in s["buckets"].values())
+    assert all(len(b["task_ids"]) >= 2 for s in listing.values() for b in s["buckets"])
 
 
 def test_html_report_compares_against_a_base_run(state: Path, tmp_path: Path) -> None:
@@ -128,8 +131,8 @@ def test_pkm_replay_includes_judge_calls(state: Path) -> None:
     assert code == 0, recorded["_output"]
     code, replayed = _eval(state, *args, "--mode", "replay", "--fresh")
     assert code == 0, replayed["_output"]
-    assert replayed["summary"]["erroredTrials"] == 0
+    assert replayed["summary"]["errored_trials"] == 0
     judged = [g for g in replayed["summary"]["graders"] if g["grader"] == "pkm_insight_quality"]
     assert judged and judged[0]["decided"] > 0  # the judge's recorded replies were replayed
-    assert [(b["bucket"], b["meanScore"]) for b in replayed["summary"]["buckets"]] == [
-        (b["bucket"], b["meanScore"]) for b in recorded["summary"]["buckets"]]
+    assert [(b["bucket"], b["mean_score"]) for b in replayed["summary"]["buckets"]] == [
+        (b["bucket"], b["mean_score"]) for b in recorded["summary"]["buckets"]]

@@ -3,7 +3,6 @@ point 7: "1 failed" was shown when 3 trials had timed out)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from optimizer.cli.app import app
 from optimizer.report.markdown import render_markdown
 from optimizer.report.store import default_store_dir, load_run
 from optimizer.report.summary import summarize
+from tests.cli_json import cli_result
 
 
 def test_timed_out_trials_are_counted_as_timed_out(
@@ -23,7 +23,7 @@ def test_timed_out_trials_are_counted_as_timed_out(
                                    "--agent-model", "scripted:card", "--trials", "1",
                                    "--json", "--state-dir", str(state)])
     assert out.exit_code == 0, out.output
-    run = load_run(default_store_dir(state), json.loads(out.stdout)["run"])
+    run = load_run(default_store_dir(state), cli_result(out.stdout)["run"])
     timed = [t.model_copy(update={"status": "timedOut"}) if i < 3 else t
              for i, t in enumerate(run.trials)]
     run = run.model_copy(update={"trials": timed})

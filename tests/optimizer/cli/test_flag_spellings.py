@@ -56,7 +56,8 @@ REQUIRED: dict[str, list[str]] = {
     "calibrate": ["--grader", "pkm_insight_quality", "--labels", "labels.jsonl"],
 }
 VALUES = {"--out": "/tmp/state", "--confirm-trials": "3", "--model": "scripted:card",
-          "--suite": "card_agent"}
+          "--suite": "card_agent", "--base": "a-run", "--iterations-per-bucket": "3",
+          "--round-trials": "3", "--tasks": "tasks"}
 
 
 def spellings(command: str) -> set[str]:
@@ -113,7 +114,7 @@ def test_respelling_leaves_values_and_positional_arguments_alone() -> None:
     assert respell("eval", args, takes_value) == ["--content", "--out", "--state-dir", "x",
                                                   "--", "--out"]
     assert respell("agent", ["--model=local:smollm2"], set()) == ["--agent-model=local:smollm2"]
-    assert respell("review", ["--confirm-trials", "1"], set()) == ["--round-trials", "1"]
+    assert respell("review", ["--round-trials", "1"], set()) == ["--confirm-trials", "1"]
     assert respell("eval", ["--confirm-trials", "1"], set()) == ["--confirm-trials", "1"]
 
 

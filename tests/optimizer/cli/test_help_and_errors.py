@@ -133,3 +133,48 @@ def test_every_command_has_an_example_and_the_group_a_version() -> None:
         assert "Examples:" in shown and EXAMPLES[command][0][:40] in shown.replace("\n", " ")
     version = runner.invoke(app, ["--version"])
     assert version.exit_code == 0 and version.stdout.startswith("promptloop ")
+
+
+# --- issue 32 item 7: the ecosystem's habits ---------------------------------------------------
+
+
+def test_dash_h_is_help_on_the_group_and_every_command() -> None:
+    root = runner.invoke(app, ["-h"], env={"COLUMNS": "80"})
+    assert root.exit_code == 0 and "Usage:" in root.stdout and "Commands" in root.stdout
+    for name in GROUP.commands:  # type: ignore[attr-defined]
+        out = runner.invoke(app, [name, "-h"], env={"COLUMNS": "80"})
+        assert out.exit_code == 0, (name, out.output)
+        assert f"{name} [OPTIONS]" in out.stdout and "-h" in out.stdout
+
+
+def test_help_command_shows_a_commands_help_and_suggests_on_a_typo() -> None:
+    shown = runner.invoke(app, ["help", "optimize"], env={"COLUMNS": "80"})
+    direct = runner.invoke(app, ["optimize", "--help"], env={"COLUMNS": "80"})
+    assert shown.exit_code == 0 and shown.stdout.rstrip() == direct.stdout.rstrip()
+    root = runner.invoke(app, ["help"], env={"COLUMNS": "80"})
+    assert root.exit_code == 0 and "Commands" in root.stdout
+    typo = runner.invoke(app, ["help", "optimise"])
+    assert typo.exit_code == 1 and "Did you mean 'optimize'?" in typo.output
+
+
+def test_root_help_lists_init_first_and_version_as_a_flag() -> None:
+    text = runner.invoke(app, ["--help"], env={"COLUMNS": "80"}).stdout
+    assert "<bool>" not in text and re.search(r"--version +Print", text)
+    listed = re.findall(r"^ *│ ([a-z]+) ", text[text.index("Commands"):], re.MULTILINE)
+    assert listed[0] == "init" and listed[1] == "doctor"
+    assert set(listed) == set(GROUP.commands)  # type: ignore[attr-defined]
+    assert max(len(line) for line in text.splitlines()) <= 80
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0 and version.stdout.startswith("promptloop ")
+
+
+def test_view_exits_130_on_ctrl_c(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from optimizer.view.server import ViewServer
+
+    def ctrl_c(self: ViewServer, *args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ViewServer, "serve_forever", ctrl_c)
+    out = runner.invoke(app, ["view", "--port", "0", "--state-dir", str(tmp_path)])
+    assert out.exit_code == 130, out.output
+    assert "stopped" in out.output

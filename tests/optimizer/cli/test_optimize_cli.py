@@ -22,6 +22,7 @@ from optimizer.core.events import (
     VerdictReached,
     parse_event,
 )
+from tests.cli_json import cli_result
 from tests.optimizer.workflows.test_optimize import GOOD
 
 TRIAL_EVENTS = {"trial_start", "trial_end"}
@@ -39,7 +40,7 @@ def test_events_log_of_an_optimize_run(
             "--proposer-format", "diff", "--out", str(state), "--events", str(log), "--json"]
     out = CliRunner().invoke(app, args)
     assert out.exit_code == 0, out.output
-    result = json.loads(out.stdout)
+    result = cli_result(out.stdout)
     [it] = result["iterations"]
     assert it["outcome"] == "accepted"
 

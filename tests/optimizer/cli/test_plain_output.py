@@ -29,6 +29,7 @@ from optimizer.core.events import (
     TrialFinished,
     TrialsEstimated,
 )
+from tests.cli_json import cli_result
 from tests.optimizer.cli.conftest import leaks
 from tests.optimizer.workflows.test_optimize import BROAD, GOOD, diff_adding
 from tests.optimizer.workflows.test_review import GOOD_LINE, human_branch
@@ -198,7 +199,7 @@ def test_a_failing_proposer_model_is_an_error_without_its_class_name(
     first = check_plain(stdout, stderr, "error")
     assert first.startswith("error: the proposer failed, so nothing was evaluated: the "
                             "proposer model failed: scripted model ran out of responses")
-    data = json.loads(runner.invoke(app, ["optimize", "--suite", "pkm_agent", "--bucket",
+    data = cli_result(runner.invoke(app, ["optimize", "--suite", "pkm_agent", "--bucket",
                                           "skip_trivial", "--iterations", "1", "--agent-model",
                                           "scripted:pkm", "--proposer-model",
                                           "scripted:proposer", "--state-dir", str(state),

@@ -1,6 +1,7 @@
 """Issue 26, points 5 and 6: the repository's own prompts and suites or an error saying how to
 start, and for every mistake the README's exit code (1: yours to fix, 2: infrastructure) with a
-message naming the flag, file or key at fault; `--json` prints an error object on failure."""
+message naming the flag, file or key at fault; `--json` prints an error envelope on failure
+(test_json_envelope.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from optimizer.cli.app import app
+from tests.cli_json import cli_result
 
 runner = CliRunner()
 
@@ -55,7 +57,7 @@ def test_suites_lists_the_repository_suites_not_the_installed_ones(
     monkeypatch.chdir(repo)
     result = runner.invoke(app, ["suites", "--json"])
     assert result.exit_code == 0, result.output
-    paths = sorted(Path(s["path"]) for s in json.loads(result.stdout))
+    paths = sorted(Path(s["path"]) for s in cli_result(result.stdout))
     assert paths == [repo / "tasks/pkm_agent/capability", repo / "tasks/pkm_agent/regression"]
     shown = runner.invoke(app, ["suites"])
     assert shown.exit_code == 0
@@ -137,7 +139,7 @@ def test_a_proposer_command_that_fails_makes_the_iteration_error_and_exits_2(
             "--state-dir", str(state)]
     result = runner.invoke(app, [*args, "--json"])
     assert result.exit_code == 2, result.output
-    [it] = json.loads(result.stdout)["iterations"]
+    [it] = cli_result(result.stdout)["iterations"]
     assert it["outcome"] == "error"
     assert any("exited with 3" in r for r in it["reasons"]), it["reasons"]
     shown = runner.invoke(app, args)
@@ -181,47 +183,8 @@ def test_an_unknown_key_in_promptloop_toml_is_an_error(
     assert code == 1 and "[eval] key 'trails': unknown key" in out and "promptloop.toml" in out
 
 
-FAILING = {
-    "agent": ["agent", "--no-such-flag"],
-    "suites": ["suites", "/no/such/folder"],
-    "init": ["init", "{file}"],
-    "eval": ["eval", "--suite", "pkm_agent", "--state-dir", "{file}/state"],
-    "optimize": ["optimize", "--suite", "pkm_agent", "--bucket", "x", "--state-dir",
-                 "{file}/state"],
-    "review": ["review", "--base", "no-such-ref", "--agent-model", "scripted:pkm"],
-    "nightly": ["nightly", "--agent", "pkm_agent", "--state-dir", "{file}/state"],
-    "health": ["health", "--agent", "pkm_agent", "--state-dir", "{file}/state"],
-    "graduate": ["graduate", "--agent", "pkm_agent", "--bucket", "x", "--state-dir",
-                 "{file}/state"],
-    "calibrate": ["calibrate", "--state-dir", "{file}/state"],
-    "runs": ["runs", "--limit", "many"],
-    "doctor": ["doctor", "--agent-model", "antropic:x"],
-    "profile": ["profile", "--agent", "pkm_agent", "--state-dir", "{file}/state"],
-}
-"""A failing invocation of every command that takes --json."""
-
-
-def test_every_json_command_is_covered() -> None:
-    import typer
-
-    group = typer.main.get_command(app)
-    takes_json = {name for name, cmd in group.commands.items()  # type: ignore[attr-defined]
-                  if any("--json" in getattr(p, "opts", ()) for p in cmd.params)}
-    assert takes_json == set(FAILING)
-
-
-@pytest.mark.parametrize("command", sorted(FAILING))
-def test_json_prints_an_error_object_when_the_command_fails(
-    command: str, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (tmp_path / "a-file").write_text("")
-    args = [a.replace("{file}", str(tmp_path / "a-file")) for a in FAILING[command]]
-    monkeypatch.chdir(repo)
-    result = runner.invoke(app, [*args, "--json"])
-    assert result.exit_code in (1, 2), result.output
-    data = json.loads(result.stdout)
-    assert set(data) == {"error", "exit_code"} and data["exit_code"] == result.exit_code
-    assert data["error"]
+# The failing --json invocation of every command: test_json_envelope.py (one envelope, valid
+# under docs/json-envelope.schema.json, on a failure and on a success).
 
 
 def test_health_reads_the_repository_suite_not_promptloops(
@@ -246,13 +209,13 @@ def test_doctor_checks_the_repository_suites_not_promptloops(
 ) -> None:
     monkeypatch.chdir(repo)
     result = runner.invoke(app, ["doctor", "--json", "--agent-model", "scripted:pkm"])
-    paths = sorted(Path(s["path"]) for s in json.loads(result.stdout)["suites"])
+    paths = sorted(Path(s["path"]) for s in cli_result(result.stdout)["suites"])
     assert paths == [repo / "tasks/pkm_agent/capability", repo / "tasks/pkm_agent/regression"]
     empty = tmp_path / "empty"
     subprocess.run(["git", "init", "-q", str(empty)], check=True)
     monkeypatch.chdir(empty)
     result = runner.invoke(app, ["doctor", "--json", "--agent-model", "scripted:pkm"])
-    data = json.loads(result.stdout)
+    data = cli_result(result.stdout)
     assert result.exit_code == 1 and data["suites"] == []
     [problem] = [p for p in data["problems"] if "no suite" in p["what"]]
     assert "promptloop init" in problem["fix"] and "'suites'" in problem["fix"]

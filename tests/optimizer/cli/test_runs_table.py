@@ -27,12 +27,13 @@ def test_runs_fit_80_columns_and_keep_prompt_model_and_commit() -> None:
     lines = text.splitlines()
     assert all(len(line) <= 80 for line in lines), text
     header = " ".join(lines[:2])
-    for column in ("run", "model", "prompt", "commit", "trial pass"):
+    for column in ("run", "role", "model", "prompt", "commit", "pass", "started"):
         assert column in header, text
     for name in NAMES:
         assert name in lines  # a whole line: never cut
     assert text.count("anthropic:claude-haiku-4-5") == 2
-    assert text.count("9f8e7d6c") == 2
+    assert text.count("9f8e7d6") == 2 and text.count("candidate") == 2
+    assert text.count("11-27 10:10") == 2  # the start time, role kept at 80 columns
     assert text.count("fedcba9") == 2  # a candidate shows its own commit
     wide = render_table([_entry(n) for n in NAMES], 250).splitlines()
     assert len(wide) == 3 and wide[1].startswith(NAMES[0] + " ")

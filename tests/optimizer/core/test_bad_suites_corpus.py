@@ -2,7 +2,7 @@
 <folder>`). Every case must end with exit code 1, one error line naming the file and the field,
 no traceback, and nothing written to the state folder (no partial run).
 
-Where the original harness accepts an input (SPEC section 8, "Loader"), the corpus must not
+Where the original harness accepts an input (docs/compat.md, "Loader"), the corpus must not
 demand its refusal: the rows below that sit next to a section 8 rule say which rule decides, and
 `test_tolerated_inputs_run` runs the accepting side of those rules through the same CLI.
 tests/compat/test_loader_compat.py holds the full table of the original's loading rules.
@@ -142,7 +142,7 @@ KNOWN = ("Known graders: general (any agent): command, json_path",
          "for the bundled card_agent only: card_completion, card_must_contain")
 
 CASES = [
-    # --- files that are not a JSON object (SPEC section 2: errors stop loading) ----------------
+    # --- files that are not a JSON object (docs/suites.md: errors stop loading) ----------------
     Case("task not JSON", _raw_task(b'{"id": "t", "description": '), TASK, "line 1 column"),
     Case("suite not JSON", lambda r: _write(r, raw_suite=b"{name: bad}"), SUITE, "line 1 column"),
     Case("task is a list", _raw_task(b"[]"), TASK, "(root)", ("JSON object",)),
@@ -166,7 +166,7 @@ CASES = [
          ("duplicate task id 't'",)),
     Case("missing input", _with(input=...), TASK, "field 'input'"),
     Case("content is a number", _with(input_content=42), TASK, "field 'input.content'"),
-    # SPEC section 2 gives the fact id format and section 8 relaxes nothing about it.
+    # docs/suites.md gives the fact id format and section 8 relaxes nothing about it.
     Case("malformed fact id", _with(input_fact_id="2026-03-14#1"), TASK, "field 'input.fact_id'",
          ("YYYY/MM/DD.md#ts_N",)),
     Case("impossible fact date", _with(input_fact_id="2026/02/30.md#ts_1"), TASK,
@@ -185,7 +185,7 @@ CASES = [
          "field 'graders.0.name'", ("'[/bold]x'", *KNOWN)),
     Case("grader entry is a string", _with(graders=["card_completion"]), TASK,
          "field 'graders.0'"),
-    # SPEC section 8: `config: null` means {} (tolerated); a string is not a config.
+    # docs/compat.md: `config: null` means {} (tolerated); a string is not a config.
     Case("config is a string", _with(graders=[{"name": "card_completion", "config": "x"}]),
          TASK, "field 'graders.0.config'"),
     Case("config value of the wrong type",
@@ -194,7 +194,7 @@ CASES = [
     Case("config without a required key",
          _with(graders=[{"name": "card_template_choice", "config": {}}]),
          TASK, "field 'graders.0.config'", ("expected_template_ids",)),
-    # --- numbers: SPEC section 8 coerces trials_per_run to int; none of these has one ---------
+    # --- numbers: docs/compat.md coerces trials_per_run to int; none of these has one ---------
     Case("trials 0", _with(trials_per_run=0), TASK, "field 'trials_per_run'"),
     Case("trials negative", _with(trials_per_run=-2), TASK, "field 'trials_per_run'"),
     Case("trials not a number", _with(trials_per_run="many"), TASK, "field 'trials_per_run'"),
@@ -213,7 +213,7 @@ CASES = [
          "field 'task_pass_threshold'"),
     Case("camelCase threshold text", _suite(taskPassThreshold="high"), SUITE,
          "field 'taskPassThreshold'"),
-    # SPEC section 2: missing kind -> mixed, unknown kind -> error.
+    # docs/suites.md: missing kind -> mixed, unknown kind -> error.
     Case("unknown kind", _suite(kind="nightly"), SUITE, "field 'kind'"),
     Case("missing name", _suite(name=...), SUITE, "field 'name'"),
     # The name starts every run's file name: these ran every trial, then could not be saved.
@@ -222,7 +222,7 @@ CASES = [
     Case("suite name with a NUL", _suite(name="card\u0000"), SUITE, "field 'name'"),
     Case("suite name of 300 characters", _suite(name="n" * 300), SUITE, "field 'name'",
          ("200 bytes",)),
-    # SPEC section 8: any non-empty agent_name loads; empty is still refused.
+    # docs/compat.md: any non-empty agent_name loads; empty is still refused.
     Case("empty agent name", _suite(agent_name=""), SUITE, "field 'agent_name'"),
     # ...and an agent we cannot run fails when the suite is run, by name, before any trial.
     Case("agent we cannot run", _suite(agent_name="pkm_agnet"), SUITE, "field 'agent_name'",
@@ -281,7 +281,7 @@ def test_corpus_size() -> None:
     assert len({c.name for c in CASES}) == len(CASES)
 
 
-# --- what the original accepts must run (SPEC section 8 decides) --------------------------------
+# --- what the original accepts must run (docs/compat.md decides) --------------------------------
 
 TOLERATED = [r for r in RULES if r.refused is None and "agent_name" not in r.suite]
 

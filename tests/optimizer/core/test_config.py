@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ from typer.testing import CliRunner
 
 from optimizer.cli.app import app
 from optimizer.core.config import default_judge
+from tests.cli_json import cli_result
 
 runner = CliRunner()
 
@@ -28,11 +28,11 @@ def test_toml_defaults_apply_and_flags_override(tmp_path: Path) -> None:
     result = runner.invoke(app, ["--config", str(config), "eval", "--suite", "card_agent",
                                  "--out", str(state), "--json"])
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout)["summary"]
-    assert summary["numTrials"] == 8  # 8 regression tasks x 1 trial from the toml
+    summary = cli_result(result.stdout)["summary"]
+    assert summary["num_trials"] == 8  # 8 regression tasks x 1 trial from the toml
     result = runner.invoke(app, ["--config", str(config), "eval", "--suite", "card_agent",
                                  "--trials", "2", "--out", str(state), "--json"])
-    assert json.loads(result.stdout)["summary"]["numTrials"] == 16
+    assert cli_result(result.stdout)["summary"]["num_trials"] == 16
 
 
 def test_env_var_sets_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,7 +41,7 @@ def test_env_var_sets_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     result = runner.invoke(app, ["eval", "--suite", "card_agent", "--kind", "regression",
                                  "--out", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["summary"]["numTrials"] == 8
+    assert cli_result(result.stdout)["summary"]["num_trials"] == 8
 
 
 def test_bad_toml_is_a_user_error(tmp_path: Path) -> None:
@@ -61,9 +61,9 @@ def test_env_beats_toml_and_flag_beats_env(
             "--json"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["summary"]["numTrials"] == 16  # env 2 over toml 1
+    assert cli_result(result.stdout)["summary"]["num_trials"] == 16  # env 2 over toml 1
     result = runner.invoke(app, [*args, "--trials", "1"])
-    assert json.loads(result.stdout)["summary"]["numTrials"] == 8  # flag 1 over env 2
+    assert cli_result(result.stdout)["summary"]["num_trials"] == 8  # flag 1 over env 2
 
 
 def test_nightly_settings_without_a_flag_are_checked(tmp_path: Path) -> None:

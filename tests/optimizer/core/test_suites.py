@@ -99,12 +99,12 @@ def test_task_schema_is_current(tmp_path: Path) -> None:
     )
     assert out.read_text(encoding="utf-8") == SCHEMA_PATH.read_text(encoding="utf-8")
     assert set(checked_in["required"]) == {"id", "input", "graders"}
-    # unknown keys load (the loader warns about them), as in the original (SPEC section 8)
+    # unknown keys load (the loader warns about them), as in the original (docs/compat.md)
     assert checked_in.get("additionalProperties", True) is not False
 
 
 def test_unknown_agent_loads_and_fails_when_run_by_name(tmp_path: Path) -> None:
-    """SPEC section 8: any non-empty agent_name loads; an agent we cannot run fails when the
+    """docs/compat.md: any non-empty agent_name loads; an agent we cannot run fails when the
     suite is run, naming it and the agents we can run."""
     sb.suite(tmp_path / "s", [sb.task("fine", "Coffee $3", 1)])
     suite_json = tmp_path / "s" / "suite.json"

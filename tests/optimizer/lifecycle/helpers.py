@@ -87,12 +87,14 @@ def git(repo: Path, *args: str) -> str:
 
 def app_with(*commands: tuple[str, Any]) -> typer.Typer:
     """A fresh typer app holding only the given commands (as app.py would register them)."""
-    app = typer.Typer(add_completion=False)
+    from optimizer.cli.command import PromptloopCommand, PromptloopGroup
+
+    app = typer.Typer(add_completion=False, cls=PromptloopGroup)
 
     @app.callback()
     def _root() -> None:
         """promptloop (test app)."""
 
     for name, fn in commands:
-        app.command(name)(fn)
+        app.command(name, cls=PromptloopCommand)(fn)
     return app

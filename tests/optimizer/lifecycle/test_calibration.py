@@ -17,6 +17,7 @@ from optimizer.lifecycle.calibration import (
 )
 from optimizer.lifecycle.errors import LabelsError, LifecycleError, UnknownNameError
 from optimizer.lifecycle.health_io import build_health
+from tests.cli_json import cli_result
 from tests.optimizer.lifecycle.helpers import T0, app_with, judge_score, run, save_all, trial
 
 GRADER = "pkm_insight_quality"
@@ -164,7 +165,7 @@ def test_calibrate_command(state: Path, tmp_path: Path) -> None:
     ok = runner.invoke(app, ["calibrate", "--grader", GRADER, "--labels", str(labels),
                              "--state-dir", str(state), "--json"])
     assert ok.exit_code == 0, ok.output
-    data = json.loads(ok.stdout)
+    data = cli_result(ok.stdout)
     assert data["overall"]["krippendorff_alpha_interval"] == pytest.approx(1.0)
     assert data["status"]["state"] == "insufficient"
     text = runner.invoke(app, ["calibrate", "--grader", GRADER, "--labels", str(labels),

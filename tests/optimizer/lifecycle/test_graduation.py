@@ -14,6 +14,7 @@ from optimizer.lifecycle.errors import GraduationRefused, LifecycleError, Unknow
 from optimizer.lifecycle.graduate_git import GraduateRequest, graduate, graduation_proposals
 from optimizer.lifecycle.graduation import plan_graduation, propose_graduations, readiness
 from optimizer.lifecycle.health import compute_health
+from tests.cli_json import cli_result
 from tests.optimizer.lifecycle.helpers import PROMPT, app_with, git, save_all
 from tests.optimizer.lifecycle.test_health import history, lineage_of
 from tests.optimizer.suite_builder import suite, task, write_json
@@ -180,7 +181,7 @@ def test_graduate_and_health_commands(repo: Path, state: Path,
     assert (state / "health" / "card_agent_capability.json").is_file()
     res = runner.invoke(app, ["health", "--suite", "card_agent_capability", "--json",
                               "--state-dir", str(state)])
-    assert json.loads(res.stdout)["summary"]["graduation_ready"] == ["event", "link"]
+    assert cli_result(res.stdout)["summary"]["graduation_ready"] == ["event", "link"]
     res = runner.invoke(app, ["health", "--suite", "card_agnt", "--state-dir", str(state)])
     assert res.exit_code == 1 and "Did you mean 'card_agent'" in res.stderr
     res = runner.invoke(app, ["health", "--suite", "pkm_agent", "--state-dir", str(state)])

@@ -86,7 +86,7 @@ def test_regression_and_mixed_need_every_trial(kind: str) -> None:
 
 
 def test_threshold_below_one_is_per_trial_then_the_kind_rule() -> None:
-    # SPEC section 8: a threshold below 1.0 decides each trial's pass when it is graded (the
+    # docs/compat.md: a threshold below 1.0 decides each trial's pass when it is graded (the
     # trial's status); the task then passes by the kind's rule. It is no longer the mean
     # score over a task's trials: task "a" has a mean of 0.675 >= 0.6 but one failed trial.
     half = [sc("g1", 1.0), sc("g2", 0.5, threshold=0.5)]
@@ -104,7 +104,7 @@ def test_threshold_below_one_is_per_trial_then_the_kind_rule() -> None:
 
 
 def test_original_rates_count_errored_trials_as_not_passed() -> None:
-    # SPEC section 8: the original's rates are reported beside ours (errored trials excluded)
+    # docs/compat.md: the original's rates are reported beside ours (errored trials excluded)
     boom = "ModelAuthError: key rejected"
     trials = [
         tr("a", 0, "passed"), tr("a", 1, "errored", infra_error=boom),
@@ -327,7 +327,7 @@ def test_save_load_roundtrip_and_report_shape(tmp_path: Path) -> None:
                               "endedAt": first["trial"]["endedAt"], "status": "failed",
                               "failureReason": "failed graders: pkm_completion"}
     call = first["transcript"]["toolCalls"][0]
-    # SPEC section 8 shapes: a failed call carries errorMessage, a result is an object
+    # docs/compat.md shapes: a failed call carries errorMessage, a result is an object
     assert set(call) == {"callId", "toolName", "arguments", "startedAt", "endedAt", "isError",
                          "errorMessage"}
     assert call["arguments"]["old_string"] == "## Log"
@@ -367,7 +367,7 @@ def test_index_lines_and_missing_run(tmp_path: Path) -> None:
     lines = [json.loads(x) for x in (tmp_path / "index.jsonl").read_text().splitlines()]
     assert [x["runName"] for x in lines] == ["demo-1", "demo-2"]
     line = lines[1]
-    # SPEC section 8: exactly the original's keys, its rates (errored trials not passed)
+    # docs/compat.md: exactly the original's keys, its rates (errored trials not passed)
     assert list(line) == ["runName", "suiteName", "suiteKind", "startedAt", "endedAt",
                           "taskPassRate", "trialPassRate", "numTrials"]
     assert line["taskPassRate"] == pytest.approx(1 / 3)  # gym_note's errored trial fails it
@@ -424,7 +424,7 @@ def test_trace_lines(tmp_path: Path) -> None:
 def test_markdown_summary() -> None:
     run = rich_run()
     md = render_markdown(run, summarize(run))
-    # SPEC section 8: the original's rates first, ours beside them
+    # docs/compat.md: the original's rates first, ours beside them
     assert "**Task pass rate: 33.3%** (1/3 tasks); errored excluded: 33.3% (1/3)" in md
     assert "**Trial pass rate: 40.0%** (2/5 trials); errored excluded: 50.0% (2/4)" in md
     assert "Trial outcomes: 2 passed, 2 failed, 0 timed out, 1 errored" in md

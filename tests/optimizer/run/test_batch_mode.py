@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 import agents.llm.batch as batch_module
 from optimizer.cli.app import app
+from tests.cli_json import cli_result
 from tests.llm.batch_server import BatchServer
 
 TASKS = ("pkm-cap-zh-parents-blood-pressure", "pkm-cap-ferreira-null-model",
@@ -60,7 +61,7 @@ def _eval(state: Path, judge: str, server: BatchServer, *extra: str) -> dict:
         args += ["--task", task]
     result = runner.invoke(app, [*args, *extra])
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    return cli_result(result.stdout)
 
 
 def _report(state: Path, run: str) -> dict:
@@ -104,7 +105,7 @@ def test_one_batch_for_the_run_and_results_on_the_right_trials(
 
     # a rerun pays nothing: the trials come from the trial cache, no new batch
     again = _eval(tmp_path, judge, server, "--batch")
-    assert again["summary"]["cachedTrials"] == 6 and len(server.creates) == 1
+    assert again["summary"]["cached_trials"] == 6 and len(server.creates) == 1
 
 
 def test_an_errored_batch_result_errors_only_that_trials_judge(
@@ -154,8 +155,8 @@ def test_a_rerun_resumes_the_batch_a_stopped_run_submitted(
     assert again.exit_code == 0, again.output
     assert len(server.creates) == 1  # the same batch was polled, nothing new submitted
     assert json.loads(state.read_text())["state"] == "ended"
-    summary = json.loads(again.stdout)["summary"]
-    assert summary["erroredTrials"] == 0 and summary["numTrials"] == 3
+    summary = cli_result(again.stdout)["summary"]
+    assert summary["errored_trials"] == 0 and summary["num_trials"] == 3
 
 
 def test_each_trial_is_graded_once_and_each_judge_request_sent_once(
@@ -173,7 +174,7 @@ def test_each_trial_is_graded_once_and_each_judge_request_sent_once(
 
     monkeypatch.setattr(trial_module, "run_grader", counted)
     data = _eval(tmp_path, "anthropic:claude-fake", server, "--batch")
-    assert data["summary"]["numTrials"] == 6
+    assert data["summary"]["num_trials"] == 6
     from optimizer.core.suites import load_suite, resolve_suite_path
 
     suite = load_suite(resolve_suite_path("pkm_agent", "capability"))

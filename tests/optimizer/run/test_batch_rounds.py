@@ -15,6 +15,7 @@ import agents.llm.batch as batch_module
 from agents.llm.scripted import Request
 from optimizer.cli.app import app
 from tests import policies
+from tests.cli_json import cli_result
 from tests.llm.agent_server import from_openai_messages, to_completion
 from tests.llm.batch_server import BatchServer
 
@@ -64,7 +65,7 @@ def _eval(state: Path, server: BatchServer, *extra: str) -> dict[str, Any]:
         args += ["--task", task]
     result = runner.invoke(app, [*args, *extra])
     assert result.exit_code == 0, result.output
-    data: dict[str, Any] = json.loads(result.stdout)
+    data: dict[str, Any] = cli_result(result.stdout)
     out = runner.invoke(app, ["report", data["run"], "--format", "json", "--state-dir",
                               str(state)])
     report: dict[str, Any] = json.loads(out.stdout)

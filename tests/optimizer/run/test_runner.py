@@ -62,7 +62,7 @@ def test_timeout_cancels_the_agent(tmp_path: Path, state: Path) -> None:
     assert cancelled == ["agent call"] and not leftovers
     assert any(e.kind == "timeout" for e in trial.transcript.events)
     assert trial.outcome.get("is_complete") is False  # the outcome is still captured
-    # SPEC section 8: a timed-out trial is still graded and counts in the grader means
+    # docs/compat.md: a timed-out trial is still graded and counts in the grader means
     assert {s.grader: s.value for s in trial.scores} == {
         "card_completion": 0.0, "card_template_choice": 0.0}
     summary = summarize(result)
@@ -192,7 +192,7 @@ def test_fixed_clock_is_the_published_time(tmp_path: Path, state: Path) -> None:
         sb.suite(tmp_path / "b", [pkm_task], agent="pkm_agent", clock="2026-07-01T08:00:00")
     )
     asyncio.run(run_suite(pkm, options(state), pkm_model))
-    # SPEC section 8: the publish time carries the UTC offset and zone (the original PKM form)
+    # docs/compat.md: the publish time carries the UTC offset and zone (the original PKM form)
     first = pkm_model.calls[0].messages[1].content
     assert "Published Time: 2026-07-01 08:00:00 UTC+0000 (UTC, Wednesday)" in first
 

@@ -1,4 +1,4 @@
-"""A trial's publish time comes from its fixture's fact entry (SPEC section 8), a suite may pin
+"""A trial's publish time comes from its fixture's fact entry (docs/compat.md), a suite may pin
 a clock, and the agent options and runtime defaults reach the run."""
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 from pathlib import Path
@@ -11,16 +10,18 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from optimizer.cli.command import PromptloopCommand, PromptloopGroup
 from optimizer.cli.runs import runs
 from optimizer.cli.view import view
 from optimizer.report.store import list_runs
 from optimizer.view.server import ViewServer
+from tests.cli_json import cli_result
 from tests.optimizer.view.builders import EVIL_SUITE, ViewState
 from tests.optimizer.view.http import Reply, get
 
-app = typer.Typer()
-app.command("runs")(runs)
-app.command("view")(view)
+app = typer.Typer(cls=PromptloopGroup)  # the envelope of --json is the group's
+app.command("runs", cls=PromptloopCommand)(runs)
+app.command("view", cls=PromptloopCommand)(view)
 cli = CliRunner()
 
 
@@ -50,15 +51,16 @@ def test_runs_filters_by_suite_or_agent_and_prints_json(view_state: ViewState) -
     state = str(view_state.root)
     result = cli.invoke(app, ["runs", "--suite", EVIL_SUITE, "--json", "--state-dir", state])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
-    assert [d["suiteName"] for d in data] == [EVIL_SUITE, EVIL_SUITE]
-    assert {"runName", "agentModel", "promptHash", "gitCommit", "trialPassRate"} <= data[0].keys()
-    agent = json.loads(cli.invoke(app, ["runs", "--suite", "card_agent", "--json",
+    data = cli_result(result.stdout)
+    assert [d["suite_name"] for d in data] == [EVIL_SUITE, EVIL_SUITE]
+    assert {"run_name", "agent_model", "prompt_hash", "git_commit",
+            "trial_pass_rate"} <= data[0].keys()
+    agent = cli_result(cli.invoke(app, ["runs", "--suite", "card_agent", "--json",
                                         "--state-dir", state]).stdout)
-    assert agent and all(d["agentName"] == "card_agent" for d in agent)
-    limited = json.loads(cli.invoke(app, ["runs", "--limit", "3", "--json",
+    assert agent and all(d["agent_name"] == "card_agent" for d in agent)
+    limited = cli_result(cli.invoke(app, ["runs", "--limit", "3", "--json",
                                           "--state-dir", state]).stdout)
-    assert limited[0]["runName"] == view_state.cand and len(limited) == 3
+    assert limited[0]["run_name"] == view_state.cand and len(limited) == 3
     typo = cli.invoke(app, ["runs", "--suite", "pkm_agnt", "--state-dir", state])
     assert typo.exit_code == 1
     assert "Error:" in typo.output and "Did you mean 'pkm_agent'?" in typo.output
@@ -67,7 +69,7 @@ def test_runs_filters_by_suite_or_agent_and_prints_json(view_state: ViewState) -
 def test_runs_on_an_empty_state_folder(tmp_path: Path) -> None:
     result = cli.invoke(app, ["runs", "--state-dir", str(tmp_path)])
     assert result.exit_code == 0 and "No saved runs" in result.output
-    assert json.loads(cli.invoke(app, ["runs", "--json", "--state-dir", str(tmp_path)]
+    assert cli_result(cli.invoke(app, ["runs", "--json", "--state-dir", str(tmp_path)]
                                  ).stdout) == []
 
 
@@ -107,7 +109,7 @@ def test_view_stops_cleanly_on_ctrl_c(view_state: ViewState,
 
     monkeypatch.setattr(ViewServer, "serve_forever", interrupted)
     result = cli.invoke(app, ["view", "--port", "0", "--state-dir", str(view_state.root)])
-    assert result.exit_code == 0 and "stopped" in result.output
+    assert result.exit_code == 130 and "stopped" in result.output  # Ctrl-C: 130, as everywhere
 
 
 def test_view_usage_errors_exit_1(tmp_path: Path) -> None:

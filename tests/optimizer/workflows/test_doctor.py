@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from agents.llm.errors import ModelConfigError
 from optimizer.cli.app import app
 from optimizer.core.suites import TASKS_DIR
 from optimizer.workflows import doctor as doctor_mod
+from tests.cli_json import cli_result
 from tests.optimizer.workflows.test_optimize import PROMPT, TASKS, _git, _write_suite, commit_base
 
 runner = CliRunner()
@@ -66,7 +66,7 @@ def test_ready_repo_reports_everything_without_key_values(
     for secret in (SECRET_A, SECRET_O):
         assert secret not in output and secret[:8] not in output
     assert "hunter2" not in output and "token=xyz" not in output
-    data = json.loads(stdout)
+    data = cli_result(stdout)
     providers = {p["provider"]: p for p in data["providers"]}
     assert providers["anthropic"]["key_set"] and providers["openai"]["key_set"]
     assert providers["openai"]["base_url"] == "http://127.0.0.1:8080/v1"
@@ -123,12 +123,12 @@ def test_judge_needs_follow_the_agent_model(
     monkeypatch.chdir(repo)
     pkm = str(TASKS_DIR / "pkm_agent" / "capability")
     code, stdout, _ = doctor("--json", "--tasks", pkm)
-    [suite] = json.loads(stdout)["suites"]
+    [suite] = cli_result(stdout)["suites"]
     assert code == 0 and suite["judge_model"] == "local:smollm2"
     assert {"pkm_insight_quality", "pkm_append_coherence"} <= set(suite["judge_graders"])
     hosted = ("--json", "--tasks", pkm, "--agent-model", "openai:gpt-4.1-mini")
     code, stdout, _ = doctor(*hosted)
-    data = json.loads(stdout)
+    data = cli_result(stdout)
     assert code == 1 and data["suites"][0]["judge_model"] == "openai:gpt-4.1"
     assert [p["what"] for p in data["problems"]] == [
         "openai:gpt-4.1: OPENAI_API_KEY is not set",
@@ -151,7 +151,7 @@ def test_outside_git_with_a_broken_suite(
     monkeypatch.chdir(outside)
     code, stdout, output = doctor("--json", "--tasks", str(tmp_path / "suites"))
     assert code == 1, output
-    data = json.loads(stdout)
+    data = cli_result(stdout)
     assert data["git"]["error"] == "not inside a git repository"
     [s] = data["suites"]
     assert not s["loads"] and "task.json" in s["error"] and "invalid JSON" in s["error"]
@@ -165,7 +165,7 @@ def test_check_local_without_weights_reports_the_failure(
     monkeypatch.setattr(doctor_mod, "model_path", _no_weights)
     monkeypatch.chdir(repo)
     code, stdout, _ = doctor("--json", "--check-local")
-    data = json.loads(stdout)
+    data = cli_result(stdout)
     assert code == 1
     assert data["local"]["check"]["ok"] is False
     assert "not installed" in data["local"]["check"]["error"]
@@ -183,5 +183,5 @@ def test_check_local_starts_the_embedded_server(
     monkeypatch.chdir(repo)
     code, stdout, output = doctor("--json", "--check-local")
     assert code == 0, output
-    check = json.loads(stdout)["local"]["check"]
+    check = cli_result(stdout)["local"]["check"]
     assert check["ok"] and check["output_tokens"] > 0 and check["completion_s"] > 0

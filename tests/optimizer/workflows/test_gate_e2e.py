@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import inspect
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from optimizer.gate.sequential import heldout_tasks
 from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
 from optimizer.workflows.review import ReviewConfig, review
 from tests import policies
+from tests.cli_json import cli_result
 from tests.optimizer.workflows.test_optimize import PROMPT, _git, _write_suite, commit_base
 
 TASKS = {
@@ -178,7 +178,7 @@ def test_review_of_a_breaking_rule_regresses_and_fails_the_check(
                                    str(state), "--base", "main", "--head", "human/rules",
                                    "--json", "--fail-on-regression"])
     assert out.exit_code == 3, out.output
-    data = json.loads(out.stdout)
+    data = cli_result(out.stdout)
     [a] = data["agents"]
     assert data["decision"] == a["decision"] == "regresses"
     assert "short_fact" in a["regressed"]

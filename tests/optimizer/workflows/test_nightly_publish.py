@@ -3,7 +3,6 @@ say what to run when gh is missing."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,6 +15,7 @@ from optimizer.cli.app import app
 from optimizer.workflows.nightly.engine import NightResult
 from optimizer.workflows.nightly.publish import publish_accepted
 from optimizer.workflows.nightly.state import Checkpoint
+from tests.cli_json import cli_result
 from tests.optimizer.workflows.nightly_support import agent_model, make_repo, proposer_model
 from tests.optimizer.workflows.test_optimize import _git
 
@@ -108,7 +108,7 @@ def test_open_pr_with_a_gh_on_path(
     out = CliRunner().invoke(app, ["nightly", "--config", "night.toml", "--open-pr", "--json",
                                    "--state-dir", str(state), "--max-buckets", "1"])
     assert out.exit_code == 0, out.output
-    data = json.loads(out.stdout)
+    data = cli_result(out.stdout)
     [acc] = data["summary"]["accepted"]
     assert acc["published"]["pr"] == "opened"
     assert acc["published"]["pr_url"] == "https://example.invalid/pull/7"

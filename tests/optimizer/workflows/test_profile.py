@@ -4,7 +4,6 @@ an ordinary run of the prompt that the next profile (and the gate) reads as line
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from typer.testing import CliRunner
 from optimizer.cli.app import app
 from optimizer.report.store import default_store_dir, list_runs
 from optimizer.workflows.profile import ProfileConfig, profile
+from tests.cli_json import cli_result
 from tests.optimizer.workflows.test_gate_e2e import agent, repo  # noqa: F401 (fixture)
 
 
@@ -51,6 +51,6 @@ def test_profile_cli_dry_run_json(repo: Path, state: Path,  # noqa: F811
                                    "--dry-run", "--json", "--agent-model", "scripted:world",
                                    "--state-dir", str(state)])
     assert out.exit_code == 0, out.output
-    data = json.loads(out.stdout)
+    data = cli_result(out.stdout)
     assert data["budget"] == 4 and data["trials_run"] == 0 and data["run_names"] == []
     assert sum(r["trials"] for r in data["rows"]) == 4

@@ -18,6 +18,7 @@ from optimizer.gate.compare import BucketComparison
 from optimizer.gate.verdict import decide_review
 from optimizer.workflows.review import ReviewConfig, ReviewResult, review
 from tests import policies
+from tests.cli_json import cli_result
 from tests.optimizer.workflows.test_optimize import PROMPT, _git, checkout_state
 
 GOOD_LINE = (
@@ -62,7 +63,7 @@ class Reviewer:
     def json(self, head: str, *args: str) -> tuple[int, dict[str, Any]]:
         result = self.run(head, "--json", *args)
         assert result.exit_code in (0, 3), result.output
-        return result.exit_code, json.loads(result.stdout)
+        return result.exit_code, cli_result(result.stdout)
 
 
 @pytest.fixture

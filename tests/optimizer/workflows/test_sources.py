@@ -4,7 +4,6 @@ said in the output; eval and optimize on the same command line evaluate the same
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from optimizer.workflows.evaluate import EvalRequest, evaluate
 from optimizer.workflows.optimize import OptimizeConfig, optimize
 from optimizer.workflows.sources import RepoSource
 from tests import policies
+from tests.cli_json import cli_result
 from tests.optimizer.workflows.test_optimize import GOOD, PROMPT, _git
 
 EDIT = "\nAlways answer in one sentence.\n"
@@ -129,7 +129,7 @@ def test_eval_cli_has_ref_and_reports_sources(
             "scripted:pkm", "--trials", "1", "--out", str(state), "--json"]
     out = CliRunner().invoke(app, [*args, "--ref", "HEAD"])
     assert out.exit_code == 0, out.output
-    sources = json.loads(out.stdout)["sources"]
+    sources = cli_result(out.stdout)["sources"]
     assert any(s.startswith(f"prompt: {PROMPT_PATH} @ HEAD ") for s in sources)
     bad = CliRunner().invoke(app, [*args, "--ref", "no-such-branch"])
     assert bad.exit_code == 1 and "unknown git ref 'no-such-branch'" in bad.output

@@ -32,6 +32,7 @@ from optimizer.git_sweep import Sweeper, trailers, verdict_trailers
 from optimizer.workflows import doctor as doctor_mod
 from optimizer.workflows.doctor_git import check_git
 from optimizer.workflows.sweep import fix_strays, sweep_abandoned
+from tests.cli_json import cli_result
 from tests.optimizer.workflows.test_optimize import _git
 
 BRANCH = "promptloop/pkm_agent/skip_trivial/"
@@ -170,7 +171,7 @@ def test_doctor_fix_cleans_what_killed_runs_left(
     monkeypatch.chdir(repo)
     runner = CliRunner()
     try:
-        before = json.loads(runner.invoke(app, ["doctor", "--json", "--out", str(state)]).stdout)
+        before = cli_result(runner.invoke(app, ["doctor", "--json", "--out", str(state)]).stdout)
         states = {b["name"].removeprefix(BRANCH): b["state"] for b in before["git"]["branches"]}
         assert states == {"acc": "accepted", "kept": "kept", "dead": "unfinished",
                           "running": "unfinished", "stray": "unfinished",
@@ -181,7 +182,7 @@ def test_doctor_fix_cleans_what_killed_runs_left(
         assert before["cleaned"] is None
 
         result = runner.invoke(app, ["doctor", "--fix", "--json", "--out", str(state)])
-        data = json.loads(result.stdout)
+        data = cli_result(result.stdout)
         cleaned = data["cleaned"]
         [abandoned] = cleaned["abandoned"]
         assert abandoned["id"] == "s-dead" and abandoned["branch_deleted"]
