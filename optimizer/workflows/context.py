@@ -122,9 +122,10 @@ def check_command(agent: str) -> None:
     project = active_project()
     cfg = project.agents.get(agent)
     root = project.root
-    if cfg is None or not cfg.command or root is None or project.path is None:
+    command: list[str] = list(getattr(cfg.spec, "command", None) or []) if cfg else []
+    if not command or root is None or project.path is None:
         return
-    for i, arg in enumerate(cfg.command):
+    for i, arg in enumerate(command):
         if (not arg or arg.startswith("-") or os.path.isabs(arg) or "=" in arg
                 or "://" in arg or (i == 0 and "/" not in arg)):
             continue
