@@ -27,7 +27,7 @@ demo: $(STAMP)
 	$(VENV)/bin/promptloop optimize $(DEMO_ARGS)
 
 lint: $(STAMP)
-	$(PY) -m ruff check agents graders optimizer tests
+	$(PY) -m ruff check promptloop tests bench
 	$(PY) -m mypy
 
 # The viewer's browser tests drive Debian's chromium (never a downloaded browser). As root,

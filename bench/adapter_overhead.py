@@ -1,7 +1,7 @@
 """Trial adapters' overhead per trial (issue 24; run by hand, not in CI).
 
 A trivial agent answers a fixed outcome at once; N trials run one after the other through the
-`python`, `worker` and `command` adapters (`optimizer.adapters.runner.run_adapter_trial`), each
+`python`, `worker` and `command` adapters (`promptloop.optimizer.adapters.runner.run_adapter_trial`), each
 in a fresh workspace. The overhead of a trial is its wall time through the adapter minus the
 agent's own run time (the time between reading the request and answering, which the agent
 measures itself and reports in its outcome). For `command` it includes starting the agent's
@@ -28,8 +28,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from optimizer.adapters import box
-from optimizer.adapters.contract import (
+from promptloop.optimizer.adapters import box
+from promptloop.optimizer.adapters.contract import (
     ModelEndpoint,
     PromptInfo,
     TrialContext,
@@ -37,9 +37,9 @@ from optimizer.adapters.contract import (
     TrialRequest,
     TrialResultDoc,
 )
-from optimizer.adapters.runner import run_adapter_trial
-from optimizer.adapters.spec import AnyAdapterSettings, parse_settings
-from optimizer.adapters.worker import WorkerPool
+from promptloop.optimizer.adapters.runner import run_adapter_trial
+from promptloop.optimizer.adapters.spec import AnyAdapterSettings, parse_settings
+from promptloop.optimizer.adapters.worker import WorkerPool
 
 TARGETS_MS = {"worker": 20.0, "command": 150.0}
 

@@ -3,16 +3,16 @@
     python bench/candidates.py                       # K = 1, 2, 4, 8 at noise 0.1, 200 iterations
     python bench/candidates.py --n 60 --noises 0.0,0.1 --markdown
 
-Each iteration builds a world of `optimizer.sim.world` (card agent, 10-task target, 10
+Each iteration builds a world of `promptloop.optimizer.sim.world` (card agent, 10-task target, 10
 history runs) and draws K proposals from a simulated proposer population, independently:
 30% good (every failing target task fixed), 20% partial (half of them fixed), 30% null,
 10% narrow-1 (good plus one broken passing task elsewhere), 10% broad (good plus every
 passing task elsewhere down 0.3). K = 1 goes straight to the gate, as the single-patch loop
 does. K > 1 screens the candidates with the real successive-halving state machine
-(`optimizer.gate.screen.Screening`, the loop of `screen.simulate`) on the visible target
+(`promptloop.optimizer.gate.screen.Screening`, the loop of `screen.simulate`) on the visible target
 tasks, each trial a fresh draw of the world at a screening index, paired with the cached
 baseline as the tournament pairs it;
-the winner then goes through the real gate driver (`optimizer.workflows.gating.run_gate`) on
+the winner then goes through the real gate driver (`promptloop.optimizer.workflows.gating.run_gate`) on
 fresh trials; when the gate rejects it for harm, the next candidate that fixed the target in
 screening is gated too (once; `--no-fallback` turns it off), as the tournament does. Ties in
 screening are broken by a seeded draw. Merges are not simulated (the merge callback declines).
@@ -41,12 +41,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from optimizer.gate.compare import GatePolicy
-from optimizer.gate.pairing import Pair
-from optimizer.gate.screen import SCREEN_INDEX_OFFSET, Screening
-from optimizer.gate.sequential import TrialAsk, heldout_tasks
-from optimizer.sim.world import World, build_world
-from optimizer.workflows.gating import run_gate
+from promptloop.optimizer.gate.compare import GatePolicy
+from promptloop.optimizer.gate.pairing import Pair
+from promptloop.optimizer.gate.screen import SCREEN_INDEX_OFFSET, Screening
+from promptloop.optimizer.gate.sequential import TrialAsk, heldout_tasks
+from promptloop.optimizer.sim.world import World, build_world
+from promptloop.optimizer.workflows.gating import run_gate
 
 POPULATION = (("good-all", 0.30), ("half-fix", 0.20), ("null", 0.30), ("narrow-1", 0.10),
               ("broad", 0.10))

@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agents.base import AgentInput, load_prompt, prepare_workspace
-from agents.registry import get_agent
-from agents.transcript import Transcript
-from optimizer.core.suites import DEFAULT_CLOCK, LoadedTask, TaskSpec
-from optimizer.run.workspaces import build_workspace
+from promptloop.agents.base import AgentInput, load_prompt, prepare_workspace
+from promptloop.agents.registry import get_agent
+from promptloop.agents.transcript import Transcript
+from promptloop.optimizer.core.suites import DEFAULT_CLOCK, LoadedTask, TaskSpec
+from promptloop.optimizer.run.workspaces import build_workspace
 
 PARA = ("Projects", "Areas", "Resources", "Archives")
 FACT = "2026/03/14.md#ts_1"

@@ -5,10 +5,10 @@
     python bench/gate_calibration.py --json bench/gate_calibration.json --markdown
     python bench/gate_calibration.py --harm-sensitivity narrow --history-runs 40 --noises 0.1
 
-Each iteration builds a world of `optimizer.sim.world` (suites shaped like ours, a target
+Each iteration builds a world of `promptloop.optimizer.sim.world` (suites shaped like ours, a target
 chosen from the baseline as nightly chooses it, flaky and judge-scored tasks, bucket shocks,
 noise, errored trials, drift, 10 history runs) and runs ONE optimize gate on it through the
-real driver, `optimizer.workflows.gating.run_gate`, with the world's `run` as the trial
+real driver, `promptloop.optimizer.workflows.gating.run_gate`, with the world's `run` as the trial
 runner: the code that schedules trials and decides is the code `optimize` runs. The gate runs
 at its defaults (`GatePolicy()`, `bench_policy`), at `--harm-sensitivity` (half or narrow);
 `--history-runs N` gives the world N earlier runs per suite (default 10). Rows keep the
@@ -39,9 +39,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from optimizer.gate.compare import GatePolicy
-from optimizer.gate.sequential import heldout_tasks
-from optimizer.sim.world import (
+from promptloop.optimizer.gate.compare import GatePolicy
+from promptloop.optimizer.gate.sequential import heldout_tasks
+from promptloop.optimizer.sim.world import (
     AGENTS,
     HISTORY_RUNS,
     SCENARIOS,
@@ -49,7 +49,7 @@ from optimizer.sim.world import (
     World,
     build_world,
 )
-from optimizer.workflows.gating import run_gate
+from promptloop.optimizer.workflows.gating import run_gate
 
 NOISES = (0.0, 0.1, 0.2)
 

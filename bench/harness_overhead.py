@@ -33,10 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agents.llm.scripted import Request, ScriptedModel
-from agents.llm.types import ModelResponse
-from optimizer.core.suites import TASKS_DIR, Suite, load_suite
-from optimizer.run.runner import RunOptions, run_suite
+from promptloop.agents.llm.scripted import Request, ScriptedModel
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.core.suites import TASKS_DIR, Suite, load_suite
+from promptloop.optimizer.run.runner import RunOptions, run_suite
 from tests import policies
 
 _TRIAL: contextvars.ContextVar[int | None] = contextvars.ContextVar("trial", default=None)

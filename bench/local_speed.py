@@ -25,12 +25,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agents.base import AgentInput, load_prompt, prepare_workspace
-from agents.llm.providers.local import LocalModelClient, acquire_server, release_server
-from agents.llm.types import Message
-from agents.registry import get_agent
-from agents.runtime import RuntimeConfig
-from agents.workspace import Workspace
+from promptloop.agents.base import AgentInput, load_prompt, prepare_workspace
+from promptloop.agents.llm.providers.local import LocalModelClient, acquire_server, release_server
+from promptloop.agents.llm.types import Message
+from promptloop.agents.registry import get_agent
+from promptloop.agents.runtime import RuntimeConfig
+from promptloop.agents.workspace import Workspace
 
 
 def post(url: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -27,10 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agents.llm.scripted import ScriptedModel, reply
-from optimizer.core.suites import REPO_ROOT, TASKS_DIR, load_suite
-from optimizer.run.runner import RunOptions, run_suite
-from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
+from promptloop.agents.llm.scripted import ScriptedModel, reply
+from promptloop.optimizer.core.suites import REPO_ROOT, TASKS_DIR, load_suite
+from promptloop.optimizer.run.runner import RunOptions, run_suite
+from promptloop.optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
 from tests import policies
 
 PROMPT = "prompts/pkm_agent.md"

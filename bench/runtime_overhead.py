@@ -20,12 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agents.base import AgentInput, load_prompt, prepare_workspace
-from agents.llm.scripted import Request, ScriptedModel, call, reply
-from agents.llm.types import ModelResponse
-from agents.runtime import run_agent
-from agents.workspace import Workspace
-from optimizer.run.agents import get_agent
+from promptloop.agents.base import AgentInput, load_prompt, prepare_workspace
+from promptloop.agents.llm.scripted import Request, ScriptedModel, call, reply
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.agents.runtime import run_agent
+from promptloop.agents.workspace import Workspace
+from promptloop.optimizer.run.agents import get_agent
 
 FACT = "2026/03/14.md#ts_1"
 PUBLISHED = datetime(2026, 3, 14, 9, 30)

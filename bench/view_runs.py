@@ -22,12 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.llm.types import Message
-from agents.transcript import Transcript
-from graders.base import Score
-from optimizer.core.results import Provenance, RunResult, TrialResult
-from optimizer.report.store import default_store_dir, list_runs, save_run
-from optimizer.view.server import running
+from promptloop.agents.llm.types import Message
+from promptloop.agents.transcript import Transcript
+from promptloop.graders.base import Score
+from promptloop.optimizer.core.results import Provenance, RunResult, TrialResult
+from promptloop.optimizer.report.store import default_store_dir, list_runs, save_run
+from promptloop.optimizer.view.server import running
 
 SUITES = [("pkm_agent_capability", "capability", "pkm_agent"),
           ("pkm_agent_regression", "regression", "pkm_agent"),

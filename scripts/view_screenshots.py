@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import tests.conftest  # noqa: E402,F401  (registers the scripted models by name)
-from optimizer.view.server import running  # noqa: E402
+from promptloop.optimizer.view.server import running  # noqa: E402
 from tests.optimizer.view.browser import chromium_path  # noqa: E402
 from tests.optimizer.view.builders import build_state  # noqa: E402
 from tests.optimizer.view.lifecycle_builders import (  # noqa: E402

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
 from tests import policies
 
 # Real providers must never be reached from tests: clear any keys a developer has exported.
@@ -40,6 +40,6 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 def _fresh_concurrency_levels() -> None:
     """Every test starts each provider at its configured concurrency (the adaptive limit
     otherwise carries what an earlier test's 429s taught it)."""
-    from optimizer.run.adaptive import forget_learned
+    from promptloop.optimizer.run.adaptive import forget_learned
 
     forget_learned()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from agents.llm.scripted import Request, ScriptedModel, call, reply
-from agents.llm.types import ModelResponse
+from promptloop.agents.llm.scripted import Request, ScriptedModel, call, reply
+from promptloop.agents.llm.types import ModelResponse
 
 GOOD_SKIP_RULE = "only a greeting"
 """A prompt containing this phrase makes the PKM policy skip greetings/emoji (the good rule)."""

@@ -9,7 +9,7 @@ import pytest
 import typer.main
 import yaml
 
-from optimizer.cli.app import app
+from promptloop.optimizer.cli.app import app
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

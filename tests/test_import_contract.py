@@ -14,7 +14,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "optimizer"
+ROOT = Path(__file__).resolve().parents[1] / "promptloop" / "optimizer"
+PREFIX = "promptloop."
+"""Every import package lives under `promptloop`; the rules below name packages without it."""
 LAYER = {"cli": 4, "view": 3, "workflows": 2, "propose": 1, "gate": 1, "run": 1, "report": 1,
          "git": 1, "git_sweep": 1, "git_read": 1, "lifecycle": 1, "adapters": 1, "core": 0,
          "sim": 5}
@@ -22,7 +24,7 @@ LAYER = {"cli": 4, "view": 3, "workflows": 2, "propose": 1, "gate": 1, "run": 1,
 package, and no production module may import it."""
 LIFECYCLE_IMPORTS = {"lifecycle", "core", "report", "git"}
 IO_MODULES = {"os", "subprocess", "shutil", "socket", "asyncio", "tempfile", "git",
-              "optimizer.git", "optimizer.git_sweep", "optimizer.git_read", "httpx", "anthropic",
+              "promptloop.optimizer.git", "promptloop.optimizer.git_sweep", "promptloop.optimizer.git_read", "httpx", "anthropic",
               "openai", "filelock", "urllib"}
 
 
@@ -35,11 +37,11 @@ def imports(path: Path) -> list[str]:
     out: list[str] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            out += [a.name for a in node.names]
+            out += [a.name.removeprefix(PREFIX) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.append(node.module)
-            out += [f"{node.module}.{a.name}" for a in node.names
-                    if node.module == "optimizer"]
+            module = node.module.removeprefix(PREFIX)
+            out.append(module)
+            out += [f"{module}.{a.name}" for a in node.names if module == "optimizer"]
     return out
 
 
@@ -74,7 +76,7 @@ def test_layers_only_import_downwards() -> None:
 def test_no_production_module_imports_the_simulator() -> None:
     bad = [f"{p.relative_to(ROOT)} imports {name}" for p in modules()
            if package_of(p) != "sim" for name in imports(p)
-           if name == "optimizer.sim" or name.startswith("optimizer.sim.")]
+           if name == "promptloop.optimizer.sim" or name.startswith("promptloop.optimizer.sim.")]
     assert not bad, "\n".join(bad)
 
 
@@ -134,6 +136,7 @@ def _top_level_imports(path: Path, known: set[str]) -> set[str]:
     out: set[str] = set()
 
     def resolve(name: str) -> str | None:
+        name = name.removeprefix(PREFIX)
         while name and name not in known:
             name = name.rpartition(".")[0]
         return name or None
@@ -156,7 +159,7 @@ def _top_level_imports(path: Path, known: set[str]) -> set[str]:
             elif isinstance(node, ast.Import):
                 out.update(t for a in node.names if (t := resolve(a.name)))
             elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
+                base = (node.module or "").removeprefix(PREFIX)
                 if node.level:
                     anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join([*anchor, *([base] if base else [])])
@@ -230,7 +233,7 @@ def test_no_module_level_import_cycle() -> None:
         " <-> ".join(c) for c in cycles)
 
 
-CLI_TYPES = {"optimizer.core.events", "optimizer.core.results"}
+CLI_TYPES = {"promptloop.optimizer.core.events", "promptloop.optimizer.core.results"}
 """What the CLI may import from core: the types it renders (events, run results)."""
 
 
@@ -240,7 +243,7 @@ def test_the_cli_calls_workflows_not_core_or_git_internals() -> None:
     wrong = []
     for path in sorted((ROOT / "cli").glob("*.py")):
         for name in imports(path):
-            inner = name.startswith(("optimizer.core", "optimizer.git"))
+            inner = name.startswith(("promptloop.optimizer.core", "promptloop.optimizer.git"))
             if inner and name not in CLI_TYPES:
                 wrong.append(f"{path.name}: {name}")
     assert not wrong, wrong
@@ -266,7 +269,7 @@ def test_agents_and_graders_never_import_upwards() -> None:
 def test_optimizer_core_imports_no_provider() -> None:
     """core (redaction included) is below the model providers: it never imports one."""
     bad = [f"{p.relative_to(TOP)} imports {n}" for p in (ROOT / "core").rglob("*.py")
-           for n in imports(p) if n.startswith("agents.llm.providers")]
+           for n in imports(p) if n.startswith("promptloop.agents.llm.providers")]
     assert not bad, "\n".join(bad)
 
 
@@ -275,7 +278,7 @@ def test_the_tournament_uses_the_iteration_through_its_protocol() -> None:
     cycle under TYPE_CHECKING); it now types its host as `optimize_models.CandidateHost` and
     calls only public steps."""
     path = ROOT / "workflows" / "tournament.py"
-    assert not [n for n in imports(path) if n.startswith("optimizer.workflows.iteration")]
+    assert not [n for n in imports(path) if n.startswith("promptloop.optimizer.workflows.iteration")]
     private = [node.attr for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                if isinstance(node, ast.Attribute) and node.attr.startswith("_")
                and not node.attr.startswith("__")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer.main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1] / "promptloop"
 
 
 def _decorated_names(path: Path, decorator: str) -> list[str]:
@@ -27,7 +27,7 @@ def _decorated_names(path: Path, decorator: str) -> list[str]:
 
 
 def test_every_provider_module_is_registered_in_providers_init() -> None:
-    from agents.llm import providers
+    from promptloop.agents.llm import providers
 
     seen: dict[str, str] = {}
 
@@ -39,7 +39,7 @@ def test_every_provider_module_is_registered_in_providers_init() -> None:
                if p.stem not in ("__init__", "common")}
     missing = modules - set(seen)
     assert not missing, f"provider modules not registered in providers/__init__.py: {missing}"
-    from agents.llm.registry import _known_providers
+    from promptloop.agents.llm.registry import _known_providers
 
     assert set(seen.values()) <= set(_known_providers())
 
@@ -47,15 +47,15 @@ def test_every_provider_module_is_registered_in_providers_init() -> None:
 def test_every_provider_has_prices_or_is_free() -> None:
     """Every registered provider is priced in core/pricing.py (or free): a new provider that
     skips the price table fails here."""
-    from agents.llm.registry import _known_providers
-    from optimizer.core.pricing import FREE_PROVIDERS, PRICES
+    from promptloop.agents.llm.registry import _known_providers
+    from promptloop.optimizer.core.pricing import FREE_PROVIDERS, PRICES
 
     unpriced = [p for p in _known_providers() if p not in FREE_PROVIDERS and p not in PRICES]
     assert not unpriced, f"providers with no price table entry: {unpriced}"
 
 
 def test_every_grader_is_registered_and_its_module_loaded() -> None:
-    from graders import registry
+    from promptloop.graders import registry
 
     known = set(registry.known_graders())
     assert len(_decorated_names(ROOT / "graders/judge.py", "register")) == 4
@@ -63,14 +63,14 @@ def test_every_grader_is_registered_and_its_module_loaded() -> None:
         names = _decorated_names(path, "register")
         if not names:
             continue
-        assert f"graders.{path.stem}" in registry._BUILTIN_MODULES, (
+        assert f"promptloop.graders.{path.stem}" in registry._BUILTIN_MODULES, (
             f"graders/{path.stem}.py registers graders but is not in "
             "graders/registry._BUILTIN_MODULES")
         assert set(names) <= known, set(names) - known
 
 
 def test_every_cli_command_module_is_registered_in_app() -> None:
-    from optimizer.cli.app import app
+    from promptloop.optimizer.cli.app import app
 
     group = typer.main.get_command(app)
     registered = {importlib.import_module(c.callback.__module__).__name__.rsplit(".", 1)[-1]

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 import pytest
 from pydantic import BaseModel
 
-from agents.llm.errors import ProviderError
-from agents.llm.scripted import Request, ScriptedModel, call, reply
-from agents.llm.types import ModelResponse, ToolCall
-from agents.runtime import LOOP_DETECTED, RuntimeConfig, run_agent
-from agents.tools import Tool, ToolArgs, ToolError, ToolResult
+from promptloop.agents.llm.errors import ProviderError
+from promptloop.agents.llm.scripted import Request, ScriptedModel, call, reply
+from promptloop.agents.llm.types import ModelResponse, ToolCall
+from promptloop.agents.runtime import LOOP_DETECTED, RuntimeConfig, run_agent
+from promptloop.agents.tools import Tool, ToolArgs, ToolError, ToolResult
 
 
 class EchoArgs(ToolArgs):
@@ -204,7 +204,7 @@ async def test_model_error_propagates_with_event() -> None:
     def fail(_r: Request) -> ModelResponse:
         raise ProviderError("HTTP 503 after 4 retries", retries=4)
 
-    from agents.transcript import Transcript
+    from promptloop.agents.transcript import Transcript
 
     transcript = Transcript()
     with pytest.raises(ProviderError):

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from tests.llm.agent_server import AgentServer
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("agents", "graders", "optimizer", "prompts", "tasks", "manuals", "fixtures")
+SOURCES = ("promptloop", "prompts", "tasks", "manuals", "fixtures")
 FILES = ("setup.py", "pyproject.toml", "README.md")
 _OFFLINE = ("No matching distribution found", "Could not find a version that satisfies")
 
@@ -70,6 +71,9 @@ def _install(wheel: Path, tmp: Path) -> Path:
 
 def test_installed_wheel_lists_suites_and_runs_an_eval(tmp_path: Path) -> None:
     wheel = _build_wheel(tmp_path)
+    with zipfile.ZipFile(wheel) as built:
+        top = {name.split("/")[0] for name in built.namelist()}
+    assert {t for t in top if not t.endswith(".dist-info")} == {"promptloop"}, top
     venv = _install(wheel, tmp_path)
     work = tmp_path / "elsewhere"
     work.mkdir()
@@ -77,11 +81,20 @@ def test_installed_wheel_lists_suites_and_runs_an_eval(tmp_path: Path) -> None:
     env["GIT_CEILING_DIRECTORIES"] = str(tmp_path)
 
     where = _run(venv / "bin" / "python", "-c",
-                 "import agents, optimizer; from agents.data import data_dir; "
+                 "import promptloop.agents as agents; "
+                 "from promptloop.agents.data import data_dir; "
                  "print(agents.__file__); print(data_dir('tasks'))", cwd=work, env=env)
     assert where.returncode == 0, where.stderr
     code_file, tasks = where.stdout.split()
     assert Path(code_file).is_relative_to(venv) and Path(tasks).is_relative_to(venv)
+
+    # one import package: the names `agents` (the OpenAI Agents SDK's), `graders` and
+    # `optimizer` stay free for other packages
+    for name in ("agents", "graders", "optimizer"):
+        taken = _run(venv / "bin" / "python", "-c", f"import {name}", cwd=work, env=env)
+        assert taken.returncode != 0 and "No module named" in taken.stderr, name
+    version = _run(venv / "bin" / "promptloop", "--version", cwd=work, env=env)
+    assert version.returncode == 0 and "promptloop" in version.stdout, version.stderr
 
     listed = _run(venv / "bin" / "promptloop", "suites", "--json", cwd=work, env=env)
     assert listed.returncode == 0, listed.stdout + listed.stderr

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.base import AgentInput, prepare_workspace
-from agents.card.tools import CardTools
-from agents.workspace import Workspace
+from promptloop.agents.base import AgentInput, prepare_workspace
+from promptloop.agents.card.tools import CardTools
+from promptloop.agents.workspace import Workspace
 from tests.card.support import CONTENT, FACT_ID, PUBLISHED
 
 

@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from agents.base import AgentInput, load_prompt, prepare_workspace
-from agents.card.agent import CHECKS, CardAgentSession
-from agents.card.templates import TEMPLATE_IDS
-from agents.card.tools import ALLOWED_TAGS, METADATA_TOOL, SAVE_TOOL
-from agents.llm.scripted import ScriptedModel, call, reply
-from agents.runtime import RuntimeConfig, run_agent
-from agents.transcript import Transcript
-from agents.workspace import Workspace
-from optimizer.core.config import ConfigError
-from optimizer.core.names import agent_names
-from optimizer.run.agents import get_agent
+from promptloop.agents.base import AgentInput, load_prompt, prepare_workspace
+from promptloop.agents.card.agent import CHECKS, CardAgentSession
+from promptloop.agents.card.templates import TEMPLATE_IDS
+from promptloop.agents.card.tools import ALLOWED_TAGS, METADATA_TOOL, SAVE_TOOL
+from promptloop.agents.llm.scripted import ScriptedModel, call, reply
+from promptloop.agents.runtime import RuntimeConfig, run_agent
+from promptloop.agents.transcript import Transcript
+from promptloop.agents.workspace import Workspace
+from promptloop.optimizer.core.config import ConfigError
+from promptloop.optimizer.core.names import agent_names
+from promptloop.optimizer.run.agents import get_agent
 from tests.card.support import CONTENT, FACT_ID, PUBLISHED
 
 OUTCOME_KEYS = {

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
-from agents.card.card_file import read_card, write_card_atomic
-from agents.card.templates import TEMPLATE_IDS
-from agents.card.tools import ALLOWED_TAGS, METADATA_TOOL, SAVE_TOOL, TAGS_FILE, CardTools
-from agents.llm.scripted import call
-from agents.llm.types import ToolCall
-from agents.tools import Tool, ToolResult
-from agents.workspace import Workspace
+from promptloop.agents.card.card_file import read_card, write_card_atomic
+from promptloop.agents.card.templates import TEMPLATE_IDS
+from promptloop.agents.card.tools import ALLOWED_TAGS, METADATA_TOOL, SAVE_TOOL, TAGS_FILE, CardTools
+from promptloop.agents.llm.scripted import call
+from promptloop.agents.llm.types import ToolCall
+from promptloop.agents.tools import Tool, ToolResult
+from promptloop.agents.workspace import Workspace
 from tests.card.support import FACT_ID, PUBLISHED
 
 GOOD_CONFIGS = [{"template_id": "transaction", "data": {"merchant": "Noodle Bar",
@@ -98,7 +98,7 @@ async def test_bad_creation_date_is_ignored_and_logged(
 ) -> None:
     # SPEC §8: an unparseable content_creation_date is ignored (logged), the card keeps its
     # existing timestamp (the pending card's, written at the published time)
-    with caplog.at_level(logging.WARNING, logger="agents.card.tools"):
+    with caplog.at_level(logging.WARNING, logger="promptloop.agents.card.tools"):
         result = await save(card_tools, content_creation_date="last Tuesday")
     assert not result.is_error
     card = _card(workspace)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.core.results import RunResult
-from optimizer.report.shapes import index_docs
-from optimizer.report.store import list_runs, save_run
-from optimizer.report.summary import summarize
+from promptloop.optimizer.core.results import RunResult
+from promptloop.optimizer.report.shapes import index_docs
+from promptloop.optimizer.report.store import list_runs, save_run
+from promptloop.optimizer.report.summary import summarize
 from tests.optimizer.report.test_report import mk_run, sc, tr
 
 BOOM = "ProviderUnavailable: 503 after 4 retries"

@@ -17,15 +17,15 @@ from zoneinfo import ZoneInfo
 import pytest
 import yaml
 
-from agents.base import AgentInput, load_prompt, prepare_workspace
-from agents.card.agent import CardAgentSession
-from agents.card.card_file import dump_card, read_card, write_card_atomic
-from agents.card.tools import METADATA_TOOL, SAVE_TOOL, TAGS_FILE, CardTools
-from agents.llm.scripted import ScriptedModel, call, reply
-from agents.runtime import RuntimeConfig, run_agent
-from agents.tools import ToolResult
-from agents.workspace import Workspace
-from graders import Score, config_warnings, run_grader, validate_config
+from promptloop.agents.base import AgentInput, load_prompt, prepare_workspace
+from promptloop.agents.card.agent import CardAgentSession
+from promptloop.agents.card.card_file import dump_card, read_card, write_card_atomic
+from promptloop.agents.card.tools import METADATA_TOOL, SAVE_TOOL, TAGS_FILE, CardTools
+from promptloop.agents.llm.scripted import ScriptedModel, call, reply
+from promptloop.agents.runtime import RuntimeConfig, run_agent
+from promptloop.agents.tools import ToolResult
+from promptloop.agents.workspace import Workspace
+from promptloop.graders import Score, config_warnings, run_grader, validate_config
 from tests.graders.builders import card_outcome, ctx
 
 FACT_ID = "2026/03/14.md#ts_2"
@@ -234,7 +234,7 @@ async def test_save_rules(workspace: Workspace, case: SaveCase) -> None:
 async def test_unparseable_creation_date_is_logged(
     workspace: Workspace, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="agents.card.tools"):
+    with caplog.at_level(logging.WARNING, logger="promptloop.agents.card.tools"):
         result = await save(CardTools(workspace, PUBLISHED), content_creation_date="14/03/2026")
     assert not result.is_error
     assert "ignoring content_creation_date '14/03/2026'" in caplog.text

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from agents.llm.scripted import ScriptedModel, reply
-from agents.transcript import ToolCallRecord
-from graders import Score, run_grader
+from promptloop.agents.llm.scripted import ScriptedModel, reply
+from promptloop.agents.transcript import ToolCallRecord
+from promptloop.graders import Score, run_grader
 from tests.graders.builders import FACT, ctx, pkm_outcome, rec, skipped_outcome
 
 LOG = "Areas/Health/sleep.md"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from optimizer.core.suites import Suite, SuiteError, check_runnable, load_suite
+from promptloop.optimizer.core.suites import Suite, SuiteError, check_runnable, load_suite
 from tests.optimizer import suite_builder as sb
 
 CARD = [{"name": "card_completion", "config": {}}]
@@ -246,7 +246,7 @@ def test_fixture_paths_are_relative_to_the_suite_root(tmp_path: Path) -> None:
 
 def test_our_suites_load_without_warnings() -> None:
     """Every suite we ship loads under these rules and needs none of the leniency."""
-    from optimizer.core.suites import TASKS_DIR
+    from promptloop.optimizer.core.suites import TASKS_DIR
 
     suites = [load_suite(p.parent) for p in sorted(TASKS_DIR.glob("*/*/suite.json"))]
     assert len(suites) == 6 and sum(len(s.tasks) for s in suites) == 117

@@ -20,17 +20,17 @@ from zoneinfo import ZoneInfo
 import pytest
 import yaml
 
-from agents.base import AgentInput, prepare_workspace
-from agents.llm.scripted import ScriptedModel, call, reply
-from agents.llm.types import ToolCall
-from agents.pkm.agent import PkmAgentSession
-from agents.pkm.reminders import STATS_FILE
-from agents.runtime import LOOP_DETECTED, RuntimeConfig, run_agent
-from agents.tools import ToolResult
-from agents.transcript import ToolCallRecord
-from agents.workspace import Workspace
-from graders import run_grader
-from graders.registry import GraderConfigError, validate_config
+from promptloop.agents.base import AgentInput, prepare_workspace
+from promptloop.agents.llm.scripted import ScriptedModel, call, reply
+from promptloop.agents.llm.types import ToolCall
+from promptloop.agents.pkm.agent import PkmAgentSession
+from promptloop.agents.pkm.reminders import STATS_FILE
+from promptloop.agents.runtime import LOOP_DETECTED, RuntimeConfig, run_agent
+from promptloop.agents.tools import ToolResult
+from promptloop.agents.transcript import ToolCallRecord
+from promptloop.agents.workspace import Workspace
+from promptloop.graders import run_grader
+from promptloop.graders.registry import GraderConfigError, validate_config
 from tests.graders.builders import ctx, pkm_outcome, rec, skipped_outcome
 
 FACT_ID = "2026/03/14.md#ts_2"

@@ -23,15 +23,15 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from agents.llm.types import Message, ToolCall
-from agents.transcript import ToolCallRecord, Transcript
-from optimizer.core.results import RunResult
-from optimizer.core.suites import load_suite
-from optimizer.report.markdown import render_markdown
-from optimizer.report.schemas import SCHEMA_NAMES, load_schema, load_schemas
-from optimizer.report.store import list_runs, load_run, save_run
-from optimizer.report.summary import summarize
-from optimizer.run.runner import RunOptions, run_suite
+from promptloop.agents.llm.types import Message, ToolCall
+from promptloop.agents.transcript import ToolCallRecord, Transcript
+from promptloop.optimizer.core.results import RunResult
+from promptloop.optimizer.core.suites import load_suite
+from promptloop.optimizer.report.markdown import render_markdown
+from promptloop.optimizer.report.schemas import SCHEMA_NAMES, load_schema, load_schemas
+from promptloop.optimizer.report.store import list_runs, load_run, save_run
+from promptloop.optimizer.report.summary import summarize
+from promptloop.optimizer.run.runner import RunOptions, run_suite
 from tests import policies
 from tests.optimizer import suite_builder as sb
 

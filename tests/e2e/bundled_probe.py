@@ -33,7 +33,7 @@ TRIALS = 2
 @contextmanager
 def recording_cache_keys() -> Iterator[list[dict[str, Any]]]:
     """The arguments of every trial_cache_key call the runner makes, in a list."""
-    import optimizer.run.runner as runner
+    import promptloop.optimizer.run.runner as runner
 
     calls: list[dict[str, Any]] = []
     original = runner.trial_cache_key
@@ -76,10 +76,10 @@ def _trial(t: Any) -> dict[str, Any]:
 
 
 async def _run(root: Path, state: Path) -> dict[str, Any]:
-    from optimizer.core.suites import load_suite
-    from optimizer.run.cache import HARNESS_VERSION
-    from optimizer.run.runner import run_suite
-    from optimizer.run.trial import RunOptions
+    from promptloop.optimizer.core.suites import load_suite
+    from promptloop.optimizer.run.cache import HARNESS_VERSION
+    from promptloop.optimizer.run.runner import run_suite
+    from promptloop.optimizer.run.trial import RunOptions
     from tests import policies
 
     out: dict[str, Any] = {"harness_version": HARNESS_VERSION, "suites": {}}

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from optimizer.core import project as project_module
-from optimizer.core.regions import RegionSpec, locate
+from promptloop.optimizer.core import project as project_module
+from promptloop.optimizer.core.regions import RegionSpec, locate
 from tests.cli_json import cli_result
 
 runner = CliRunner()
@@ -69,7 +69,7 @@ def cli_json(*args: str) -> dict[str, Any]:
 
 
 def project_app() -> Any:
-    from optimizer.cli.app import app
+    from promptloop.optimizer.cli.app import app
 
     return app
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from optimizer.core.project import active_project
+from promptloop.optimizer.core.project import active_project
 from tests.e2e.bundled_probe import SUITES, probe
 from tests.e2e.support import enter
 

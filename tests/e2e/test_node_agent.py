@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import Request, ScriptedModel, reply
-from agents.llm.types import ModelResponse
-from optimizer.core.ledger import Ledger
-from optimizer.core.regions import RegionSpec, locate, value_of
-from optimizer.workflows.context import open_project
-from optimizer.workflows.nightly.engine import NightlyConfig, run_nightly
-from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import Request, ScriptedModel, reply
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.core.ledger import Ledger
+from promptloop.optimizer.core.regions import RegionSpec, locate, value_of
+from promptloop.optimizer.workflows.context import open_project
+from promptloop.optimizer.workflows.nightly.engine import NightlyConfig, run_nightly
+from promptloop.optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
 from tests.cli_json import cli_result
 from tests.e2e.support import (
     assert_only_region_changed,

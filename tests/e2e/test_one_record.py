@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import Request, ScriptedModel, call, reply
-from agents.llm.types import ModelResponse
-from optimizer.propose.package import export_failing, render_failing_markdown
-from optimizer.report.store import default_store_dir, list_runs, load_run, report_path
-from optimizer.workflows.context import open_project
-from optimizer.workflows.optimize import OptimizeConfig, optimize
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import Request, ScriptedModel, call, reply
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.propose.package import export_failing, render_failing_markdown
+from promptloop.optimizer.report.store import default_store_dir, list_runs, load_run, report_path
+from promptloop.optimizer.workflows.context import open_project
+from promptloop.optimizer.workflows.optimize import OptimizeConfig, optimize
 from tests.e2e.support import cli_json, commit_all, enter
 
 PROMPT = "You triage support tickets.\nAnswer with JSON: {\"category\": \"billing\"}.\n"

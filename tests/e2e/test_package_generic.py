@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import Request, ScriptedModel, reply
-from agents.llm.types import ModelResponse
-from optimizer.propose.package import export_failing, render_failing_markdown
-from optimizer.report.store import default_store_dir, list_runs, load_run, report_path
-from optimizer.workflows.init import init_project
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import Request, ScriptedModel, reply
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.propose.package import export_failing, render_failing_markdown
+from promptloop.optimizer.report.store import default_store_dir, list_runs, load_run, report_path
+from promptloop.optimizer.workflows.init import init_project
 from tests.e2e.support import cli_json, commit_all, enter, git
 
 SEEN: list[list[tuple[str, str]]] = []

@@ -24,12 +24,12 @@ from typing import Any
 
 import pytest
 
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import Request, ScriptedModel, call, reply
-from agents.llm.types import ModelResponse
-from optimizer.core.results import RunResult
-from optimizer.propose.package import FailingExport, export_failing, render_failing_markdown
-from optimizer.report.store import default_store_dir, list_runs, load_run
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import Request, ScriptedModel, call, reply
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.core.results import RunResult
+from promptloop.optimizer.propose.package import FailingExport, export_failing, render_failing_markdown
+from promptloop.optimizer.report.store import default_store_dir, list_runs, load_run
 from tests.e2e.support import cli_json, commit_all, enter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,11 +47,11 @@ from pathlib import Path
 
 sys.path.insert(0, @ROOT@)
 
-from agents.base import AgentInput, prepare_workspace  # noqa: E402
-from agents.card.agent import CardAgentSession  # noqa: E402
-from agents.llm.types import ToolCall  # noqa: E402
-from agents.transcript import ToolCallRecord, Transcript, utcnow  # noqa: E402
-from agents.workspace import Workspace  # noqa: E402
+from promptloop.agents.base import AgentInput, prepare_workspace  # noqa: E402
+from promptloop.agents.card.agent import CardAgentSession  # noqa: E402
+from promptloop.agents.llm.types import ToolCall  # noqa: E402
+from promptloop.agents.transcript import ToolCallRecord, Transcript, utcnow  # noqa: E402
+from promptloop.agents.workspace import Workspace  # noqa: E402
 
 MAX_TURNS, MAX_RUNS = 20, 4
 
@@ -128,7 +128,7 @@ description = "The bundled card agent, in-process"
 prompt = "prompts/card.md"
 suites = ["evals/card"]
 adapter = "session"
-entry = "agents.adapters:card_agent"
+entry = "promptloop.agents.adapters:card_agent"
 
 [agents.standin]
 description = "The card agent as a worker outside promptloop"
@@ -138,7 +138,7 @@ adapter = "worker"
 command = [@PYTHON@, "standin/agent.py"]
 env = ["STANDIN_TRANSCRIPT"]
 timeout = 60
-views = "agents.adapters:card_agent_views"
+views = "promptloop.agents.adapters:card_agent_views"
 '''
 
 TASK = {

@@ -27,8 +27,8 @@ import re
 from datetime import date, timedelta
 from typing import Any
 
-from agents.llm.scripted import Request, ScriptedModel, reply
-from agents.llm.types import ModelResponse
+from promptloop.agents.llm.scripted import Request, ScriptedModel, reply
+from promptloop.agents.llm.types import ModelResponse
 
 DATE_RULE = "resolve relative dates"
 """A prompt containing this phrase (any case) makes relative due dates resolve."""

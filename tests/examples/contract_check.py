@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from optimizer.adapters.contract import TrialRequest, TrialResultDoc
+from promptloop.optimizer.adapters.contract import TrialRequest, TrialResultDoc
 
 SCHEMA_FILE = "trial-v1.schema.json"
 
@@ -13,7 +13,7 @@ SCHEMA_FILE = "trial-v1.schema.json"
 def _schema(definition: str) -> dict[str, Any]:
     from importlib.resources import files
 
-    whole = json.loads(files("optimizer.adapters").joinpath("schema", SCHEMA_FILE).read_text())
+    whole = json.loads(files("promptloop.optimizer.adapters").joinpath("schema", SCHEMA_FILE).read_text())
     return {"$defs": whole["$defs"], "$ref": f"#/$defs/{definition}"}
 
 

@@ -200,7 +200,7 @@ def test_prompt_is_one_plain_template_literal() -> None:
 
 
 def test_promptloop_toml_declares_the_agent() -> None:
-    from optimizer.core.project import load_project
+    from promptloop.optimizer.core.project import load_project
 
     path = EXAMPLE / "promptloop.toml"
     assert len(path.read_text().splitlines()) <= 30
@@ -246,8 +246,8 @@ def test_reference_solutions_satisfy_the_outcome_schema() -> None:
 
 
 def test_suite_loads_with_the_suite_loader() -> None:
-    from optimizer.core.suite_files import SuiteError
-    from optimizer.core.suites import load_suite
+    from promptloop.optimizer.core.suite_files import SuiteError
+    from promptloop.optimizer.core.suites import load_suite
 
     try:
         suite = load_suite(SUITE)
@@ -261,7 +261,7 @@ def test_suite_loads_with_the_suite_loader() -> None:
 
 
 def test_the_prompt_region_is_the_literal_node_reads() -> None:
-    from optimizer.core.regions import RegionSpec, locate, value_of
+    from promptloop.optimizer.core.regions import RegionSpec, locate, value_of
 
     if NODE is None:
         pytest.skip("node is not installed")

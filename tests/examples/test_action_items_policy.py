@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from agents.llm.scripted import Request
-from agents.llm.types import Message
-from agents.transcript import Transcript
-from graders.base import GradeContext
+from promptloop.agents.llm.scripted import Request
+from promptloop.agents.llm.types import Message
+from promptloop.agents.transcript import Transcript
+from promptloop.graders.base import GradeContext
 from tests.examples.action_items_policy import (
     DATE_RULE,
     HARMFUL_RULE,
@@ -44,7 +44,7 @@ def outcome(system: str, task: dict[str, Any]) -> dict[str, Any]:
 
 
 async def passed(task: dict[str, Any], out: dict[str, Any]) -> bool:
-    from graders.registry import run_grader
+    from promptloop.graders.registry import run_grader
 
     ctx = GradeContext(task_id=task["id"], agent_name="action_items",
                        fact_id=task["input"]["fact_id"], input_content=task["input"]["content"],
@@ -59,7 +59,7 @@ async def passed(task: dict[str, Any], out: dict[str, Any]) -> bool:
 
 async def failing(system: str) -> dict[str, set[str]]:
     """bucket -> ids of the tasks whose code graders fail under `system`."""
-    from graders.registry import known_graders
+    from promptloop.graders.registry import known_graders
 
     if not set(CODE_GRADERS) <= set(known_graders()):
         pytest.skip("the general graders (graders/general.py) are not registered yet")

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from agents.transcript import Transcript
-from graders.base import GradeContext
-from optimizer.workflows.init import TEMPLATE_DIR
+from promptloop.agents.transcript import Transcript
+from promptloop.graders.base import GradeContext
+from promptloop.optimizer.workflows.init import TEMPLATE_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITES = {
@@ -38,7 +38,7 @@ def wrong_answer(agent: str, expected: dict[str, Any]) -> dict[str, Any]:
 
 
 async def grade(agent: str, task: dict[str, Any], outcome: dict[str, Any]) -> list[bool]:
-    from graders.registry import run_grader
+    from promptloop.graders.registry import run_grader
 
     ctx = GradeContext(task_id=task["id"], agent_name=agent, fact_id=task["input"]["fact_id"],
                        input_content=task["input"]["content"], outcome=outcome,
@@ -54,7 +54,7 @@ async def grade(agent: str, task: dict[str, Any], outcome: dict[str, Any]) -> li
 
 @pytest.mark.parametrize(("agent", "path"), cases())
 async def test_reference_passes_and_a_wrong_answer_fails(agent: str, path: Path) -> None:
-    from graders.registry import known_graders
+    from promptloop.graders.registry import known_graders
 
     if not set(CODE_GRADERS) <= set(known_graders()):
         pytest.skip("the general graders (graders/general.py) are not registered yet")

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.adapters.contract import TrialRequest
-from optimizer.adapters.runner import run_adapter_trial
-from optimizer.adapters.spec import AnyAdapterSettings
-from optimizer.adapters.worker import WorkerPool
-from optimizer.core.project import load_project
-from optimizer.workflows.init import TEMPLATE_DIR
+from promptloop.optimizer.adapters.contract import TrialRequest
+from promptloop.optimizer.adapters.runner import run_adapter_trial
+from promptloop.optimizer.adapters.spec import AnyAdapterSettings
+from promptloop.optimizer.adapters.worker import WorkerPool
+from promptloop.optimizer.core.project import load_project
+from promptloop.optimizer.workflows.init import TEMPLATE_DIR
 from tests.examples.fake_chat import FakeChat
 
 NODE_ROOT = Path(__file__).resolve().parents[2] / "examples" / "action-items"

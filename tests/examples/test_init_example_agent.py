@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from optimizer.workflows.init import TEMPLATE_DIR
+from promptloop.optimizer.workflows.init import TEMPLATE_DIR
 from tests.examples.contract_check import check_request, check_result
 from tests.examples.fake_chat import FakeChat
 
@@ -134,7 +134,7 @@ def test_a_request_that_is_not_json_still_gets_a_result(tmp_path: Path) -> None:
 def test_every_suite_task_gives_a_parseable_result_on_the_embedded_model(
     tmp_path: Path,
 ) -> None:
-    from agents.llm.providers.local import acquire_server, release_server
+    from promptloop.agents.llm.providers.local import acquire_server, release_server
 
     server = acquire_server()
     try:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from agents.llm.types import ModelClient
-from agents.transcript import ToolCallRecord, Transcript
-from agents.workspace import WorkspaceDiff
-from graders.base import GradeContext
+from promptloop.agents.llm.types import ModelClient
+from promptloop.agents.transcript import ToolCallRecord, Transcript
+from promptloop.agents.workspace import WorkspaceDiff
+from promptloop.graders.base import GradeContext
 
 FACT = "2026/03/14.md#ts_2"
 _T0 = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)

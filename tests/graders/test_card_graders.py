@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from graders import Score, run_grader
-from graders.card import visible_card_fields
+from promptloop.graders import Score, run_grader
+from promptloop.graders.card import visible_card_fields
 from tests.graders.builders import card_outcome, ctx
 
 

@@ -13,19 +13,19 @@ from typing import Any
 
 import pytest
 
-from agents.llm.errors import ProviderError
-from agents.llm.scripted import Request, ScriptedModel, reply
-from agents.llm.types import Message, ModelResponse
-from agents.transcript import Transcript
-from graders import GraderConfigError, Score, config_warnings, run_grader, validate_config
-from graders.general import (
+from promptloop.agents.llm.errors import ProviderError
+from promptloop.agents.llm.scripted import Request, ScriptedModel, reply
+from promptloop.agents.llm.types import Message, ModelResponse
+from promptloop.agents.transcript import Transcript
+from promptloop.graders import GraderConfigError, Score, config_warnings, run_grader, validate_config
+from promptloop.graders.general import (
     command_graders,
     parse_path,
     select,
     set_command_graders,
 )
-from graders.judge import NO_JUDGE
-from graders.registry import get_grader, is_judge, judge_graders
+from promptloop.graders.judge import NO_JUDGE
+from promptloop.graders.registry import get_grader, is_judge, judge_graders
 from tests.graders.builders import ctx, rec
 
 OUTCOME: dict[str, Any] = {
@@ -338,7 +338,7 @@ def test_rubric_judge_config_errors(config: dict[str, Any], field: str) -> None:
 
 async def test_rubric_judge_is_calibrated_like_the_pkm_judges(tmp_path: Path) -> None:
     """Its scores carry the dimensions and judge model calibration joins human labels to."""
-    from optimizer.lifecycle.calibration import judge_grader, run_calibration
+    from promptloop.optimizer.lifecycle.calibration import judge_grader, run_calibration
     from tests.optimizer.lifecycle.helpers import T0, run, save_all, trial
 
     replies = {"t-a": (5, 5), "t-b": (1, 2), "t-c": (4, 3), "t-d": (2, 1)}

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from agents.llm.scripted import ScriptedModel, reply
-from agents.transcript import ToolCallRecord
-from graders import Score, run_grader
-from graders.appends import EditCase, find_append, first_edit, write_insertions
-from graders.judge import (
+from promptloop.agents.llm.scripted import ScriptedModel, reply
+from promptloop.agents.transcript import ToolCallRecord
+from promptloop.graders import Score, run_grader
+from promptloop.graders.appends import EditCase, find_append, first_edit, write_insertions
+from promptloop.graders.judge import (
     dimension_value,
     load_rubric,
     parse_dimensions,

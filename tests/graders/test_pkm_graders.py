@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from agents.transcript import ToolCallRecord
-from graders import Score, run_grader
-from graders.registry import GraderConfigError
+from promptloop.agents.transcript import ToolCallRecord
+from promptloop.graders import Score, run_grader
+from promptloop.graders.registry import GraderConfigError
 from tests.graders.builders import FACT, ctx, pkm_outcome, rec, skipped_outcome
 
 SLEEP = "Areas/Health/sleep.md"

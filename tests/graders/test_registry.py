@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from graders import (
+from promptloop.graders import (
     Assertion,
     GraderConfigError,
     Score,
@@ -17,9 +17,9 @@ from graders import (
     trial_passed,
     validate_config,
 )
-from graders.base import assertion_score, pkm_relative, routing_path
-from graders.card import SubstringsConfig
-from graders.pkm import NoRedundantFileConfig
+from promptloop.graders.base import assertion_score, pkm_relative, routing_path
+from promptloop.graders.card import SubstringsConfig
+from promptloop.graders.pkm import NoRedundantFileConfig
 from tests.graders.builders import card_outcome, ctx, pkm_outcome
 
 CONTRACT = {

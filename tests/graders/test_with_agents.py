@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from agents.base import AgentInput, prepare_workspace
-from agents.card.agent import CardAgentSession
-from agents.llm.scripted import ScriptedModel, call, reply
-from agents.pkm.agent import PkmAgentSession
-from agents.runtime import run_agent
-from agents.workspace import Workspace
-from graders import run_grader, trial_passed
-from graders.base import GradeContext
+from promptloop.agents.base import AgentInput, prepare_workspace
+from promptloop.agents.card.agent import CardAgentSession
+from promptloop.agents.llm.scripted import ScriptedModel, call, reply
+from promptloop.agents.pkm.agent import PkmAgentSession
+from promptloop.agents.runtime import run_agent
+from promptloop.agents.workspace import Workspace
+from promptloop.graders import run_grader, trial_passed
+from promptloop.graders.base import GradeContext
 
 FACT = "2026/03/14.md#ts_2"
 PUBLISHED = datetime(2026, 3, 14, 9, 30, 5, tzinfo=UTC)

@@ -15,9 +15,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agents.llm.scripted import Request
-from agents.llm.types import Message, ModelResponse, ToolCall
-from agents.tools import parse_arguments
+from promptloop.agents.llm.scripted import Request
+from promptloop.agents.llm.types import Message, ModelResponse, ToolCall
+from promptloop.agents.tools import parse_arguments
 from tests import policies
 from tests.llm.fake_api import (
     RETRY_FAST,

@@ -3,10 +3,10 @@ from __future__ import annotations
 import pytest
 from anthropic import AsyncAnthropic
 
-from agents.llm.errors import CredentialsError, ProviderError
-from agents.llm.providers.anthropic_provider import AnthropicProvider
-from agents.llm.registry import ModelOptions, create_client
-from agents.llm.types import Message, ModelSettings, ToolCall, ToolSpec
+from promptloop.agents.llm.errors import CredentialsError, ProviderError
+from promptloop.agents.llm.providers.anthropic_provider import AnthropicProvider
+from promptloop.agents.llm.registry import ModelOptions, create_client
+from promptloop.agents.llm.types import Message, ModelSettings, ToolCall, ToolSpec
 from tests.llm.fake_api import FakeAPI, Reply, anthropic_error, anthropic_message
 
 SECRET = "sk-ant-test-0123456789abcdefSECRET"
@@ -175,7 +175,7 @@ async def test_settings_map_to_request_and_stop_reasons(fake_api: FakeAPI) -> No
 def test_tool_use_input_that_is_not_an_object_becomes_a_parse_error() -> None:
     from types import SimpleNamespace
 
-    from agents.llm.providers.anthropic_provider import from_anthropic
+    from promptloop.agents.llm.providers.anthropic_provider import from_anthropic
 
     block = SimpleNamespace(type="tool_use", id="toolu_x", name="Read", input=["a", "b"])
     message = SimpleNamespace(

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from agents.llm.batch import FORMAT, BatchJudge, BatchRequest
-from agents.llm.batch_state import KEEP_ENDED_S, StateFolder
-from agents.llm.errors import ModelError
-from agents.llm.providers.anthropic_provider import AnthropicProvider
-from agents.llm.providers.openai_provider import OpenAIProvider
-from agents.llm.registry import ModelOptions
-from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings
+from promptloop.agents.llm.batch import FORMAT, BatchJudge, BatchRequest
+from promptloop.agents.llm.batch_state import KEEP_ENDED_S, StateFolder
+from promptloop.agents.llm.errors import ModelError
+from promptloop.agents.llm.providers.anthropic_provider import AnthropicProvider
+from promptloop.agents.llm.providers.openai_provider import OpenAIProvider
+from promptloop.agents.llm.registry import ModelOptions
+from promptloop.agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings
 from tests.llm.batch_server import BatchServer
 from tests.policies import judge_model
 

@@ -18,19 +18,19 @@ import pytest
 from openai import AsyncOpenAI
 from typer.testing import CliRunner
 
-from agents.llm.errors import ProviderError
-from agents.llm.providers.openai_provider import OpenAIProvider
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import ScriptedModel, reply
-from agents.llm.types import Message, ModelSettings
-from agents.runtime import RuntimeConfig
-from optimizer.cli.app import app
-from optimizer.core.results import RunResult
-from optimizer.core.suites import REPO_ROOT
-from optimizer.report.store import load_report_file
-from optimizer.run.models import ModelIds
-from optimizer.run.runner import RunOptions
-from optimizer.workflows.evaluate import EvalRequest, evaluate
+from promptloop.agents.llm.errors import ProviderError
+from promptloop.agents.llm.providers.openai_provider import OpenAIProvider
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import ScriptedModel, reply
+from promptloop.agents.llm.types import Message, ModelSettings
+from promptloop.agents.runtime import RuntimeConfig
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.core.results import RunResult
+from promptloop.optimizer.core.suites import REPO_ROOT
+from promptloop.optimizer.report.store import load_report_file
+from promptloop.optimizer.run.models import ModelIds
+from promptloop.optimizer.run.runner import RunOptions
+from promptloop.optimizer.workflows.evaluate import EvalRequest, evaluate
 from tests.cli_json import cli_result
 from tests.llm.agent_server import AgentServer, FaultPlan
 from tests.llm.fake_api import FakeAPI, Reply, openai_completion

@@ -7,10 +7,10 @@ import importlib.metadata
 
 import pytest
 
-from agents.llm.errors import ModelConfigError
-from agents.llm.providers import local
-from agents.llm.registry import ModelOptions, create_client, parse_model_id
-from agents.llm.types import Message
+from promptloop.agents.llm.errors import ModelConfigError
+from promptloop.agents.llm.providers import local
+from promptloop.agents.llm.registry import ModelOptions, create_client, parse_model_id
+from promptloop.agents.llm.types import Message
 
 
 def test_model_ids_of_the_builtin_providers() -> None:

@@ -8,11 +8,11 @@ from typing import Literal
 import pytest
 from pydantic import Field
 
-from agents.llm.providers import local
-from agents.llm.providers.local import LocalModelClient
-from agents.llm.registry import create_client
-from agents.llm.types import Message, ModelSettings
-from agents.tools import Tool, ToolArgs, ToolResult
+from promptloop.agents.llm.providers import local
+from promptloop.agents.llm.providers.local import LocalModelClient
+from promptloop.agents.llm.registry import create_client
+from promptloop.agents.llm.types import Message, ModelSettings
+from promptloop.agents.tools import Tool, ToolArgs, ToolResult
 
 pytestmark = pytest.mark.embedded
 

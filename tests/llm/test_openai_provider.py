@@ -5,11 +5,11 @@ import json
 import pytest
 from openai import AsyncOpenAI
 
-from agents.llm.errors import CredentialsError, ModelConfigError, ProviderError
-from agents.llm.providers.openai_provider import LOCAL_PLACEHOLDER_KEY, OpenAIProvider
-from agents.llm.registry import ModelOptions, create_client
-from agents.llm.types import Message, ModelSettings, ToolCall, ToolSpec
-from agents.tools import Tool, ToolArgs, ToolResult
+from promptloop.agents.llm.errors import CredentialsError, ModelConfigError, ProviderError
+from promptloop.agents.llm.providers.openai_provider import LOCAL_PLACEHOLDER_KEY, OpenAIProvider
+from promptloop.agents.llm.registry import ModelOptions, create_client
+from promptloop.agents.llm.types import Message, ModelSettings, ToolCall, ToolSpec
+from promptloop.agents.tools import Tool, ToolArgs, ToolResult
 from tests.llm.fake_api import FakeAPI, Reply, openai_completion, openai_error
 
 SECRET = "sk-proj-test-0123456789abcdefSECRET"

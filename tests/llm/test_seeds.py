@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from agents.llm.providers.anthropic_provider import AnthropicProvider
-from agents.llm.registry import accepts_seed
-from agents.llm.types import Message, ModelSettings
-from agents.runtime import RuntimeConfig
-from optimizer.core.results import pairing_label, seeded_pairing
-from optimizer.core.suites import load_suite, resolve_suite_path
-from optimizer.run.models import ModelIds, ModelSet
-from optimizer.run.runner import RunOptions
-from optimizer.run.trial import trial_seed
-from optimizer.workflows.paired import run_and_save
+from promptloop.agents.llm.providers.anthropic_provider import AnthropicProvider
+from promptloop.agents.llm.registry import accepts_seed
+from promptloop.agents.llm.types import Message, ModelSettings
+from promptloop.agents.runtime import RuntimeConfig
+from promptloop.optimizer.core.results import pairing_label, seeded_pairing
+from promptloop.optimizer.core.suites import load_suite, resolve_suite_path
+from promptloop.optimizer.run.models import ModelIds, ModelSet
+from promptloop.optimizer.run.runner import RunOptions
+from promptloop.optimizer.run.trial import trial_seed
+from promptloop.optimizer.workflows.paired import run_and_save
 from tests.llm.agent_server import AgentServer, from_openai_messages
 from tests.llm.fake_api import FakeAPI, Reply, anthropic_message
 

@@ -6,9 +6,9 @@ import pytest
 import xllamacpp
 from pydantic import Field
 
-from agents.llm.errors import ModelConfigError
-from agents.llm.scripted import Request, ScriptedModel, reply
-from agents.llm.structured import (
+from promptloop.agents.llm.errors import ModelConfigError
+from promptloop.agents.llm.scripted import Request, ScriptedModel, reply
+from promptloop.agents.llm.structured import (
     FINAL_ANSWER,
     StructuredToolClient,
     parse_step,
@@ -16,8 +16,8 @@ from agents.llm.structured import (
     simplify_schema,
     step_schema,
 )
-from agents.llm.types import Message, ModelResponse, ModelSettings, ToolCall, ToolSpec
-from agents.tools import Tool, ToolArgs, ToolResult
+from promptloop.agents.llm.types import Message, ModelResponse, ModelSettings, ToolCall, ToolSpec
+from promptloop.agents.tools import Tool, ToolArgs, ToolResult
 
 
 class TagArgs(ToolArgs):

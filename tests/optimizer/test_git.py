@@ -14,9 +14,9 @@ import git
 import pytest
 import unidiff
 
-from optimizer.git import GitOps, GitOpsError, sanitize_ref_component
-from optimizer.git_read import has_file
-from optimizer.git_sweep import Sweeper
+from promptloop.optimizer.git import GitOps, GitOpsError, sanitize_ref_component
+from promptloop.optimizer.git_read import has_file
+from promptloop.optimizer.git_sweep import Sweeper
 
 PROMPT = "prompts/pkm_agent.md"
 BASE_TEXT = "# PKM Agent\n\nKeep notes tidy.\n"
@@ -137,7 +137,7 @@ async def test_task_cancellation_inside_the_context_cleans_up(repo: git.Repo) ->
 def _child(repo_dir: str, body: str) -> subprocess.Popen[str]:
     code = textwrap.dedent(f"""
         import sys, time
-        from optimizer.git import GitOps
+        from promptloop.optimizer.git import GitOps
         ops = GitOps({repo_dir!r})
     """) + textwrap.dedent(body)
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from agents.base import AgentInput, prepare_workspace
-from agents.llm.types import ToolCall
-from agents.pkm.agent import PkmAgentSession, PkmOptions
-from agents.tools import ToolResult
-from agents.workspace import Workspace
+from promptloop.agents.base import AgentInput, prepare_workspace
+from promptloop.agents.llm.types import ToolCall
+from promptloop.agents.pkm.agent import PkmAgentSession, PkmOptions
+from promptloop.agents.tools import ToolResult
+from promptloop.agents.workspace import Workspace
 
 FACT_ID = "2026/03/14.md#ts_2"
 OLD_FACT_ID = "2026/03/10.md#ts_1"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agents.base import AgentInput, load_prompt, prepare_workspace
-from agents.llm.scripted import ScriptedModel, call, reply
-from agents.llm.types import ToolCall
-from agents.pkm.agent import PkmAgentSession
-from agents.runtime import RuntimeConfig, run_agent
-from agents.workspace import Workspace
-from optimizer.run.agents import get_agent
+from promptloop.agents.base import AgentInput, load_prompt, prepare_workspace
+from promptloop.agents.llm.scripted import ScriptedModel, call, reply
+from promptloop.agents.llm.types import ToolCall
+from promptloop.agents.pkm.agent import PkmAgentSession
+from promptloop.agents.runtime import RuntimeConfig, run_agent
+from promptloop.agents.workspace import Workspace
+from promptloop.optimizer.run.agents import get_agent
 from tests.pkm.conftest import CONTENT, FACT_ID, OLD_FACT_ID, PUBLISHED, make_session
 
 SLEEP = "/Areas/Health/sleep.md"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.pkm.agent import PkmAgentSession
-from agents.transcript import Transcript
-from agents.trees import remove_tree
-from agents.workspace import Workspace
+from promptloop.agents.pkm.agent import PkmAgentSession
+from promptloop.agents.transcript import Transcript
+from promptloop.agents.trees import remove_tree
+from promptloop.agents.workspace import Workspace
 from tests.pkm.conftest import invoke, make_session
 
 LEVELS = 1100

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agents.pkm import reminders
-from agents.pkm.agent import PkmAgentSession, PkmOptions
-from agents.pkm.reminders import LEGACY_SESSIONS_FILE, STATS_FILE, load_sessions
-from agents.pkm.safe_fs import SafeRoot
-from agents.workspace import Workspace
+from promptloop.agents.pkm import reminders
+from promptloop.agents.pkm.agent import PkmAgentSession, PkmOptions
+from promptloop.agents.pkm.reminders import LEGACY_SESSIONS_FILE, STATS_FILE, load_sessions
+from promptloop.agents.pkm.safe_fs import SafeRoot
+from promptloop.agents.workspace import Workspace
 from tests.pkm.conftest import FACT_ID, OLD_FACT_ID, PUBLISHED, invoke, make_session, write
 
 

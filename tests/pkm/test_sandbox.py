@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.pkm.agent import PkmAgentSession
-from agents.pkm.paths import Sandbox, SandboxError
-from agents.workspace import Workspace
+from promptloop.agents.pkm.agent import PkmAgentSession
+from promptloop.agents.pkm.paths import Sandbox, SandboxError
+from promptloop.agents.workspace import Workspace
 from tests.pkm.conftest import invoke, make_session, write
 
 SECRET = "TOP SECRET: outside the sandbox\n"

@@ -24,9 +24,9 @@ from typing import Any, Literal
 
 import pytest
 
-from agents.pkm.agent import PkmAgentSession
-from agents.pkm.paths import Sandbox
-from agents.workspace import Workspace
+from promptloop.agents.pkm.agent import PkmAgentSession
+from promptloop.agents.pkm.paths import Sandbox
+from promptloop.agents.workspace import Workspace
 from tests.pkm.conftest import invoke, make_session, write
 
 CANARY = "CANARY-CONTENT-4242"

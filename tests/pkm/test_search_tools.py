@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from agents.pkm.agent import PkmAgentSession
-from agents.workspace import Workspace
+from promptloop.agents.pkm.agent import PkmAgentSession
+from promptloop.agents.workspace import Workspace
 from tests.pkm.conftest import invoke, write
 
 

@@ -10,8 +10,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from optimizer.adapters.contract import ModelEndpoint, PromptInfo, TrialInfo, TrialRequest
-from optimizer.adapters.spec import AnyAdapterSettings, parse_settings
+from promptloop.optimizer.adapters.contract import ModelEndpoint, PromptInfo, TrialInfo, TrialRequest
+from promptloop.optimizer.adapters.spec import AnyAdapterSettings, parse_settings
 
 TOKEN = "plt-run-token-0123456789abcdef"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from optimizer.adapters.contract import TrialContext, TrialRequest, TrialResultDoc
+from promptloop.optimizer.adapters.contract import TrialContext, TrialRequest, TrialResultDoc
 
 
 async def echo(request: TrialRequest, context: TrialContext | None) -> TrialResultDoc:

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.adapters.contract import TrialRequest
-from optimizer.adapters.outcome import AdapterConfigError, AdapterOutcome
-from optimizer.adapters.runner import AgentRaised, run_adapter_trial
-from optimizer.adapters.spec import parse_settings
-from optimizer.adapters.worker import WorkerPool
+from promptloop.optimizer.adapters.contract import TrialRequest
+from promptloop.optimizer.adapters.outcome import AdapterConfigError, AdapterOutcome
+from promptloop.optimizer.adapters.runner import AgentRaised, run_adapter_trial
+from promptloop.optimizer.adapters.spec import parse_settings
+from promptloop.optimizer.adapters.worker import WorkerPool
 from tests.optimizer.adapters.fakes import TOKEN, World
 
 ECHO = '''

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.adapters.outcome import AdapterOutcome
-from optimizer.adapters.runner import run_adapter_trial
-from optimizer.adapters.spec import AnyAdapterSettings, parse_settings
-from optimizer.adapters.worker import WorkerPool
+from promptloop.optimizer.adapters.outcome import AdapterOutcome
+from promptloop.optimizer.adapters.runner import run_adapter_trial
+from promptloop.optimizer.adapters.spec import AnyAdapterSettings, parse_settings
+from promptloop.optimizer.adapters.worker import WorkerPool
 from tests.optimizer.adapters.fakes import TOKEN, World, files_containing
 
 KINDS = ["command", "worker"]
@@ -88,7 +88,7 @@ async def test_prints_invalid_json(world: World, kind: str) -> None:
 
 
 def test_a_long_non_json_output_is_quoted_capped() -> None:
-    from optimizer.adapters.outcome import QUOTE_CHARS, _quote
+    from promptloop.optimizer.adapters.outcome import QUOTE_CHARS, _quote
 
     said = _quote("hello " * 100)
     assert said.startswith("'hello hello") and said.endswith("... (599 characters)")

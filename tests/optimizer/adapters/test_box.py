@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agents.secrets import refuse_provider_keys
-from optimizer.adapters import box
-from optimizer.adapters.outcome import AdapterOutcome
-from optimizer.adapters.runner import run_adapter_trial
-from optimizer.adapters.spec import AdapterSpec
-from optimizer.adapters.worker import WorkerPool
-from optimizer.core.project import AgentConfig
+from promptloop.agents.secrets import refuse_provider_keys
+from promptloop.optimizer.adapters import box
+from promptloop.optimizer.adapters.outcome import AdapterOutcome
+from promptloop.optimizer.adapters.runner import run_adapter_trial
+from promptloop.optimizer.adapters.spec import AdapterSpec
+from promptloop.optimizer.adapters.worker import WorkerPool
+from promptloop.optimizer.core.project import AgentConfig
 from tests.optimizer.adapters.fakes import World
 
 KINDS = ["command", "worker"]
@@ -211,7 +211,7 @@ async def test_promptloops_environment_is_not_readable(world: World, kind: str,
     # a stand-in for promptloop: the key in its environment block, made non-dumpable as the
     # CLI makes itself at start (the test process's own block does not hold the key)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "from agents.secrets import keep_from_proc; keep_from_proc(); "
+        [sys.executable, "-c", "from promptloop.agents.secrets import keep_from_proc; keep_from_proc(); "
          "print('ready', flush=True); input()"],
         env={**os.environ, "ANTHROPIC_API_KEY": KEY}, stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[3])
@@ -350,7 +350,7 @@ def test_the_box_layout_hides_and_shows(tmp_path: Path) -> None:
 
 
 def test_review_refuses_an_unboxed_command_agent(monkeypatch: pytest.MonkeyPatch) -> None:
-    from optimizer.core.config import ConfigError
+    from promptloop.optimizer.core.config import ConfigError
 
     table = AgentConfig.model_validate({"suites": ["s"], "adapter": "command",
                                         "command": ["./agent"]})
@@ -358,5 +358,5 @@ def test_review_refuses_an_unboxed_command_agent(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(ConfigError, match="--no-sandbox"):
         box.require_sandbox(table, "shell-agent")
     python = AgentConfig.model_validate({"suites": ["s"], "adapter": "python",
-                                         "entry": "agents.adapters:card_agent"})
+                                         "entry": "promptloop.agents.adapters:card_agent"})
     box.require_sandbox(python, "card")  # in-process agents are not adapter processes

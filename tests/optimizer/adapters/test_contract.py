@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from pydantic import ValidationError
 
-from optimizer.adapters.contract import (
+from promptloop.optimizer.adapters.contract import (
     CONTRACT,
     DOCS_SCHEMA,
     SCHEMA_FILE,
@@ -19,7 +19,7 @@ from optimizer.adapters.contract import (
     schema_document,
     schema_text,
 )
-from optimizer.adapters.spec import parse_settings
+from promptloop.optimizer.adapters.spec import parse_settings
 from tests.optimizer.adapters.fakes import World
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -34,7 +34,7 @@ def test_schema_files_are_what_the_models_generate(path: Path) -> None:
 
 def test_the_schema_ships_in_the_package() -> None:
     setup = (ROOT / "setup.py").read_text()
-    assert '"optimizer.adapters": ["schema/*.json"]' in setup
+    assert '"promptloop.optimizer.adapters": ["schema/*.json"]' in setup
     assert SCHEMA_FILE.parent.name == "schema" and SCHEMA_FILE.parent.parent.name == "adapters"
 
 

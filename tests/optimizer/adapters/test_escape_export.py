@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.adapters import box
-from optimizer.adapters.escape import OUTSIDE, Snapshot
-from optimizer.adapters.outcome import AdapterOutcome, TrialLabel
+from promptloop.optimizer.adapters import box
+from promptloop.optimizer.adapters.escape import OUTSIDE, Snapshot
+from promptloop.optimizer.adapters.outcome import AdapterOutcome, TrialLabel
 from tests.optimizer.adapters.fakes import World
 
 

@@ -11,11 +11,11 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 
-from agents.llm.errors import ProviderError
-from agents.llm.scripted import Request, ScriptedModel, call, reply
-from agents.llm.types import ModelResponse, ToolCall, Usage
-from agents.transcript import Transcript
-from optimizer.adapters.gateway import (
+from promptloop.agents.llm.errors import ProviderError
+from promptloop.agents.llm.scripted import Request, ScriptedModel, call, reply
+from promptloop.agents.llm.types import ModelResponse, ToolCall, Usage
+from promptloop.agents.transcript import Transcript
+from promptloop.optimizer.adapters.gateway import (
     JSON_OBJECT_FORMAT,
     ModelGateway,
     RequestError,
@@ -402,8 +402,8 @@ def test_history_arguments_that_are_not_an_object_are_kept_raw() -> None:
 async def test_promptloops_own_openai_provider_through_the_gateway(
         gateway: ModelGateway) -> None:
     """Messages, tools and settings survive a round trip: OpenAIProvider -> gateway -> model."""
-    from agents.llm.providers.openai_provider import OpenAIProvider
-    from agents.llm.types import Message, ModelSettings, ToolSpec
+    from promptloop.agents.llm.providers.openai_provider import OpenAIProvider
+    from promptloop.agents.llm.types import Message, ModelSettings, ToolSpec
 
     model = ScriptedModel([reply("", call("get_weather", city="Rome"), tokens=(9, 3))])
     token = gateway.register(model)

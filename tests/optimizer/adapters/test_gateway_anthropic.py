@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from anthropic import AsyncAnthropic
 
-from agents.llm.scripted import Request, ScriptedModel, call, reply
-from agents.llm.types import ModelResponse, Usage
-from agents.transcript import Transcript
-from optimizer.adapters.gateway import ModelGateway, RequestError, parse_messages_request
-from optimizer.run.cache import RecordReplayClient
-from optimizer.run.usage import Meter, MeteredClient
+from promptloop.agents.llm.scripted import Request, ScriptedModel, call, reply
+from promptloop.agents.llm.types import ModelResponse, Usage
+from promptloop.agents.transcript import Transcript
+from promptloop.optimizer.adapters.gateway import ModelGateway, RequestError, parse_messages_request
+from promptloop.optimizer.run.cache import RecordReplayClient
+from promptloop.optimizer.run.usage import Meter, MeteredClient
 
 AGENT = r'''"""A weather agent written against the Anthropic Messages API, standard library only."""
 import json

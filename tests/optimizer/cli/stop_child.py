@@ -9,9 +9,9 @@ import os
 import sys
 from pathlib import Path
 
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import Request, ScriptedModel
-from agents.llm.types import ModelResponse
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import Request, ScriptedModel
+from promptloop.agents.llm.types import ModelResponse
 from tests import policies
 
 
@@ -26,7 +26,7 @@ def main() -> None:
         "pkm": policies.pkm_model,
         "proposer": lambda: ScriptedModel(think, model_id="scripted:proposer"),
     })
-    from optimizer.cli.app import main as promptloop
+    from promptloop.optimizer.cli.app import main as promptloop
 
     sys.argv = ["promptloop", *sys.argv[1:]]
     promptloop()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from optimizer.cli.app import app
+from promptloop.optimizer.cli.app import app
 from tests.cli_json import cli_result
 
 runner = CliRunner()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import typer.main
 
-from optimizer.cli.app import app
-from optimizer.cli.common import command_table
-from optimizer.workflows.nightly.config import NightlyConfig
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.cli.common import command_table
+from promptloop.optimizer.workflows.nightly.config import NightlyConfig
 from tests.optimizer.cli.test_flag_spellings import REQUIRED, parse
 
 GROUP = typer.main.get_command(app)

@@ -24,17 +24,17 @@ def imported(path: Path) -> set[str]:
 
 
 def python_files() -> list[Path]:
-    return [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")]
+    return [p for pkg in PACKAGES for p in (ROOT / "promptloop" / pkg).rglob("*.py")]
 
 
 def test_only_ui_imports_rich() -> None:
     users = sorted(str(p.relative_to(ROOT)) for p in python_files()
                    if any(n == "rich" or n.startswith("rich.") for n in imported(p)))
-    assert users == ["optimizer/cli/ui.py"]
+    assert users == ["promptloop/optimizer/cli/ui.py"]
 
 
 def test_util_does_not_import_command() -> None:
-    assert "optimizer.cli.command" not in imported(ROOT / "optimizer/cli/util.py")
+    assert "promptloop.optimizer.cli.command" not in imported(ROOT / "promptloop/optimizer/cli/util.py")
 
 
 def test_code_cites_repository_docs_not_a_spec_section() -> None:

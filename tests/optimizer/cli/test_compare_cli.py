@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import ScriptedModel, reply
-from optimizer.cli.app import app
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import ScriptedModel, reply
+from promptloop.optimizer.cli.app import app
 from tests.cli_json import cli_result
 from tests.optimizer.workflows.test_optimize import GOOD
 from tests.optimizer.workflows.test_review import GOOD_LINE, human_branch

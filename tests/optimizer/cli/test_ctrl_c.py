@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from optimizer.core.ledger import Ledger
+from promptloop.optimizer.core.ledger import Ledger
 from tests.optimizer.workflows.test_optimize import _git
 
 ROOT = Path(__file__).resolve().parents[3]

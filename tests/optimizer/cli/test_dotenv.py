@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from optimizer.cli.app import app
-from optimizer.workflows.context import load_dotenv
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.workflows.context import load_dotenv
 from tests.llm.agent_server import AgentServer
 
 SECRET = "sk-dotenv-0123456789abcdef"
@@ -54,7 +54,7 @@ def test_the_environment_wins_and_only_provider_variables_are_read(
     loaded = load_dotenv(tmp_path)
     import os
 
-    from optimizer.core.redact import redact
+    from promptloop.optimizer.core.redact import redact
 
     assert sorted(loaded) == ["ANTHROPIC_API_KEY", "MISTRAL_API_KEY"]
     assert os.environ["OPENAI_API_KEY"] == "from-the-shell-123456"

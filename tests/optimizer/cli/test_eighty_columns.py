@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from optimizer.cli.app import app
+from promptloop.optimizer.cli.app import app
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "80"}

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from optimizer.cli import ui
-from optimizer.cli.app import app
-from optimizer.report.markdown import render_markdown
-from optimizer.report.store import default_store_dir, load_run
-from optimizer.report.summary import summarize
+from promptloop.optimizer.cli import ui
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.report.markdown import render_markdown
+from promptloop.optimizer.report.store import default_store_dir, load_run
+from promptloop.optimizer.report.summary import summarize
 from tests.cli_json import cli_result
 
 

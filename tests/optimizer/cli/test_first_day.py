@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from optimizer.cli.app import app
+from promptloop.optimizer.cli.app import app
 
 runner = CliRunner()
 OPTIMIZE = ["optimize", "--agent", "example", "--bucket", "urgency", "--agent-model",
@@ -180,9 +180,9 @@ def test_a_mistyped_task_or_bucket_gets_a_did_you_mean_worded_one_way(
 def test_a_server_that_does_not_answer_is_named(unused_port: int) -> None:
     import asyncio
 
-    from agents.llm.errors import ProviderError
-    from agents.llm.options import ModelOptions
-    from agents.llm.registry import create_client
+    from promptloop.agents.llm.errors import ProviderError
+    from promptloop.agents.llm.options import ModelOptions
+    from promptloop.agents.llm.registry import create_client
 
     client = create_client("openai:x", ModelOptions(
         base_url=f"http://127.0.0.1:{unused_port}/v1", max_retries=0, timeout_s=5))

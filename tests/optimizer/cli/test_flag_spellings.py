@@ -11,10 +11,10 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from optimizer.cli import command as cmd_mod
-from optimizer.cli.app import app
-from optimizer.cli.command import RENAMED, Renamed, respell
-from optimizer.cli.common import command_table
+from promptloop.optimizer.cli import command as cmd_mod
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.cli.command import RENAMED, Renamed, respell
+from promptloop.optimizer.cli.common import command_table
 
 runner = CliRunner()
 GROUP = typer.main.get_command(app)

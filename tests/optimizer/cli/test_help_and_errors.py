@@ -8,8 +8,8 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from optimizer.cli.app import app
-from optimizer.cli.command import env_vars
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.cli.command import env_vars
 
 runner = CliRunner()
 GROUP = typer.main.get_command(app)
@@ -124,7 +124,7 @@ def test_error_lines_name_no_class_or_validator_prefix(tmp_path) -> None:  # typ
 
 def test_every_command_has_an_example_and_the_group_a_version() -> None:
     """Issue 26: an example in every help screen (cli/help.EXAMPLES, one home); --version."""
-    from optimizer.cli.help import EXAMPLES
+    from promptloop.optimizer.cli.help import EXAMPLES
 
     commands = sorted(GROUP.commands)  # type: ignore[attr-defined]
     assert not [c for c in commands if not EXAMPLES.get(c)], "commands without an example"
@@ -169,7 +169,7 @@ def test_root_help_lists_init_first_and_version_as_a_flag() -> None:
 
 
 def test_view_exits_130_on_ctrl_c(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from optimizer.view.server import ViewServer
+    from promptloop.optimizer.view.server import ViewServer
 
     def ctrl_c(self: ViewServer, *args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt

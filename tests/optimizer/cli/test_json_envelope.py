@@ -14,10 +14,10 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import ScriptedModel, reply
-from optimizer.cli.app import app
-from optimizer.view.server import ViewServer
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import ScriptedModel, reply
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.view.server import ViewServer
 from tests.optimizer.lifecycle.helpers import T0, judge_score, run, save_all, trial
 from tests.optimizer.lifecycle.test_calibration import DIMS, GRADER, JUDGE, label, write_labels
 from tests.optimizer.workflows.test_optimize import GOOD

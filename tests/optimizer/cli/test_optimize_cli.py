@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import ScriptedModel, reply
-from optimizer.cli.app import app
-from optimizer.core.events import (
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import ScriptedModel, reply
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.core.events import (
     BaselineReady,
     GateStage,
     IterationFinished,
@@ -106,8 +106,8 @@ def test_markup_in_engine_text_is_printed_literally(monkeypatch: pytest.MonkeyPa
 
     from rich.console import Console
 
-    from optimizer.cli import ui
-    from optimizer.core.events import ProposalRefused, ProposerReplied, RunWarning
+    from promptloop.optimizer.cli import ui
+    from promptloop.optimizer.core.events import ProposalRefused, ProposerReplied, RunWarning
 
     buf = StringIO()
     monkeypatch.setattr(ui, "err", Console(file=buf, width=120))

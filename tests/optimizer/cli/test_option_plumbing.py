@@ -11,10 +11,10 @@ from types import ModuleType
 
 import pytest
 
-from optimizer.cli import optimize as optimize_cli
-from optimizer.cli import review as review_cli
-from optimizer.workflows.optimize import OptimizeConfig
-from optimizer.workflows.review import ReviewConfig
+from promptloop.optimizer.cli import optimize as optimize_cli
+from promptloop.optimizer.cli import review as review_cli
+from promptloop.optimizer.workflows.optimize import OptimizeConfig
+from promptloop.optimizer.workflows.review import ReviewConfig
 
 CASES = [(optimize_cli, "optimize", OptimizeConfig), (review_cli, "review", ReviewConfig)]
 

@@ -17,11 +17,11 @@ from rich.cells import cell_len
 from rich.console import Console
 from typer.testing import CliRunner
 
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import ScriptedModel, reply
-from optimizer.cli import ui
-from optimizer.cli.app import app
-from optimizer.core.events import (
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import ScriptedModel, reply
+from promptloop.optimizer.cli import ui
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.core.events import (
     ProposalRequested,
     ProposerReplied,
     RunFinished,
@@ -308,8 +308,8 @@ def test_a_terminal_gets_a_live_line_while_the_proposer_works() -> None:
 def test_nightly_announces_each_step_and_its_cost_before_its_trials(
     repo: Path, state: Path
 ) -> None:
-    from optimizer.core.events import Event, StepEstimated
-    from optimizer.workflows.nightly.engine import run_nightly
+    from promptloop.optimizer.core.events import Event, StepEstimated
+    from promptloop.optimizer.workflows.nightly.engine import run_nightly
     from tests.optimizer.workflows.nightly_support import FAST, PRICES, clients, night_config
 
     seen: list[Event] = []
@@ -341,8 +341,8 @@ def test_several_candidates_read_the_same_way(
 
 
 def test_a_timed_out_trial_reads_timed_out_in_the_report() -> None:
-    from optimizer.report.markdown import render_markdown
-    from optimizer.report.summary import summarize
+    from promptloop.optimizer.report.markdown import render_markdown
+    from promptloop.optimizer.report.summary import summarize
     from tests.optimizer.lifecycle.helpers import run
 
     done = run("r", {"event-a": [False]})
@@ -435,7 +435,7 @@ def test_prose_never_breaks_between_a_flag_and_its_value() -> None:
 
 
 def test_a_gate_stage_with_only_statistics_in_a_clause_has_no_empty_clause() -> None:
-    from optimizer.report.plain import plain_stage
+    from promptloop.optimizer.report.plain import plain_stage
 
     said = plain_stage("; held-out tasks improved too (pass rate 0% -> 100%, p=0.01 <= 0.02); "
                        "harm detection on 6 other task(s)")
@@ -476,8 +476,8 @@ def test_optimize_and_eval_say_their_trials_and_time_before_they_start(
 
 
 def test_the_embedded_model_is_announced_with_its_time() -> None:
-    from optimizer.core.suites import load_suite
-    from optimizer.workflows.estimate import LOCAL_SECONDS_PER_TRIAL, estimate, suite_trials
+    from promptloop.optimizer.core.suites import load_suite
+    from promptloop.optimizer.workflows.estimate import LOCAL_SECONDS_PER_TRIAL, estimate, suite_trials
 
     here = Path(__file__).resolve().parents[3]
     suites = [load_suite(here / "tasks" / "pkm_agent" / k) for k in ("capability", "regression")]

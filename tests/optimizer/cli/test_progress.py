@@ -8,9 +8,9 @@ from pathlib import Path
 from rich.console import Console
 from typer.testing import CliRunner
 
-from optimizer.cli.app import app
-from optimizer.cli.ui import LoopDisplay
-from optimizer.core.events import Phase, RunFinished, RunStarted, TrialFinished
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.cli.ui import LoopDisplay
+from promptloop.optimizer.core.events import Phase, RunFinished, RunStarted, TrialFinished
 
 runner = CliRunner()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from optimizer.cli.app import app
+from promptloop.optimizer.cli.app import app
 from tests.cli_json import cli_result
 
 runner = CliRunner()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from optimizer.cli.runs import render_table
-from optimizer.report.store import RunIndexEntry
+from promptloop.optimizer.cli.runs import render_table
+from promptloop.optimizer.report.store import RunIndexEntry
 
 NAMES = ("pkm_agent_capability-review-20261127T101010-1a2b3c-confirm-head",
          "card_agent_regression-20261127T090909-abcdef")

@@ -9,9 +9,9 @@ import re
 import pytest
 from rich.console import Console
 
-from optimizer.cli import ui
-from optimizer.gate.compare import BucketComparison
-from optimizer.report.table import Table, comparison_table, gate_table, verdict_table
+from promptloop.optimizer.cli import ui
+from promptloop.optimizer.gate.compare import BucketComparison
+from promptloop.optimizer.report.table import Table, comparison_table, gate_table, verdict_table
 
 CAPABILITY = ["bilingual", "decline_trivial", "key_facts", "tag_allowlist", "template_article",
               "template_conversation", "template_duration", "template_event", "template_link",

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from optimizer.cli.app import app
+from promptloop.optimizer.cli.app import app
 from tests.compat.test_loader_compat import RULES, Rule, write_rule_suite
 from tests.optimizer import suite_builder as sb
 

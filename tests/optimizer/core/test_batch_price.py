@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agents.llm.types import Usage
-from optimizer.core.pricing import BATCH_PRICE_FACTOR, batch_saving, estimate_cost
-from optimizer.run.usage import Spend
-from optimizer.workflows.nightly.config import NightlyConfig
-from optimizer.workflows.nightly.estimates import _saving
+from promptloop.agents.llm.types import Usage
+from promptloop.optimizer.core.pricing import BATCH_PRICE_FACTOR, batch_saving, estimate_cost
+from promptloop.optimizer.run.usage import Spend
+from promptloop.optimizer.workflows.nightly.config import NightlyConfig
+from promptloop.optimizer.workflows.nightly.estimates import _saving
 
 
 def test_batch_saves_half_of_the_standard_price() -> None:
@@ -29,7 +29,7 @@ def test_nightly_batch_flows_into_runs_and_the_estimate_basis(tmp_path: Path) ->
 
 
 def test_batched_judge_spend_is_priced_at_the_batch_rate() -> None:
-    from optimizer.run.usage import Meter
+    from promptloop.optimizer.run.usage import Meter
 
     usage = Usage(input_tokens=1_000_000, output_tokens=100_000)
     models = {"judge": "anthropic:claude-sonnet-4-5"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.core.buckets import BucketError, BucketId, qualified, resolve_bucket
+from promptloop.optimizer.core.buckets import BucketError, BucketId, qualified, resolve_bucket
 
 KNOWN = ["template_event", "decline_trivial", "regression/plain_event",
          "regression/decline_trivial"]

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from optimizer.cli.app import app
-from optimizer.core.config import default_judge
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.core.config import default_judge
 from tests.cli_json import cli_result
 
 runner = CliRunner()
@@ -77,7 +77,7 @@ def test_nightly_settings_without_a_flag_are_checked(tmp_path: Path) -> None:
 
 def test_one_state_folder_resolver_honours_the_flag_then_promptloop_home(
         tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from optimizer.core.config import STATE_FOLDER, state_folder
+    from promptloop.optimizer.core.config import STATE_FOLDER, state_folder
 
     monkeypatch.delenv("PROMPTLOOP_HOME", raising=False)
     assert state_folder(tmp_path) == tmp_path / STATE_FOLDER == tmp_path / ".promptloop"

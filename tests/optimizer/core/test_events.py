@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from optimizer.core.events import (
+from promptloop.optimizer.core.events import (
     Event,
     EventLog,
     Phase,
@@ -16,7 +16,7 @@ from optimizer.core.events import (
     fan_out,
     parse_event,
 )
-from optimizer.core.names import check_agent, did_you_mean
+from promptloop.optimizer.core.names import check_agent, did_you_mean
 
 
 def test_log_appends_json_lines_that_read_back_typed(tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from optimizer.core.project import parse_project, project_scope
-from optimizer.core.suite_files import SuiteError
-from optimizer.core.suites import check_runnable, load_suite
+from promptloop.optimizer.core.project import parse_project, project_scope
+from promptloop.optimizer.core.suite_files import SuiteError
+from promptloop.optimizer.core.suites import check_runnable, load_suite
 from tests.optimizer import suite_builder as sb
 
 SCHEMA = [{"name": "json_schema", "config": {"schema": {"type": "object"}}}]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.core import isolation
-from optimizer.core.isolation import MAX_BINDS, Layout, available, wrap
+from promptloop.optimizer.core import isolation
+from promptloop.optimizer.core.isolation import MAX_BINDS, Layout, available, wrap
 
 BOXED = [m for m in ("bwrap", "unshare") if isolation.probe(m)]
 NONE_WORKS = "neither bwrap nor unshare user namespaces work on this system"

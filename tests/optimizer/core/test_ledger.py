@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from optimizer.core.ledger import Ledger, LedgerEntry, LedgerOpen, diff_hash
+from promptloop.optimizer.core.ledger import Ledger, LedgerEntry, LedgerOpen, diff_hash
 
 
 def opened(id_: str, pid: int = 4242) -> LedgerOpen:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from optimizer.core.regions import (
+from promptloop.optimizer.core.regions import (
     BreaksLiteralError,
     Region,
     RegionError,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.core.suites import SuiteError, check_runnable, load_suite, resolve_suite_path
+from promptloop.optimizer.core.suites import SuiteError, check_runnable, load_suite, resolve_suite_path
 from tests.optimizer import suite_builder as sb
 
 # --- loader errors name the file and the field ----------------------------------------------
@@ -85,7 +85,7 @@ def test_task_schema_is_current(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from optimizer.core.suites import REPO_ROOT, SCHEMA_PATH, task_json_schema
+    from promptloop.optimizer.core.suites import REPO_ROOT, SCHEMA_PATH, task_json_schema
 
     checked_in = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     assert checked_in == task_json_schema(), (
@@ -93,7 +93,7 @@ def test_task_schema_is_current(tmp_path: Path) -> None:
     )
     out = tmp_path / "schema.json"
     subprocess.run(
-        [sys.executable, "-m", "optimizer.core.suites", "--write-schema", str(out)],
+        [sys.executable, "-m", "promptloop.optimizer.core.suites", "--write-schema", str(out)],
         cwd=REPO_ROOT,
         check=True,
     )

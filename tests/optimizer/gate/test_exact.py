@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from optimizer.gate.compare import GatePolicy, compare_bucket
-from optimizer.gate.exact import (
+from promptloop.optimizer.gate.compare import GatePolicy, compare_bucket
+from promptloop.optimizer.gate.exact import (
     anytime_pvalue,
     betting_log_wealth,
     holm,
@@ -18,7 +18,7 @@ from optimizer.gate.exact import (
     sign_flip_pvalue,
     spent_alpha,
 )
-from optimizer.gate.pairing import Pair
+from promptloop.optimizer.gate.pairing import Pair
 
 
 def brute_force(diffs: list[float], alternative: str) -> float:

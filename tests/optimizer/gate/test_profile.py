@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from optimizer.gate.policy import GatePolicy
-from optimizer.gate.profile import plan, record_value
-from optimizer.gate.tasks import HarmScale, TaskRecord
+from promptloop.optimizer.gate.policy import GatePolicy
+from promptloop.optimizer.gate.profile import plan, record_value
+from promptloop.optimizer.gate.tasks import HarmScale, TaskRecord
 
 POLICY = GatePolicy()
 

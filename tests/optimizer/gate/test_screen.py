@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from optimizer.core.results import RunResult, TrialResult
-from optimizer.gate.pairing import Pair
-from optimizer.gate.screen import (
+from promptloop.optimizer.core.results import RunResult, TrialResult
+from promptloop.optimizer.gate.pairing import Pair
+from promptloop.optimizer.gate.screen import (
     SCREEN_INDEX_OFFSET,
     Screening,
     ScreenPlan,

@@ -9,14 +9,14 @@ from dataclasses import replace
 
 import pytest
 
-from optimizer.gate.compare import GatePolicy
-from optimizer.gate.exact import drop_log_bf
-from optimizer.gate.harm import bucket_statement
-from optimizer.gate.policy import sensitivity_statement
-from optimizer.gate.review_harm import HarmOnlyGate, HarmResult
-from optimizer.gate.sequential import SequentialGate, TaskKey, TrialAsk, heldout_tasks
-from optimizer.gate.tasks import HarmScale, TaskRecord, estimate_scale, judge_task, pooled_pvalue
-from optimizer.gate.verdict import POOLED, Verdict
+from promptloop.optimizer.gate.compare import GatePolicy
+from promptloop.optimizer.gate.exact import drop_log_bf
+from promptloop.optimizer.gate.harm import bucket_statement
+from promptloop.optimizer.gate.policy import sensitivity_statement
+from promptloop.optimizer.gate.review_harm import HarmOnlyGate, HarmResult
+from promptloop.optimizer.gate.sequential import SequentialGate, TaskKey, TrialAsk, heldout_tasks
+from promptloop.optimizer.gate.tasks import HarmScale, TaskRecord, estimate_scale, judge_task, pooled_pvalue
+from promptloop.optimizer.gate.verdict import POOLED, Verdict
 
 POLICY = GatePolicy()
 

@@ -8,12 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graders.base import Score
-from optimizer.core.results import RunResult, TrialResult, TrialStatus
-from optimizer.gate.compare import GatePolicy, compare_bucket, compare_runs, paired_bootstrap_ci
-from optimizer.gate.exact import mcnemar_pvalue
-from optimizer.gate.pairing import Pair, merge_runs, pair_runs
-from optimizer.gate.sequential import SequentialGate
+from promptloop.graders.base import Score
+from promptloop.optimizer.core.results import RunResult, TrialResult, TrialStatus
+from promptloop.optimizer.gate.compare import GatePolicy, compare_bucket, compare_runs, paired_bootstrap_ci
+from promptloop.optimizer.gate.exact import mcnemar_pvalue
+from promptloop.optimizer.gate.pairing import Pair, merge_runs, pair_runs
+from promptloop.optimizer.gate.sequential import SequentialGate
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import typer
 
-from graders.base import Score
-from optimizer.core.results import Provenance, RunResult, TrialResult
-from optimizer.report.store import save_run
+from promptloop.graders.base import Score
+from promptloop.optimizer.core.results import Provenance, RunResult, TrialResult
+from promptloop.optimizer.report.store import save_run
 
 T0 = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
 PROMPT = "# Card agent\n\nPick the template that fits the input.\n"
@@ -87,7 +87,7 @@ def git(repo: Path, *args: str) -> str:
 
 def app_with(*commands: tuple[str, Any]) -> typer.Typer:
     """A fresh typer app holding only the given commands (as app.py would register them)."""
-    from optimizer.cli.command import PromptloopCommand, PromptloopGroup
+    from promptloop.optimizer.cli.command import PromptloopCommand, PromptloopGroup
 
     app = typer.Typer(add_completion=False, cls=PromptloopGroup)
 

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from optimizer.cli.calibrate import calibrate as calibrate_command
-from optimizer.lifecycle.calibration import (
+from promptloop.optimizer.cli.calibrate import calibrate as calibrate_command
+from promptloop.optimizer.lifecycle.calibration import (
     calibration_path,
     calibration_status,
     load_calibration,
     run_calibration,
 )
-from optimizer.lifecycle.errors import LabelsError, LifecycleError, UnknownNameError
-from optimizer.lifecycle.health_io import build_health
+from promptloop.optimizer.lifecycle.errors import LabelsError, LifecycleError, UnknownNameError
+from promptloop.optimizer.lifecycle.health_io import build_health
 from tests.cli_json import cli_result
 from tests.optimizer.lifecycle.helpers import T0, app_with, judge_score, run, save_all, trial
 

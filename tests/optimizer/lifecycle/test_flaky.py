@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from graders.base import Score
-from optimizer.lifecycle.flaky import (
+from promptloop.graders.base import Score
+from promptloop.optimizer.lifecycle.flaky import (
     AmbiguityPolicy,
     bucket_flakiness,
     flaky_tasks,
@@ -15,7 +15,7 @@ from optimizer.lifecycle.flaky import (
     grader_family,
     human_disagreements,
 )
-from optimizer.lifecycle.labels import LabelledItem
+from promptloop.optimizer.lifecycle.labels import LabelledItem
 from tests.optimizer.lifecycle.helpers import T0, run, trial
 
 T, F = True, False

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.lifecycle.errors import LifecycleError, UnknownNameError
-from optimizer.lifecycle.health import HealthPolicy, compute_health, record_class
-from optimizer.lifecycle.health_io import (
+from promptloop.optimizer.lifecycle.errors import LifecycleError, UnknownNameError
+from promptloop.optimizer.lifecycle.health import HealthPolicy, compute_health, record_class
+from promptloop.optimizer.lifecycle.health_io import (
     build_health,
     health_markdown,
     health_path,
@@ -17,7 +17,7 @@ from optimizer.lifecycle.health_io import (
     refresh_health,
     save_health,
 )
-from optimizer.lifecycle.lineage import LineageSpec, distinct_trials, load_lineage, select_lineage
+from promptloop.optimizer.lifecycle.lineage import LineageSpec, distinct_trials, load_lineage, select_lineage
 from tests.optimizer.lifecycle.helpers import PROMPT, git, run, save_all, sha
 
 T, F = True, False
@@ -188,8 +188,8 @@ def test_refresh_renders_ambiguous_tasks_with_evidence(tmp_path: Path) -> None:
 def test_trend_cell_stays_on_one_line_at_80_columns() -> None:
     from rich.console import Console
 
-    from optimizer.cli.ui import table_renderable
-    from optimizer.lifecycle.health_io import bucket_table
+    from promptloop.optimizer.cli.ui import table_renderable
+    from promptloop.optimizer.lifecycle.health_io import bucket_table
 
     rates = [[T, T, T, T], [T, T, T, F], [T, T, F, F], [T, F, F, F], [F, F, F, F]]
     runs = [run(f"d{i}", {f"a_long_bucket_name_{k}-1": r for k in range(3)}, day=i)
@@ -203,7 +203,7 @@ def test_trend_cell_stays_on_one_line_at_80_columns() -> None:
 
 
 def test_one_tone_rule_for_deltas_slopes_and_trends() -> None:
-    from optimizer.report import fmt
+    from promptloop.optimizer.report import fmt
 
     assert fmt.trend(0.5, 0.5004) == fmt.tone(0.0004) == "same"
     assert fmt.trend(0.5, 0.501) == fmt.tone(0.001) == "up"

@@ -7,14 +7,14 @@ import random
 
 import pytest
 
-from optimizer.lifecycle.agreement import (
+from promptloop.optimizer.lifecycle.agreement import (
     cohen_kappa,
     confusion_at,
     krippendorff_alpha,
     mean_absolute_error,
     to_level,
 )
-from optimizer.lifecycle.stats import ols_slope, t_cdf, t_quantile
+from promptloop.optimizer.lifecycle.stats import ols_slope, t_cdf, t_quantile
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from optimizer.propose.sandbox import ISOLATIONS, Isolation, probe
+from promptloop.optimizer.propose.sandbox import ISOLATIONS, Isolation, probe
 
 
 @functools.cache

@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from optimizer.core.suites import LoadedTask, Suite, SuiteConfig, TaskSpec
-from optimizer.propose.apply import render_unified
-from optimizer.propose.edits import edits_to_diff, parse_edit_proposal
-from optimizer.propose.guards import prepare_patch
-from optimizer.propose.literals import LiteralIndex, build_literal_index
-from optimizer.propose.patch import PatchError
-from optimizer.propose.proposer import ProposerError
-from optimizer.propose.sandbox import Isolation, run_sandboxed
-from optimizer.propose.watch import OutsideWriteError
+from promptloop.optimizer.core.suites import LoadedTask, Suite, SuiteConfig, TaskSpec
+from promptloop.optimizer.propose.apply import render_unified
+from promptloop.optimizer.propose.edits import edits_to_diff, parse_edit_proposal
+from promptloop.optimizer.propose.guards import prepare_patch
+from promptloop.optimizer.propose.literals import LiteralIndex, build_literal_index
+from promptloop.optimizer.propose.patch import PatchError
+from promptloop.optimizer.propose.proposer import ProposerError
+from promptloop.optimizer.propose.sandbox import Isolation, run_sandboxed
+from promptloop.optimizer.propose.watch import OutsideWriteError
 from tests.optimizer.propose.isolations import available_isolations
 
 TARGET = "prompts/pkm_agent.md"

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from optimizer.core.suites import REPO_ROOT, LoadedTask, Suite, SuiteConfig, TaskSpec, load_suite
-from optimizer.propose.apply import render_unified
-from optimizer.propose.guards import GuardViolation, check_guards, prepare_patch
-from optimizer.propose.literals import LiteralIndex, build_literal_index
-from optimizer.propose.patch import PatchError, parse_diff
+from promptloop.optimizer.core.suites import REPO_ROOT, LoadedTask, Suite, SuiteConfig, TaskSpec, load_suite
+from promptloop.optimizer.propose.apply import render_unified
+from promptloop.optimizer.propose.guards import GuardViolation, check_guards, prepare_patch
+from promptloop.optimizer.propose.literals import LiteralIndex, build_literal_index
+from promptloop.optimizer.propose.patch import PatchError, parse_diff
 
 TARGET = "prompts/pkm_agent.md"
 BASE = """# PKM Agent
@@ -176,7 +176,7 @@ def test_too_many_changed_lines_is_refused(index: LiteralIndex) -> None:
 def test_prepare_patch_applies_and_renders_canonical_diff(index: LiteralIndex) -> None:
     sloppy = (f"```diff\n--- a/{TARGET}\n+++ b/{TARGET}\n@@ -6,1 +6,99 @@\n ## When to skip\n"
               f"+- {GENERAL_RULE}\n```")
-    from optimizer.propose.patch import extract_diff
+    from promptloop.optimizer.propose.patch import extract_diff
 
     prepared = prepare_patch(extract_diff(sloppy), target_path=TARGET, original=BASE,
                              protected_literals=index)
@@ -279,7 +279,7 @@ def test_distinctive_config_strings_are_refused(short_index: LiteralIndex, rule:
 
 
 def test_word_frequencies_come_from_wordfreq() -> None:
-    from optimizer.propose.common_words import COMMON_ZIPF, zipf
+    from promptloop.optimizer.propose.common_words import COMMON_ZIPF, zipf
 
     assert zipf("deadline") >= COMMON_ZIPF > zipf("Nguyen") > 0
     assert zipf("Okafor") < 3 and zipf("xqzvbn") == 0.0

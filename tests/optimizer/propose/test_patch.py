@@ -7,8 +7,8 @@ import json
 import pytest
 import unidiff
 
-from optimizer.propose.apply import apply_diff, line_stats, render_unified
-from optimizer.propose.edits import (
+from promptloop.optimizer.propose.apply import apply_diff, line_stats, render_unified
+from promptloop.optimizer.propose.edits import (
     EDIT_PROPOSAL_SCHEMA,
     Edit,
     EditProposal,
@@ -16,7 +16,7 @@ from optimizer.propose.edits import (
     edits_to_diff,
     parse_edit_proposal,
 )
-from optimizer.propose.patch import PatchError, extract_diff, parse_diff
+from promptloop.optimizer.propose.patch import PatchError, extract_diff, parse_diff
 
 TARGET = "prompts/pkm_agent.md"
 PROMPT = """# PKM Agent
@@ -256,7 +256,7 @@ def test_edit_proposal_parsing_and_schema() -> None:
 
 
 def test_context_copied_with_the_package_line_numbers_applies() -> None:
-    from optimizer.propose.apply import number_line, numbered
+    from promptloop.optimizer.propose.apply import number_line, numbered
 
     assert numbered("a\nb").splitlines() == [number_line(1, "a"), number_line(2, "b")]
     assert number_line(7, "x") == "   7  x"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.propose import proposer as proposer_mod
-from optimizer.propose.proposer import hypothesis_from_output, parse_diff_reply
+from promptloop.optimizer.propose import proposer as proposer_mod
+from promptloop.optimizer.propose.proposer import hypothesis_from_output, parse_diff_reply
 
 DIFF = ("```diff\n--- a/prompts/p.md\n+++ b/prompts/p.md\n@@ -1 +1 @@\n-a\n+b\n"
         "+Hypothesis: not this one, it is inside the diff\n```\n")

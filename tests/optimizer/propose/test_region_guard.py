@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.core.regions import RegionSpec, locate, splice, value_of
-from optimizer.propose.apply import numbered, render_unified
-from optimizer.propose.edits import Edit, EditProposal, edits_to_diff
-from optimizer.propose.guards import prepare_patch
-from optimizer.propose.literals import EvalLiteral, LiteralIndex
-from optimizer.propose.patch import PatchError
-from optimizer.propose.proposer import PackageInput, build_package
-from optimizer.propose.region_guard import (
+from promptloop.optimizer.core.regions import RegionSpec, locate, splice, value_of
+from promptloop.optimizer.propose.apply import numbered, render_unified
+from promptloop.optimizer.propose.edits import Edit, EditProposal, edits_to_diff
+from promptloop.optimizer.propose.guards import prepare_patch
+from promptloop.optimizer.propose.literals import EvalLiteral, LiteralIndex
+from promptloop.optimizer.propose.patch import PatchError
+from promptloop.optimizer.propose.proposer import PackageInput, build_package
+from promptloop.optimizer.propose.region_guard import (
     HeadCheck,
     check_head_file,
     check_region_patch,
@@ -20,7 +20,7 @@ from optimizer.propose.region_guard import (
     region_diff_from_edit,
     region_violation,
 )
-from optimizer.propose.watch import OutsideWriteError
+from promptloop.optimizer.propose.watch import OutsideWriteError
 from tests.optimizer.core.test_regions import DART, DART_PATH, assert_only_region
 
 SPEC = RegionSpec(DART_PATH, variable="cardAgentSystemPrompt")

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.core.redact import redact
-from optimizer.propose.proposer import ProposerError
-from optimizer.propose.sandbox import Isolation, SandboxResult, run_sandboxed
-from optimizer.propose.watch import OutsideWriteError
+from promptloop.optimizer.core.redact import redact
+from promptloop.optimizer.propose.proposer import ProposerError
+from promptloop.optimizer.propose.sandbox import Isolation, SandboxResult, run_sandboxed
+from promptloop.optimizer.propose.watch import OutsideWriteError
 from tests.optimizer.propose.isolations import available_isolations, isolating
 
 PROMPT = "prompts/agent.md"

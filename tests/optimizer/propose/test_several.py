@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 
-from agents.llm.scripted import ScriptedModel, reply
-from optimizer.propose.apply import apply_diff
-from optimizer.propose.patch import PatchError, parse_diff
-from optimizer.propose.proposer import Package, Proposal, ProposerError
-from optimizer.propose.several import SEED_BASE, ask_several, split_patches
+from promptloop.agents.llm.scripted import ScriptedModel, reply
+from promptloop.optimizer.propose.apply import apply_diff
+from promptloop.optimizer.propose.patch import PatchError, parse_diff
+from promptloop.optimizer.propose.proposer import Package, Proposal, ProposerError
+from promptloop.optimizer.propose.several import SEED_BASE, ask_several, split_patches
 
 ORIGINAL = "# Agent\n\n## Rules\nBe brief.\nAnswer in English.\n"
 PATH = "prompts/agent.md"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.propose.watch import HOME_FILES, outside_writes, proposer_watch, snapshot
+from promptloop.optimizer.propose.watch import HOME_FILES, outside_writes, proposer_watch, snapshot
 
 
 def _git(cwd: Path, *args: str) -> None:

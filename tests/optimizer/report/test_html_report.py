@@ -16,21 +16,21 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agents.base import load_prompt
-from agents.llm.types import Message
-from agents.transcript import Transcript
-from optimizer.cli.app import app
-from optimizer.core.results import RunResult
-from optimizer.report.fmt import truncate
-from optimizer.report.html.kit import ChartRow, bucket_chart_svg, render, script_json
-from optimizer.report.html.page import render_diff, render_html
-from optimizer.report.store import default_store_dir, load_run
-from optimizer.report.summary import summarize
-from optimizer.run.models import ModelIds
-from optimizer.run.runner import RunOptions
-from optimizer.workflows.evaluate import EvalRequest, evaluate
-from optimizer.workflows.nightly import summary as nightly
-from optimizer.workflows.nightly.state import BucketRank
+from promptloop.agents.base import load_prompt
+from promptloop.agents.llm.types import Message
+from promptloop.agents.transcript import Transcript
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.core.results import RunResult
+from promptloop.optimizer.report.fmt import truncate
+from promptloop.optimizer.report.html.kit import ChartRow, bucket_chart_svg, render, script_json
+from promptloop.optimizer.report.html.page import render_diff, render_html
+from promptloop.optimizer.report.store import default_store_dir, load_run
+from promptloop.optimizer.report.summary import summarize
+from promptloop.optimizer.run.models import ModelIds
+from promptloop.optimizer.run.runner import RunOptions
+from promptloop.optimizer.workflows.evaluate import EvalRequest, evaluate
+from promptloop.optimizer.workflows.nightly import summary as nightly
+from promptloop.optimizer.workflows.nightly.state import BucketRank
 from tests import policies
 from tests.optimizer.report.test_report import mk_run, tr
 

@@ -10,21 +10,21 @@ from typing import Any
 
 import pytest
 
-from agents.llm.types import Message, ToolCall, Usage
-from agents.transcript import Event, Metrics, ToolCallRecord, Transcript
-from graders.base import Assertion, Score
-from optimizer.core.pricing import ModelPrice, estimate_cost, price_for
-from optimizer.core.results import Provenance, RunResult, TrialResult
-from optimizer.propose.package import export_failing, extract_input, render_failing_markdown
-from optimizer.report.markdown import render_markdown
-from optimizer.report.store import (
+from promptloop.agents.llm.types import Message, ToolCall, Usage
+from promptloop.agents.transcript import Event, Metrics, ToolCallRecord, Transcript
+from promptloop.graders.base import Assertion, Score
+from promptloop.optimizer.core.pricing import ModelPrice, estimate_cost, price_for
+from promptloop.optimizer.core.results import Provenance, RunResult, TrialResult
+from promptloop.optimizer.propose.package import export_failing, extract_input, render_failing_markdown
+from promptloop.optimizer.report.markdown import render_markdown
+from promptloop.optimizer.report.store import (
     RunNotFoundError,
     list_runs,
     load_run,
     save_run,
     trace_path,
 )
-from optimizer.report.summary import pass_at_k, pass_hat_k, summarize, task_passed
+from promptloop.optimizer.report.summary import pass_at_k, pass_hat_k, summarize, task_passed
 
 T0 = datetime(2026, 3, 14, 9, 30, tzinfo=UTC)
 FACT = "2026/03/14.md#ts_3"

@@ -8,13 +8,13 @@ import json
 import pytest
 from rich.console import Console
 
-from optimizer.cli import ui
-from optimizer.gate.compare import BucketComparison
-from optimizer.gate.verdict import Verdict
-from optimizer.report.html.kit import macro
-from optimizer.report.markdown import table_lines, verdict_markdown
-from optimizer.report.summary import summarize
-from optimizer.report.table import (
+from promptloop.optimizer.cli import ui
+from promptloop.optimizer.gate.compare import BucketComparison
+from promptloop.optimizer.gate.verdict import Verdict
+from promptloop.optimizer.report.html.kit import macro
+from promptloop.optimizer.report.markdown import table_lines, verdict_markdown
+from promptloop.optimizer.report.summary import summarize
+from promptloop.optimizer.report.table import (
     Table,
     bucket_table,
     comparison_table,
@@ -22,8 +22,8 @@ from optimizer.report.table import (
     gate_table,
     verdict_table,
 )
-from optimizer.workflows.pr import pr_body
-from optimizer.workflows.review_comment import bucket_table as comment_table
+from promptloop.optimizer.workflows.pr import pr_body
+from promptloop.optimizer.workflows.review_comment import bucket_table as comment_table
 from tests.optimizer.report.test_report import mk_run, tr
 
 

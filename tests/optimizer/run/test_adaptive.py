@@ -6,12 +6,12 @@ import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agents.llm.errors import ProviderError
-from agents.llm.scripted import Request, ScriptedModel
-from agents.llm.types import ModelResponse
-from optimizer.core.results import TrialResult
-from optimizer.core.suites import load_suite
-from optimizer.run.adaptive import AdaptiveLimit, overloaded, provider_key
+from promptloop.agents.llm.errors import ProviderError
+from promptloop.agents.llm.scripted import Request, ScriptedModel
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.core.results import TrialResult
+from promptloop.optimizer.core.suites import load_suite
+from promptloop.optimizer.run.adaptive import AdaptiveLimit, overloaded, provider_key
 from tests import policies
 from tests.optimizer import suite_builder as sb
 from tests.optimizer.run.test_runner import options, run
@@ -117,8 +117,8 @@ def test_the_overload_flag_is_not_saved() -> None:
 
 
 def test_the_report_says_what_concurrency_was_reached(tmp_path: Path, state: Path) -> None:
-    from optimizer.report.markdown import render_markdown
-    from optimizer.report.summary import summarize
+    from promptloop.optimizer.report.markdown import render_markdown
+    from promptloop.optimizer.report.summary import summarize
 
     suite = load_suite(sb.suite(tmp_path / "s", sb.card_tasks(3)))
     result = run(suite, options(state, trials=1, concurrency=2),
@@ -129,7 +129,7 @@ def test_the_report_says_what_concurrency_was_reached(tmp_path: Path, state: Pat
 
 
 def test_the_concurrency_record_survives_the_report_store(tmp_path: Path, state: Path) -> None:
-    from optimizer.report.store import default_store_dir, load_run, save_run
+    from promptloop.optimizer.report.store import default_store_dir, load_run, save_run
 
     suite = load_suite(sb.suite(tmp_path / "s", sb.card_tasks(2)))
     result = run(suite, options(state, trials=1, concurrency=3),
@@ -140,7 +140,7 @@ def test_the_concurrency_record_survives_the_report_store(tmp_path: Path, state:
 
 
 def test_trial_seeds_survive_the_report_store(tmp_path: Path, state: Path) -> None:
-    from optimizer.report.store import default_store_dir, load_run, save_run
+    from promptloop.optimizer.report.store import default_store_dir, load_run, save_run
 
     suite = load_suite(sb.suite(tmp_path / "s", sb.card_tasks(2)))
     result = run(suite, options(state, trials=2), ScriptedModel(policies.card_policy))

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import agents.llm.batch as batch_module
-from optimizer.cli.app import app
+import promptloop.agents.llm.batch as batch_module
+from promptloop.optimizer.cli.app import app
 from tests.cli_json import cli_result
 from tests.llm.batch_server import BatchServer
 
@@ -96,7 +96,7 @@ def test_one_batch_for_the_run_and_results_on_the_right_trials(
     saved = json.loads(state.read_text())
     assert saved["format"] == "promptloop.batch/1" and saved["state"] == "ended"
     # the run says its judge calls were batched, and its cost says at which price
-    from optimizer.report.store import default_store_dir, load_run
+    from promptloop.optimizer.report.store import default_store_dir, load_run
 
     run = load_run(default_store_dir(tmp_path), data["run"])
     assert run.provenance.judge_batched
@@ -162,8 +162,8 @@ def test_a_rerun_resumes_the_batch_a_stopped_run_submitted(
 def test_each_trial_is_graded_once_and_each_judge_request_sent_once(
     server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import optimizer.run.trial as trial_module
-    from graders.base import GradeContext, Score
+    import promptloop.optimizer.run.trial as trial_module
+    from promptloop.graders.base import GradeContext, Score
 
     calls: Counter[tuple[str, str]] = Counter()
     real = trial_module.run_grader
@@ -175,7 +175,7 @@ def test_each_trial_is_graded_once_and_each_judge_request_sent_once(
     monkeypatch.setattr(trial_module, "run_grader", counted)
     data = _eval(tmp_path, "anthropic:claude-fake", server, "--batch")
     assert data["summary"]["num_trials"] == 6
-    from optimizer.core.suites import load_suite, resolve_suite_path
+    from promptloop.optimizer.core.suites import load_suite, resolve_suite_path
 
     suite = load_suite(resolve_suite_path("pkm_agent", "capability"))
     want = Counter({(t.id, g.name): 2 for t in suite.tasks if t.id in TASKS
@@ -187,7 +187,7 @@ def test_each_trial_is_graded_once_and_each_judge_request_sent_once(
 
 
 def _trials(state: Path, run: str) -> list[Any]:
-    from optimizer.report.store import default_store_dir, load_run
+    from promptloop.optimizer.report.store import default_store_dir, load_run
 
     return load_run(default_store_dir(state), run).trials
 
@@ -197,8 +197,8 @@ def test_under_batch_a_raising_tool_still_fails_its_held_trial(
 ) -> None:
     # issue 19 (errors by cause) meets issue 21 (held trials graded once): the judge still
     # grades the held trial in the run's one batch, and the tool's exception fails it
-    from agents.llm.types import ToolCall
-    from agents.tools import Tool, ToolResult
+    from promptloop.agents.llm.types import ToolCall
+    from promptloop.agents.tools import Tool, ToolResult
 
     original = Tool.invoke
     raised: list[Tool] = []  # the first Write of each trial raises; the retry succeeds
@@ -225,7 +225,7 @@ def test_under_batch_a_raising_tool_still_fails_its_held_trial(
 def test_under_batch_an_outcome_capture_that_raises_is_not_held(
     server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agents.pkm.agent import PkmAgentSession
+    from promptloop.agents.pkm.agent import PkmAgentSession
 
     def boom(self: PkmAgentSession, transcript: object) -> dict[str, Any]:
         raise RecursionError("maximum recursion depth exceeded")

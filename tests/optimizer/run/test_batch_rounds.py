@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import agents.llm.batch as batch_module
-from agents.llm.scripted import Request
-from optimizer.cli.app import app
+import promptloop.agents.llm.batch as batch_module
+from promptloop.agents.llm.scripted import Request
+from promptloop.optimizer.cli.app import app
 from tests import policies
 from tests.cli_json import cli_result
 from tests.llm.agent_server import from_openai_messages, to_completion
@@ -104,7 +104,7 @@ def test_one_batch_per_round_and_results_match_a_direct_run(
     assert all(json.loads(p.read_text())["state"] == "ended" for p in saved)
 
     # the run says its agent turns were batched; its report prices them at the batch rate
-    from optimizer.report.store import default_store_dir, list_runs, load_run
+    from promptloop.optimizer.report.store import default_store_dir, list_runs, load_run
 
     [entry] = list_runs(default_store_dir(tmp_path / "batch"))
     assert load_run(default_store_dir(tmp_path / "batch"), entry.run_name).provenance.agent_batched

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-import optimizer.adapters.kinds.session as trial_module
-from agents.llm.batch import BatchReport, BatchRequest
-from agents.llm.errors import ModelError
-from agents.llm.rounds import RoundBatchingClient
-from agents.llm.scripted import ScriptedModel
-from agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
-from optimizer.core.results import TrialResult
-from optimizer.core.suites import load_suite
-from optimizer.run.trial import RunOptions, run_trial
+import promptloop.optimizer.adapters.kinds.session as trial_module
+from promptloop.agents.llm.batch import BatchReport, BatchRequest
+from promptloop.agents.llm.errors import ModelError
+from promptloop.agents.llm.rounds import RoundBatchingClient
+from promptloop.agents.llm.scripted import ScriptedModel
+from promptloop.agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
+from promptloop.optimizer.core.results import TrialResult
+from promptloop.optimizer.core.suites import load_suite
+from promptloop.optimizer.run.trial import RunOptions, run_trial
 from tests import policies
 from tests.optimizer import suite_builder as sb
 

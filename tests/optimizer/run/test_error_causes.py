@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from agents.card.agent import CardAgentSession
-from agents.llm.scripted import Request, ScriptedModel, call, reply
-from agents.llm.types import ModelResponse, ToolCall
-from agents.tools import Tool, ToolResult
-from agents.trees import remove_tree
-from optimizer.adapters.kinds import session as session_kind
-from optimizer.core.results import RunResult
-from optimizer.core.suites import load_suite
-from optimizer.report.markdown import render_markdown
-from optimizer.report.summary import summarize
-from optimizer.run.runner import RunOptions, run_suite
+from promptloop.agents.card.agent import CardAgentSession
+from promptloop.agents.llm.scripted import Request, ScriptedModel, call, reply
+from promptloop.agents.llm.types import ModelResponse, ToolCall
+from promptloop.agents.tools import Tool, ToolResult
+from promptloop.agents.trees import remove_tree
+from promptloop.optimizer.adapters.kinds import session as session_kind
+from promptloop.optimizer.core.results import RunResult
+from promptloop.optimizer.core.suites import load_suite
+from promptloop.optimizer.report.markdown import render_markdown
+from promptloop.optimizer.report.summary import summarize
+from promptloop.optimizer.run.runner import RunOptions, run_suite
 from tests import policies
 from tests.optimizer import suite_builder as sb
 

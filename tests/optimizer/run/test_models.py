@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import ScriptedModel, reply
-from agents.llm.types import Message
-from optimizer.core.config import ConfigError
-from optimizer.run.models import ModelIds, ModelSet
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import ScriptedModel, reply
+from promptloop.agents.llm.types import Message
+from promptloop.optimizer.core.config import ConfigError
+from promptloop.optimizer.run.models import ModelIds, ModelSet
 
 
 @dataclass

@@ -13,20 +13,20 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from agents.adapters import card_agent
-from agents.base import AgentInput, OutcomeSession, session_factory
-from agents.registry import AgentOptions
-from agents.workspace import Workspace
-from optimizer.adapters.registry import registered
-from optimizer.core.adapter_settings import MEMBERS, RUNS_CODE, kinds, marked, plain
-from optimizer.core.config import ConfigError
-from optimizer.core.project import AgentConfig, CommandGrader, parse_project, project_scope
-from optimizer.core.prompt_target import open_target
-from optimizer.core.results import RunResult
-from optimizer.core.suites import load_suite
-from optimizer.run import trial as trial_module
-from optimizer.run.runner import RunOptions, run_suite
-from optimizer.workflows.review_trust import trusted_keys
+from promptloop.agents.adapters import card_agent
+from promptloop.agents.base import AgentInput, OutcomeSession, session_factory
+from promptloop.agents.registry import AgentOptions
+from promptloop.agents.workspace import Workspace
+from promptloop.optimizer.adapters.registry import registered
+from promptloop.optimizer.core.adapter_settings import MEMBERS, RUNS_CODE, kinds, marked, plain
+from promptloop.optimizer.core.config import ConfigError
+from promptloop.optimizer.core.project import AgentConfig, CommandGrader, parse_project, project_scope
+from promptloop.optimizer.core.prompt_target import open_target
+from promptloop.optimizer.core.results import RunResult
+from promptloop.optimizer.core.suites import load_suite
+from promptloop.optimizer.run import trial as trial_module
+from promptloop.optimizer.run.runner import RunOptions, run_suite
+from promptloop.optimizer.workflows.review_trust import trusted_keys
 from tests import policies
 from tests.optimizer import suite_builder as sb
 
@@ -143,7 +143,7 @@ def test_a_bundled_trial_and_a_command_trial_take_the_same_function(
 prompt = "prompts/card_agent.md"
 suites = ["tasks/card_agent"]
 adapter = "session"
-entry = "agents.adapters:card_agent"
+entry = "promptloop.agents.adapters:card_agent"
 
 [agents.echo]
 prompt = "p.md"
@@ -202,7 +202,7 @@ def test_a_python_entry_that_is_a_session_factory_is_told_to_say_session(
 prompt = "prompts/card_agent.md"
 suites = ["tasks"]
 adapter = "python"
-entry = "agents.adapters:card_agent"
+entry = "promptloop.agents.adapters:card_agent"
 """)
     card = sb.suite(tmp_path / "card", [sb.task("coffee", "Coffee $4", 1, trials=1)])
     with project_scope(project):
@@ -213,7 +213,7 @@ entry = "agents.adapters:card_agent"
 
 
 def test_review_takes_the_marked_keys_from_the_base_and_the_rest_from_the_head() -> None:
-    from optimizer.workflows.review_trust import _with_base_code
+    from promptloop.optimizer.workflows.review_trust import _with_base_code
 
     table = '[agents.a]\nprompt = "p.md"\nsuites = ["s"]\n'
     base = parse_project(table + 'adapter = "command"\ncommand = ["python3", "a.py"]\n'

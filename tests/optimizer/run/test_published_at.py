@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from agents.llm.scripted import ScriptedModel
-from optimizer.core.project import parse_project, project_scope
-from optimizer.core.suites import Suite, load_suite
-from optimizer.run.runner import RunOptions, run_suite
-from optimizer.run.trial_input import agent_input_for, published_at_for
+from promptloop.agents.llm.scripted import ScriptedModel
+from promptloop.optimizer.core.project import parse_project, project_scope
+from promptloop.optimizer.core.suites import Suite, load_suite
+from promptloop.optimizer.run.runner import RunOptions, run_suite
+from promptloop.optimizer.run.trial_input import agent_input_for, published_at_for
 from tests.optimizer import suite_builder as sb
 
 PROBE = """\

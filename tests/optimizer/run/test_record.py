@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.llm.types import Message, ToolCall
-from agents.transcript import NO_RESULT, ConversationRecorder, Transcript
-from optimizer.adapters.contract import TrialResultDoc
-from optimizer.run.record import merge_messages, merge_result
+from promptloop.agents.llm.types import Message, ToolCall
+from promptloop.agents.transcript import NO_RESULT, ConversationRecorder, Transcript
+from promptloop.optimizer.adapters.contract import TrialResultDoc
+from promptloop.optimizer.run.record import merge_messages, merge_result
 
 LOOKUP = ToolCall(id="call_1", name="lookup", arguments={"email": "ana@example.com"})
 SAVE = ToolCall(id="call_2", name="save", arguments={"category": "billing"})

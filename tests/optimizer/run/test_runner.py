@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agents.llm.errors import ProviderError
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import Request, ScriptedModel, call, reply
-from agents.llm.types import ModelResponse
-from optimizer.cli.app import app
-from optimizer.core.results import RunResult
-from optimizer.core.suites import DEFAULT_CLOCK, Suite, load_suite
-from optimizer.report.summary import summarize
-from optimizer.run.cache import text_hash, trial_cache_key
-from optimizer.run.models import ModelIds
-from optimizer.run.runner import AllTrialsErroredError, RunOptions, default_concurrency, run_suite
-from optimizer.workflows.evaluate import EvalRequest, evaluate
+from promptloop.agents.llm.errors import ProviderError
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import Request, ScriptedModel, call, reply
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.core.results import RunResult
+from promptloop.optimizer.core.suites import DEFAULT_CLOCK, Suite, load_suite
+from promptloop.optimizer.report.summary import summarize
+from promptloop.optimizer.run.cache import text_hash, trial_cache_key
+from promptloop.optimizer.run.models import ModelIds
+from promptloop.optimizer.run.runner import AllTrialsErroredError, RunOptions, default_concurrency, run_suite
+from promptloop.optimizer.workflows.evaluate import EvalRequest, evaluate
 from tests import policies
 from tests.optimizer import suite_builder as sb
 
@@ -358,7 +358,7 @@ def test_original_layout_loads_runs_and_grades(tmp_path: Path, state: Path) -> N
 
 def test_trial_cache_key_follows_the_code(monkeypatch: pytest.MonkeyPatch) -> None:
     """A change to agent or grader code must not serve trials cached by the old code."""
-    from optimizer.run import cache
+    from promptloop.optimizer.run import cache
 
     before = trial_cache_key("task", "p", "scripted:card", None, 0)
     monkeypatch.setattr(cache, "code_fingerprint", lambda: "a-different-build")
@@ -372,7 +372,7 @@ def test_stale_trial_workspaces_of_dead_processes_are_swept(
     import subprocess
     import sys
 
-    from optimizer.run import workspaces
+    from promptloop.optimizer.run import workspaces
 
     monkeypatch.setattr(workspaces, "trial_root", lambda: str(tmp_path))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
@@ -393,7 +393,7 @@ def test_a_grader_that_raises_errors_the_trial_instead_of_passing_it(
     broken grader must not turn into a pass here: the trial is errored and says which grader."""
     import dataclasses
 
-    from graders import registry
+    from promptloop.graders import registry
 
     spec = registry.get_grader("card_template_choice")
 

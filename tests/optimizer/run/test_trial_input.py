@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from agents.card.agent import CardAgentSession
-from agents.llm.scripted import ScriptedModel
-from agents.pkm.agent import PkmAgentSession
-from agents.registry import AGENT_OPTIONS_VAR, AgentOptions, AgentOptionsError
-from agents.runtime import DEFAULT_MAX_TURNS, RuntimeConfig
-from agents.workspace import Workspace
-from optimizer.core.suites import LoadedTask, Suite, load_suite
-from optimizer.run.agent_cmd import AgentCommand
-from optimizer.run.agents import get_agent
-from optimizer.run.runner import RunOptions, run_suite
-from optimizer.run.trial_input import agent_input_for, task_published_at, trial_variant
-from optimizer.workflows.optimize_models import OptimizeConfig
+from promptloop.agents.card.agent import CardAgentSession
+from promptloop.agents.llm.scripted import ScriptedModel
+from promptloop.agents.pkm.agent import PkmAgentSession
+from promptloop.agents.registry import AGENT_OPTIONS_VAR, AgentOptions, AgentOptionsError
+from promptloop.agents.runtime import DEFAULT_MAX_TURNS, RuntimeConfig
+from promptloop.agents.workspace import Workspace
+from promptloop.optimizer.core.suites import LoadedTask, Suite, load_suite
+from promptloop.optimizer.run.agent_cmd import AgentCommand
+from promptloop.optimizer.run.agents import get_agent
+from promptloop.optimizer.run.runner import RunOptions, run_suite
+from promptloop.optimizer.run.trial_input import agent_input_for, task_published_at, trial_variant
+from promptloop.optimizer.workflows.optimize_models import OptimizeConfig
 from tests import policies
 from tests.optimizer import suite_builder as sb
 

@@ -9,13 +9,13 @@ from itertools import combinations
 
 import pytest
 
-from optimizer.gate.compare import GatePolicy
-from optimizer.gate.sequential import heldout_tasks, record_rates
-from optimizer.gate.verdict import Verdict
-from optimizer.sim import world as W
-from optimizer.workflows.gating import bucket_tasks, run_gate
-from optimizer.workflows.nightly.config import rank_buckets
-from optimizer.workflows.optimize_models import Baseline
+from promptloop.optimizer.gate.compare import GatePolicy
+from promptloop.optimizer.gate.sequential import heldout_tasks, record_rates
+from promptloop.optimizer.gate.verdict import Verdict
+from promptloop.optimizer.sim import world as W
+from promptloop.optimizer.workflows.gating import bucket_tasks, run_gate
+from promptloop.optimizer.workflows.nightly.config import rank_buckets
+from promptloop.optimizer.workflows.optimize_models import Baseline
 
 POLICY = GatePolicy()
 

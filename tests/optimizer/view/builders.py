@@ -16,17 +16,17 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.llm.types import Message
-from agents.transcript import Transcript
-from optimizer.core.results import RunResult
-from optimizer.core.suites import load_suite
-from optimizer.git import provenance
-from optimizer.report.store import default_store_dir, list_runs, load_run, save_run
-from optimizer.run.models import ModelIds, ModelSet
-from optimizer.run.runner import RunOptions
-from optimizer.workflows.nightly.engine import run_nightly
-from optimizer.workflows.nightly.summary import NightSummary
-from optimizer.workflows.paired import run_and_save
+from promptloop.agents.llm.types import Message
+from promptloop.agents.transcript import Transcript
+from promptloop.optimizer.core.results import RunResult
+from promptloop.optimizer.core.suites import load_suite
+from promptloop.optimizer.git import provenance
+from promptloop.optimizer.report.store import default_store_dir, list_runs, load_run, save_run
+from promptloop.optimizer.run.models import ModelIds, ModelSet
+from promptloop.optimizer.run.runner import RunOptions
+from promptloop.optimizer.workflows.nightly.engine import run_nightly
+from promptloop.optimizer.workflows.nightly.summary import NightSummary
+from promptloop.optimizer.workflows.paired import run_and_save
 from tests.optimizer.lifecycle.helpers import judge_score
 from tests.optimizer.report.test_report import mk_run, rich_trial, sc, tr
 from tests.optimizer.view.lifecycle_builders import add_lifecycle

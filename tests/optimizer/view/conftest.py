@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from optimizer.view.server import ViewServer, running
+from promptloop.optimizer.view.server import ViewServer, running
 from tests.optimizer.view.builders import ViewState, build_state
 
 

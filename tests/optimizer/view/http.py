@@ -5,7 +5,7 @@ from __future__ import annotations
 import http.client
 from dataclasses import dataclass
 
-from optimizer.view.server import ViewServer
+from promptloop.optimizer.view.server import ViewServer
 
 
 @dataclass(frozen=True)

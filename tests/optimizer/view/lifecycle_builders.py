@@ -2,7 +2,7 @@
 
 Six runs of a judged PKM suite (a bucket that passes every trial, so it is ready to graduate;
 a judged `insight` bucket with a flaky task), its health and the evil suite's health saved by
-`optimizer.lifecycle.health_io`, a calibration of `pkm_insight_quality` from a labels file
+`promptloop.optimizer.lifecycle.health_io`, a calibration of `pkm_insight_quality` from a labels file
 (`run_calibration`), and a graduation record saved by `graduate_git.save_record`.
 """
 
@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agents.llm.types import Message
-from agents.transcript import Transcript
-from graders.base import Score
-from optimizer.core.results import RunResult, TrialResult
-from optimizer.lifecycle.calibration import run_calibration
-from optimizer.lifecycle.graduate_git import GraduationRecord, MovedFiles, save_record
-from optimizer.lifecycle.health_io import build_health, save_health
-from optimizer.report.store import save_run
+from promptloop.agents.llm.types import Message
+from promptloop.agents.transcript import Transcript
+from promptloop.graders.base import Score
+from promptloop.optimizer.core.results import RunResult, TrialResult
+from promptloop.optimizer.lifecycle.calibration import run_calibration
+from promptloop.optimizer.lifecycle.graduate_git import GraduationRecord, MovedFiles, save_record
+from promptloop.optimizer.lifecycle.health_io import build_health, save_health
+from promptloop.optimizer.report.store import save_run
 from tests.optimizer.lifecycle.helpers import judge_score, run, trial
 
 JUDGED_SUITE = "pkm_judged_capability"

@@ -11,9 +11,9 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
-from optimizer.lifecycle.labels import join_labels, read_labels
-from optimizer.report.store import default_store_dir, load_run
-from optimizer.view.server import ViewServer
+from promptloop.optimizer.lifecycle.labels import join_labels, read_labels
+from promptloop.optimizer.report.store import default_store_dir, load_run
+from promptloop.optimizer.view.server import ViewServer
 from tests.optimizer.view.browser import chromium_path
 from tests.optimizer.view.builders import (
     EVIL_BASE,

@@ -10,11 +10,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from optimizer.cli.command import PromptloopCommand, PromptloopGroup
-from optimizer.cli.runs import runs
-from optimizer.cli.view import view
-from optimizer.report.store import list_runs
-from optimizer.view.server import ViewServer
+from promptloop.optimizer.cli.command import PromptloopCommand, PromptloopGroup
+from promptloop.optimizer.cli.runs import runs
+from promptloop.optimizer.cli.view import view
+from promptloop.optimizer.report.store import list_runs
+from promptloop.optimizer.view.server import ViewServer
 from tests.cli_json import cli_result
 from tests.optimizer.view.builders import EVIL_SUITE, ViewState
 from tests.optimizer.view.http import Reply, get

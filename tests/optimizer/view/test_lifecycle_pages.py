@@ -11,11 +11,11 @@ from urllib.parse import urlencode
 
 import pytest
 
-from optimizer.lifecycle.calibration import load_calibration
-from optimizer.lifecycle.health_io import load_health
-from optimizer.lifecycle.labels import join_labels, read_labels
-from optimizer.report.store import default_store_dir, load_run, save_run
-from optimizer.view.app import ViewApp
+from promptloop.optimizer.lifecycle.calibration import load_calibration
+from promptloop.optimizer.lifecycle.health_io import load_health
+from promptloop.optimizer.lifecycle.labels import join_labels, read_labels
+from promptloop.optimizer.report.store import default_store_dir, load_run, save_run
+from promptloop.optimizer.view.app import ViewApp
 from tests.optimizer.report.test_report import mk_run, tr
 from tests.optimizer.view.builders import ViewState
 from tests.optimizer.view.lifecycle_builders import (
@@ -117,8 +117,8 @@ def test_calibration_pages_show_agreement_confusion_and_state(
 def test_calibration_pages_parse_each_calibration_once(
     app: ViewApp, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from optimizer.lifecycle.calibration import CalibrationReport
-    from optimizer.view import saved
+    from promptloop.optimizer.lifecycle.calibration import CalibrationReport
+    from promptloop.optimizer.view import saved
 
     parsed: list[str] = []
     real = saved._parse

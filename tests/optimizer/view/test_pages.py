@@ -11,19 +11,19 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
-from agents.llm.types import Message
-from agents.transcript import Transcript
-from optimizer.core.ledger import Ledger
-from optimizer.gate.compare import GatePolicy
-from optimizer.lifecycle.stats import slope
-from optimizer.report import fmt
-from optimizer.report.store import list_runs
-from optimizer.report.summary import summarize
-from optimizer.run.cache import text_hash
-from optimizer.view import state as state_module
-from optimizer.view.app import ViewApp
-from optimizer.view.compare import prompt_diff, recover_prompt
-from optimizer.workflows.paired import compare_suite_runs
+from promptloop.agents.llm.types import Message
+from promptloop.agents.transcript import Transcript
+from promptloop.optimizer.core.ledger import Ledger
+from promptloop.optimizer.gate.compare import GatePolicy
+from promptloop.optimizer.lifecycle.stats import slope
+from promptloop.optimizer.report import fmt
+from promptloop.optimizer.report.store import list_runs
+from promptloop.optimizer.report.summary import summarize
+from promptloop.optimizer.run.cache import text_hash
+from promptloop.optimizer.view import state as state_module
+from promptloop.optimizer.view.app import ViewApp
+from promptloop.optimizer.view.compare import prompt_diff, recover_prompt
+from promptloop.optimizer.workflows.paired import compare_suite_runs
 from tests.optimizer.report.test_report import mk_run, tr
 from tests.optimizer.view.builders import EVIL_BASE, EVIL_SUITE, ViewState, load
 
@@ -222,7 +222,7 @@ def test_a_night_without_summary_is_rebuilt_from_its_checkpoint(
 def test_the_nights_list_reads_rows_without_building_night_pages(
     view_state: ViewState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from optimizer.view import nightly as view_nightly
+    from promptloop.optimizer.view import nightly as view_nightly
 
     copy = tmp_path / "state"
     shutil.copytree(view_state.root / "nightly", copy / "nightly")
@@ -261,7 +261,7 @@ def test_not_found_and_bad_ids(app: ViewApp) -> None:
 
 
 def test_runs_of_equal_time_list_the_later_saved_first(tmp_path: Path) -> None:
-    from optimizer.report.store import save_run
+    from promptloop.optimizer.report.store import save_run
 
     store = tmp_path / "runs"
     first = mk_run([tr("a", 0, "passed")], name="first")

@@ -10,11 +10,11 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
-from agents.llm.types import Message
-from agents.transcript import Transcript
-from optimizer.core.ledger import Ledger, LedgerEntry
-from optimizer.report.store import default_store_dir, save_run
-from optimizer.view.server import ViewServer, running
+from promptloop.agents.llm.types import Message
+from promptloop.agents.transcript import Transcript
+from promptloop.optimizer.core.ledger import Ledger, LedgerEntry
+from promptloop.optimizer.report.store import default_store_dir, save_run
+from promptloop.optimizer.view.server import ViewServer, running
 from tests.optimizer.report.test_report import mk_run, tr
 from tests.optimizer.view.builders import (
     EVIL_BASE,

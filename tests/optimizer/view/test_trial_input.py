@@ -13,14 +13,14 @@ from urllib.parse import urlencode
 
 import pytest
 
-from agents.llm.types import Message
-from agents.transcript import Transcript
-from optimizer.core.results import RunResult, TaskInfo
-from optimizer.propose.package import export_failing
-from optimizer.report.html.page import render_html
-from optimizer.report.store import default_store_dir, save_run
-from optimizer.report.summary import summarize
-from optimizer.view.app import ViewApp
+from promptloop.agents.llm.types import Message
+from promptloop.agents.transcript import Transcript
+from promptloop.optimizer.core.results import RunResult, TaskInfo
+from promptloop.optimizer.propose.package import export_failing
+from promptloop.optimizer.report.html.page import render_html
+from promptloop.optimizer.report.store import default_store_dir, save_run
+from promptloop.optimizer.report.summary import summarize
+from promptloop.optimizer.view.app import ViewApp
 from tests.optimizer.report.test_report import mk_run, tr
 
 CARD_INPUT = {"fact_id": "2026/03/14.md#ts_2", "content": "Call the landlord tomorrow 6pm"}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.workflows.nightly.engine import NightResult
+from promptloop.optimizer.workflows.nightly.engine import NightResult
 from tests.optimizer.workflows.nightly_support import make_repo, night
 
 

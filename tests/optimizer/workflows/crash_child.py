@@ -15,10 +15,10 @@ import asyncio
 import sys
 from pathlib import Path
 
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import Request, ScriptedModel, reply
-from agents.llm.types import ModelResponse
-from optimizer.workflows.nightly.engine import run_nightly
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import Request, ScriptedModel, reply
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.workflows.nightly.engine import run_nightly
 from tests import policies
 from tests.optimizer.workflows.nightly_support import clients, night_config
 from tests.optimizer.workflows.test_optimize import GOOD, diff_adding
@@ -47,7 +47,7 @@ def main() -> None:
         repo, state = Path(sys.argv[2]), Path(sys.argv[3])
         asyncio.run(run_nightly(night_config(repo, state, **NIGHT), **clients()))
         return
-    from optimizer.cli.app import app
+    from promptloop.optimizer.cli.app import app
 
     app(sys.argv[2:], prog_name="promptloop")
 

@@ -14,9 +14,9 @@ import signal
 import sys
 from pathlib import Path
 
-from agents.llm.scripted import Request, ScriptedModel
-from agents.llm.types import ModelResponse
-from optimizer.workflows.nightly.engine import run_nightly
+from promptloop.agents.llm.scripted import Request, ScriptedModel
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.workflows.nightly.engine import run_nightly
 from tests import policies
 from tests.optimizer.workflows.nightly_support import agent_policy, clients, night_config
 

@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agents.llm.scripted import Request, ScriptedModel, reply
-from agents.llm.types import ModelResponse
-from optimizer.core.events import Phase
-from optimizer.workflows.nightly.engine import NightlyConfig, NightResult, run_nightly
+from promptloop.agents.llm.scripted import Request, ScriptedModel, reply
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.core.events import Phase
+from promptloop.optimizer.workflows.nightly.engine import NightlyConfig, NightResult, run_nightly
 from tests import policies
 from tests.optimizer.workflows.test_optimize import (
     BROAD,

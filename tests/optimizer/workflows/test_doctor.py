@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agents.llm.errors import ModelConfigError
-from optimizer.cli.app import app
-from optimizer.core.suites import TASKS_DIR
-from optimizer.workflows import doctor as doctor_mod
+from promptloop.agents.llm.errors import ModelConfigError
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.core.suites import TASKS_DIR
+from promptloop.optimizer.workflows import doctor as doctor_mod
 from tests.cli_json import cli_result
 from tests.optimizer.workflows.test_optimize import PROMPT, TASKS, _git, _write_suite, commit_base
 

@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agents.llm.scripted import Request, ScriptedModel, call, reply
-from agents.llm.types import ModelResponse
-from optimizer.cli.app import app
-from optimizer.core.ledger import Ledger
-from optimizer.gate.compare import GatePolicy
-from optimizer.gate.policy import sensitivity_statement
-from optimizer.gate.sequential import heldout_tasks
-from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
-from optimizer.workflows.review import ReviewConfig, review
+from promptloop.agents.llm.scripted import Request, ScriptedModel, call, reply
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.core.ledger import Ledger
+from promptloop.optimizer.gate.compare import GatePolicy
+from promptloop.optimizer.gate.policy import sensitivity_statement
+from promptloop.optimizer.gate.sequential import heldout_tasks
+from promptloop.optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
+from promptloop.optimizer.workflows.review import ReviewConfig, review
 from tests import policies
 from tests.cli_json import cli_result
 from tests.optimizer.workflows.test_optimize import PROMPT, _git, _write_suite, commit_base
@@ -169,7 +169,7 @@ def human_branch(repo: Path, branch: str, *rules: str) -> None:
 def test_review_of_a_breaking_rule_regresses_and_fails_the_check(
     repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agents.llm.registry import SCRIPTED_MODELS
+    from promptloop.agents.llm.registry import SCRIPTED_MODELS
 
     human_branch(repo, "human/rules", *ALL_TARGET, BREAKING)
     monkeypatch.setitem(SCRIPTED_MODELS, "world", agent)
@@ -244,9 +244,9 @@ def test_harm_sensitivity_changes_what_the_verdict_says(repo: Path, state: Path)
 def test_the_cli_gate_defaults_are_gate_policys() -> None:
     """One home for every gate default: optimize's and review's options, nightly's config
     and the calibration benchmark read `GatePolicy`; this fails when one of them differs."""
-    from optimizer.cli.optimize import optimize as optimize_cmd
-    from optimizer.cli.review import review as review_cmd
-    from optimizer.workflows.nightly.config import NightlyConfig
+    from promptloop.optimizer.cli.optimize import optimize as optimize_cmd
+    from promptloop.optimizer.cli.review import review as review_cmd
+    from promptloop.optimizer.workflows.nightly.config import NightlyConfig
 
     policy = GatePolicy()
     for command, names in (

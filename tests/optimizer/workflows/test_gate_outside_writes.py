@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 
-from optimizer.adapters.escape import OUTSIDE
-from optimizer.core.results import RunResult, TrialResult
-from optimizer.core.suites import Suite
-from optimizer.gate.compare import GatePolicy
-from optimizer.report.markdown import render_markdown
-from optimizer.report.summary import failed_text, outside_text, summarize
-from optimizer.workflows.gating import GateRun, outside_writes, run_gate
+from promptloop.optimizer.adapters.escape import OUTSIDE
+from promptloop.optimizer.core.results import RunResult, TrialResult
+from promptloop.optimizer.core.suites import Suite
+from promptloop.optimizer.gate.compare import GatePolicy
+from promptloop.optimizer.report.markdown import render_markdown
+from promptloop.optimizer.report.summary import failed_text, outside_text, summarize
+from promptloop.optimizer.workflows.gating import GateRun, outside_writes, run_gate
 from tests.optimizer.workflows.test_gating import BASE, CAND, SUITES, outcome_of, runner
 
 WROTE = f"shell task c00-0 trial 0: {OUTSIDE}: /repo/agent/prompt.md"

@@ -12,13 +12,13 @@ import random
 from datetime import UTC, datetime
 from pathlib import Path
 
-from graders.base import Score
-from optimizer.core.buckets import bucket_prefix
-from optimizer.core.results import RunResult, TrialResult
-from optimizer.core.suites import GraderSpec, LoadedTask, Suite, SuiteConfig, TaskInput, TaskSpec
-from optimizer.gate.compare import GatePolicy
-from optimizer.gate.sequential import TaskKey
-from optimizer.workflows.gating import run_gate, run_harm
+from promptloop.graders.base import Score
+from promptloop.optimizer.core.buckets import bucket_prefix
+from promptloop.optimizer.core.results import RunResult, TrialResult
+from promptloop.optimizer.core.suites import GraderSpec, LoadedTask, Suite, SuiteConfig, TaskInput, TaskSpec
+from promptloop.optimizer.gate.compare import GatePolicy
+from promptloop.optimizer.gate.sequential import TaskKey
+from promptloop.optimizer.workflows.gating import run_gate, run_harm
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 BASE, CAND = "base prompt", "candidate prompt"

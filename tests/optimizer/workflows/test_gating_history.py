@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from optimizer.core.results import Provenance, RunResult
-from optimizer.gate.compare import GatePolicy
-from optimizer.gate.sequential import heldout_tasks
-from optimizer.report.store import save_run
-from optimizer.sim.world import build_world
-from optimizer.workflows.gating import HISTORY_WINDOW, lineage_history
+from promptloop.optimizer.core.results import Provenance, RunResult
+from promptloop.optimizer.gate.compare import GatePolicy
+from promptloop.optimizer.gate.sequential import heldout_tasks
+from promptloop.optimizer.report.store import save_run
+from promptloop.optimizer.sim.world import build_world
+from promptloop.optimizer.workflows.gating import HISTORY_WINDOW, lineage_history
 
 
 def _own(run: RunResult, prompt: str = "h1") -> RunResult:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.workflows.init import (
+from promptloop.optimizer.workflows.init import (
     TEMPLATE_DIR,
     InitError,
     InitResult,
@@ -109,7 +109,7 @@ def test_init_in_a_subfolder_of_a_repository(tmp_path: Path) -> None:
 
 
 def test_the_written_project_file_declares_the_example_agent(tmp_path: Path) -> None:
-    from optimizer.core.project import load_project
+    from promptloop.optimizer.core.project import load_project
 
     repo = git_repo(tmp_path / "repo")
     init_project(repo)
@@ -127,8 +127,8 @@ def test_the_written_project_file_declares_the_example_agent(tmp_path: Path) -> 
 
 
 def test_the_written_suite_loads(tmp_path: Path) -> None:
-    from optimizer.core.suite_files import SuiteError
-    from optimizer.core.suites import load_suite
+    from promptloop.optimizer.core.suite_files import SuiteError
+    from promptloop.optimizer.core.suites import load_suite
 
     repo = git_repo(tmp_path / "repo")
     init_project(repo)

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import Request, ScriptedModel, reply
-from agents.llm.types import ModelResponse
-from optimizer.core.suite_files import SuiteError
-from optimizer.core.suites import load_suite
-from optimizer.workflows.init import init_project
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import Request, ScriptedModel, reply
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.core.suite_files import SuiteError
+from promptloop.optimizer.core.suites import load_suite
+from promptloop.optimizer.workflows.init import init_project
 from tests.e2e.support import cli, cli_json, commit_all, enter, git
 
 SUITE = "evals/tickets.jsonl"

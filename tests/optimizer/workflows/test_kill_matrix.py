@@ -26,15 +26,15 @@ from typing import Any
 
 import pytest
 
-from agents.llm.scripted import ScriptedModel, reply
-from optimizer.core.events import Event, IterationAbandoned
-from optimizer.core.killpoint import KILL_VAR
-from optimizer.core.killpoint import PHASES as KILL_POINTS
-from optimizer.core.ledger import Ledger, LedgerEntry, LedgerOpen
-from optimizer.git_sweep import Sweeper
-from optimizer.workflows.nightly.state import latest_unfinished
-from optimizer.workflows.optimize import OptimizeConfig, optimize
-from optimizer.workflows.review import ReviewConfig, review
+from promptloop.agents.llm.scripted import ScriptedModel, reply
+from promptloop.optimizer.core.events import Event, IterationAbandoned
+from promptloop.optimizer.core.killpoint import KILL_VAR
+from promptloop.optimizer.core.killpoint import PHASES as KILL_POINTS
+from promptloop.optimizer.core.ledger import Ledger, LedgerEntry, LedgerOpen
+from promptloop.optimizer.git_sweep import Sweeper
+from promptloop.optimizer.workflows.nightly.state import latest_unfinished
+from promptloop.optimizer.workflows.optimize import OptimizeConfig, optimize
+from promptloop.optimizer.workflows.review import ReviewConfig, review
 from tests import policies
 from tests.optimizer.conftest import pkm_repo
 from tests.optimizer.workflows.crash_child import NIGHT

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from agents.llm.scripted import Request, ScriptedModel
-from agents.llm.types import ModelResponse
-from optimizer.core.config import ConfigError
-from optimizer.workflows.nightly.engine import NightlyEngine, NightResult
-from optimizer.workflows.nightly.state import latest_unfinished, load_checkpoint
+from promptloop.agents.llm.scripted import Request, ScriptedModel
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.core.config import ConfigError
+from promptloop.optimizer.workflows.nightly.engine import NightlyEngine, NightResult
+from promptloop.optimizer.workflows.nightly.state import latest_unfinished, load_checkpoint
 from tests import policies
 from tests.optimizer.workflows.nightly_support import (
     PRICES,
@@ -118,7 +118,7 @@ def test_tight_token_budget_stops_before_exceeding(repo: Path, state: Path) -> N
 def test_dollar_budget_uses_price_overrides_and_stops_before_exceeding(
     repo: Path, state: Path, reference: tuple[Path, Path, NightResult]
 ) -> None:
-    from optimizer.core.pricing import ModelPrice
+    from promptloop.optimizer.core.pricing import ModelPrice
 
     ref = reference[2].checkpoint
     prices = {k: ModelPrice.model_validate(v) for k, v in PRICES.items()}
@@ -214,7 +214,7 @@ def test_crash_after_accept_resumes_without_losing_the_branch(
 
 
 def test_infrastructure_failure_exits_2_and_stays_resumable(repo: Path, state: Path) -> None:
-    from agents.llm.errors import ProviderError
+    from promptloop.agents.llm.errors import ProviderError
 
     def down(_req: Request) -> ModelResponse:
         raise ProviderError("503 from the provider after 4 retries", status=503)
@@ -241,9 +241,9 @@ def test_cli_prints_an_error_line_when_the_night_fails(
     line on stderr, as eval, optimize, review and agent do."""
     from typer.testing import CliRunner
 
-    from agents.llm.errors import CredentialsError
-    from optimizer.cli.app import app
-    from optimizer.workflows.nightly import engine
+    from promptloop.agents.llm.errors import CredentialsError
+    from promptloop.optimizer.cli.app import app
+    from promptloop.optimizer.workflows.nightly import engine
 
     def rejected(_req: Request) -> ModelResponse:
         raise CredentialsError("ANTHROPIC_API_KEY", "the key was rejected by the provider (401)")
@@ -268,8 +268,8 @@ def test_the_profile_step_grows_the_records_the_iterations_read(
 ) -> None:
     """Issue 31: the night spends its stated share on `profile`, and the runs it saves are
     lineage history of the base prompt, read by the iterations' gate."""
-    from optimizer.report.store import default_store_dir, load_run
-    from optimizer.workflows.gating import lineage_history
+    from promptloop.optimizer.report.store import default_store_dir, load_run
+    from promptloop.optimizer.workflows.gating import lineage_history
 
     _, state, result = reference
     cp = result.checkpoint

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agents.llm.scripted import Request, ScriptedModel
-from agents.llm.types import ModelResponse
-from optimizer.cli.app import app
-from optimizer.workflows.nightly.engine import NightResult, run_nightly
-from optimizer.workflows.nightly.state import LockHeldError, NightLock
+from promptloop.agents.llm.scripted import Request, ScriptedModel
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.workflows.nightly.engine import NightResult, run_nightly
+from promptloop.optimizer.workflows.nightly.state import LockHeldError, NightLock
 from tests.optimizer.workflows.nightly_support import (
     FAST,
     agent_policy,
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[3]
 HOLD = (
     "import sys, time\n"
     "from pathlib import Path\n"
-    "from optimizer.workflows.nightly.state import NightLock\n"
+    "from promptloop.optimizer.workflows.nightly.state import NightLock\n"
     "lock = NightLock(Path(sys.argv[1]))\n"
     "lock.acquire()\n"
     "print('held', flush=True)\n"

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agents.llm.registry import SCRIPTED_MODELS
-from optimizer.cli.app import app
-from optimizer.workflows.nightly.engine import NightResult
-from optimizer.workflows.nightly.publish import publish_accepted
-from optimizer.workflows.nightly.state import Checkpoint
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.workflows.nightly.engine import NightResult
+from promptloop.optimizer.workflows.nightly.publish import publish_accepted
+from promptloop.optimizer.workflows.nightly.state import Checkpoint
 from tests.cli_json import cli_result
 from tests.optimizer.workflows.nightly_support import agent_model, make_repo, proposer_model
 from tests.optimizer.workflows.test_optimize import _git

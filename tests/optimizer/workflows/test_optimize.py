@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from agents.llm.scripted import Request, ScriptedModel, reply
-from agents.llm.types import ModelResponse
-from optimizer.core.events import EventLog
-from optimizer.core.ledger import Ledger
-from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
+from promptloop.agents.llm.scripted import Request, ScriptedModel, reply
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.core.events import EventLog
+from promptloop.optimizer.core.ledger import Ledger
+from promptloop.optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
 from tests import policies
 
 PROMPT = """# PKM agent
@@ -306,7 +306,7 @@ def test_interrupted_run_leaves_checkout_identical(repo: Path, state: Path) -> N
 
 
 def test_unknown_bucket_and_nothing_to_do(repo: Path, state: Path) -> None:
-    from optimizer.core.config import ConfigError
+    from promptloop.optimizer.core.config import ConfigError
 
     with pytest.raises(ConfigError, match="Known buckets"):
         run(repo, state, [], bucket="skip_trivia")
@@ -464,7 +464,7 @@ def test_an_error_after_the_verdict_keeps_no_branch(
 ) -> None:
     """An exception between the accepting commit and the ledger's closing record: the branch
     is deleted (only a recorded verdict keeps one) and the iteration is closed as abandoned."""
-    from optimizer.workflows.iteration import Iteration
+    from promptloop.optimizer.workflows.iteration import Iteration
 
     def disk_full(*_args: object) -> Path:
         raise OSError("No space left on device")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.core.config import ConfigError
-from optimizer.workflows.optimize import OptimizeConfig, optimize
+from promptloop.optimizer.core.config import ConfigError
+from promptloop.optimizer.workflows.optimize import OptimizeConfig, optimize
 from tests.llm.agent_server import AgentServer
 from tests.llm.fake_api import FakeAPI, Reply, anthropic_error, anthropic_message
 from tests.optimizer.workflows.test_optimize import GOOD, _git
@@ -77,7 +77,7 @@ def test_optimize_through_openai_and_anthropic_sdks(
 def test_rejected_proposer_key_fails_before_the_baseline(
     repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agents.llm.errors import CredentialsError
+    from promptloop.agents.llm.errors import CredentialsError
 
     with AgentServer() as agent_api, FakeAPI() as proposer_api:
         monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from optimizer.cli.app import app
-from optimizer.report.store import default_store_dir, list_runs
-from optimizer.workflows.profile import ProfileConfig, profile
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.report.store import default_store_dir, list_runs
+from promptloop.optimizer.workflows.profile import ProfileConfig, profile
 from tests.cli_json import cli_result
 from tests.optimizer.workflows.test_gate_e2e import agent, repo  # noqa: F401 (fixture)
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from optimizer.cli.app import app
-from optimizer.gate.compare import BucketComparison
-from optimizer.gate.verdict import decide_review
-from optimizer.workflows.review import ReviewConfig, ReviewResult, review
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.gate.compare import BucketComparison
+from promptloop.optimizer.gate.verdict import decide_review
+from promptloop.optimizer.workflows.review import ReviewConfig, ReviewResult, review
 from tests import policies
 from tests.cli_json import cli_result
 from tests.optimizer.workflows.test_optimize import PROMPT, _git, checkout_state
@@ -249,7 +249,7 @@ def test_post_without_usable_gh_says_what_to_run(
     repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, reviewer: Reviewer, tmp_path: Path
 ) -> None:
     human_branch(repo, "human/greetings", GOOD_LINE)
-    monkeypatch.setattr("optimizer.workflows.github.find_gh", lambda: None)
+    monkeypatch.setattr("promptloop.optimizer.workflows.github.find_gh", lambda: None)
     result = reviewer.run("human/greetings", "--post", "--pr", "5", "--trials", "1")
     assert result.exit_code == 0, result.output
     assert "not installed" in result.output

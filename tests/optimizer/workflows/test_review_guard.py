@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import ScriptedModel, reply
-from optimizer.workflows.review import ReviewConfig, ReviewResult, review
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import ScriptedModel, reply
+from promptloop.optimizer.workflows.review import ReviewConfig, ReviewResult, review
 from tests.e2e.support import cli, commit_all, commit_branch, enter, git
 from tests.e2e.test_dart_region import (
     PERSON_LINE,

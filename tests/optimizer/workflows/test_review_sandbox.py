@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from agents.llm.registry import SCRIPTED_MODELS
-from agents.llm.scripted import Request, ScriptedModel, call, reply
-from agents.llm.types import ModelResponse
-from optimizer.adapters import box
+from promptloop.agents.llm.registry import SCRIPTED_MODELS
+from promptloop.agents.llm.scripted import Request, ScriptedModel, call, reply
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.adapters import box
 from tests.e2e.support import cli, commit_all, commit_branch, enter, git
 
 SANDBOXED = box.available() != "none"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from optimizer.git import GitOps
-from optimizer.workflows.review_trust import review_projects
+from promptloop.optimizer.git import GitOps
+from promptloop.optimizer.workflows.review_trust import review_projects
 
 HEAD_TOML = """[agents.mine]
 prompt = "prompt.md"

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from optimizer.report.store import RunIndexEntry, list_runs
-from optimizer.run.models import ModelIds
-from optimizer.run.runner import RunOptions
-from optimizer.view.app import ViewApp
-from optimizer.view.trend import suite_runs
-from optimizer.workflows.evaluate import EvalRequest, evaluate
+from promptloop.optimizer.report.store import RunIndexEntry, list_runs
+from promptloop.optimizer.run.models import ModelIds
+from promptloop.optimizer.run.runner import RunOptions
+from promptloop.optimizer.view.app import ViewApp
+from promptloop.optimizer.view.trend import suite_runs
+from promptloop.optimizer.workflows.evaluate import EvalRequest, evaluate
 from tests.optimizer.workflows.test_optimize import BROAD, GOOD, _git, run
 from tests.optimizer.workflows.test_review import GOOD_LINE, api, human_branch
 

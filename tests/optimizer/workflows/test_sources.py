@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from agents.data import data_dir
-from agents.llm.scripted import ScriptedModel, reply
-from optimizer.core.config import ConfigError
-from optimizer.core.events import Event, Phase, RunWarning
-from optimizer.core.suites import load_suite
-from optimizer.git import GitOpsError
-from optimizer.run.cache import text_hash
-from optimizer.run.models import ModelIds
-from optimizer.run.runner import RunOptions
-from optimizer.workflows.evaluate import EvalRequest, evaluate
-from optimizer.workflows.optimize import OptimizeConfig, optimize
-from optimizer.workflows.sources import RepoSource
+from promptloop.agents.data import data_dir
+from promptloop.agents.llm.scripted import ScriptedModel, reply
+from promptloop.optimizer.core.config import ConfigError
+from promptloop.optimizer.core.events import Event, Phase, RunWarning
+from promptloop.optimizer.core.suites import load_suite
+from promptloop.optimizer.git import GitOpsError
+from promptloop.optimizer.run.cache import text_hash
+from promptloop.optimizer.run.models import ModelIds
+from promptloop.optimizer.run.runner import RunOptions
+from promptloop.optimizer.workflows.evaluate import EvalRequest, evaluate
+from promptloop.optimizer.workflows.optimize import OptimizeConfig, optimize
+from promptloop.optimizer.workflows.sources import RepoSource
 from tests import policies
 from tests.cli_json import cli_result
 from tests.optimizer.workflows.test_optimize import GOOD, PROMPT, _git
@@ -122,7 +122,7 @@ def test_eval_cli_has_ref_and_reports_sources(
 ) -> None:
     from typer.testing import CliRunner
 
-    from optimizer.cli.app import app
+    from promptloop.optimizer.cli.app import app
 
     monkeypatch.chdir(repo)
     args = ["eval", "--suite", "pkm_agent", "--kind", "regression", "--agent-model",

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from optimizer.cli.app import app
-from optimizer.core.events import Event, IterationAbandoned
-from optimizer.core.ledger import Ledger, LedgerOpen
-from optimizer.git import (
+from promptloop.optimizer.cli.app import app
+from promptloop.optimizer.core.events import Event, IterationAbandoned
+from promptloop.optimizer.core.ledger import Ledger, LedgerOpen
+from promptloop.optimizer.git import (
     OWNER_MARKER,
     GitOps,
     folder_owner,
@@ -28,10 +28,10 @@ from optimizer.git import (
     release_owner,
     repository_id,
 )
-from optimizer.git_sweep import Sweeper, trailers, verdict_trailers
-from optimizer.workflows import doctor as doctor_mod
-from optimizer.workflows.doctor_git import check_git
-from optimizer.workflows.sweep import fix_strays, sweep_abandoned
+from promptloop.optimizer.git_sweep import Sweeper, trailers, verdict_trailers
+from promptloop.optimizer.workflows import doctor as doctor_mod
+from promptloop.optimizer.workflows.doctor_git import check_git
+from promptloop.optimizer.workflows.sweep import fix_strays, sweep_abandoned
 from tests.cli_json import cli_result
 from tests.optimizer.workflows.test_optimize import _git
 

@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from agents.llm.scripted import Request, ScriptedModel, call, reply
-from agents.llm.types import ModelResponse
-from optimizer.core.events import CandidateStopped, Event, ScreeningRound
-from optimizer.core.ledger import Ledger, LedgerEntry
-from optimizer.gate.screen import SCREEN_INDEX_OFFSET
-from optimizer.gate.verdict import Verdict
-from optimizer.workflows import iteration as iteration_module
-from optimizer.workflows.gating import GateRun
-from optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
+from promptloop.agents.llm.scripted import Request, ScriptedModel, call, reply
+from promptloop.agents.llm.types import ModelResponse
+from promptloop.optimizer.core.events import CandidateStopped, Event, ScreeningRound
+from promptloop.optimizer.core.ledger import Ledger, LedgerEntry
+from promptloop.optimizer.gate.screen import SCREEN_INDEX_OFFSET
+from promptloop.optimizer.gate.verdict import Verdict
+from promptloop.optimizer.workflows import iteration as iteration_module
+from promptloop.optimizer.workflows.gating import GateRun
+from promptloop.optimizer.workflows.optimize import OptimizeConfig, OptimizeResult, optimize
 from tests import policies
 from tests.optimizer.workflows.test_optimize import _git, fingerprint
 
@@ -340,7 +340,7 @@ def test_external_proposer_is_run_k_times_each_in_its_own_sandbox(
 
 
 def test_session_page_shows_the_tournament(repo: Path, state: Path) -> None:
-    from optimizer.view.app import ViewApp
+    from promptloop.optimizer.view.app import ViewApp
 
     proposer = proposer_of({
         "## Merge two patches": patch("greetings and emoji both need the rule", GREET_LINE,
@@ -395,7 +395,7 @@ def test_candidates_screen_side_by_side_under_one_bound(repo: Path, state: Path)
 
 
 def test_a_proposer_failure_is_an_error_of_every_candidate(repo: Path, state: Path) -> None:
-    from agents.llm.errors import ModelError
+    from promptloop.agents.llm.errors import ModelError
 
     def down(_req: Request) -> ModelResponse:
         raise ModelError("provider unavailable")

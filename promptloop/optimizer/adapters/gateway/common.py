@@ -1,0 +1,70 @@
+"""What both wire protocols of the model gateway share: the translated call, the request error
+that names a field, and the checks of numbers and JSON kinds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from promptloop.agents.llm.types import Message, ModelSettings, ToolSpec
+
+
+class RequestError(ValueError):
+    """A malformed model request: answered 400, the message names the field."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(f"{param}: {message}")
+        self.param = param
+
+
+@dataclass(frozen=True)
+class ChatCall:
+    """One model request of either protocol, translated to a ModelClient call."""
+
+    messages: list[Message]
+    tools: tuple[ToolSpec, ...]
+    settings: ModelSettings
+    model: str | None = None
+    stream: bool = False
+    include_usage: bool = False
+
+
+def kind(value: Any) -> str:
+    """The JSON kind of `value`, for error messages."""
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
+            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def number(body: Mapping[str, Any], key: str, low: float, high: float) -> float | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            low <= value <= high):
+        raise RequestError(key, f"must be a number from {low:g} to {high:g}, got {value!r}")
+    return float(value)
+
+
+def integer(body: Mapping[str, Any], key: str, low: int | None = None) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or (low is not None
+                                                                 and value < low):
+        bound = f" of at least {low}" if low is not None else ""
+        raise RequestError(key, f"must be an integer{bound}, got {value!r}")
+    return value
+
+
+
+def stream_flag(body: Mapping[str, Any]) -> bool:
+    stream = body.get("stream", False)
+    if stream is None:
+        return False
+    if not isinstance(stream, bool):
+        raise RequestError("stream", f"must be a boolean, got {kind(stream)}")
+    return stream
+
+
+__all__ = ["ChatCall", "RequestError", "integer", "kind", "number", "stream_flag"]

@@ -1,0 +1,368 @@
+"""What several commands share: options declared once, the promptloop.toml defaults, and the
+event stream that reaches the terminal and the `--events` log.
+
+Precedence of every setting is click's and is implemented here once: a flag beats its
+`PROMPTLOOP_*` environment variable, which beats the command's table in promptloop.toml, which
+beats the default. The toml table becomes the command's click `default_map`, either from the
+root `--config` (every command) or from `nightly --config` (an eager option read first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from contextlib import ExitStack, contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from promptloop.optimizer.cli import ui
+from promptloop.optimizer.cli.command import renamed_keys
+from promptloop.optimizer.cli.util import EXIT_USER, TOML_META
+from promptloop.optimizer.core.events import (
+    Event,
+    EventLog,
+    EventSink,
+    IterationStarted,
+    RunStarted,
+    fan_out,
+)
+from promptloop.optimizer.workflows.context import ConfigError, did_you_mean, extra_settings, open_project
+
+# --- option panels of --help ---------------------------------------------------------------
+
+MODELS, GATE, RUN, OUTPUT, PUBLISH = "Models", "Gate", "Run", "Output", "Publish"
+
+# --- options shared by several commands -------------------------------------------------------
+
+AgentModelOpt = Annotated[
+    str,
+    typer.Option(
+        "--agent-model",
+        envvar="PROMPTLOOP_AGENT_MODEL",
+        metavar="MODEL",
+        rich_help_panel=MODELS,
+        help="Agent model id: anthropic:<model>, openai:<model>, local:smollm2.",
+    ),
+]
+JudgeModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--judge-model",
+        envvar="PROMPTLOOP_JUDGE_MODEL",
+        metavar="MODEL",
+        rich_help_panel=MODELS,
+        help="Judge model for LLM-judge graders (default: a stronger model of the same provider).",
+    ),
+]
+ProposerModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--proposer-model",
+        envvar="PROMPTLOOP_PROPOSER_MODEL",
+        metavar="MODEL",
+        rich_help_panel=MODELS,
+        help="Proposer model (default: the agent model).",
+    ),
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        envvar="OPENAI_BASE_URL",
+        metavar="URL",
+        rich_help_panel=MODELS,
+        help="Base URL of an OpenAI-compatible server (vLLM, Ollama, llama.cpp, ...).",
+    ),
+]
+TrialsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--trials",
+        min=1,
+        envvar="PROMPTLOOP_TRIALS",
+        rich_help_panel=RUN,
+        help="Trials per task (default: the task's own).",
+    ),
+]
+BatchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--batch",
+        envvar="PROMPTLOOP_BATCH",
+        rich_help_panel=RUN,
+        help="Send the judge calls of each run as one provider batch (Anthropic Message "
+        "Batches, OpenAI Batch API) at half the price; slower. Other providers: direct calls.",
+    ),
+]
+ConcurrencyOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency",
+        min=1,
+        envvar="PROMPTLOOP_CONCURRENCY",
+        rich_help_panel=RUN,
+        help="Trials at once (default: the agent table's concurrency, else 4; 1 for the "
+        "embedded model).",
+    ),
+]
+MinImprovementOpt = Annotated[
+    float,
+    typer.Option(
+        "--min-improvement",
+        envvar="PROMPTLOOP_MIN_IMPROVEMENT",
+        rich_help_panel=GATE,
+        help="Mean-score gain a bucket needs to count as improved.",
+    ),
+]
+RegressionToleranceOpt = Annotated[
+    float,
+    typer.Option(
+        "--regression-tolerance",
+        envvar="PROMPTLOOP_REGRESSION_TOLERANCE",
+        rich_help_panel=GATE,
+        help="The drop in a judge-scored or partial-credit task's mean score that harm "
+        "detection must rule out before the task says 'no harm' (its score test's "
+        "alternative); review also confirms a bucket that fell this much.",
+    ),
+]
+class HarmSensitivity(StrEnum):
+    half = "half"
+    narrow = "narrow"
+
+
+HarmSensitivityOpt = Annotated[
+    HarmSensitivity,
+    typer.Option(
+        "--harm-sensitivity",
+        envvar="PROMPTLOOP_HARM_SENSITIVITY",
+        rich_help_panel=GATE,
+        help="The smallest drop per task harm detection is built to rule out: 'half' (half "
+        "of a passing task's pass rate) or 'narrow' (near-total breaks only, far cheaper).",
+    ),
+]
+MaxTurnsOpt = Annotated[int, typer.Option(
+    "--max-turns", min=1, envvar="PROMPTLOOP_MAX_TURNS", rich_help_panel=RUN,
+    help="Agent turns per run.")]
+MaxRunsOpt = Annotated[int, typer.Option(
+    "--max-runs", min=1, envvar="PROMPTLOOP_MAX_RUNS", rich_help_panel=RUN,
+    help="Agent runs per trial.")]
+StateOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--state-dir",
+        envvar="PROMPTLOOP_HOME",
+        metavar="DIR",
+        rich_help_panel=OUTPUT,
+        help="State folder for reports, caches and ledgers (default: <repo>/.promptloop).",
+    ),
+]
+JsonOpt = Annotated[
+    bool,
+    typer.Option("--json", rich_help_panel=OUTPUT, callback=ui.want_json,
+                 help="Print one JSON object on stdout: {command, ok, exit_code, result | "
+                 "error} (docs/json-envelope.schema.json); progress stays on a terminal's "
+                 "stderr."),
+]
+AllOpt = Annotated[
+    bool,
+    typer.Option(
+        "--all",
+        rich_help_panel=OUTPUT,
+        help="List every bucket of a comparison (default: the changed ones and a count of the "
+        "others).",
+    ),
+]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        rich_help_panel=OUTPUT,
+        help="Also print every finding and how the gate decided (the statistical method), "
+        "and the whole proposed diff.",
+    ),
+]
+EventsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--events",
+        envvar="PROMPTLOOP_EVENTS",
+        dir_okay=False,
+        rich_help_panel=OUTPUT,
+        help="Append every event (phases, trials, proposals, verdicts...) to this file as one "
+        "JSON object per line, with its `event` name and `at` timestamp.",
+    ),
+]
+
+AgentOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--agent",
+        envvar="PROMPTLOOP_AGENT",
+        metavar="AGENT",
+        help="An agent promptloop.toml declares ([agents.NAME]); default: the one --suite names.",
+    ),
+]
+PromptOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prompt",
+        metavar="NAME",
+        help="Which of the agent's prompt targets ([[agents.NAME.prompts]] name); default: its "
+        "first.",
+    ),
+]
+
+def stored_suite_name(suite: str, kind: str = "capability") -> str:
+    """The stored name of the suite `--suite` names, in any of its spellings: an agent (its
+    `kind` suite, capability by default), AGENT/SUITE (card_agent/quickstart), the suite's
+    folder or JSONL file as promptloop.toml declares it, or its stored name
+    (card_agent_quickstart, returned as is and checked against the store by the caller)."""
+    from promptloop.optimizer.workflows.context import ConfigError, declared_suite_name, split_suite
+
+    agent, which = split_suite(None, suite)
+    if agent is None:
+        return suite
+    try:
+        return declared_suite_name(agent, which or kind)
+    except ConfigError:
+        if which is None or "/" in suite or Path(suite).exists():
+            raise
+        return suite  # not one of the agent's suites in this checkout: a stored name
+
+
+def need_agent(agent: str | None, suite: str | None) -> None:
+    """A usage error (exit 1, with the --help hint) when neither --agent nor --suite is given."""
+    if agent is None and suite is None:
+        from typer._click import exceptions as click_exc  # typer vendors click
+
+        from promptloop.optimizer.workflows.context import agent_names
+
+        raise click_exc.UsageError("give --agent NAME (or --suite AGENT); agents declared: "
+                                   f"{', '.join(agent_names()) or 'none'}")
+
+
+def agent_models(agent: str | None, flags: dict[str, Any]) -> dict[str, Any]:
+    """The agent table's `model` and `judge` where the flags left the defaults."""
+    from promptloop.optimizer.workflows.context import DEFAULT_AGENT_MODEL, active_project
+
+    project = active_project()
+    if agent is None or agent not in project.agents:
+        return {}
+    cfg = project.agents[agent]
+    out: dict[str, Any] = {}
+    if cfg.model and flags.get("agent_model") in (None, DEFAULT_AGENT_MODEL):
+        out["agent_model"] = cfg.model
+    if cfg.judge and flags.get("judge_model") is None:
+        out["judge_model"] = cfg.judge
+    return out
+
+
+# --- promptloop.toml ----------------------------------------------------------------------------
+
+
+def command_table(data: dict[str, Any], command: str) -> dict[str, Any]:
+    """The `[command]` table of a promptloop.toml, with `max-usd` spelt `max_usd` and renamed
+    settings under their new names (`confirm-trials` of [optimize] is `round_trials`)."""
+    table = data.get(command, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"promptloop.toml: [{command}] must be a table")
+    renamed = renamed_keys(command)
+    keys = {k: k.replace("-", "_") for k in table}
+    return {renamed.get(key, key): table[k] for k, key in keys.items()}
+
+
+def use_toml(ctx: typer.Context, path: Path | None, command: str | None = None) -> None:
+    """Find promptloop.toml (`path`, else the nearest from the current folder upward), make its
+    agents the project every command uses, and its command tables the defaults below flags and
+    env vars: every command's table (root `--config`), or one command's (that command's own
+    `--config`). Unknown tables and keys are errors naming the file, table and key."""
+    try:
+        project = open_project(path)
+        data = dict(project.tables) if project is not None else {}
+        where = project.where if project is not None else "promptloop.toml"
+        ctx.meta[TOML_META] = where  # a bad value from a table names the file (command.py)
+        if command is None:
+            _check_tables(ctx, data, where)
+            ctx.default_map = {cmd: command_table(data, cmd) for cmd in data}
+        else:
+            ctx.default_map = command_table(data, command)
+    except ConfigError as err:
+        ui.error(str(err))
+        raise typer.Exit(EXIT_USER) from None
+
+
+def _check_tables(ctx: typer.Context, data: dict[str, Any], where: str) -> None:
+    """Every table names a command and every key one of its options (or, for nightly, one of
+    its settings): a misspelling is an error with a did-you-mean, never silently ignored."""
+    commands = getattr(ctx.command, "commands", {})
+    problems: list[str] = []
+    for name, table in data.items():
+        cmd = commands.get(name)
+        if cmd is None:
+            known = sorted([*commands, "agents"])
+            problems.append(f"{where}: [{name}]: unknown table.{did_you_mean(name, known)} "
+                            f"Tables: [agents.<name>] and one per command: {', '.join(known)}")
+            continue
+        allowed = {p.name for p in cmd.params if p.name} | set(extra_settings(name))
+        allowed |= {o.lstrip("-").replace("-", "_") for p in cmd.params
+                    for o in getattr(p, "opts", []) if o.startswith("--")}
+        renamed = renamed_keys(name)
+        for key in table:
+            normal = key.replace("-", "_")
+            if renamed.get(normal, normal) not in allowed:
+                options = sorted(a.replace("_", "-") for a in allowed)
+                problems.append(f"{where}: [{name}] key '{key}': unknown key."
+                                f"{did_you_mean(key.replace('_', '-'), options)} "
+                                f"Keys: {', '.join(options)}")
+    if problems:
+        raise ConfigError("\n".join(problems))
+
+
+def toml_only(ctx: typer.Context) -> dict[str, Any]:
+    """Settings of the command's toml table that are not options (e.g. nightly's prices)."""
+    return {k: v for k, v in (ctx.default_map or {}).items() if k not in ctx.params}
+
+
+# --- events -------------------------------------------------------------------------------------
+
+
+class RunLog:
+    """The suite runs a command started (run name, label, suite), each under the optimize
+    iteration it belongs to (0: before the first), to name them in a comparison command."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[int, RunStarted]] = []
+        self._iteration = 0
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, IterationStarted):
+            self._iteration = event.iteration
+        elif isinstance(event, RunStarted):
+            self.started.append((self._iteration, event))
+
+    def runs(self, *labels: str, iteration: int | None = None,
+             suites: Collection[str] | None = None) -> list[str]:
+        """Names of the runs whose label starts with one of `labels`, optionally of one
+        iteration and of some suites, in the order they started."""
+        return [e.run for it, e in self.started
+                if e.label.startswith(labels) and iteration in (None, it)
+                and (suites is None or e.suite in suites)]
+
+    def suites_of(self, names: Collection[str]) -> set[str]:
+        return {e.suite for _, e in self.started if e.run in names}
+
+
+@contextmanager
+def listening(events: Path | None, *, quiet: bool,
+              runs: RunLog | None = None) -> Iterator[EventSink]:
+    """The event sink of one command: progress and phases on stderr (with `quiet`, e.g.
+    --json, only when stderr is a terminal: a script reading the JSON gets no log lines), with
+    `--events FILE` the JSON-lines log, and `runs` when given."""
+    with ExitStack() as stack:
+        shown = not quiet or ui.err.is_terminal
+        display = stack.enter_context(ui.LoopDisplay(enabled=shown))
+        log = stack.enter_context(EventLog(events)) if events is not None else None
+        yield fan_out(display.on_event, log, runs)

@@ -1,0 +1,334 @@
+"""What the command line needs from below the workflows, in one place.
+
+The CLI calls workflows, never core or git internals (tests/test_import_contract.py checks
+it); the few lookups a command makes before it starts a workflow live here: where the state
+folder and the repository are, which agents and suites exist, the settings file, the default
+agent model, and the errors a command turns into exit codes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from promptloop.optimizer.core.config import DEFAULT_AGENT_MODEL, STATE_ENV, ConfigError, load_toml
+from promptloop.optimizer.core.names import agent_names, did_you_mean
+from promptloop.optimizer.core.project import (
+    Project,
+    active_project,
+    find_project,
+    load_project,
+    packaged_project,
+    use_project,
+    with_own_agents,
+)
+from promptloop.optimizer.core.suites import (
+    TASKS_DIR,
+    SuiteError,
+    is_jsonl_suite,
+    is_suite,
+    load_suite,
+    resolve_suite_path,
+)
+from promptloop.optimizer.git import GitOpsError, repo_root
+from promptloop.optimizer.git import state_dir as _state_dir
+
+
+def state_dir(explicit: Path | None = None, *, write: bool = True) -> Path:
+    """The state folder (--state-dir, $PROMPTLOOP_HOME, or <repo>/.promptloop); with `write`
+    (every command that runs or records something) created and checked to be writable, so a
+    read-only or invalid folder is a user error naming it and where it came from, before
+    anything runs (never a raw `[Errno 30]`)."""
+    path = _state_dir(explicit)
+    if not write:
+        return path
+    source = ("--state-dir" if explicit is not None else
+              STATE_ENV if os.environ.get(STATE_ENV) else "the default, <repository>/.promptloop")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as err:
+        reason = err.strerror or str(err)
+        if isinstance(err, (FileExistsError, NotADirectoryError)):
+            reason = "it, or a folder above it, is a file"
+        raise ConfigError(f"state folder {path} ({source}) cannot be used: {reason}. Give a "
+                          "writable folder with --state-dir (or PROMPTLOOP_HOME)") from None
+    return path
+
+
+def open_project(explicit: Path | None = None) -> Project | None:
+    """Find (`explicit`, else upward from the current folder), validate and activate the
+    project file; None when there is none (promptloop's own agents are then the project, read
+    from the repository they would live in). ConfigError names the file, table and key."""
+    found = find_project(explicit=explicit)
+    load_dotenv(found.parent if found is not None else repo_root())
+    if found is None:
+        use_project(packaged_project())
+        return None
+    project = load_project(found)
+    if not project.agents:  # a settings-only file: the agents are promptloop's own
+        project = with_own_agents(project)
+    use_project(project)
+    return project
+
+
+DOTENV = ".env"
+_DOTENV_NAME = re.compile(r"^(?:[A-Z][A-Z0-9_]*_API_KEY|OPENAI_BASE_URL|ANTHROPIC_BASE_URL)$")
+"""What promptloop takes from a .env file: provider keys and base URLs, nothing else (the
+rest of a team's .env is not promptloop's business, and never reaches an agent through it)."""
+_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+
+
+def load_dotenv(root: Path | None) -> list[str]:
+    """Provider keys from `<root>/.env` (`NAME=value`, `export NAME=value`, quoted or not,
+    `#` comments) into the environment, where a variable already set wins; every value read
+    is registered for redaction (never stored: core/redact.py). The names set are returned."""
+    from promptloop.optimizer.core.redact import register_secret
+
+    if root is None:
+        return []
+    path = root / DOTENV
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    loaded: list[str] = []
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if m is None or not _DOTENV_NAME.match(m.group(1)):
+            continue
+        name, value = m.group(1), m.group(2)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        elif " #" in value:
+            value = value.split(" #", 1)[0].rstrip()
+        register_secret(value)
+        if value and name not in os.environ:
+            os.environ[name] = value
+            loaded.append(name)
+    return loaded
+
+
+_SCRIPT = re.compile(r"\.(?:py|js|mjs|cjs|ts|sh|rb|dart|php|pl|exe|jar)$")
+
+
+def check_command(agent: str) -> None:
+    """The files the agent's `command` names (`example_agent/agent.py`, `./run.sh`) exist
+    under the repository root it runs from: else a ConfigError naming promptloop.toml's key,
+    before any trial (a trial would blame a path in a temporary folder)."""
+    project = active_project()
+    cfg = project.agents.get(agent)
+    root = project.root
+    command: list[str] = list(getattr(cfg.spec, "command", None) or []) if cfg else []
+    if not command or root is None or project.path is None:
+        return
+    for i, arg in enumerate(command):
+        if (not arg or arg.startswith("-") or os.path.isabs(arg) or "=" in arg
+                or "://" in arg or (i == 0 and "/" not in arg)):
+            continue
+        if ("/" in arg or _SCRIPT.search(arg)) and not (root / arg).exists():
+            raise ConfigError(f"{project.where}: [agents.{agent}] key 'command': {arg!r} does not "
+                              f"exist in {root} (paths in 'command' are relative to the "
+                              "repository root)")
+
+
+def extra_settings(command: str) -> list[str]:
+    """Keys a command's promptloop.toml table may hold that are no option of it."""
+    if command == "nightly":
+        from promptloop.optimizer.workflows.nightly.config import NightlyConfig
+
+        return list(NightlyConfig.model_fields)
+    return []
+
+
+def split_suite(agent: str | None, suite: str | None) -> tuple[str | None, str | None]:
+    """`--agent` and `--suite` -> (agent name, suite name or path). `--suite` is an agent
+    (all its suites), one of its suites (`pkm_agent/quickstart`, or `--agent pkm_agent --suite
+    quickstart`), or a suite folder (a path holding suite.json) or JSONL suite file: a suite
+    an agent's `suites` lists becomes (that agent, its suite name); another names its agent
+    by its `agent_name` (the path kept)."""
+    project = active_project()
+    names = project.agent_names()
+    if agent is not None and agent not in names:
+        if project.path is None:  # no promptloop.toml at all: the first-day slip
+            raise no_project_here()
+        project.agent(agent)  # ConfigError naming the file and the missing table
+    if suite is None:
+        return agent, None
+    if agent is None and suite in names:
+        return suite, None
+    head, sep, tail = suite.partition("/")
+    path = Path(suite)
+    if agent is None and sep and head in names and not is_suite(path):
+        return head, tail
+    if agent is not None and suite == agent:
+        return agent, None
+    if is_suite(path):
+        return _suite_owner(agent, path, names)
+    return agent, suite
+
+
+def _suite_owner(agent: str | None, path: Path, names: tuple[str, ...]
+                 ) -> tuple[str | None, str]:
+    """(agent, suite name) for a suite folder or file an agent declares; else (the agent its
+    `agent_name` names, the path)."""
+    from promptloop.optimizer.workflows.sources import RepoSource
+
+    target = path.resolve()
+    root = repo_root(path.parent if path.is_file() else path)
+    with RepoSource(root, None, Path(os.devnull)) as source:
+        for name in ([agent] if agent is not None else list(names)):
+            for suite_name, rel in source.suite_folders(name).items():
+                base = root if root is not None else Path.cwd()
+                if (base / rel).resolve() == target:
+                    return name, suite_name
+    if agent is None:
+        owner = suite_agent_name(path)
+        agent = owner if owner in names else None
+    return agent, str(path)
+
+
+def declared_suite_name(agent: str, suite: str) -> str:
+    """The name (as runs are stored) of `agent`'s suite `suite` (one of its suite names, a
+    kind, or a suite path) in the working tree; a ConfigError naming the agent's `suites` key
+    when it has none, a SuiteError when it does not load."""
+    from promptloop.optimizer.workflows.sources import project_suite
+
+    return load_suite(project_suite(agent, suite), agent).name
+
+
+def suite_agent_name(path: Path) -> str | None:
+    """The `agent_name` a suite folder's suite.json or a JSONL suite's header line gives."""
+    import json
+
+    try:
+        if is_jsonl_suite(path):
+            first = path.read_text(encoding="utf-8").lstrip().split("\n", 1)[0]
+            data = json.loads(first).get("suite") or {}
+        else:
+            data = json.loads((path / "suite.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, AttributeError):
+        return None
+    name = data.get("agent_name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) else None
+
+
+__all__ = [
+    "DEFAULT_AGENT_MODEL",
+    "TASKS_DIR",
+    "ConfigError",
+    "GitOpsError",
+    "Project",
+    "SuiteError",
+    "active_project",
+    "agent_names",
+    "declared_suite_name",
+    "did_you_mean",
+    "extra_settings",
+    "load_suite",
+    "load_toml",
+    "open_project",
+    "repo_root",
+    "resolve_suite_path",
+    "split_suite",
+    "state_dir",
+    "suite_agent_name",
+]
+
+
+# --- first-day checks: what a command that reads a commit would not find there ---------------
+
+COMMIT_HINT = "git add -A && git commit -m 'promptloop init'"
+
+
+def no_project_here() -> ConfigError:
+    """The error for a name no promptloop.toml declares when there is none at all."""
+    bundled = ", ".join(packaged_project().agent_names())
+    return ConfigError(f"no promptloop.toml here ({Path.cwd()} or a folder above it): run "
+                       f"`promptloop init` to declare an agent (promptloop's own agents: "
+                       f"{bundled})")
+
+
+def uncommitted(root: Path, ref: str = "HEAD",
+                agent: str | None = None) -> tuple[bool, list[str]]:
+    """(whether the repository has a commit, the files the working tree's promptloop.toml
+    declares that commit `ref` lacks): promptloop.toml itself, the prompt files and suite
+    folders of `agent` (None: of every agent), as paths relative to `root`; only those present
+    in the working tree (a file missing from both is another error)."""
+    from promptloop.optimizer.git import GitOps
+
+    found = find_project(start=root)
+    with GitOps(root) as git:
+        try:
+            sha = git.resolve(ref)
+        except GitOpsError:
+            try:
+                git.resolve("HEAD")
+            except GitOpsError:
+                return False, []
+            raise
+        if found is None:
+            return True, []
+        project = load_project(found)
+        here = project.root or root
+        agents = [cfg for name, cfg in project.agents.items() if agent in (None, name)]
+        # a settings-only file declares no agent: HEAD needs it no more than the working tree
+        paths = [found] if project.agents else []
+        paths += [here / t.path for cfg in agents for t in cfg.targets()]
+        paths += [here / s / "suite.json" for cfg in agents for s in cfg.suites]
+        missing: list[str] = []
+        for path in paths:
+            try:
+                rel = path.resolve().relative_to(root.resolve()).as_posix()
+            except ValueError:
+                continue  # outside the repository: not read at a commit
+            shown = rel.removesuffix("/suite.json")
+            if not path.exists() or shown in missing:
+                continue
+            if not git.list_files(sha, rel):
+                missing.append(shown if path.name == "suite.json" else rel)
+        return True, missing
+
+
+def require_committed(root: Path, ref: str, command: str, agent: str | None = None) -> None:
+    """Before `command` reads the prompt, promptloop.toml and the suites at `ref`: a
+    ConfigError (exit 1) saying what to commit when the repository has no commit, when `ref`
+    lacks promptloop.toml or a file it declares, or when `agent` is declared in the working
+    tree only."""
+    from promptloop.optimizer.core.config import CONFIG_FILE
+    from promptloop.optimizer.git import GitOps
+
+    has_commit, missing = uncommitted(root, ref, agent)
+    if not has_commit:
+        raise ConfigError(f"this repository ({root}) has no commit yet: {command} reads "
+                          f"promptloop.toml, the prompt and the suites from a commit ({ref}). "
+                          f"Commit them first: {COMMIT_HINT}")
+    where = "HEAD" if ref == "HEAD" else ref
+    if CONFIG_FILE in missing:
+        others = [m for m in missing if m != CONFIG_FILE]
+        also = f" and {', '.join(others)}" if others else ""
+        raise ConfigError(f"commit {CONFIG_FILE} first ({command} reads {where}, which lacks "
+                          f"it{also}): {COMMIT_HINT}")
+    if agent is not None and find_project(start=root) is not None:
+        with GitOps(root) as git:
+            try:
+                text = git.read_file(ref, CONFIG_FILE)
+            except GitOpsError:
+                text = None
+        if text is not None:
+            from promptloop.optimizer.core.project import parse_project
+
+            try:
+                declared = parse_project(text, Path(f"{CONFIG_FILE}@{ref}")).agents
+            except ConfigError:
+                declared = {}
+            if agent not in declared and agent in active_project().agents:
+                raise ConfigError(f"agent {agent!r} is declared in the working tree's "
+                                  f"{CONFIG_FILE} but not in {where}'s: commit {CONFIG_FILE} "
+                                  f"first ({command} reads {where}): {COMMIT_HINT}")
+    if missing:
+        raise ConfigError(f"commit {', '.join(missing)} first ({command} reads {where}, which "
+                          f"lacks {'it' if len(missing) == 1 else 'them'}): {COMMIT_HINT}")

@@ -1,0 +1,454 @@
+"""`promptloop nightly`: baselines of every suite, bucket ranking, budgeted optimize iterations.
+
+A night is a list of steps (one baseline per suite, then proposal+evaluation iterations on the
+worst buckets). Before each step its spend and duration are estimated (nightly/estimates.py)
+and the night stops cleanly when that would exceed a budget; after each step a checkpoint is
+written, so a killed night resumes without redoing finished steps or losing an accepted branch.
+Nothing here prints: progress goes to `on_event` as typed events, results come back as a
+`NightResult`. Spend is the night's `ModelSet` meter, per role.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from promptloop.agents.llm.errors import ModelError
+from promptloop.agents.llm.types import ModelClient
+from promptloop.optimizer.core.events import (
+    BudgetStopped,
+    Event,
+    EventSink,
+    IterationStarted,
+    Phase,
+    StepEstimated,
+    TrialFinished,
+    ignore,
+)
+from promptloop.optimizer.core.project import active_project
+from promptloop.optimizer.core.prompt_target import open_target
+from promptloop.optimizer.git import GitOps, GitOpsError, sanitize_ref_component
+from promptloop.optimizer.lifecycle.errors import LifecycleError
+from promptloop.optimizer.report.store import default_store_dir, load_run
+from promptloop.optimizer.run.models import ModelSet
+from promptloop.optimizer.run.runner import AllTrialsErroredError
+from promptloop.optimizer.run.usage import Role
+from promptloop.optimizer.workflows.nightly.budget import Estimate, over_budget
+from promptloop.optimizer.workflows.nightly.config import NightlyConfig, rank_buckets
+from promptloop.optimizer.workflows.nightly.estimates import (
+    estimate_baseline,
+    estimate_iteration,
+    observed_rate,
+    per_trial,
+)
+from promptloop.optimizer.workflows.nightly.lifecycle import NightLifecycle, night_lifecycle
+from promptloop.optimizer.workflows.nightly.publish import publish_accepted
+from promptloop.optimizer.workflows.nightly.recover import recover_pending
+from promptloop.optimizer.workflows.nightly.state import (
+    BucketRank,
+    Checkpoint,
+    NightLock,
+    Pending,
+    StepRecord,
+    checkpoint_path,
+    latest_unfinished,
+    new_night_id,
+    save_checkpoint,
+)
+from promptloop.optimizer.workflows.nightly.steps import StepBook
+from promptloop.optimizer.workflows.nightly.summary import NightSummary, write_summary
+from promptloop.optimizer.workflows.optimize import Baseline, IterationResult, Optimizer
+from promptloop.optimizer.workflows.profile import ProfileConfig, profile
+from promptloop.optimizer.workflows.sweep import sweep_abandoned
+
+
+@dataclass(frozen=True)
+class NightResult:
+    checkpoint: Checkpoint
+    folder: Path
+    summary: NightSummary
+    paths: dict[str, Path]
+    """summary.json / .md / .html"""
+
+    @property
+    def exit_code(self) -> int:
+        """0 finished (patches accepted or not); 2 an infrastructure failure happened."""
+        cp = self.checkpoint
+        publish_failed = any(p.push_error or p.pr == "failed" for p in cp.published)
+        return 2 if cp.status == "failed" or cp.infra_errors or publish_failed else 0
+
+
+class NightlyEngine:
+    """One night. Clients may be injected (tests); otherwise they are built from the model ids."""
+
+    def __init__(
+        self,
+        config: NightlyConfig,
+        *,
+        agent: ModelClient | None = None,
+        judge: ModelClient | None = None,
+        proposer: ModelClient | None = None,
+        on_event: EventSink | None = None,
+        resume: bool = False,
+        push: bool = False,
+        open_pr: bool = False,
+    ) -> None:
+        self.c = config
+        self._given: dict[Role, ModelClient | None] = {
+            "agent": agent,
+            "judge": judge,
+            "proposer": proposer,
+        }
+        self.emit = on_event or ignore
+        self.resume = resume
+        self.push, self.open_pr = push or open_pr, open_pr
+        self._models: ModelSet | None = None
+        self._book: StepBook | None = None
+        self.fresh = 0
+        self._wall0, self._t0 = 0.0, time.monotonic()
+        self.cp: Checkpoint | None = None
+
+    # --- plumbing -----------------------------------------------------------------------
+    @property
+    def state(self) -> Path:
+        return self.c.state_dir
+
+    @property
+    def repo(self) -> Path:
+        return self.c.repo or Path.cwd()
+
+    @property
+    def models(self) -> ModelSet:
+        assert self._models is not None, "the night's models are built in run()"
+        return self._models
+
+    @property
+    def book(self) -> StepBook:
+        assert self._book is not None, "the step book is opened in run()"
+        return self._book
+
+    def say(self, message: str) -> None:
+        self.emit(Phase(message=message))
+
+    def _cp(self) -> Checkpoint:
+        assert self.cp is not None
+        return self.cp
+
+    def save(self) -> None:
+        cp = self._cp()
+        cp.wall_seconds = self.wall_used()
+        save_checkpoint(self.state, cp)
+
+    def wall_used(self) -> float:
+        return self._wall0 + time.monotonic() - self._t0
+
+    def _on_event(self, event: Event) -> None:
+        """Everything the optimize loop and the runner report passes through here: fresh
+        trials are counted for the step's rate, and a new candidate branch is checkpointed
+        (so a killed night can remove it)."""
+        if isinstance(event, TrialFinished) and not event.cached:
+            self.fresh += 1
+        cp = self.cp
+        if isinstance(event, IterationStarted) and cp is not None and cp.pending is not None:
+            cp.pending.branch = event.branch
+            self.save()
+        self.emit(event)
+
+    # --- the night ----------------------------------------------------------------------
+    async def run(self) -> NightResult:
+        lock = NightLock(self.state / "nightly.lock")
+        stale = lock.acquire()
+        try:
+            if stale is not None:
+                self.say(
+                    f"took over a stale lock of pid {stale.pid} on {stale.host} (started "
+                    f"{stale.started_at}); that process is no longer running"
+                )
+            cp = self._open()
+            self.c.check_prices()  # configuration problems end the run before any state is
+            async with ModelSet(self.c.model_ids, **self._given) as models:
+                models.build()  # written or any money is spent
+                self._models = models
+                self._book = StepBook(self.c, models, lambda: self.fresh)
+                self._wall0, self._t0 = cp.wall_seconds, time.monotonic()
+                await self._attempt(cp)
+            if self.push and cp.status != "running":
+                publish_accepted(cp, self.repo, open_pr=self.open_pr, say=self.say)
+                self.save()
+            folder = checkpoint_path(self.state, cp.night_id).parent
+            life = self._lifecycle(cp)
+            summary, paths = write_summary(cp, folder, self.repo, self.c.models, self.c.prices,
+                                           life)
+            return NightResult(cp, folder, summary, paths)
+        finally:
+            lock.release()
+
+    def _lifecycle(self, cp: Checkpoint) -> NightLifecycle | None:
+        """Suite health and graduation proposals; a failure here never fails the night."""
+        try:
+            return night_lifecycle(self.state, self.repo, cp.config.get("suites", []))
+        except (LifecycleError, GitOpsError, OSError, ValueError) as err:
+            cp.notes.append(f"suite health not refreshed: {err}")
+            return None
+
+    async def _attempt(self, cp: Checkpoint) -> None:
+        try:
+            swept = sweep_abandoned(self.state, self.emit)
+            recover_pending(cp, self.repo, self.state, self.say, swept)
+            self.save()
+            await self._night()
+            cp.status = "finished"
+        except (ModelError, AllTrialsErroredError) as err:
+            cp.status = "failed"
+            message = f"{type(err).__name__}: {err}"
+            cp.infra_errors.append(message)
+            cp.stop_reason = f"infrastructure failure: {message}"
+        finally:
+            self.save()  # a crash or Ctrl-C leaves status "running": resumable
+
+    def _open(self) -> Checkpoint:
+        cp = latest_unfinished(self.state) if self.resume else None
+        if self.resume and cp is None:
+            self.say("no unfinished night to resume; starting a new night")
+        if cp is not None:
+            keep = {"repo": self.c.repo, "state_dir": self.c.state_dir}
+            self.c = NightlyConfig.model_validate({**cp.config, **keep})
+            cp.attempts += 1
+            cp.status = "running"
+            if cp.infra_errors:
+                cp.notes += [f"attempt {cp.attempts - 1}: {e}" for e in cp.infra_errors]
+                cp.infra_errors = []
+            cp.stop_reason = None
+            self.say(
+                f"resuming night {cp.night_id} (attempt {cp.attempts}, "
+                f"{len(cp.steps)} step(s) already done)"
+            )
+        else:
+            with GitOps(self.repo) as git:
+                base = git.resolve(self.c.base)
+            now = datetime.now(UTC)
+            cp = Checkpoint(
+                night_id=new_night_id(now),
+                started_at=now,
+                updated_at=now,
+                config=self.c.model_dump(mode="json", exclude={"repo", "state_dir"}),
+                base_commit=base,
+            )
+            self.say(f"night {cp.night_id} at {base[:12]}")
+        self.cp = cp
+        return cp
+
+    async def _night(self) -> None:
+        cp = self._cp()
+        baselines: dict[str, Baseline] = {}
+        for suite in self.c.suites:
+            baseline = await self._baseline_step(suite)
+            if baseline is None:
+                return
+            baselines[suite] = baseline
+        for suite in self.c.suites:
+            if not await self._profile_step(suite, baselines[suite]):
+                return
+        if cp.ranking is None:
+            cp.ranking, cp.skipped_buckets = rank_buckets(baselines, self.c.max_buckets)
+            self.save()
+        if not cp.ranking:
+            self.say("no bucket has failing trials; nothing to optimize tonight")
+        for rank in cp.ranking:
+            if not await self._bucket_steps(rank, baselines[rank.suite]):
+                return
+
+    def _optimizer(self, suite: str, bucket: str, first: int = 1, **hooks: Any) -> Optimizer:
+        return Optimizer(
+            self.c.optimize_config(suite, bucket, self._cp().base_commit, first),
+            self.models,
+            on_event=self._on_event,
+            command="nightly",
+            **hooks,
+        )
+
+    def _stop(self, step_id: str, estimate: Estimate) -> bool:
+        cp = self._cp()
+        hit = over_budget(
+            self.c.budget, cp.spend, self.wall_used(), estimate, self.c.models, self.c.prices
+        )
+        if hit is None:  # announced before its trials start: what it should cost
+            self.emit(StepEstimated(step=step_id, tokens=estimate.spend.tokens,
+                                    basis=estimate.basis, seconds=estimate.seconds,
+                                    usd=estimate.spend.usd(self.c.models, self.c.prices)))
+            return False
+        which, detail = hit
+        cp.stop_reason = f"stopped: budget {which} before {step_id} ({detail})"
+        self.emit(BudgetStopped(step=step_id, budget=which, detail=detail))
+        self.save()
+        return True
+
+    # --- steps --------------------------------------------------------------------------
+    async def _baseline_step(self, suite: str) -> Baseline | None:
+        cp, step_id = self._cp(), f"baseline:{suite}"
+        opt = self._optimizer(suite, "*")
+        try:
+            done = cp.step(step_id)
+            if done is not None:
+                return self._load_baseline(opt, done)
+            estimate = estimate_baseline(cp, self.c, self.repo, suite)
+            if self._stop(step_id, estimate):
+                return None
+            self.book.begin(estimate)
+            baseline = await opt.run_baseline()
+            trials = [t for r in baseline.runs for t in r.trials]
+            errored = [t for t in trials if t.status == "errored"]
+            failing = sum(t.status in ("failed", "timedOut") for t in trials)
+            observed = observed_rate(baseline.runs, self.book.fresh, self.book.seconds)
+            self.book.record(
+                cp,
+                step_id,
+                "baseline",
+                suite,
+                observed,
+                runs=[r.run_name for r in baseline.runs],
+                outcome=f"{failing} failing, {len(errored)} errored of {len(trials)}",
+            )
+            if errored:
+                cp.notes.append(
+                    f"{step_id}: {len(errored)} errored trial(s), e.g. "
+                    f"{errored[0].infra_error or errored[0].failure_reason}"
+                )
+            self.save()
+            return baseline
+        finally:
+            opt.git.close()
+
+    def profile_trials(self, baseline: Baseline) -> int:
+        """The profile step's trials: `profile_share` of the night's planned iteration trials
+        on this suite (max_buckets x iterations_per_bucket x the baseline's trials)."""
+        planned = (self.c.max_buckets * self.c.iterations_per_bucket
+                   * sum(len(r.trials) for r in baseline.runs))
+        return int(self.c.profile_share * planned)
+
+    async def _profile_step(self, suite: str, baseline: Baseline) -> bool:
+        """Grow the least decided records (`promptloop profile`) with the night's stated
+        share; False when the budget stops the night before it."""
+        cp, step_id = self._cp(), f"profile:{suite}"
+        trials = self.profile_trials(baseline)
+        if trials <= 0 or cp.step(step_id) is not None:
+            return True
+        per, secs, basis = per_trial(cp, self.c, suite)
+        m = self.c.estimate_margin
+        estimate = Estimate(per.scaled(trials * m), secs * trials * m,
+                            f"profile: {trials} trial(s) ({self.c.profile_share:g} of the "
+                            f"night's planned trials) x {basis} x {m:g}")
+        if self._stop(step_id, estimate):
+            return False
+        self.book.begin(estimate)
+        shared = self.c.model_dump(include={"agent_model", "judge_model", "base_url",
+                                            "concurrency", "kinds", "policy", "state_dir"})
+        config = ProfileConfig.model_validate(shared | {
+            "agent": suite, "budget": trials, "ref": cp.base_commit, "repo": self.repo})
+        try:
+            result = await profile(config, self._on_event, models=self.models)
+        except (OSError, ValueError, KeyError) as exc:  # a night goes on without it
+            cp.notes.append(f"{step_id}: not run ({exc})")
+            self.save()
+            return True
+        self.book.record(cp, step_id, "profile", suite, runs=result.run_names,
+                         outcome=f"{result.trials_run} trial(s) on {len(result.rows)} task(s)")
+        self.save()
+        return True
+
+    def _load_baseline(self, opt: Optimizer, done: StepRecord) -> Baseline:
+        """A finished baseline step, rebuilt from the saved runs (no trial is run again)."""
+        cp = self._cp()
+        runs = [load_run(default_store_dir(self.state), name) for name in done.runs]
+        agent = active_project().agent(opt.c.suite)
+        target = agent.target(opt.c.prompt)
+        source = open_target(agent, target, opt.git.read_file(cp.base_commit, target.path))
+        opt.prompt_source = source
+        return Baseline(cp.base_commit, source.text, opt.suites(), runs, source)
+
+    async def _bucket_steps(self, rank: BucketRank, baseline: Baseline) -> bool:
+        """Iterations on one bucket; False when a budget stopped the night."""
+        cp, key = self._cp(), f"{rank.suite}/{rank.bucket}"
+        done = [
+            s
+            for s in cp.steps
+            if s.kind == "iteration" and s.suite == rank.suite and s.bucket == rank.bucket
+        ]
+        if any(s.outcome == "accepted" for s in done) or len(done) >= self.c.iterations_per_bucket:
+            return True
+        session = cp.sessions.setdefault(
+            key,
+            f"{cp.night_id}-{sanitize_ref_component(rank.suite)}-"
+            f"{sanitize_ref_component(rank.bucket)}",
+        )
+        stopped = False
+
+        def before(n: int) -> bool:
+            nonlocal stopped
+            step_id = f"iterate:{key}/{n}"
+            estimate = estimate_iteration(cp, self.c, rank.suite, baseline)
+            if self._stop(step_id, estimate):
+                stopped = True
+                return False
+            self.book.begin(estimate)
+            cp.pending = Pending(
+                step=step_id,
+                suite=rank.suite,
+                bucket=rank.bucket,
+                session=session,
+                iteration=n,
+                estimate=estimate.spend,
+                started_at=datetime.now(UTC),
+            )
+            self.save()
+            return True
+
+        def after(it: IterationResult) -> None:
+            self.finish_iteration(it)
+
+        first = max((s.iteration or 0 for s in done), default=0) + 1
+        opt = self._optimizer(
+            rank.suite,
+            rank.bucket,
+            first,
+            before_iteration=before,
+            after_iteration=after,
+            session=session,
+        )
+        try:
+            await opt.optimize(baseline)
+        finally:
+            opt.git.close()
+        return not stopped
+
+    def finish_iteration(self, it: IterationResult) -> None:
+        """Record the iteration that just ended and checkpoint it."""
+        cp = self._cp()
+        assert cp.pending is not None
+        p = cp.pending
+        self.book.record(
+            cp,
+            p.step,
+            "iteration",
+            p.suite,
+            bucket=p.bucket,
+            iteration=it.iteration,
+            outcome=it.outcome,
+            evaluated=bool(it.verdict_table),
+            result=it,
+        )
+        if it.outcome == "error":
+            cp.infra_errors.append(f"{p.step}: {'; '.join(it.reasons)}")
+        cp.pending = None
+        self.save()
+
+
+async def run_nightly(config: NightlyConfig, **kw: Any) -> NightResult:
+    """Run (or with resume=True continue) one night; see `NightlyEngine` for the keywords."""
+    return await NightlyEngine(config, **kw).run()
+
+
+__all__ = ["NightResult", "NightlyConfig", "NightlyEngine", "run_nightly"]

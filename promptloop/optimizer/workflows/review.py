@@ -1,0 +1,438 @@
+"""`promptloop review`: evaluate the prompts of two git refs and gate the change like optimize.
+
+Works for any prompt change, a colleague's PR as well as promptloop's own branches. Prompts are
+read from the git object database at both refs (the checkout is never touched, and no branch or
+worktree is made, so a killed review leaves only saved runs behind), the agent's
+suites run once per prompt (base-side trials come from the trial cache when that prompt was
+evaluated before), trials are paired, suspected regressions are confirmed with extra trials,
+harm detection runs on every bucket (`workflows.gating.run_harm`: the per-task rules of
+optimize's gate, adding trials where a bucket's statement needs them), and the result is
+written as a PR comment under `<state>/review/<id>/`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Collection
+from datetime import UTC, datetime
+from pathlib import Path
+
+from promptloop.agents.llm.types import ModelClient, Usage
+from promptloop.optimizer.adapters.box import require_sandbox
+from promptloop.optimizer.core.config import ConfigError
+from promptloop.optimizer.core.events import EventSink, Phase, RunWarning, TrialsEstimated, ignore
+from promptloop.optimizer.core.killpoint import kill_point
+from promptloop.optimizer.core.pricing import estimate_cost
+from promptloop.optimizer.core.project import project_scope
+from promptloop.optimizer.core.prompt_target import PromptSource, open_target
+from promptloop.optimizer.core.results import Provenance, RunResult, seeded_pairing
+from promptloop.optimizer.core.suites import Suite
+from promptloop.optimizer.gate.compare import BucketComparison
+from promptloop.optimizer.gate.policy import harm_method_text
+from promptloop.optimizer.gate.sequential import TrialAsk
+from promptloop.optimizer.gate.verdict import POOLED, ReviewVerdict, decide_review
+from promptloop.optimizer.git import GitOps, GitOpsError
+from promptloop.optimizer.report.store import default_store_dir, list_runs, load_run
+from promptloop.optimizer.report.summary import summarize
+from promptloop.optimizer.run.models import ModelSet
+from promptloop.optimizer.run.usage import scale_usage
+from promptloop.optimizer.workflows.gating import HarmRun, lineage_history, paired, run_harm
+from promptloop.optimizer.workflows.paired import (
+    agent_suites,
+    compare_suite_runs,
+    confirm_suspects,
+    run_and_save,
+)
+from promptloop.optimizer.workflows.review_guard import broken_message, guard_heads
+from promptloop.optimizer.workflows.review_models import (
+    REVIEW_VERSION,
+    AgentReview,
+    ReviewConfig,
+    ReviewResult,
+    TrialChange,
+    combine,
+    trial_flips,
+)
+from promptloop.optimizer.workflows.review_trust import (
+    ReviewProjects,
+    review_projects,
+    without_undeclared_graders,
+)
+from promptloop.optimizer.workflows.sources import RepoSource
+from promptloop.optimizer.workflows.sweep import sweep_abandoned
+
+
+class Reviewer:
+    """One review on the clients of `models` (the caller closes them)."""
+
+    def __init__(
+        self, config: ReviewConfig, models: ModelSet, *, on_event: EventSink | None = None
+    ) -> None:
+        self.c = config
+        self.models = models
+        self.repo = config.repo or Path.cwd()
+        self.emit = on_event or ignore
+        self.review_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+        self.review_dir = config.state_dir / "review" / self.review_id
+        self._commits: dict[str, str] = {}
+        self._sides: dict[str, tuple[str, str]] = {}
+        """Prompt text -> (run role, ref): review-base at --base, review-head at --head."""
+        self._target: PromptSource | None = None
+        """The prompt target of the agent under review (how its text reaches the agent)."""
+        self._projects: ReviewProjects | None = None
+        self._notes: list[str] = []
+        """Notes found while reviewing an agent (graders ignored), for the comment."""
+        self.source = RepoSource(self.repo, config.head, config.state_dir / "sources")
+        """Tasks as the head ref holds them (prompts are read at both refs)."""
+
+    # --- evaluation ---------------------------------------------------------------------
+    async def _run(
+        self, suite: Suite, prompt: str, label: str, indices: dict[str, list[int]] | None = None
+    ) -> RunResult:
+        options = self.c.run_options(
+            self.c.agent_model, prompt, f"{label} {suite.name}", indices,
+            run_name=f"{suite.name}-review-{self.review_id}-{label.replace(' ', '-')}",
+            prompt_source=self._target)
+        # the prompt is read at a ref: its commit is the provenance (the checkout is not used)
+        role, ref = self._sides.get(prompt, ("", None))
+        prov = Provenance(git_commit=self._commits.get(prompt), git_dirty=False, role=role,
+                          branch=ref)
+        saved = await run_and_save(suite, options, self.models, self.emit, prov)
+        return saved.run
+
+    def _estimate(self, agent: str, suites: list[Suite]) -> TrialsEstimated:
+        """The trials both prompts need (cached ones included; confirmation and harm
+        detection may add some), and their tokens and cost from this agent model's last saved
+        run of each suite, where there is one and the model's price is known."""
+        trials = 2 * sum(self.c.trials or t.spec.trials_per_run for s in suites for t in s.tasks)
+        store = default_store_dir(self.c.state_dir)
+        latest: dict[str, str] = {}
+        for e in list_runs(store):  # oldest first: the last one wins
+            if e.agent_model == self.c.agent_model and e.num_trials:
+                latest[e.suite_name] = e.run_name
+        spend, measured = Usage(), 0
+        for s in suites:
+            if s.name not in latest:
+                continue
+            with contextlib.suppress(Exception):  # an unreadable run just leaves no figure
+                run = load_run(store, latest[s.name])
+                u = summarize(run).usage
+                used = Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+                             cache_read_tokens=u.cache_read_tokens,
+                             cache_write_tokens=u.cache_write_tokens)
+                per = 1 / max(1, len(run.trials))
+                n = 2 * sum(self.c.trials or t.spec.trials_per_run for t in s.tasks)
+                spend = spend + scale_usage(used, per * n)
+                measured += 1
+        if not measured:
+            return TrialsEstimated(what=f"{agent}: review", trials=trials,
+                                   basis="no earlier run of these suites to price them by; "
+                                   "the gate may add trials")
+        tokens = spend.input_tokens + spend.output_tokens
+        usd = estimate_cost(self.c.agent_model, spend).usd
+        return TrialsEstimated(what=f"{agent}: review", trials=trials, tokens=tokens, usd=usd,
+                               basis=f"agent tokens per trial of the last run of {measured} of "
+                               f"{len(suites)} suite(s), judges not counted; the gate may add "
+                               "trials")
+
+    def _decide(self, comps: list[BucketComparison], base: list[RunResult],
+                head: list[RunResult], harm: HarmRun | None = None) -> ReviewVerdict:
+        pooled = [x for pairs in paired(base, head).values() for x in pairs]
+        if harm is None:
+            return decide_review(comps, self.c.policy, pooled)
+        h = harm.result
+        why = [*h.reasons(), harm_method_text(self.c.policy)]
+        return decide_review(comps, self.c.policy, pooled, h.buckets, h.pooled_rejected, why,
+                             h.improved)
+
+    async def _harm(self, suites: list[Suite], base: list[RunResult], head: list[RunResult],
+                    prompts: tuple[str, str]) -> HarmRun:
+        """Harm detection on every bucket, trials added where a statement needs them."""
+        def stage(req: TrialAsk) -> None:
+            n = sum(len(v) for v in req.indices.values())
+            self.emit(Phase(message=f"harm detection: {n} more head trial(s); {req.reason}"))
+
+        history = lineage_history(default_store_dir(self.c.state_dir), base)
+        return await run_harm(suites, base, head, prompts, self.c.policy, self._run,
+                              history=history, on_stage=stage)
+
+    async def _review_agent(self, agent: str, base_text: str, head_text: str,
+                            target: PromptSource | None = None) -> AgentReview:
+        self._target = target
+        if self._projects is not None and not self.c.no_sandbox:
+            require_sandbox(self._projects.head.agents.get(agent), agent)
+        untrusted = self._projects is not None and not self.c.trust_head
+        suites = agent_suites(agent, self.c.kinds, self.source, command_graders=not untrusted)
+        if self._projects is not None and not self.c.trust_head:
+            suites, notes = without_undeclared_graders(suites, self._projects.base, agent)
+            for note in notes:
+                self._notes.append(note)
+                self.emit(RunWarning(message=note))
+        for item in self.source.take_new():
+            self.emit(Phase(message=item.line()))
+        self.emit(self._estimate(agent, suites))
+        self.emit(Phase(message=f"{agent}: evaluating the base prompt"))
+        base_runs = [await self._run(s, base_text, "base") for s in suites]
+        kill_point("review")
+        self.emit(Phase(message=f"{agent}: evaluating the head prompt"))
+        head_runs = [await self._run(s, head_text, "head") for s in suites]
+        comps = compare_suite_runs(base_runs, head_runs, self.c.policy)
+        verdict: ReviewVerdict = self._decide(comps, base_runs, head_runs)
+        base_final, head_final = base_runs, head_runs
+        confirmed: list[str] = []
+        suspects = sorted({*verdict.regressed, *verdict.suspects} - {POOLED})
+        if suspects and self.c.confirm_trials:
+            confirmed = suspects
+            base_final, head_final = await confirm_suspects(
+                suites,
+                base_runs,
+                head_runs,
+                (base_text, head_text),
+                confirmed,
+                extra_trials=self.c.confirm_trials,
+                run=self._run,
+                emit=self.emit,
+                labels=("confirm base", "confirm head"),
+            )
+            comps = compare_suite_runs(base_final, head_final, self.c.policy)
+        # the fixed-sample family decides on the trials above; harm detection may add more
+        harm = await self._harm(suites, base_final, head_final, (base_text, head_text))
+        verdict = self._decide(comps, base_final, head_final, harm)
+        base_final, head_final = harm.base_runs, harm.head_runs
+        self.emit(Phase(message=f"{agent}: {verdict.decision}"))
+        broken: list[TrialChange] = []
+        fixed: list[TrialChange] = []
+        for b, h in zip(base_final, head_final, strict=True):
+            nb, fx = trial_flips(b, h)
+            broken += nb
+            fixed += fx
+        return AgentReview(
+            agent=agent,
+            prompt_path=target.path if target is not None else "",
+            decision=verdict.decision,
+            reasons=verdict.reasons,
+            regressed=verdict.regressed,
+            improved=verdict.improved,
+            open=verdict.open,
+            buckets=verdict.buckets,
+            harm_trials=harm.trials_run,
+            comparisons=comps,
+            confirmed_buckets=confirmed,
+            base_runs=[r.run_name for r in base_final],
+            head_runs=[r.run_name for r in head_final],
+            base_trials=sum(len(r.trials) for r in base_runs),
+            base_cached_trials=sum(t.cached for r in base_runs for t in r.trials),
+            head_trials=sum(len(r.trials) for r in head_runs),
+            head_cached_trials=sum(t.cached for r in head_runs for t in r.trials),
+            newly_failing=broken,
+            fixed=fixed,
+            seeded=seeded_pairing(base_final, head_final),
+        )
+
+    # --- the review ---------------------------------------------------------------------
+    def _changed_prompts(
+        self, git: GitOps, base_sha: str, head_sha: str, result: ReviewResult,
+        skip: Collection[str] = (),
+    ) -> list[tuple[str, str, str, PromptSource]]:
+        """(agent, base text, head text, head target) of every prompt target to review; fills
+        unchanged/notes. Each side's target is found with its own ref's promptloop.toml."""
+        assert self._projects is not None
+        changed: list[tuple[str, str, str, PromptSource]] = []
+        head_project = self._projects.head
+        for agent in [self.c.suite] if self.c.suite else list(head_project.agent_names()):
+            if agent not in head_project.agents or agent in skip:
+                continue  # skipped: its head failed the region guard (review_guard)
+            found = self._target_texts(git, agent, base_sha, head_sha)
+            if not found:
+                result.notes.append(f"{agent}: no prompt target to compare")
+                continue
+            for path, base_text, head_text, target in found:
+                self._one_prompt(agent, path, base_text, head_text, target, result, changed)
+        return changed
+
+    def _target_texts(self, git: GitOps, agent: str, base_sha: str, head_sha: str
+                      ) -> list[tuple[str, str | None, str | None, PromptSource | None]]:
+        """(path, base text, head text, head source) per prompt target of `agent`."""
+        assert self._projects is not None
+        head_agent = self._projects.head.agent(agent)
+        base_agent = (self._projects.base.agent(agent)
+                      if agent in self._projects.base.agents else head_agent)
+        out: list[tuple[str, str | None, str | None, PromptSource | None]] = []
+        for target in head_agent.targets():
+            base_target = next((t for t in base_agent.targets() if t.name == target.name),
+                               target)
+            texts: list[str | None] = []
+            head_source: PromptSource | None = None
+            for sha, who, tgt in ((base_sha, base_agent, base_target),
+                                  (head_sha, head_agent, target)):
+                try:
+                    src = open_target(who, tgt, git.read_file(sha, tgt.path))
+                except GitOpsError:
+                    texts.append(None)
+                    continue
+                texts.append(src.text)
+                head_source = src if sha == head_sha else head_source
+            out.append((target.path, texts[0], texts[1], head_source))
+        return out
+
+    def _one_prompt(self, agent: str, path: str, base_text: str | None,
+                    head_text: str | None, target: PromptSource | None, result: ReviewResult,
+                    changed: list[tuple[str, str, str, PromptSource]]) -> None:
+        if base_text is None or head_text is None:
+            where = (
+                "either ref"
+                if base_text is None and head_text is None
+                else "the base"
+                if base_text is None
+                else "the head"
+            )
+            if self.c.suite:
+                raise ConfigError(f"{path} does not exist at {where}: nothing to compare")
+            if base_text is not None or head_text is not None:
+                result.notes.append(f"{path} does not exist at {where}: not reviewed")
+            return
+        if base_text == head_text:
+            if agent not in result.unchanged:
+                result.unchanged.append(agent)
+        else:
+            assert target is not None
+            changed.append((agent, base_text, head_text, target))
+
+    async def review(self) -> ReviewResult:
+        try:
+            return await self._review()
+        finally:
+            self.source.close()
+
+    def _announce(self, changed: list[tuple[str, str, str, PromptSource]],
+                  result: ReviewResult) -> None:
+        """Say what is compared and where it was read; warn about unevaluated edits."""
+        base, head = (f"{r} {s[:7]}" for r, s in ((self.c.base, result.base_commit),
+                                                  (self.c.head, result.head_commit)))
+        for *_, target in changed:
+            result.sources.append(f"prompt: {target.describe()} @ {base} vs {head}")
+        self._warn_unevaluated([target.path for *_, target in changed], result)
+        for line in result.sources:
+            self.emit(Phase(message=line))
+
+    def _warn_unevaluated(self, paths: list[str], result: ReviewResult) -> None:
+        """Warn, as optimize does, about each prompt file whose working-tree text differs from
+        the head ref's (an uncommitted edit review does not see)."""
+        for path in dict.fromkeys(paths):
+            warning = self.source.unevaluated_warning(path, "review")
+            if warning:
+                result.notes.append(warning)
+                self.emit(RunWarning(message=warning))
+
+    async def _review(self) -> ReviewResult:
+        sweep_abandoned(self.c.state_dir, self.emit)  # what killed optimize runs left behind
+        with GitOps(self.repo) as git:
+            base_sha, head_sha = git.resolve(self.c.base), git.resolve(self.c.head)
+            result = ReviewResult(
+                status="reviewed",
+                message="",
+                review_id=self.review_id,
+                base_ref=self.c.base,
+                head_ref=self.c.head,
+                base_commit=base_sha,
+                head_commit=head_sha,
+                agent_model=self.c.agent_model,
+                policy=self.c.policy,
+                confirm_trials=self.c.confirm_trials,
+            )
+            self._projects = review_projects(git, (self.c.base, base_sha),
+                                             (self.c.head, head_sha), self.c.trust_head,
+                                             cache=self.c.state_dir / "sources")
+            for note in self._projects.ignored:
+                result.notes.append(note)
+                self.emit(RunWarning(message=note))
+            # the region guard, before any trial: a broken head is not evaluated
+            guard = guard_heads(git, [self.c.suite] if self.c.suite else
+                                list(self._projects.head.agent_names()), self._projects.base,
+                                self._projects.head, base_sha, head_sha, self.emit)
+            result.notes += guard.notes
+            changed = self._changed_prompts(git, base_sha, head_sha, result, guard.broken)
+            if not changed and not guard.broken:
+                result.status = "nothing_to_review"
+                which = (self._projects.head.agent(self.c.suite).prompt_path if self.c.suite
+                         else "no agent prompt")
+                result.message = (
+                    f"nothing to review: {which} {'is unchanged' if self.c.suite else 'changed'}"
+                    f" between {self.c.base} ({base_sha[:10]}) and {self.c.head} "
+                    f"({head_sha[:10]})"
+                )
+                # nothing changed between the refs, but the working tree may: say so
+                head_project = self._projects.head
+                agents = [self.c.suite] if self.c.suite else list(head_project.agent_names())
+                self._warn_unevaluated([t.path for a in agents if a in head_project.agents
+                                        for t in head_project.agent(a).targets()], result)
+                return result
+            result.diff = git.diff_files(
+                base_sha, head_sha, sorted({t.path for *_, t in changed} | {*guard.paths})
+            )
+            self._announce(changed, result)
+        with project_scope(self._projects.head):
+            for agent, base_text, head_text, target in changed:
+                self._commits[base_text], self._commits[head_text] = base_sha, head_sha
+                self._sides[base_text] = ("review-base", self.c.base)
+                self._sides[head_text] = ("review-head", self.c.head)
+                result.agents.append(
+                    await self._review_agent(agent, base_text, head_text, target))
+        result.agents[:0] = guard.reviews()
+        result.notes += self._notes
+        result.sources += [s.line() for s in self.source.served]
+        result.decision = combine([a.decision for a in result.agents])
+        result.tokens = self.models.usage.total_tokens
+        regressed = result.regressed_buckets
+        improved = [f"{a.agent}:{b}" for a in result.agents for b in a.improved]
+        open_ = [f"{a.agent}:{b}" for a in result.agents for b in a.open]
+        if regressed:
+            detail = f"regressed bucket(s): {', '.join(regressed)}"
+        elif open_:
+            detail = f"harm not ruled out in bucket(s): {', '.join(open_)}"
+        elif improved:
+            detail = f"improved bucket(s): {', '.join(improved)}; no bucket regressed"
+        else:
+            detail = "no bucket changed beyond the thresholds; no bucket regressed"
+        result.message = broken_message(guard) if guard.broken else \
+            f"{result.decision}: {detail}"
+        self._write(result)
+        return result
+
+    def _write(self, result: ReviewResult) -> None:
+        from promptloop.optimizer.workflows.review_comment import render_comment
+
+        self.review_dir.mkdir(parents=True, exist_ok=True)
+        result.review_dir = str(self.review_dir)
+        comment = self.review_dir / "comment.md"
+        result.comment_path = str(comment)
+        comment.write_text(render_comment(result), encoding="utf-8")
+        (self.review_dir / "result.json").write_text(
+            result.model_dump_json(indent=2), encoding="utf-8"
+        )
+
+
+async def review(
+    config: ReviewConfig,
+    *,
+    agent: ModelClient | None = None,
+    judge: ModelClient | None = None,
+    on_event: EventSink | None = None,
+) -> ReviewResult:
+    """Run one review; clients may be injected (tests), the others are built from the ids."""
+    async with ModelSet(config.model_ids, agent=agent, judge=judge) as models:
+        return await Reviewer(config, models, on_event=on_event).review()
+
+
+__all__ = [
+    "REVIEW_VERSION",
+    "AgentReview",
+    "ReviewConfig",
+    "ReviewResult",
+    "Reviewer",
+    "TrialChange",
+    "combine",
+    "review",
+    "trial_flips",
+]
