@@ -297,7 +297,8 @@ def test_nightly_on_the_node_agent_with_a_small_budget(repo: Path, tmp_path: Pat
     assert cp.status == "finished" and result.exit_code == 0, (cp.stop_reason, cp.notes)
     steps = [(s.id, s.outcome) for s in cp.steps]
     assert steps[0][0] == "baseline:action_items" and "0 errored of 19" in steps[0][1]
-    [(step, outcome)] = steps[1:]
+    # the night's profile step (docs/nightly.md: a share of the budget grows short records)
+    [(step, outcome)] = [s for s in steps[1:] if not s[0].startswith("profile")]
     bucket = step.split("/")[1]
     assert step == f"iterate:action_items/{bucket}/1" and bucket in BUCKETS
     assert outcome == "accepted", steps

@@ -166,7 +166,7 @@ def test_the_package_and_report_show_the_conversation_the_gateway_saw(
     state = tmp_path / "state"
     data = cli_json("eval", "--agent", "triage", "--agent-model", "scripted:triage",
                     "--trials", "1", "--out", str(state))
-    assert data["summary"]["erroredTrials"] == 0
+    assert data["summary"]["errored_trials"] == 0
     [entry] = list_runs(default_store_dir(state))
     name = entry.run_name
     run = load_run(default_store_dir(state), name)

@@ -48,7 +48,7 @@ def test_the_example_agents_package_shows_its_input_and_its_conversation(
     state = tmp_path / "state"
     data = cli_json("eval", "--agent", "example", "--agent-model", "scripted:other",
                     "--out", str(state))
-    assert data["summary"]["erroredTrials"] == 0, data
+    assert data["summary"]["errored_trials"] == 0, data
     [entry] = list_runs(default_store_dir(state))
     run = load_run(default_store_dir(state), entry.run_name)
 

@@ -202,7 +202,7 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def evaluate(agent: str, state: Path) -> RunResult:
     data = cli_json("eval", "--agent", agent, "--agent-model", "scripted:cardparity",
                     "--trials", "1", "--out", str(state))
-    assert data["summary"]["erroredTrials"] == 0, data
+    assert data["summary"]["errored_trials"] == 0, data
     [entry] = list_runs(default_store_dir(state))
     return load_run(default_store_dir(state), entry.run_name)
 

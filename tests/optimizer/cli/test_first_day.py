@@ -130,6 +130,7 @@ def test_doctor_calls_uncommitted_files_a_problem(
     code, said = run(repo, monkeypatch, "doctor", "--agent-model", "scripted:card", "--json")
     assert code == 1
     data = json.loads(said[: said.rindex("}") + 1])
+    data = data.get("result", data)  # the --json envelope
     problems = " ".join(p["what"] for p in data["problems"])
     if commit:
         assert "not committed" in problems and "promptloop.toml" in problems

@@ -88,7 +88,7 @@ def test_agent_runs_a_task_of_an_adapter_agent_and_shows_the_conversation(
 def test_runs_health_and_profile_follow_the_agent_table(repo: Path, tmp_path: Path) -> None:
     cli_json("eval", "--agent", "example", *MODELS, *state(tmp_path))
     listed = cli_json("runs", "--agent", "example", *state(tmp_path))
-    assert [r["suiteName"] for r in listed] == ["example"]
+    assert [r["suite_name"] for r in listed] == ["example"]
     assert cli_json("runs", "--suite", "evals/example", *state(tmp_path)) == listed
     unknown = cli("runs", "--agent", "exampel", *state(tmp_path))
     assert unknown.exit_code == 1 and "Did you mean 'example'" in unknown.output
@@ -156,7 +156,7 @@ def test_the_node_example_through_agent_runs_health_profile(
     assert any(m["role"] == "assistant" for m in data["messages"])
     cli_json("eval", "--suite", "evals", *NODE_MODELS, "--trials", "1", *state(tmp_path))
     runs = cli_json("runs", "--agent", "action_items", *state(tmp_path))
-    assert [r["suiteName"] for r in runs] == ["action_items"]
+    assert [r["suite_name"] for r in runs] == ["action_items"]
     assert cli_json("health", "--suite", "evals", *state(tmp_path))["suite_name"] == \
         "action_items"
     plan = cli_json("profile", "--agent", "action_items", "--dry-run", *NODE_MODELS,

@@ -143,7 +143,10 @@ def test_run_harm_for_review() -> None:
         return got, sum(calls) - before
 
     harm, paid = asyncio.run(go())
-    assert harm.result.regressed == ["regression/r00"]
+    # the broken bucket regressed; the pooled test over every pair (its drop included) may
+    # reject beside it, never another bucket
+    assert harm.result.regressed[0] == "regression/r00"
+    assert set(harm.result.regressed) <= {"regression/r00", "(all other buckets)"}
     assert paid == harm.trials_run > 0
     statements = {s.bucket: s.state for s in harm.result.statements}
     assert statements["regression/r00"] == "regressed"

@@ -97,8 +97,8 @@ def test_a_jsonl_suite_of_12_tasks_runs_through_eval(repo: Path, tmp_path: Path)
     for how in (["--agent", "example"], ["--suite", SUITE]):
         data = cli_json("eval", *how, *MODELS, "--fresh", "--out", str(tmp_path / "state"))
         summary = data["summary"]
-        assert summary["numTrials"] == 12 and summary["erroredTrials"] == 0, summary
-        buckets = {b["bucket"]: b["trialPassRate"] for b in summary["buckets"]}
+        assert summary["num_trials"] == 12 and summary["errored_trials"] == 0, summary
+        buckets = {b["bucket"]: b["trial_pass_rate"] for b in summary["buckets"]}
         assert buckets == {"urgency": 0.0, "category": 1.0}
 
 

@@ -166,8 +166,9 @@ def test_broken_exits_3_with_fail_on_regression_and_says_where(
     assert DART_REGION in said and "no trial was run" in said
     failing = cli(*args, "--fail-on-regression", "--json")
     assert failing.exit_code == 3, failing.output
-    data: dict[str, Any] = json.loads(failing.stdout)
-    assert data["decision"] == "broken" and data["exit_code"] == 3
+    envelope: dict[str, Any] = json.loads(failing.stdout)
+    data = envelope["result"]
+    assert data["decision"] == "broken" and envelope["exit_code"] == 3
     assert data["agents"][0]["head_breaks"][0]["line"] == line
     assert not (dart_repo / MARK).exists()
 

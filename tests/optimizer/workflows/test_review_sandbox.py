@@ -187,7 +187,7 @@ def test_review_in_a_box_writes_nothing(repo: Path, tmp_path: Path,
     result = review(tmp_path)
     assert result.exit_code in (0, 3), result.output
     assert_untouched(repo)
-    data = json.loads(result.stdout)
+    data = json.loads(result.stdout)["result"]  # the --json envelope
     assert data["status"] == "reviewed"
     # the head's trials did run the attack: the shell call failed on a read-only repository
     ran = [r for t in _trials(tmp_path / "state") for r in _ran(t)
