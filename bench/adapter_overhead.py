@@ -1,7 +1,7 @@
 """Trial adapters' overhead per trial (issue 24; run by hand, not in CI).
 
 A trivial agent answers a fixed outcome at once; N trials run one after the other through the
-`python`, `worker` and `command` adapters (`promptloop.optimizer.adapters.runner.run_adapter_trial`), each
+`python`, `worker` and `command` adapters (`optimizer.adapters.runner.run_adapter_trial`), each
 in a fresh workspace. The overhead of a trial is its wall time through the adapter minus the
 agent's own run time (the time between reading the request and answering, which the agent
 measures itself and reports in its outcome). For `command` it includes starting the agent's

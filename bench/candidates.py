@@ -12,7 +12,7 @@ does. K > 1 screens the candidates with the real successive-halving state machin
 (`promptloop.optimizer.gate.screen.Screening`, the loop of `screen.simulate`) on the visible target
 tasks, each trial a fresh draw of the world at a screening index, paired with the cached
 baseline as the tournament pairs it;
-the winner then goes through the real gate driver (`promptloop.optimizer.workflows.gating.run_gate`) on
+the winner then goes through the real gate driver (`optimizer.workflows.gating.run_gate`) on
 fresh trials; when the gate rejects it for harm, the next candidate that fixed the target in
 screening is gated too (once; `--no-fallback` turns it off), as the tournament does. Ties in
 screening are broken by a seeded draw. Merges are not simulated (the merge callback declines).

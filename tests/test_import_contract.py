@@ -24,7 +24,7 @@ LAYER = {"cli": 4, "view": 3, "workflows": 2, "propose": 1, "gate": 1, "run": 1,
 package, and no production module may import it."""
 LIFECYCLE_IMPORTS = {"lifecycle", "core", "report", "git"}
 IO_MODULES = {"os", "subprocess", "shutil", "socket", "asyncio", "tempfile", "git",
-              "promptloop.optimizer.git", "promptloop.optimizer.git_sweep", "promptloop.optimizer.git_read", "httpx", "anthropic",
+              "optimizer.git", "optimizer.git_sweep", "optimizer.git_read", "httpx", "anthropic",
               "openai", "filelock", "urllib"}
 
 
@@ -76,7 +76,7 @@ def test_layers_only_import_downwards() -> None:
 def test_no_production_module_imports_the_simulator() -> None:
     bad = [f"{p.relative_to(ROOT)} imports {name}" for p in modules()
            if package_of(p) != "sim" for name in imports(p)
-           if name == "promptloop.optimizer.sim" or name.startswith("promptloop.optimizer.sim.")]
+           if name == "optimizer.sim" or name.startswith("optimizer.sim.")]
     assert not bad, "\n".join(bad)
 
 
@@ -233,7 +233,7 @@ def test_no_module_level_import_cycle() -> None:
         " <-> ".join(c) for c in cycles)
 
 
-CLI_TYPES = {"promptloop.optimizer.core.events", "promptloop.optimizer.core.results"}
+CLI_TYPES = {"optimizer.core.events", "optimizer.core.results"}
 """What the CLI may import from core: the types it renders (events, run results)."""
 
 
@@ -243,7 +243,7 @@ def test_the_cli_calls_workflows_not_core_or_git_internals() -> None:
     wrong = []
     for path in sorted((ROOT / "cli").glob("*.py")):
         for name in imports(path):
-            inner = name.startswith(("promptloop.optimizer.core", "promptloop.optimizer.git"))
+            inner = name.startswith(("optimizer.core", "optimizer.git"))
             if inner and name not in CLI_TYPES:
                 wrong.append(f"{path.name}: {name}")
     assert not wrong, wrong
@@ -269,7 +269,7 @@ def test_agents_and_graders_never_import_upwards() -> None:
 def test_optimizer_core_imports_no_provider() -> None:
     """core (redaction included) is below the model providers: it never imports one."""
     bad = [f"{p.relative_to(TOP)} imports {n}" for p in (ROOT / "core").rglob("*.py")
-           for n in imports(p) if n.startswith("promptloop.agents.llm.providers")]
+           for n in imports(p) if n.startswith("agents.llm.providers")]
     assert not bad, "\n".join(bad)
 
 
@@ -278,7 +278,7 @@ def test_the_tournament_uses_the_iteration_through_its_protocol() -> None:
     cycle under TYPE_CHECKING); it now types its host as `optimize_models.CandidateHost` and
     calls only public steps."""
     path = ROOT / "workflows" / "tournament.py"
-    assert not [n for n in imports(path) if n.startswith("promptloop.optimizer.workflows.iteration")]
+    assert not [n for n in imports(path) if n.startswith("optimizer.workflows.iteration")]
     private = [node.attr for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                if isinstance(node, ast.Attribute) and node.attr.startswith("_")
                and not node.attr.startswith("__")

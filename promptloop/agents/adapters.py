@@ -1,5 +1,5 @@
-"""The bundled agents' trial adapters: promptloop.toml names `promptloop.agents.adapters:card_agent` and
-`promptloop.agents.adapters:pkm_agent` (adapter = "python"). Each builds an in-process agent session that
+"""The bundled agents' trial adapters: promptloop.toml names `agents.adapters:card_agent` and
+`agents.adapters:pkm_agent` (adapter = "python"). Each builds an in-process agent session that
 promptloop's own agent loop runs with the trial's model client, transcript and limits
 (docs/agents.md, "the python adapter"); the agent's module is imported only when it is used.
 

@@ -20,7 +20,14 @@ from datetime import UTC, datetime
 from typing import Literal, Protocol
 
 from promptloop.agents.llm.errors import ModelError
-from promptloop.agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolCall, ToolSpec
+from promptloop.agents.llm.types import (
+    Message,
+    ModelClient,
+    ModelResponse,
+    ModelSettings,
+    ToolCall,
+    ToolSpec,
+)
 from promptloop.agents.tools import Tool, ToolResult
 from promptloop.agents.transcript import ToolCallRecord, Transcript, utcnow
 

@@ -23,7 +23,8 @@ AgentName = Literal["card_agent", "pkm_agent"]
 GradeFn = Callable[[GradeContext, Any], Awaitable[Score]]
 C = TypeVar("C", bound=GraderConfig)
 
-_BUILTIN_MODULES = ("promptloop.graders.card", "promptloop.graders.pkm", "promptloop.graders.judge", "promptloop.graders.general")
+_BUILTIN_MODULES = ("promptloop.graders.card", "promptloop.graders.pkm",
+                    "promptloop.graders.judge", "promptloop.graders.general")
 
 
 class GraderError(ValueError):

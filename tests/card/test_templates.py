@@ -7,7 +7,12 @@ from typing import Any
 
 import pytest
 
-from promptloop.agents.card.templates import TEMPLATE_IDS, TEMPLATES, catalog_markdown, validate_data
+from promptloop.agents.card.templates import (
+    TEMPLATE_IDS,
+    TEMPLATES,
+    catalog_markdown,
+    validate_data,
+)
 
 VALID: dict[str, dict[str, Any]] = {
     "link": {"url": "https://example.org/post", "title": "A post"},

@@ -12,7 +12,13 @@ import yaml
 
 from promptloop.agents.card.card_file import read_card, write_card_atomic
 from promptloop.agents.card.templates import TEMPLATE_IDS
-from promptloop.agents.card.tools import ALLOWED_TAGS, METADATA_TOOL, SAVE_TOOL, TAGS_FILE, CardTools
+from promptloop.agents.card.tools import (
+    ALLOWED_TAGS,
+    METADATA_TOOL,
+    SAVE_TOOL,
+    TAGS_FILE,
+    CardTools,
+)
 from promptloop.agents.llm.scripted import call
 from promptloop.agents.llm.types import ToolCall
 from promptloop.agents.tools import Tool, ToolResult

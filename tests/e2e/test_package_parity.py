@@ -28,7 +28,11 @@ from promptloop.agents.llm.registry import SCRIPTED_MODELS
 from promptloop.agents.llm.scripted import Request, ScriptedModel, call, reply
 from promptloop.agents.llm.types import ModelResponse
 from promptloop.optimizer.core.results import RunResult
-from promptloop.optimizer.propose.package import FailingExport, export_failing, render_failing_markdown
+from promptloop.optimizer.propose.package import (
+    FailingExport,
+    export_failing,
+    render_failing_markdown,
+)
 from promptloop.optimizer.report.store import default_store_dir, list_runs, load_run
 from tests.e2e.support import cli_json, commit_all, enter
 

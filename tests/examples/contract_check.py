@@ -13,7 +13,8 @@ SCHEMA_FILE = "trial-v1.schema.json"
 def _schema(definition: str) -> dict[str, Any]:
     from importlib.resources import files
 
-    whole = json.loads(files("promptloop.optimizer.adapters").joinpath("schema", SCHEMA_FILE).read_text())
+    whole = json.loads(files("promptloop.optimizer.adapters").joinpath("schema", SCHEMA_FILE)
+                       .read_text())
     return {"$defs": whole["$defs"], "$ref": f"#/$defs/{definition}"}
 
 

@@ -17,7 +17,13 @@ from promptloop.agents.llm.errors import ProviderError
 from promptloop.agents.llm.scripted import Request, ScriptedModel, reply
 from promptloop.agents.llm.types import Message, ModelResponse
 from promptloop.agents.transcript import Transcript
-from promptloop.graders import GraderConfigError, Score, config_warnings, run_grader, validate_config
+from promptloop.graders import (
+    GraderConfigError,
+    Score,
+    config_warnings,
+    run_grader,
+    validate_config,
+)
 from promptloop.graders.general import (
     command_graders,
     parse_path,

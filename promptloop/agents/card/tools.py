@@ -20,7 +20,13 @@ from typing import Annotated, Any
 from pydantic import Field, WithJsonSchema
 
 from promptloop.agents.card.card_file import CardFileError, update_card
-from promptloop.agents.card.templates import TEMPLATE_IDS, TEMPLATES, catalog_markdown, describe, validate_data
+from promptloop.agents.card.templates import (
+    TEMPLATE_IDS,
+    TEMPLATES,
+    catalog_markdown,
+    describe,
+    validate_data,
+)
 from promptloop.agents.tools import Tool, ToolArgs, ToolError, ToolResult
 from promptloop.agents.workspace import FACT_ID_PATTERN, FactId, FactIdError, Workspace
 

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from promptloop.agents.llm.errors import ScriptExhaustedError
-from promptloop.agents.llm.types import Message, ModelResponse, ModelSettings, ToolCall, ToolSpec, Usage
+from promptloop.agents.llm.types import (
+    Message,
+    ModelResponse,
+    ModelSettings,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 
 _ids = itertools.count(1)
 

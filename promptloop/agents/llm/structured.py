@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from promptloop.agents.llm.errors import ModelConfigError
-from promptloop.agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolCall, ToolSpec
+from promptloop.agents.llm.types import (
+    Message,
+    ModelClient,
+    ModelResponse,
+    ModelSettings,
+    ToolCall,
+    ToolSpec,
+)
 from promptloop.agents.llm.wrapper import WrappedClient
 from promptloop.agents.tools import inline_schema, parse_arguments
 

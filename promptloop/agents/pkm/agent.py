@@ -32,7 +32,13 @@ from promptloop.agents.pkm.reminders import append_session, load_sessions, wrap
 from promptloop.agents.pkm.search_tools import SearchTools, render_tree
 from promptloop.agents.tools import Tool, ToolArgs, ToolError, ToolResult
 from promptloop.agents.transcript import Transcript
-from promptloop.agents.workspace import FACT_ID_PATTERN, FactId, FactIdError, Workspace, diff_snapshots
+from promptloop.agents.workspace import (
+    FACT_ID_PATTERN,
+    FactId,
+    FactIdError,
+    Workspace,
+    diff_snapshots,
+)
 
 NAME = "pkm_agent"
 MUTATING_TOOLS = ("Write", "Edit", "Move", "Remove")

@@ -8,7 +8,7 @@
 - Each process starts its own session (process group); on a timeout or oversize output the
   whole group gets SIGTERM, then SIGKILL after 2 s; leftovers of a finished command are killed.
 - Output is read incrementally and never held beyond the cap; stderr keeps only its tail.
-- Every message or stderr tail handed back is redacted (`promptloop.optimizer.core.redact`: any variable
+- Every message or stderr tail handed back is redacted (`optimizer.core.redact`: any variable
   whose name says key, token or secret, plus the per-run token).
 """
 

@@ -28,7 +28,12 @@ from promptloop.optimizer.core.events import (
     RunStarted,
     fan_out,
 )
-from promptloop.optimizer.workflows.context import ConfigError, did_you_mean, extra_settings, open_project
+from promptloop.optimizer.workflows.context import (
+    ConfigError,
+    did_you_mean,
+    extra_settings,
+    open_project,
+)
 
 # --- option panels of --help ---------------------------------------------------------------
 

@@ -8,7 +8,13 @@ from typing import Annotated
 import typer
 
 from promptloop.optimizer.cli import ui
-from promptloop.optimizer.cli.common import AgentModelOpt, BaseUrlOpt, JsonOpt, JudgeModelOpt, StateOpt
+from promptloop.optimizer.cli.common import (
+    AgentModelOpt,
+    BaseUrlOpt,
+    JsonOpt,
+    JudgeModelOpt,
+    StateOpt,
+)
 from promptloop.optimizer.cli.util import EXIT_USER, guarded
 from promptloop.optimizer.workflows.context import DEFAULT_AGENT_MODEL
 from promptloop.optimizer.workflows.doctor import DoctorReport, diagnose

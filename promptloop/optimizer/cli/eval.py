@@ -29,7 +29,12 @@ from promptloop.optimizer.cli.common import (
     listening,
 )
 from promptloop.optimizer.cli.util import EXIT_INFRA, guarded
-from promptloop.optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError, agent_names, split_suite
+from promptloop.optimizer.workflows.context import (
+    DEFAULT_AGENT_MODEL,
+    ConfigError,
+    agent_names,
+    split_suite,
+)
 
 
 def split_agent_suite(agent: str | None, suite: str | None) -> tuple[str | None, str | None]:

@@ -4,7 +4,7 @@ Each bucket gets the mean paired score difference (candidate - baseline), pass r
 fail->pass (`fixed`) and pass->fail (`broken`) counts, one-sided sign-flip p-values for
 improvement and for regression, the two-sided exact McNemar p-value on the pass flips, and a
 paired-bootstrap interval that is shown to readers but never decides anything: the
-decisions of `promptloop.optimizer.gate.verdict` and `promptloop.optimizer.gate.sequential` use the exact p-values.
+decisions of `optimizer.gate.verdict` and `optimizer.gate.sequential` use the exact p-values.
 `GatePolicy` lives in `promptloop.optimizer.gate.policy` (imported here too, for older imports).
 """
 

@@ -1,7 +1,7 @@
 """Pairing of baseline and candidate trials: same task, same trial index. Pure, no I/O.
 
 A task that is hard for both prompts cancels out of a paired difference, which is what makes
-the exact paired tests of `promptloop.optimizer.gate.exact` powerful at a handful of trials. Errored or
+the exact paired tests of `optimizer.gate.exact` powerful at a handful of trials. Errored or
 skipped trials are infrastructure, not evidence: their pairs are dropped and counted.
 """
 

@@ -23,7 +23,14 @@ from dataclasses import dataclass
 
 from promptloop.optimizer.gate.exact import rate_above
 from promptloop.optimizer.gate.policy import GatePolicy
-from promptloop.optimizer.gate.tasks import HarmScale, TaskKey, TaskRecord, classify, estimate_scale, pass_drop
+from promptloop.optimizer.gate.tasks import (
+    HarmScale,
+    TaskKey,
+    TaskRecord,
+    classify,
+    estimate_scale,
+    pass_drop,
+)
 
 MIN_BITS = 0.05
 """A record this decided (under 1% doubt whether the task can lose the drop) gets nothing."""

@@ -6,7 +6,7 @@ thin regression spread over many buckets), corrected with the weighted Holm proc
 `regression_alpha` (family-wise). A bucket whose mean score drops by at least
 `regression_tolerance` is a suspect even when not significant; review confirms suspects with
 more trials. The sequential gate of optimize (`promptloop.optimizer.gate.sequential`) tests the same
-hypotheses with their anytime-valid form (`promptloop.optimizer.gate.harm`), since it picks its trials
+hypotheses with their anytime-valid form (`optimizer.gate.harm`), since it picks its trials
 as it goes.
 """
 

@@ -38,7 +38,12 @@ from promptloop.optimizer.lifecycle.errors import LifecycleError, UnknownNameErr
 from promptloop.optimizer.lifecycle.files import safe_stem
 from promptloop.optimizer.lifecycle.labels import LabelledItem, join_labels, read_labels
 from promptloop.optimizer.report import fmt
-from promptloop.optimizer.report.store import RunNotFoundError, default_store_dir, list_runs, load_run
+from promptloop.optimizer.report.store import (
+    RunNotFoundError,
+    default_store_dir,
+    list_runs,
+    load_run,
+)
 
 CALIBRATION_FORMAT = "promptloop.calibration/1"
 CALIBRATION_DIR = "calibration"

@@ -2,7 +2,7 @@
 what was ruled out, what to do next), the legend of the per-bucket table, and the words for
 what went wrong (never a Python class name, never an instruction meant for the proposer).
 
-Pure: strings from the gate's verdicts (`promptloop.optimizer.gate.verdict`) and comparisons. The method
+Pure: strings from the gate's verdicts (`optimizer.gate.verdict`) and comparisons. The method
 texts (`gate/policy.py`) are left to `--verbose`, the report and the JSON; no sentence here
 names a statistical test.
 """

@@ -6,7 +6,7 @@ failed one, and with a threshold below 1.0 each trial (timed-out ones too: they 
 passes by its mean decided score. Ours stand beside them as `counted_task_pass_rate` /
 `counted_trial_pass_rate` ("errored excluded"): errored and skipped trials (infrastructure, or a
 bug in promptloop) leave the rate and are counted apart so a report can say so loudly, and a
-trial passed only when it was graded passed (`promptloop.graders.registry.trial_passed`; a timed-out trial
+trial passed only when it was graded passed (`graders.registry.trial_passed`; a timed-out trial
 never). Per task and bucket the rates are ours. A failure caused by an exception that a tool or
 outcome capture raised on what the agent did is a failed trial (`agent_error_trials` counts
 them), never an errored one. The stored form lives in store.py; tables of it in table.py,

@@ -13,7 +13,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from promptloop.agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec, Usage
+from promptloop.agents.llm.types import (
+    Message,
+    ModelClient,
+    ModelResponse,
+    ModelSettings,
+    ToolSpec,
+    Usage,
+)
 from promptloop.agents.llm.wrapper import WrappedClient
 from promptloop.optimizer.core.pricing import BATCH_PRICE_FACTOR, ModelPrice, estimate_cost
 

@@ -9,7 +9,7 @@ z = sqrt(0.3) S + sqrt(0.7) e (S per run and bucket); with q = inv_Phi(p) in [-3
 task passes iff z < q, a judge score is clip(0.6 + 0.1 (q - z)) passing at 0.6. Outcomes flip
 with probability `noise`, 3% of trials error, and `run` uses p +- 0.02 (drift). The target is
 chosen from the baseline as nightly's `rank_buckets` would. `World.run` is a RunFn
-(`promptloop.optimizer.workflows.paired`), so `promptloop.optimizer.workflows.gating.run_gate` drives it unchanged.
+(`optimizer.workflows.paired`), so `optimizer.workflows.gating.run_gate` drives it unchanged.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Drive the sequential gate with real suite runs: the I/O half of `promptloop.optimizer.gate.sequential`.
+"""Drive the sequential gate with real suite runs: the I/O half of `optimizer.gate.sequential`.
 
 The gate says which trials to run (the candidate's trial indices per task, and the baseline's
 past its cached trials); this module runs them through the caller's `run` function, pools them

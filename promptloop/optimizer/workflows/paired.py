@@ -21,7 +21,12 @@ from promptloop.optimizer.gate.pairing import merge_runs
 from promptloop.optimizer.report.store import default_store_dir, save_run
 from promptloop.optimizer.report.summary import RunSummary, summarize
 from promptloop.optimizer.run.models import ModelSet
-from promptloop.optimizer.run.runner import AllTrialsErroredError, RunOptions, needs_judge, run_suite
+from promptloop.optimizer.run.runner import (
+    AllTrialsErroredError,
+    RunOptions,
+    needs_judge,
+    run_suite,
+)
 from promptloop.optimizer.workflows.sources import RepoSource
 
 RunFn = Callable[[Suite, str, str, dict[str, list[int]] | None], Awaitable[RunResult]]

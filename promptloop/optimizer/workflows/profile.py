@@ -4,7 +4,7 @@ Every harm task is judged against its record: the lineage history of the prompt 
 runs of its suites with the same agent model and the same prompt) plus the baseline. A record
 too short or too wide to tell a flaky task from a broken one costs the gate fresh baseline
 trials, or ends a task at its cap. This command spends a budget of baseline trials ahead of
-time on the tasks whose records are least decided, ranked by `promptloop.optimizer.gate.profile.plan`
+time on the tasks whose records are least decided, ranked by `optimizer.gate.profile.plan`
 (the uncertainty, in bits, of "can this task lose the drop?"), and saves them as an ordinary
 run of the prompt, so the next optimize, nightly or review reads them as lineage history.
 Trial indices start past every index the lineage already holds (no trial is served from the

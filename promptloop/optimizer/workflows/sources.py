@@ -7,7 +7,7 @@ state folder once per commit, with the shared fixtures of that commit beside it 
 looks for fixtures in the suite folder first), so the loader reads exactly that commit. A
 prompt or suite the repository lacks is an error naming promptloop.toml's key (what is
 evaluated must be what the repository holds); suites come from promptloop's bundled copy
-(`promptloop.agents.data`) only outside any repository, the proposer's manual whenever the repository
+(`agents.data`) only outside any repository, the proposer's manual whenever the repository
 lacks one, and the description says so. Every description is kept in `served`, for the
 command's output and the run's provenance.
 """

@@ -37,7 +37,12 @@ from promptloop.optimizer.core.events import (
     VerdictReached,
 )
 from promptloop.optimizer.core.killpoint import kill_point
-from promptloop.optimizer.core.ledger import CandidateRecord, CandidateStatus, ScreenTrial, diff_hash
+from promptloop.optimizer.core.ledger import (
+    CandidateRecord,
+    CandidateStatus,
+    ScreenTrial,
+    diff_hash,
+)
 from promptloop.optimizer.core.redact import redact
 from promptloop.optimizer.core.results import RunResult
 from promptloop.optimizer.core.suites import Suite

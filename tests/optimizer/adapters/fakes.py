@@ -10,7 +10,12 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from promptloop.optimizer.adapters.contract import ModelEndpoint, PromptInfo, TrialInfo, TrialRequest
+from promptloop.optimizer.adapters.contract import (
+    ModelEndpoint,
+    PromptInfo,
+    TrialInfo,
+    TrialRequest,
+)
 from promptloop.optimizer.adapters.spec import AnyAdapterSettings, parse_settings
 
 TOKEN = "plt-run-token-0123456789abcdef"

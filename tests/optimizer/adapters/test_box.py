@@ -211,7 +211,8 @@ async def test_promptloops_environment_is_not_readable(world: World, kind: str,
     # a stand-in for promptloop: the key in its environment block, made non-dumpable as the
     # CLI makes itself at start (the test process's own block does not hold the key)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "from promptloop.agents.secrets import keep_from_proc; keep_from_proc(); "
+        [sys.executable, "-c", "from promptloop.agents.secrets import keep_from_proc; "
+         "keep_from_proc(); "
          "print('ready', flush=True); input()"],
         env={**os.environ, "ANTHROPIC_API_KEY": KEY}, stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[3])

@@ -34,7 +34,8 @@ def test_only_ui_imports_rich() -> None:
 
 
 def test_util_does_not_import_command() -> None:
-    assert "promptloop.optimizer.cli.command" not in imported(ROOT / "promptloop/optimizer/cli/util.py")
+    util = ROOT / "promptloop/optimizer/cli/util.py"
+    assert "promptloop.optimizer.cli.command" not in imported(util)
 
 
 def test_code_cites_repository_docs_not_a_spec_section() -> None:

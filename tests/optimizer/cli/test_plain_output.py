@@ -477,7 +477,11 @@ def test_optimize_and_eval_say_their_trials_and_time_before_they_start(
 
 def test_the_embedded_model_is_announced_with_its_time() -> None:
     from promptloop.optimizer.core.suites import load_suite
-    from promptloop.optimizer.workflows.estimate import LOCAL_SECONDS_PER_TRIAL, estimate, suite_trials
+    from promptloop.optimizer.workflows.estimate import (
+        LOCAL_SECONDS_PER_TRIAL,
+        estimate,
+        suite_trials,
+    )
 
     here = Path(__file__).resolve().parents[3]
     suites = [load_suite(here / "tasks" / "pkm_agent" / k) for k in ("capability", "regression")]

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from promptloop.optimizer.core.suites import SuiteError, check_runnable, load_suite, resolve_suite_path
+from promptloop.optimizer.core.suites import (
+    SuiteError,
+    check_runnable,
+    load_suite,
+    resolve_suite_path,
+)
 from tests.optimizer import suite_builder as sb
 
 # --- loader errors name the file and the field ----------------------------------------------

@@ -15,7 +15,13 @@ from promptloop.optimizer.gate.harm import bucket_statement
 from promptloop.optimizer.gate.policy import sensitivity_statement
 from promptloop.optimizer.gate.review_harm import HarmOnlyGate, HarmResult
 from promptloop.optimizer.gate.sequential import SequentialGate, TaskKey, TrialAsk, heldout_tasks
-from promptloop.optimizer.gate.tasks import HarmScale, TaskRecord, estimate_scale, judge_task, pooled_pvalue
+from promptloop.optimizer.gate.tasks import (
+    HarmScale,
+    TaskRecord,
+    estimate_scale,
+    judge_task,
+    pooled_pvalue,
+)
 from promptloop.optimizer.gate.verdict import POOLED, Verdict
 
 POLICY = GatePolicy()

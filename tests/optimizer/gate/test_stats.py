@@ -10,7 +10,12 @@ import pytest
 
 from promptloop.graders.base import Score
 from promptloop.optimizer.core.results import RunResult, TrialResult, TrialStatus
-from promptloop.optimizer.gate.compare import GatePolicy, compare_bucket, compare_runs, paired_bootstrap_ci
+from promptloop.optimizer.gate.compare import (
+    GatePolicy,
+    compare_bucket,
+    compare_runs,
+    paired_bootstrap_ci,
+)
 from promptloop.optimizer.gate.exact import mcnemar_pvalue
 from promptloop.optimizer.gate.pairing import Pair, merge_runs, pair_runs
 from promptloop.optimizer.gate.sequential import SequentialGate

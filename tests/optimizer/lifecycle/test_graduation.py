@@ -10,9 +10,21 @@ from typer.testing import CliRunner
 
 from promptloop.optimizer.cli.graduate import graduate as graduate_command
 from promptloop.optimizer.cli.health import health as health_command
-from promptloop.optimizer.lifecycle.errors import GraduationRefused, LifecycleError, UnknownNameError
-from promptloop.optimizer.lifecycle.graduate_git import GraduateRequest, graduate, graduation_proposals
-from promptloop.optimizer.lifecycle.graduation import plan_graduation, propose_graduations, readiness
+from promptloop.optimizer.lifecycle.errors import (
+    GraduationRefused,
+    LifecycleError,
+    UnknownNameError,
+)
+from promptloop.optimizer.lifecycle.graduate_git import (
+    GraduateRequest,
+    graduate,
+    graduation_proposals,
+)
+from promptloop.optimizer.lifecycle.graduation import (
+    plan_graduation,
+    propose_graduations,
+    readiness,
+)
 from promptloop.optimizer.lifecycle.health import compute_health
 from tests.cli_json import cli_result
 from tests.optimizer.lifecycle.helpers import PROMPT, app_with, git, save_all

@@ -17,7 +17,12 @@ from promptloop.optimizer.lifecycle.health_io import (
     refresh_health,
     save_health,
 )
-from promptloop.optimizer.lifecycle.lineage import LineageSpec, distinct_trials, load_lineage, select_lineage
+from promptloop.optimizer.lifecycle.lineage import (
+    LineageSpec,
+    distinct_trials,
+    load_lineage,
+    select_lineage,
+)
 from tests.optimizer.lifecycle.helpers import PROMPT, git, run, save_all, sha
 
 T, F = True, False

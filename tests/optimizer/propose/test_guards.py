@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from promptloop.optimizer.core.suites import REPO_ROOT, LoadedTask, Suite, SuiteConfig, TaskSpec, load_suite
+from promptloop.optimizer.core.suites import (
+    REPO_ROOT,
+    LoadedTask,
+    Suite,
+    SuiteConfig,
+    TaskSpec,
+    load_suite,
+)
 from promptloop.optimizer.propose.apply import render_unified
 from promptloop.optimizer.propose.guards import GuardViolation, check_guards, prepare_patch
 from promptloop.optimizer.propose.literals import LiteralIndex, build_literal_index

@@ -15,7 +15,11 @@ from promptloop.agents.transcript import Event, Metrics, ToolCallRecord, Transcr
 from promptloop.graders.base import Assertion, Score
 from promptloop.optimizer.core.pricing import ModelPrice, estimate_cost, price_for
 from promptloop.optimizer.core.results import Provenance, RunResult, TrialResult
-from promptloop.optimizer.propose.package import export_failing, extract_input, render_failing_markdown
+from promptloop.optimizer.propose.package import (
+    export_failing,
+    extract_input,
+    render_failing_markdown,
+)
 from promptloop.optimizer.report.markdown import render_markdown
 from promptloop.optimizer.report.store import (
     RunNotFoundError,

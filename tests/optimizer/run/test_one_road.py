@@ -20,7 +20,12 @@ from promptloop.agents.workspace import Workspace
 from promptloop.optimizer.adapters.registry import registered
 from promptloop.optimizer.core.adapter_settings import MEMBERS, RUNS_CODE, kinds, marked, plain
 from promptloop.optimizer.core.config import ConfigError
-from promptloop.optimizer.core.project import AgentConfig, CommandGrader, parse_project, project_scope
+from promptloop.optimizer.core.project import (
+    AgentConfig,
+    CommandGrader,
+    parse_project,
+    project_scope,
+)
 from promptloop.optimizer.core.prompt_target import open_target
 from promptloop.optimizer.core.results import RunResult
 from promptloop.optimizer.core.suites import load_suite

@@ -20,7 +20,12 @@ from promptloop.optimizer.core.suites import DEFAULT_CLOCK, Suite, load_suite
 from promptloop.optimizer.report.summary import summarize
 from promptloop.optimizer.run.cache import text_hash, trial_cache_key
 from promptloop.optimizer.run.models import ModelIds
-from promptloop.optimizer.run.runner import AllTrialsErroredError, RunOptions, default_concurrency, run_suite
+from promptloop.optimizer.run.runner import (
+    AllTrialsErroredError,
+    RunOptions,
+    default_concurrency,
+    run_suite,
+)
 from promptloop.optimizer.workflows.evaluate import EvalRequest, evaluate
 from tests import policies
 from tests.optimizer import suite_builder as sb

@@ -2,7 +2,7 @@
 
 Six runs of a judged PKM suite (a bucket that passes every trial, so it is ready to graduate;
 a judged `insight` bucket with a flaky task), its health and the evil suite's health saved by
-`promptloop.optimizer.lifecycle.health_io`, a calibration of `pkm_insight_quality` from a labels file
+`optimizer.lifecycle.health_io`, a calibration of `pkm_insight_quality` from a labels file
 (`run_calibration`), and a graduation record saved by `graduate_git.save_record`.
 """
 

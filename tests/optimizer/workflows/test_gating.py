@@ -15,7 +15,14 @@ from pathlib import Path
 from promptloop.graders.base import Score
 from promptloop.optimizer.core.buckets import bucket_prefix
 from promptloop.optimizer.core.results import RunResult, TrialResult
-from promptloop.optimizer.core.suites import GraderSpec, LoadedTask, Suite, SuiteConfig, TaskInput, TaskSpec
+from promptloop.optimizer.core.suites import (
+    GraderSpec,
+    LoadedTask,
+    Suite,
+    SuiteConfig,
+    TaskInput,
+    TaskSpec,
+)
 from promptloop.optimizer.gate.compare import GatePolicy
 from promptloop.optimizer.gate.sequential import TaskKey
 from promptloop.optimizer.workflows.gating import run_gate, run_harm

@@ -15,7 +15,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from promptloop.agents.llm.errors import CredentialsError, ModelConfigError, ModelError, ProviderError
+from promptloop.agents.llm.errors import (
+    CredentialsError,
+    ModelConfigError,
+    ModelError,
+    ProviderError,
+)
 from promptloop.agents.llm.options import ModelOptions
 from promptloop.agents.llm.types import Message, ModelResponse, ModelSettings, ToolSpec
 from promptloop.agents.secrets import scrub

@@ -18,7 +18,13 @@ import secrets
 from typing import Any
 
 from promptloop.agents.llm.types import Message, ModelResponse, ModelSettings, ToolCall, ToolSpec
-from promptloop.optimizer.adapters.gateway.common import ChatCall, RequestError, integer, kind, number
+from promptloop.optimizer.adapters.gateway.common import (
+    ChatCall,
+    RequestError,
+    integer,
+    kind,
+    number,
+)
 from promptloop.optimizer.adapters.gateway.common import stream_flag as _stream_flag
 
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}

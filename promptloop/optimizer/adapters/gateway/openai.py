@@ -14,7 +14,14 @@ import secrets
 import time
 from typing import Any
 
-from promptloop.agents.llm.types import Message, ModelResponse, ModelSettings, ToolCall, ToolSpec, Usage
+from promptloop.agents.llm.types import (
+    Message,
+    ModelResponse,
+    ModelSettings,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 from promptloop.optimizer.adapters.gateway.common import ChatCall, RequestError, integer, number
 from promptloop.optimizer.adapters.gateway.common import kind as _kind
 

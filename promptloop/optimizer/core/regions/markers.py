@@ -6,7 +6,13 @@ from __future__ import annotations
 import re
 
 from promptloop.optimizer.core.regions.lexer import Lexed
-from promptloop.optimizer.core.regions.model import CODE_LANGUAGES, Language, Region, RegionError, RegionSpec
+from promptloop.optimizer.core.regions.model import (
+    CODE_LANGUAGES,
+    Language,
+    Region,
+    RegionError,
+    RegionSpec,
+)
 
 
 def _marker_lines(text: str, marker: str) -> list[int]:

@@ -17,7 +17,11 @@ from promptloop.optimizer.git import GitOps
 from promptloop.optimizer.report.summary import summarize
 from promptloop.optimizer.run.usage import Spend, batch_role_of
 from promptloop.optimizer.workflows.nightly.budget import Estimate, TrialRate, assumed_trial
-from promptloop.optimizer.workflows.nightly.config import NightlyConfig, proposer_guess, uncached_trials
+from promptloop.optimizer.workflows.nightly.config import (
+    NightlyConfig,
+    proposer_guess,
+    uncached_trials,
+)
 from promptloop.optimizer.workflows.nightly.state import Checkpoint
 from promptloop.optimizer.workflows.optimize_models import Baseline
 from promptloop.optimizer.workflows.paired import agent_suites
