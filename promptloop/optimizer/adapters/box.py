@@ -194,6 +194,16 @@ def shown_again(hidden: Iterable[Path], paths: Iterable[Path]) -> tuple[Path, ..
     return tuple(out)
 
 
+def own_code() -> Path:
+    """promptloop's own code, read-only in a box: the import package, or the whole source
+    folder when it runs from a clone (its data folders, prompts/ and tasks/, sit beside the
+    package). A clone or a virtual environment under /tmp would otherwise be hidden with the
+    system temp folders, and an agent importing promptloop (a python worker) would not start."""
+    package = Path(__file__).resolve().parents[2]
+    source = package.parent
+    return source if (source / "setup.py").is_file() else package
+
+
 def trial_layout(repo_root: Path, cwd: Path, writable: Sequence[Path],
                  argv: Sequence[str] = ()) -> Layout:
     """The layout of an agent trial: `writable` (its workspace, its scratch), the repository
@@ -201,7 +211,7 @@ def trial_layout(repo_root: Path, cwd: Path, writable: Sequence[Path],
     absolute argument names read-only, the rest of `hidden_folders` not there."""
     hidden = hidden_folders(repo_root)
     named = [Path(a) for a in argv if os.path.isabs(a) and os.path.exists(a)]
-    readable = shown_again(hidden, [repo_root, *named, Path(sys.prefix)])
+    readable = shown_again(hidden, [repo_root, *named, Path(sys.prefix), own_code()])
     # the state folder stays hidden inside a repository shown again
     return Layout(cwd=cwd, writable=tuple(writable), readable=readable, hidden=hidden)
 
