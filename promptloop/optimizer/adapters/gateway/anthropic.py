@@ -24,10 +24,11 @@ from promptloop.optimizer.adapters.gateway.common import (
     integer,
     kind,
     number,
+    tool_spec,
+    unique_tools,
 )
 from promptloop.optimizer.adapters.gateway.common import stream_flag as _stream_flag
 
-EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 _STOP = {"end_turn": "end_turn", "stop_sequence": "stop_sequence", "tool_use": "tool_use",
          "max_tokens": "max_tokens", "error": "end_turn", "other": "end_turn"}
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
@@ -169,23 +170,9 @@ def _tools(raw: Any) -> tuple[ToolSpec, ...]:
             raise RequestError(f"{where}.type", "only custom tools (name, description, "
                                                 f"input_schema) are supported, got "
                                                 f"{item.get('type')!r}")
-        name = item.get("name")
-        if not isinstance(name, str) or not name:
-            raise RequestError(f"{where}.name", "must be a non-empty string")
-        description = item.get("description") or ""
-        if not isinstance(description, str):
-            raise RequestError(f"{where}.description", "must be a string")
-        schema = item.get("input_schema")
-        if schema is None:
-            schema = EMPTY_SCHEMA
-        if not isinstance(schema, dict):
-            raise RequestError(f"{where}.input_schema", "must be a JSON schema object")
-        specs.append(ToolSpec(name=name, description=description, parameters=schema))
-    names = [s.name for s in specs]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise RequestError("tools", f"duplicate tool name(s): {', '.join(dupes)}")
-    return tuple(specs)
+        specs.append(tool_spec(where, item.get("name"), item.get("description"),
+                               item.get("input_schema"), "input_schema"))
+    return unique_tools(specs)
 
 
 def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[str, tuple[ToolSpec, ...]]:

@@ -68,3 +68,31 @@ def stream_flag(body: Mapping[str, Any]) -> bool:
 
 
 __all__ = ["ChatCall", "RequestError", "integer", "kind", "number", "stream_flag"]
+
+
+EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+"""The parameters of a tool declared without any."""
+
+
+def tool_spec(where: str, name: Any, description: Any, schema: Any,
+              schema_key: str) -> ToolSpec:
+    """One declared tool, checked the same way on every wire protocol (`where` names the
+    object's path in the request: `tools[0].function` or `tools[0]`)."""
+    if not isinstance(name, str) or not name:
+        raise RequestError(f"{where}.name", "must be a non-empty string")
+    description = description or ""
+    if not isinstance(description, str):
+        raise RequestError(f"{where}.description", "must be a string")
+    schema = EMPTY_SCHEMA if schema is None else schema
+    if not isinstance(schema, dict):
+        raise RequestError(f"{where}.{schema_key}", "must be a JSON schema object")
+    return ToolSpec(name=name, description=description, parameters=schema)
+
+
+def unique_tools(specs: list[ToolSpec]) -> tuple[ToolSpec, ...]:
+    """The tools, refused when two share a name."""
+    names = [s.name for s in specs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise RequestError("tools", f"duplicate tool name(s): {', '.join(dupes)}")
+    return tuple(specs)

@@ -22,10 +22,16 @@ from promptloop.agents.llm.types import (
     ToolSpec,
     Usage,
 )
-from promptloop.optimizer.adapters.gateway.common import ChatCall, RequestError, integer, number
+from promptloop.optimizer.adapters.gateway.common import (
+    ChatCall,
+    RequestError,
+    integer,
+    number,
+    tool_spec,
+    unique_tools,
+)
 from promptloop.optimizer.adapters.gateway.common import kind as _kind
 
-EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 JSON_OBJECT_FORMAT: dict[str, Any] = {
     "type": "json_schema",
     "json_schema": {"name": "json_object", "schema": {"type": "object"}, "strict": False},
@@ -166,23 +172,9 @@ def _tools(raw: Any) -> tuple[ToolSpec, ...]:
         fn = item.get("function")
         if not isinstance(fn, dict):
             raise RequestError(f"{where}.function", "must be an object")
-        name = fn.get("name")
-        if not isinstance(name, str) or not name:
-            raise RequestError(f"{where}.function.name", "must be a non-empty string")
-        description = fn.get("description") or ""
-        if not isinstance(description, str):
-            raise RequestError(f"{where}.function.description", "must be a string")
-        parameters = fn.get("parameters")
-        if parameters is None:
-            parameters = EMPTY_PARAMETERS
-        if not isinstance(parameters, dict):
-            raise RequestError(f"{where}.function.parameters", "must be a JSON schema object")
-        specs.append(ToolSpec(name=name, description=description, parameters=parameters))
-    names = [s.name for s in specs]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise RequestError("tools", f"duplicate tool name(s): {', '.join(dupes)}")
-    return tuple(specs)
+        specs.append(tool_spec(f"{where}.function", fn.get("name"), fn.get("description"),
+                               fn.get("parameters"), "parameters"))
+    return unique_tools(specs)
 
 
 def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[str, tuple[ToolSpec, ...]]:
@@ -327,7 +319,6 @@ def error_body(message: str, kind: str, param: str | None = None,
 
 
 __all__ = [
-    "EMPTY_PARAMETERS",
     "JSON_OBJECT_FORMAT",
     "chat_response",
     "chat_stream",
