@@ -250,7 +250,8 @@ def main() -> None:
     t0 = time.perf_counter()
     rows = []
     prov = provenance()
-    policy_dump = bench_policy(a.harm_sensitivity).model_dump()
+    gate = bench_policy(a.harm_sensitivity)
+    policy_dump = {**gate.model_dump(), "task_beta": gate.task_beta, "score_drop": gate.score_drop}
     with ProcessPoolExecutor(a.workers) as pool:
         for row in pool.map(cell, jobs):
             row = {**row, "policy": policy_dump, **prov}

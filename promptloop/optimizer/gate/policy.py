@@ -18,6 +18,13 @@ from promptloop.optimizer.gate.exact import Spending
 Sensitivity = Literal["half", "narrow"]
 DROP_SHARE: dict[str, float] = {"half": 0.5, "narrow": 0.8}
 """The share of a passing task's pass rate each sensitivity's harm test is built to catch."""
+TASK_BETA: dict[str, float] = {"half": 0.2, "narrow": 0.11}
+"""Each sensitivity's default `harm_task_beta` (issue 31, chosen on the `tune` seeds): under
+`half` a task halved says "no harm" at most about a fifth of the time (a reliable task is
+cleared by 3 clean trials at noise 0, where 0.11 took 4; the half-break bound is 20%); under
+`narrow` the factor of one clean trial (0.17-0.19 at noise 0) must not clear a task (a task
+broken to 10% would pass one trial in ten, and narrow-1's bound is 1%), so it stays 0.11
+(2 clean trials)."""
 
 
 class GatePolicy(BaseModel):
@@ -61,9 +68,10 @@ class GatePolicy(BaseModel):
     harm_break_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     """Family-wise level of the break tests, over every harm task and every look (each task's
     Bayes factor must reach (tasks / this) to call a break)."""
-    harm_task_beta: float = Field(default=0.11, gt=0.0, lt=1.0)
+    harm_task_beta: float | None = Field(default=None, gt=0.0, lt=1.0)
     """Bayes factor (drop against no change) at or below which a task says "no harm": a task
-    broken by the drop says it with probability at most about this."""
+    broken by the drop says it with probability at most about this. None: the
+    sensitivity's default (`TASK_BETA`: half 0.2, narrow 0.11; see `task_beta`)."""
     drift_limit: float = Field(default=0.1, ge=0.0, le=0.5)
     """Largest common drift of graded scores removed before any test (pass rates: half)."""
     score_slack: float = Field(default=0.025, ge=0.0, le=0.5)
@@ -77,9 +85,12 @@ class GatePolicy(BaseModel):
     bucket_bet: float = Field(default=0.9, gt=0.0, lt=1.0)
     """Largest stake of the adaptive (aGRAPA) betting tests on each bucket's and the pooled
     paired differences."""
-    spending: Spending = "obrien-fleming"
-    """Lan-DeMets spending function of the target's looks (pocock: the Pocock-type function
-    alpha*ln(1+(e-1)t), tested at union-bound increments)."""
+    spending: Spending = "pocock"
+    """Lan-DeMets spending function of the target's looks: the Pocock-type function
+    alpha*ln(1+(e-1)t), tested at union-bound increments (issue 31: its first look, at the
+    screen's 2 trials per task, has 0.0067 to spend, so a patch that plainly fixed the
+    target stops there; O'Brien-Fleming's first look had 1e-11 and always asked 2 more
+    trials per task). Held-out tasks keep O'Brien-Fleming (`heldout_spending`)."""
     heldout_share: float = Field(default=1 / 3, ge=0.0, lt=1.0)
     """Share of the target bucket's tasks never shown to the proposer (at least one task once
     the bucket has `heldout_min_tasks`)."""
@@ -99,6 +110,23 @@ class GatePolicy(BaseModel):
     def drop_share(self) -> float:
         return DROP_SHARE[self.harm_sensitivity]
 
+    @property
+    def task_beta(self) -> float:
+        """The "no harm" level of a task's Bayes factor: `harm_task_beta`, or the
+        sensitivity's default (`TASK_BETA`)."""
+        if self.harm_task_beta is not None:
+            return self.harm_task_beta
+        return TASK_BETA[self.harm_sensitivity]
+
+    @property
+    def score_drop(self) -> float:
+        """The drop in a judge-scored task's mean score harm detection rules out:
+        `regression_tolerance` under `half`, scaled with the pass-rate share under `narrow`
+        (0.25 x 0.8 / 0.5 = 0.4: a judge-scored task's near-total break, as a pass/fail
+        task's is 80% of its rate; a reliable judge task's scores sit about 0.25 above the
+        pass threshold, so 0.25 is its "half", 0.4 takes it well under)."""
+        return round(self.regression_tolerance * self.drop_share / DROP_SHARE["half"], 4)
+
 
 def sensitivity_statement(policy: GatePolicy) -> str:
     """What harm detection ruled out when every task said "no harm", and what it did not, in
@@ -114,8 +142,8 @@ def sensitivity_statement(policy: GatePolicy) -> str:
                   "--harm-sensitivity half rules that out) and any drop of a task that passes "
                   "under 80% of the time")
     return (f"Ruled out: no pass/fail task lost {caught} and no judge-scored task "
-            f"{p.regression_tolerance:g} or more of its mean score, each task by a Bayes factor "
-            f"of {1 / p.harm_task_beta:.0f}:1 against such a drop, except a task still "
+            f"{p.score_drop:g} or more of its mean score, each task by a Bayes factor "
+            f"of {1 / p.task_beta:.0f}:1 against such a drop, except a task still "
             f"undecided at the {p.harm_max_trials}-trial cap, which passes when the evidence "
             f"for the drop is under {p.harm_terminal_bf:g}:1 (not shown unlikely, only not "
             f"shown); harm sensitivity {p.harm_sensitivity}; not ruled out: {missed}.")
@@ -127,10 +155,10 @@ def _harm_per_task(p: GatePolicy) -> str:
             f"its pass rate; judge scores by a robust kernel density of its recorded scores, "
             f"the common drift estimated over all tasks and removed) of a drop of "
             f"{p.drop_share:g} x a passing task's pass rate ({p.harm_sensitivity}) or "
-            f"{p.regression_tolerance:g} in mean score: break at (tasks / "
+            f"{p.score_drop:g} in mean score: break at (tasks / "
             f"{p.harm_break_alpha:g}), Bonferroni over tasks and approximately anytime-valid "
             f"over looks; "
-            f"no harm at <= {p.harm_task_beta:g}; at {p.harm_max_trials} trials the terminal "
+            f"no harm at <= {p.task_beta:g}; at {p.harm_max_trials} trials the terminal "
             f"rule (no harm below {p.harm_terminal_bf:g})")
 
 

@@ -14,7 +14,7 @@ sensitivity names, `GatePolicy.harm_sensitivity`):
   record's rate is uncertain (a 12/12 record is not a rate of 1): both hypotheses integrate
   over its posterior (`exact.drop_log_bf`).
 - **graded tasks** (judge scores): H0 "the candidate's scores follow the record's scores",
-  H1 "they follow them lowered by `regression_tolerance`", each a kernel density of the
+  H1 "they follow them lowered by `GatePolicy.score_drop`" (0.25, 0.4 under narrow), each a kernel density of the
   record with a uniform share (`exact.shift_log_bf`): the record's own shape, bimodal where
   noise reflects scores, and no single outlier worth more than a bounded factor. The
   suite-wide drift of scores is estimated jointly (`HarmScale.score_drift`) and removed first.
@@ -27,8 +27,8 @@ Decisions, with error control over tasks and looks:
   iterations to false breaks, however often the gate looks; approximately, since the factor
   averages over the record's posterior and the drop is re-estimated at each look, where Ville's
   bound is exact for a fixed rate: a simulation test checks the rate);
-- **no harm**: the factor falls to `harm_task_beta` (a task broken by the drop gets there
-  with probability at most about `harm_task_beta`), or the task cannot lose the drop (its
+- **no harm**: the factor falls to `GatePolicy.task_beta` (a task broken by the drop gets
+  there with probability at most about that), or the task cannot lose the drop (its
   record's rate is below it with posterior probability over a half, or its scores cannot fall that
   far), or, at the cap of `harm_max_trials` candidate trials, the terminal rule: the factor
   is under `harm_terminal_bf`;
@@ -259,7 +259,7 @@ def _evidence(rec: TaskRecord, policy: GatePolicy, scale: HarmScale,
     if not rec.graded:
         return pass_bf, mass > CANNOT_LOSE, f"a drop of {d:.2g} in pass rate", pass_bf
     ref = rec.reference
-    h = policy.regression_tolerance
+    h = policy.score_drop
     mean = math.fsum(ref) / len(ref)
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in ref) / max(1, len(ref) - 1))
     what = f"a drop of {h:g} in mean score"
@@ -308,7 +308,7 @@ def judge_task(rec: TaskRecord, policy: GatePolicy, scale: HarmScale | None = No
     if not can_lose:
         return finding("no harm", f"no harm: its record is below {what}, so it cannot lose "
                        "that much", basis="cannot lose")
-    low = math.log(policy.harm_task_beta)
+    low = math.log(policy.task_beta)
     test = "Bayes factor of " + what + " against no change"
     if log_bf >= high:
         return finding("break", f"broken: {test} {math.exp(min(log_bf, 700)):.3g} >= "
@@ -316,7 +316,7 @@ def judge_task(rec: TaskRecord, policy: GatePolicy, scale: HarmScale | None = No
                        f"over {scale.tasks} task(s))", log_bf)
     if log_bf <= low:
         return finding("no harm", f"no harm: {test}, {_fmt_bf(log_bf)} the drop (<= "
-                       f"{policy.harm_task_beta:g})", log_bf, basis="bayes")
+                       f"{policy.task_beta:g})", log_bf, basis="bayes")
     ran = max(rec.cand) + 1 if rec.cand else 0  # trial indices spent, errored ones too
     if ran >= policy.harm_max_trials:
         if log_bf < terminal:
@@ -325,14 +325,14 @@ def judge_task(rec: TaskRecord, policy: GatePolicy, scale: HarmScale | None = No
         return finding("undecided", f"{what} not ruled out at the cap of {ran} trials "
                        f"({_fmt_bf(log_bf)} the drop)", log_bf, need=0)
     return finding("undecided", f"{what} not ruled out yet ({_fmt_bf(log_bf)} the drop, "
-                   f"needs {policy.harm_task_beta:g})", log_bf,
+                   f"needs {policy.task_beta:g})", log_bf,
                    need=clean_need(rec, policy, scale))
 
 
 def clean_need(rec: TaskRecord, policy: GatePolicy, scale: HarmScale) -> int:
-    """More clean candidate trials that would bring the factor to `harm_task_beta` (at most
+    """More clean candidate trials that would bring the factor to `task_beta` (at most
     the trials left under the cap; the cap's terminal rule decides after that)."""
-    low = math.log(policy.harm_task_beta)
+    low = math.log(policy.task_beta)
     left = max(1, policy.harm_max_trials - len(rec.cand))
     for k in range(1, left + 1):
         if _evidence(rec, policy, scale, k)[0] <= low:

@@ -77,7 +77,7 @@ def test_false_breaks_are_controlled_over_looks() -> None:
 
 def test_a_half_broken_task_rarely_says_no_harm() -> None:
     """A reliable task whose pass rate halves reaches "no harm" by its Bayes factor with
-    probability about `harm_task_beta` at most; the terminal rule at the cap adds a little
+    probability about `task_beta` (0.2 under half) at most; the terminal rule at the cap adds a little
     (together under the issue's 20% bound for a half-break)."""
     rng = random.Random(3)
     bayes = terminal = 0
@@ -91,7 +91,7 @@ def test_a_half_broken_task_rarely_says_no_harm() -> None:
                 break
         bayes += f.basis == "bayes"
         terminal += f.basis == "terminal"
-    assert bayes / 400 <= POLICY.harm_task_beta + 0.04
+    assert bayes / 400 <= POLICY.task_beta + 0.04
     assert (bayes + terminal) / 400 <= 0.2
 
 
@@ -107,10 +107,17 @@ def test_a_task_never_run_never_says_no_harm() -> None:
 
 
 def test_clean_candidate_trials_rule_the_drop_out() -> None:
-    f = judge_task(record(history=[True] * 10, base=[True] * 2, cand=[True] * 4), POLICY)
+    """Under `half` a reliable 12/12 task is cleared by 3 clean trials (factor 0.11 <= 0.2)
+    and not by 2 (0.23); under `narrow` by 2 (0.031 <= 0.11) and not by 1 (0.17)."""
+    f = judge_task(record(history=[True] * 10, base=[True] * 2, cand=[True] * 3), POLICY)
     assert f.state == "no harm" and f.basis == "bayes" and "Bayes factor" in f.why
-    assert judge_task(record(history=[True] * 10, base=[True] * 2, cand=[True] * 3),
+    assert judge_task(record(history=[True] * 10, base=[True] * 2, cand=[True] * 2),
                       POLICY).state == "undecided"
+    narrow = POLICY.model_copy(update={"harm_sensitivity": "narrow"})
+    assert judge_task(record(history=[True] * 10, base=[True] * 2, cand=[True] * 2),
+                      narrow).state == "no harm"
+    assert judge_task(record(history=[True] * 10, base=[True] * 2, cand=[True] * 1),
+                      narrow).state == "undecided"
     statement = bucket_statement("b", [f], None, POLICY)
     assert statement.state == "no harm" and "no harm" in statement.statement
     broken = bucket_statement("b", [f, judge_task(record(
