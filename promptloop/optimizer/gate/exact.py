@@ -19,8 +19,9 @@
   less) often than each task's own record (efficacy, held-out tasks, the bucket family).
 - `holm`: Holm's step-down correction, with optional weights (weighted Bonferroni-Holm).
 - `spent_alpha`: Lan-DeMets alpha-spending functions (a Pocock-type function, an O'Brien-
-  Fleming-type one and a linear one). `look_alpha` tests each look at the alpha spent since
-  the previous look (union-bound increments): valid at any correlation between looks, but
+  Fleming-type one, a linear one, and `blend`: 0.3 Pocock + 0.7 O'Brien-Fleming).
+  `look_alpha` tests each look at the alpha spent since the previous look (union-bound
+  increments): valid at any correlation between looks, but
   conservative; these are not Pocock's or O'Brien-Fleming's exact group-sequential boundaries.
 - `betting_log_wealth`: the sign-flip test in its anytime-valid form. Under the null each
   paired difference is symmetric about zero given everything seen before it, so a bettor who
@@ -47,7 +48,11 @@ from typing import Literal
 
 Alternative = Literal["greater", "less", "two-sided"]
 OneSided = Literal["greater", "less"]
-Spending = Literal["pocock", "obrien-fleming", "linear"]
+Spending = Literal["pocock", "obrien-fleming", "linear", "blend"]
+BLEND_POCOCK = 0.3
+"""Share of `blend` spending that follows the Pocock-type function (the rest O'Brien-Fleming):
+enough for a plain fix of a held-out task to stop at its second look (4 trials at noise 0),
+most of the alpha kept for the late looks a flaky task needs."""
 
 _SCALE = 10**6
 """Differences are compared on a grid of 1e-6 (scores are fractions of a few assertions)."""
@@ -176,6 +181,9 @@ def spent_alpha(t: float, alpha: float, kind: Spending = "pocock") -> float:
     if kind == "obrien-fleming":
         z = _phi_inv(1.0 - alpha / 2.0)
         return min(alpha, 2.0 * (1.0 - _phi(z / math.sqrt(t))))
+    if kind == "blend":  # a mixture of two spending functions is one
+        return (BLEND_POCOCK * spent_alpha(t, alpha, "pocock")
+                + (1.0 - BLEND_POCOCK) * spent_alpha(t, alpha, "obrien-fleming"))
     return alpha * t
 
 

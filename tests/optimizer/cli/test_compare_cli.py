@@ -54,7 +54,8 @@ def test_optimize_prints_the_command_that_shows_its_gate_table(
     assert statuses == {"long_fact": "unchanged", "short_fact": "unchanged",
                         "skip_trivial": "improved", "regression/plain": "unchanged"}
     skip = next(b for b in data["buckets"] if b["bucket"] == "skip_trivial")
-    assert (skip["n"], skip["fixed"], skip["broken"]) == (16, 16, 0)  # every look, pooled
+    # the first look decided (Pocock spending): 4 tasks x 2 trials
+    assert (skip["n"], skip["fixed"], skip["broken"]) == (8, 8, 0)
 
     table = runner.invoke(app, args, env={"COLUMNS": "80"})
     assert table.exit_code == 0, table.output

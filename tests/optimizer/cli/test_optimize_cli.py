@@ -55,7 +55,7 @@ def test_events_log_of_an_optimize_run(
                     "tasks: tasks/pkm_agent/capability @ HEAD",
                     "tasks: tasks/pkm_agent/regression @ HEAD"]
     assert [e.stage for e in events if isinstance(e, GateStage)] == [
-        "screen", "target", "target", "harm", "harm", "harm"]
+        "screen", "target", "harm", "harm", "harm"]
     assert [e.event for e in events if e.event not in TRIAL_EVENTS] == [
         "trials_estimate",  # how many trials, how long, before any starts
         "phase", "phase", "phase",  # where the prompt and the two suites were read
@@ -69,9 +69,8 @@ def test_events_log_of_an_optimize_run(
         "evaluating",
         # the sequential gate: the candidate on the target bucket first ...
         "gate_stage", "run_start", "run_end",
-        # ... looks with more trials on both sides while the target is undecided (at 4 and 8
-        # trials per task) ...
-        "gate_stage", "run_start", "run_end", "run_start", "run_end",
+        # ... one more look with more trials on both sides (a thin record: no history; at 4
+        # trials per task the Pocock-spent look decides) ...
         "gate_stage", "run_start", "run_end", "run_start", "run_end",
         # ... then harm detection on every other task once the target improved: one trial
         # per task and round until each task's Bayes factor rules the drop out
@@ -85,7 +84,6 @@ def test_events_log_of_an_optimize_run(
     assert [r.label for r in runs] == [
         "baseline pkm_agent_capability", "baseline pkm_agent_regression",
         "candidate (screen) pkm_agent_capability",
-        "gate base pkm_agent_capability", "candidate (target) pkm_agent_capability",
         "gate base pkm_agent_capability", "candidate (target) pkm_agent_capability",
         *["candidate (harm) pkm_agent_capability", "candidate (harm) pkm_agent_regression"] * 3]
     for r in runs:  # every trial of a run is reported once, under its run

@@ -118,9 +118,9 @@ def check_plain(stdout: str, stderr: str, verdict: str) -> str:
 
 
 @pytest.mark.parametrize(("replies", "extra", "said"), [
-    ([GOOD], [], "accepted: the patch fixed 16 of 16 target trials and the gate found no harm "
+    ([GOOD], [], "accepted: the patch fixed 8 of 8 target trials and the gate found no harm "
      "in the 3 other buckets; review its branch and merge it"),
-    ([BROAD], [], "rejected: the patch fixed 16 of 16 target trials but broke dentist "
+    ([BROAD], [], "rejected: the patch fixed 8 of 8 target trials but broke dentist "
      "(short_fact), oat-milk (short_fact) and 2 more; the base prompt stays"),
     ([NOTHING], [], "rejected: the patch fixed 0 of 4 target trials, so the other buckets were "
      "not run; the base prompt stays"),
@@ -161,7 +161,7 @@ def test_verbose_prints_the_method_once_wrapped(
     flat = " ".join(both.split())  # the method text is wrapped at the terminal's width
     assert flat.count("Lan-DeMets") == 1 and flat.count("anytime-valid over looks") == 1
     assert "  how it was decided: target improvement" in stdout
-    assert "obrien-fleming-type" in stdout and "run tests:" not in both
+    assert "pocock-type" in stdout and "run tests:" not in both
     # the findings too, the target's pass rate once (against its record; the table pairs)
     assert "target bucket 'skip_trivial' improved" in stdout
     assert "visible target tasks" not in stdout
@@ -169,7 +169,7 @@ def test_verbose_prints_the_method_once_wrapped(
     # the PR body: the same sentence first, then each reason on its own line
     [body] = (state / "optimize").glob("*/iter-1/PR.md")
     text = body.read_text()
-    assert ("**Verdict: accept.** The patch fixed 16 of 16 target trials and the gate found no "
+    assert ("**Verdict: accept.** The patch fixed 8 of 8 target trials and the gate found no "
             "harm in the 3 other buckets; review its branch and merge it.") in text
     assert "\n- tests: target improvement" in text
 

@@ -77,8 +77,8 @@ def test_false_breaks_are_controlled_over_looks() -> None:
 
 def test_a_half_broken_task_rarely_says_no_harm() -> None:
     """A reliable task whose pass rate halves reaches "no harm" by its Bayes factor with
-    probability about `task_beta` (0.2 under half) at most; the terminal rule at the cap adds a little
-    (together under the issue's 20% bound for a half-break)."""
+    probability about `task_beta` (0.2 under half) at most; the terminal rule at the cap
+    adds a little (together under the issue's 20% bound for a half-break)."""
     rng = random.Random(3)
     bayes = terminal = 0
     for _ in range(400):

@@ -98,7 +98,8 @@ def outcome_of(fixed: bool, broken: set[str] = frozenset()):  # type: ignore[no-
     return outcome
 
 
-def gate_over_runs(outcome, history: bool = False):  # type: ignore[no-untyped-def]
+def gate_over_runs(outcome, history: bool = False,  # type: ignore[no-untyped-def]
+                   policy: GatePolicy | None = None):
     run, calls = runner(SUITES, outcome)
 
     async def go():  # type: ignore[no-untyped-def]
@@ -106,15 +107,19 @@ def gate_over_runs(outcome, history: bool = False):  # type: ignore[no-untyped-d
                 for s in SUITES] if history else []
         base_runs = [await run(s, BASE, "baseline", None) for s in SUITES]
         before = sum(calls)
-        gated = await run_gate(SUITES, base_runs, (BASE, CAND), "target", GatePolicy(), run,
-                               history=past)
+        gated = await run_gate(SUITES, base_runs, (BASE, CAND), "target",
+                               policy or GatePolicy(), run, history=past)
         return gated, sum(calls) - before
 
     return asyncio.run(go())
 
 
 def test_run_gate_accepts_a_good_patch_and_pays_what_it_ran() -> None:
-    gated, paid = gate_over_runs(outcome_of(fixed=True))
+    # O'Brien-Fleming looks: the target's first look cannot decide, so its second look asks
+    # fresh baseline trials beside the candidate's (a thin record), which must come back
+    # pooled with the cached ones
+    gated, paid = gate_over_runs(outcome_of(fixed=True),
+                                 policy=GatePolicy(spending="obrien-fleming"))
     v = gated.verdict
     assert v.decision == "accept", v.reasons
     assert paid == gated.trials_run == v.model_trials > 0

@@ -89,9 +89,9 @@ def test_broad_rule_regresses_and_comment_names_the_bucket(
     assert agent["agent"] == "pkm_agent"
     assert "short_fact" in agent["regressed"] and "regression/plain" in agent["regressed"]
     assert "long_fact" not in agent["regressed"]
-    # 4 pairs of skip_trivial cannot make a significant improvement under the exact tests
-    # (p = 1/16 before Holm); the old zero-width bootstrap interval called it improved
-    assert agent["improved"] == []
+    # the broad rule does fix skip_trivial (trivial inputs are short): the sequential
+    # efficacy test shows it, and the harm elsewhere still makes the verdict "regresses"
+    assert agent["improved"] == ["skip_trivial"]
     assert "short_fact" in data["message"]
     rows = {c["bucket"]: c for c in agent["comparisons"]}
     assert set(rows) == {"skip_trivial", "short_fact", "long_fact", "regression/plain"}
