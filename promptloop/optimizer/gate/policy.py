@@ -141,7 +141,8 @@ def sensitivity_statement(policy: GatePolicy) -> str:
                   "task that passes under half the time")
     else:
         caught = "80% or more of its pass rate (a near-total break)"
-        missed = ("any smaller drop (a task going from 100% to 50% can pass: "
+        missed = ("any smaller drop (a task going from 100% to 50%, or a judge-scored task "
+                  f"losing {p.regression_tolerance:g} of its mean score, can pass: "
                   "--harm-sensitivity half rules that out) and any drop of a task that passes "
                   "under 80% of the time")
     return (f"Ruled out: no pass/fail task lost {caught} and no judge-scored task "

@@ -145,7 +145,7 @@ def test_the_terminal_rule_decides_at_the_cap() -> None:
 def test_sensitivity_narrow_only_rules_out_near_total_breaks() -> None:
     narrow = POLICY.model_copy(update={"harm_sensitivity": "narrow"})
     rec = record(history=[True] * 12, cand=[True, True])
-    # two clean trials rule out a near-total break; half needs four
+    # two clean trials rule out a near-total break; half needs three
     assert judge_task(rec, narrow).state == "no harm"
     assert judge_task(rec, POLICY).state == "undecided"
     # a task passing 70% cannot lose 80% of a passing task's rate
@@ -154,6 +154,20 @@ def test_sensitivity_narrow_only_rules_out_near_total_breaks() -> None:
     assert "near-total" in sensitivity_statement(narrow)
     assert "half or more of its pass rate" in sensitivity_statement(POLICY)
     assert "not ruled out" in sensitivity_statement(POLICY)
+    # a judge-scored task's ruled-out drop scales with the share: 0.25 (half), 0.4 (narrow)
+    assert (POLICY.score_drop, narrow.score_drop) == (0.25, 0.4)
+    assert "no judge-scored task 0.4 or more" in sensitivity_statement(narrow)
+    assert "losing 0.25 of its mean score, can pass" in sensitivity_statement(narrow)
+    # scores 0.3 below a record at 0.85: a break under half, undecided or no harm under
+    # narrow's 0.4 only while the pass-rate test allows it (it passes no more: not "no harm")
+    ref = [0.85 + 0.01 * (k % 5) for k in range(12)]
+    low = graded(("b", "j"), ref, [0.55] * 6)
+    assert judge_task(low, POLICY, HarmScale(tasks=10)).state == "break"
+    assert judge_task(low, narrow, HarmScale(tasks=10)).state != "no harm"
+    # a failing judge task (mean score 0.3) cannot lose 0.4 of its score; it can lose 0.25
+    failing = graded(("b", "f"), [0.3 + 0.01 * (k % 3) for k in range(12)], [0.3])
+    assert judge_task(failing, narrow).basis == "cannot lose"
+    assert judge_task(failing, POLICY).basis != "cannot lose"
 
 
 def graded(key: TaskKey, ref: list[float], cand: list[float]) -> TaskRecord:
