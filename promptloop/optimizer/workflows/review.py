@@ -37,7 +37,13 @@ from promptloop.optimizer.report.store import default_store_dir, list_runs, load
 from promptloop.optimizer.report.summary import summarize
 from promptloop.optimizer.run.models import ModelSet
 from promptloop.optimizer.run.usage import scale_usage
-from promptloop.optimizer.workflows.gating import HarmRun, lineage_history, paired, run_harm
+from promptloop.optimizer.workflows.gating import (
+    HarmRun,
+    lineage_history,
+    outside_writes,
+    paired,
+    run_harm,
+)
 from promptloop.optimizer.workflows.paired import (
     agent_suites,
     compare_suite_runs,
@@ -181,8 +187,15 @@ class Reviewer:
         verdict: ReviewVerdict = self._decide(comps, base_runs, head_runs)
         base_final, head_final = base_runs, head_runs
         confirmed: list[str] = []
+        harm_trials = 0
+        wrote = regress_on_outside_writes(verdict, base_runs, head_runs)
+        escaped = wrote is not verdict
         suspects = sorted({*verdict.regressed, *verdict.suspects} - {POOLED})
-        if suspects and self.c.confirm_trials:
+        if escaped:
+            # the head's agent wrote outside its workspace: decided, and no more of its
+            # trials are run (harm detection would only ask the errored tasks again)
+            verdict = wrote
+        elif suspects and self.c.confirm_trials:
             confirmed = suspects
             base_final, head_final = await confirm_suspects(
                 suites,
@@ -196,10 +209,13 @@ class Reviewer:
                 labels=("confirm base", "confirm head"),
             )
             comps = compare_suite_runs(base_final, head_final, self.c.policy)
-        # the fixed-sample family decides on the trials above; harm detection may add more
-        harm = await self._harm(suites, base_final, head_final, (base_text, head_text))
-        verdict = self._decide(comps, base_final, head_final, harm)
-        base_final, head_final = harm.base_runs, harm.head_runs
+        if not escaped:
+            # the fixed-sample family decides on the trials above; harm detection may add more
+            harm = await self._harm(suites, base_final, head_final, (base_text, head_text))
+            verdict = self._decide(comps, base_final, head_final, harm)
+            base_final, head_final = harm.base_runs, harm.head_runs
+            harm_trials = harm.trials_run
+            verdict = regress_on_outside_writes(verdict, base_final, head_final)
         self.emit(Phase(message=f"{agent}: {verdict.decision}"))
         broken: list[TrialChange] = []
         fixed: list[TrialChange] = []
@@ -216,7 +232,7 @@ class Reviewer:
             improved=verdict.improved,
             open=verdict.open,
             buckets=verdict.buckets,
-            harm_trials=harm.trials_run,
+            harm_trials=harm_trials,
             comparisons=comps,
             confirmed_buckets=confirmed,
             base_runs=[r.run_name for r in base_final],
@@ -436,3 +452,23 @@ __all__ = [
     "review",
     "trial_flips",
 ]
+
+
+def regress_on_outside_writes(verdict: ReviewVerdict, base: list[RunResult],
+                              head: list[RunResult]) -> ReviewVerdict:
+    """`verdict`, or "regresses" when a head trial wrote outside its workspace on a task
+    whose base trials never did. Such a trial is errored, so it only drops out of the pairs
+    and the tests never see it; when only some head trials do it the rest could still call
+    the head "improves" or "neutral". The head's prompt drove its agent to touch what it must
+    not: no score makes up for that (optimize refuses such a candidate the same way)."""
+    before = {(t.bucket, t.task_id) for t in outside_writes(base)}
+    wrote = [t for t in outside_writes(head) if (t.bucket, t.task_id) not in before]
+    if not wrote:
+        return verdict
+    first = wrote[0].infra_error or wrote[0].failure_reason or ""
+    reason = (f"regresses: {len(wrote)} head trial(s) wrote outside their workspace (the write "
+              f"undone where possible; whatever the scores say), first: {wrote[0].task_id}: "
+              f"{first}")
+    buckets = sorted({*verdict.regressed, *(t.bucket for t in wrote)})
+    return verdict.model_copy(update={"decision": "regresses", "regressed": buckets,
+                                      "reasons": [reason, *verdict.reasons]})
