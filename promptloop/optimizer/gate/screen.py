@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from promptloop.optimizer.core.results import RunResult, TrialResult
 from promptloop.optimizer.gate.pairing import Pair
@@ -67,6 +67,9 @@ class Standing:
     rounds: int = 0
     stopped: str = ""
     """Why it stopped (empty while it is in the running, and for the winner)."""
+    disqualified: bool = False
+    """Stopped for what it did, not how it scored (a trial wrote outside its workspace):
+    never a winner, never a fallback."""
 
     @property
     def fixed(self) -> list[Pair]:
@@ -153,6 +156,27 @@ class Screening:
         self._pending = ScreenRequest(self.round + 1, {c: list(slots) for c in self.alive})
         return self._pending
 
+    @property
+    def pending_names(self) -> list[str]:
+        """The candidates whose trials the pending request still wants fed."""
+        return list(self._pending.slots) if self._pending is not None else []
+
+    def disqualify(self, name: str, why: str) -> Standing:
+        """Take `name` out of the running for good, before its pending trials are fed (its
+        pairs are not wanted): a screening trial of it wrote outside its workspace."""
+        s = self.standings[name]
+        s.stopped, s.disqualified = why, True
+        if name in self.alive:
+            self.alive.remove(name)
+        if name in self._catch_up:
+            self._catch_up.remove(name)
+        req = self._pending
+        if req is not None and name in req.slots:
+            self._pending = replace(req, slots={k: v for k, v in req.slots.items()
+                                                if k != name})
+        self.log.append(f"round {max(1, self.round)}: {name} disqualified ({why})")
+        return s
+
     def feed(self, pairs: Mapping[str, Sequence[Pair]]) -> list[Standing]:
         """The pairs of the pending request's trials; returns the candidates that stopped.
         After round 1 check `merge_wanted` before the next `request`."""
@@ -171,6 +195,8 @@ class Screening:
             self._catch_up = []
             return self._drop_idle(list(req.slots)) + self._halve()
         self.round = req.round
+        if not req.slots:  # every candidate of the round was disqualified
+            return []
         self.next_slot = max(x for v in req.slots.values() for x in v) + 1
         out = self._drop_idle(list(req.slots)) if req.round == 1 else []
         if self.merge_wanted() is not None:
@@ -222,7 +248,8 @@ class Screening:
         """The candidates that fixed a visible target trial in screening, best first on all
         their screening pairs (ties: the seeded draw), without `exclude` (the winner): the
         next one is gated when the winner is rejected for harm."""
-        fixed = [s for s in self.standings.values() if s.fixed and s.name not in exclude]
+        fixed = [s for s in self.standings.values()
+                 if s.fixed and s.name not in exclude and not s.disqualified]
         return [s.name for s in self._ranked(fixed)]
 
     # --- merging --------------------------------------------------------------------------
@@ -238,7 +265,8 @@ class Screening:
                 if not fa or not fb or fa <= fb or fb <= fa:
                     continue
                 both = fa | fb
-                if not any(both <= s.fixed_tasks for s in self.standings.values()):
+                if not any(both <= s.fixed_tasks for s in self.standings.values()
+                           if not s.disqualified):
                     return a.name, b.name
         return None
 

@@ -36,6 +36,7 @@ from promptloop.optimizer.core.events import (
     ScreeningRound,
     VerdictReached,
 )
+from promptloop.optimizer.core.isolation import OUTSIDE
 from promptloop.optimizer.core.killpoint import kill_point
 from promptloop.optimizer.core.ledger import (
     CandidateRecord,
@@ -65,6 +66,7 @@ from promptloop.optimizer.propose.watch import OutsideWriteError
 from promptloop.optimizer.report.plain import error_headline, proposer_failure, refusal_headline
 from promptloop.optimizer.run.adaptive import AdaptiveLimit
 from promptloop.optimizer.run.runner import RunOptions, default_concurrency
+from promptloop.optimizer.workflows.gating import outside_writes
 from promptloop.optimizer.workflows.prompt_file import RegionRefusal, splice_prompt
 
 if TYPE_CHECKING:
@@ -297,8 +299,17 @@ class Tournament:
                              {t: screen_indices(req.slots[n]) for t in tasks}, limit=self.limit)
                 for n in names))
             kill_point("screen")
-            stopped = screening.feed({n: screen_pairs(base_run, r, tasks)
-                                      for n, r in zip(names, runs, strict=True)})
+            stopped = []
+            for n, r in zip(names, runs, strict=True):
+                if wrote := outside_writes([r]):
+                    # the prompt drove the agent to touch what it must not: out for good, as
+                    # the gate refuses such a candidate (workflows/gating.refuse_outside_writes)
+                    stopped.append(screening.disqualify(n, (
+                        f"{len(wrote)} screening trial(s) {OUTSIDE}, first: "
+                        f"{wrote[0].infra_error or wrote[0].failure_reason or OUTSIDE}")))
+            stopped += screening.feed({n: screen_pairs(base_run, r, tasks)
+                                       for n, r in zip(names, runs, strict=True)
+                                       if n in screening.pending_names})
             wanted = screening.merge_wanted()
             if wanted is not None:
                 merged = await self._merge(wanted)

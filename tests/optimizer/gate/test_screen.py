@@ -159,3 +159,28 @@ def test_screen_pairs_cycle_over_the_baseline_and_skip_errors() -> None:
     pairs = screen_pairs(base, cand, ["t1", "t2"])
     assert [(p.task_id, p.base_passed) for p in pairs] == [("t1", False), ("t1", True),
                                                            ("t1", False)]
+
+
+def test_a_disqualified_candidate_is_never_the_winner_nor_a_fallback() -> None:
+    """A candidate whose screening trial wrote outside its workspace leaves for good, its
+    pending trials unfed, however well it scored (issue 30: screening trials are refused as
+    the gate refuses them)."""
+    trial, _ = world({"a": {"t1", "t2", "t3"}, "b": {"t1"}, "c": {"t1"}})
+    s = Screening(["a", "b", "c"], ScreenPlan(first=1), seed=3)
+    req = s.request()
+    assert req is not None and set(req.slots) == {"a", "b", "c"}
+    gone = s.disqualify("a", "1 screening trial(s) wrote outside its workspace")
+    assert gone.disqualified and s.pending_names == ["b", "c"]
+    s.feed({n: [trial(n, t, x) for t in TASKS for x in slots]
+            for n, slots in s.request().slots.items()})  # type: ignore[union-attr]
+    while (req := s.request()) is not None:
+        s.feed({n: [trial(n, t, x) for t in TASKS for x in slots]
+                for n, slots in req.slots.items()})
+    assert s.winner in ("b", "c") and "a" not in s.fallbacks()
+    assert any("a disqualified" in line for line in s.log)
+    # every candidate of a round disqualified: no winner, nothing left to run
+    lone = Screening(["x", "y"], ScreenPlan(first=1))
+    lone.request()
+    lone.disqualify("x", "wrote outside")
+    lone.disqualify("y", "wrote outside")
+    assert lone.feed({}) == [] and lone.request() is None and lone.winner is None

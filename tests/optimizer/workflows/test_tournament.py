@@ -436,3 +436,36 @@ def test_a_winner_rejected_for_harm_falls_back_to_the_next_candidate(
     assert why["c1"].startswith("rejected for harm by the gate")
     assert e.hypothesis == "greetings are saved" and GREET_LINE in e.diff
     assert _git(repo, "branch", "--list", "promptloop/*").split() == [it.branch]
+
+
+def test_a_candidate_whose_screening_trial_wrote_outside_is_out_for_good(
+        repo: Path, state: Path, gates: list[GateRun], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30: screening trials are refused as the gate refuses a candidate's trials. c1
+    (the better patch) has a screening trial that wrote outside its workspace (here marked
+    so on its screening run, as the adapter layer marks it): it is disqualified before its
+    pairs count, never gated, never a fallback; c2 wins and is gated alone."""
+    from promptloop.optimizer.core.isolation import OUTSIDE
+    from promptloop.optimizer.core.results import RunResult
+    from promptloop.optimizer.workflows import tournament
+
+    first: list[dict[str, str]] = []  # c1's prompt hash: the first screening run checked
+
+    def marked(runs: list[RunResult]) -> list[Any]:
+        hashes = [r.provenance.prompt_hashes for r in runs]
+        first.extend(hashes[:1] if not first else [])
+        return [t.model_copy(update={"status": "errored", "infra_error": f"{OUTSIDE}: /repo/x"})
+                for r in runs if r.provenance.prompt_hashes == first[0] for t in r.trials[:1]]
+
+    monkeypatch.setattr(tournament, "outside_writes", marked)
+    proposer = proposer_of({"2 different patches": several(
+        patch("trivial input needs a skip rule", GOOD_LINE),
+        patch("greetings are saved", GREET_LINE))})
+    result, _ = run(repo, state, proposer, candidates=2)
+    it = result.iterations[0]
+    e = entry(state)
+    status = {c.name: c.status for c in e.candidates}
+    why = {c.name: c.stopped for c in e.candidates}
+    assert status == {"c1": "screened_out", "c2": "winner"}, why
+    assert why["c1"].startswith(f"1 screening trial(s) {OUTSIDE}, first: {OUTSIDE}: /repo/x")
+    assert len(gates) == 1 and it.outcome in ("accepted", "rejected", "inconclusive")
+    assert e.hypothesis == "greetings are saved"
