@@ -144,9 +144,8 @@ HarmSensitivityOpt = Annotated[
         envvar="PROMPTLOOP_HARM_SENSITIVITY",
         rich_help_panel=GATE,
         help="The smallest drop per task harm detection is built to rule out: 'half' (half "
-        "of a passing task's pass rate, or 0.25 of a judge-scored task's mean score) or "
-        "'narrow' (near-total breaks only: 80% of the pass rate, 0.4 of the mean score; far "
-        "cheaper).",
+        "of a passing task's pass rate) or 'narrow' (near-total breaks only: 80% of it, far "
+        "cheaper); judge-scored tasks under both: --regression-tolerance of their mean score.",
     ),
 ]
 MaxTurnsOpt = Annotated[int, typer.Option(

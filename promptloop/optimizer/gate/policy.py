@@ -123,12 +123,12 @@ class GatePolicy(BaseModel):
 
     @property
     def score_drop(self) -> float:
-        """The drop in a judge-scored task's mean score harm detection rules out:
-        `regression_tolerance` under `half`, scaled with the pass-rate share under `narrow`
-        (0.25 x 0.8 / 0.5 = 0.4: a judge-scored task's near-total break, as a pass/fail
-        task's is 80% of its rate; a reliable judge task's scores sit about 0.25 above the
-        pass threshold, so 0.25 is its "half", 0.4 takes it well under)."""
-        return round(self.regression_tolerance * self.drop_share / DROP_SHARE["half"], 4)
+        """The drop in a judge-scored task's mean score harm detection rules out, under
+        either sensitivity: `regression_tolerance`. (Scaling it with the pass-rate share
+        under `narrow`, 0.4, was measured and dropped in issue 31: a judge-scored task broken
+        to a 10% pass rate loses 0.33-0.43 of its mean score, so narrow-1 was kept in 6-8%
+        of iterations at noise 0.1, bound 5%.)"""
+        return self.regression_tolerance
 
 
 def sensitivity_statement(policy: GatePolicy) -> str:
@@ -141,8 +141,7 @@ def sensitivity_statement(policy: GatePolicy) -> str:
                   "task that passes under half the time")
     else:
         caught = "80% or more of its pass rate (a near-total break)"
-        missed = ("any smaller drop (a task going from 100% to 50%, or a judge-scored task "
-                  f"losing {p.regression_tolerance:g} of its mean score, can pass: "
+        missed = ("any smaller drop (a task going from 100% to 50% can pass: "
                   "--harm-sensitivity half rules that out) and any drop of a task that passes "
                   "under 80% of the time")
     return (f"Ruled out: no pass/fail task lost {caught} and no judge-scored task "

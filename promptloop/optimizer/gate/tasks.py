@@ -14,7 +14,7 @@ sensitivity names, `GatePolicy.harm_sensitivity`):
   record's rate is uncertain (a 12/12 record is not a rate of 1): both hypotheses integrate
   over its posterior (`exact.drop_log_bf`).
 - **graded tasks** (judge scores): H0 "the candidate's scores follow the record's scores",
-  H1 "they follow them lowered by `GatePolicy.score_drop`" (0.25, 0.4 under narrow), each
+  H1 "they follow them lowered by `GatePolicy.score_drop`" (`regression_tolerance`), each
   a kernel density of the record with a uniform share (`exact.shift_log_bf`): the record's
   own shape, bimodal where noise reflects scores, and no single outlier worth more than a
   bounded factor. The

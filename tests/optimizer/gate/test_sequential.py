@@ -154,20 +154,13 @@ def test_sensitivity_narrow_only_rules_out_near_total_breaks() -> None:
     assert "near-total" in sensitivity_statement(narrow)
     assert "half or more of its pass rate" in sensitivity_statement(POLICY)
     assert "not ruled out" in sensitivity_statement(POLICY)
-    # a judge-scored task's ruled-out drop scales with the share: 0.25 (half), 0.4 (narrow)
-    assert (POLICY.score_drop, narrow.score_drop) == (0.25, 0.4)
-    assert "no judge-scored task 0.4 or more" in sensitivity_statement(narrow)
-    assert "losing 0.25 of its mean score, can pass" in sensitivity_statement(narrow)
-    # scores 0.3 below a record at 0.85: a break under half, undecided or no harm under
-    # narrow's 0.4 only while the pass-rate test allows it (it passes no more: not "no harm")
+    # a judge-scored task's ruled-out drop is the tolerance under either sensitivity (a
+    # task broken to 10% loses 0.33-0.43 of its mean score: a 0.4 test let it through)
+    assert POLICY.score_drop == narrow.score_drop == POLICY.regression_tolerance == 0.25
+    assert "no judge-scored task 0.25 or more" in sensitivity_statement(narrow)
     ref = [0.85 + 0.01 * (k % 5) for k in range(12)]
-    low = graded(("b", "j"), ref, [0.55] * 6)
-    assert judge_task(low, POLICY, HarmScale(tasks=10)).state == "break"
-    assert judge_task(low, narrow, HarmScale(tasks=10)).state != "no harm"
-    # a failing judge task (mean score 0.3) cannot lose 0.4 of its score; it can lose 0.25
-    failing = graded(("b", "f"), [0.3 + 0.01 * (k % 3) for k in range(12)], [0.3])
-    assert judge_task(failing, narrow).basis == "cannot lose"
-    assert judge_task(failing, POLICY).basis != "cannot lose"
+    low = graded(("b", "j"), ref, [0.55] * 6)  # 0.3 below its record on every trial
+    assert judge_task(low, narrow, HarmScale(tasks=10)).state == "break"
 
 
 def graded(key: TaskKey, ref: list[float], cand: list[float]) -> TaskRecord:
