@@ -182,7 +182,7 @@ async def main() -> None:
     ok = True
     mechanisms = [m for m in (box.available(), "none") if m != "none"] + ["none"]
     runs = [(name, spec, mech) for name, spec in cases
-            for mech in (mechanisms if spec.kind in ("command", "worker") else ["-"])]
+            for mech in (mechanisms if spec.adapter in ("command", "worker") else ["-"])]
     for name, spec, mech in runs:
         os.environ[box.SANDBOX_VAR] = "off" if mech == "none" else "on"
         got = await measure(spec, repo, args.trials)
