@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from wordfreq import zipf_frequency
-
 COMMON_ZIPF = 4.0
 """At or above: everyday English ("deadline" 4.1, "ticket" 4.6). Below: names and rare words
 ("Nguyen" 3.2, "Okafor" 2.6, "sourdough" 2.8) that can count as eval-set literals."""
@@ -26,7 +24,12 @@ RARE_ZIPF = 3.0
 
 @lru_cache(maxsize=65_536)
 def zipf(word: str) -> float:
-    """Zipf frequency of one lower-cased English word (0.0 when unknown)."""
+    """Zipf frequency of one lower-cased English word (0.0 when unknown). `wordfreq` is
+    imported here, on the first word asked: it takes over half a second to import, and every
+    trial runner imports this module (adapters -> escape check -> proposal guards) without
+    asking for a word."""
+    from wordfreq import zipf_frequency
+
     return float(zipf_frequency(word.lower(), "en"))
 
 
