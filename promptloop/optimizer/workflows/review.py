@@ -20,13 +20,19 @@ from pathlib import Path
 
 from promptloop.agents.llm.types import ModelClient, Usage
 from promptloop.optimizer.adapters.box import require_sandbox
+from promptloop.optimizer.core.buckets import qualified
 from promptloop.optimizer.core.config import ConfigError
 from promptloop.optimizer.core.events import EventSink, Phase, RunWarning, TrialsEstimated, ignore
 from promptloop.optimizer.core.killpoint import kill_point
 from promptloop.optimizer.core.pricing import estimate_cost
 from promptloop.optimizer.core.project import project_scope
 from promptloop.optimizer.core.prompt_target import PromptSource, open_target
-from promptloop.optimizer.core.results import Provenance, RunResult, seeded_pairing
+from promptloop.optimizer.core.results import (
+    Provenance,
+    RunResult,
+    TrialResult,
+    seeded_pairing,
+)
 from promptloop.optimizer.core.suites import Suite
 from promptloop.optimizer.gate.compare import BucketComparison
 from promptloop.optimizer.gate.policy import harm_method_text
@@ -461,14 +467,19 @@ def regress_on_outside_writes(verdict: ReviewVerdict, base: list[RunResult],
     and the tests never see it; when only some head trials do it the rest could still call
     the head "improves" or "neutral". The head's prompt drove its agent to touch what it must
     not: no score makes up for that (optimize refuses such a candidate the same way)."""
-    before = {(t.bucket, t.task_id) for t in outside_writes(base)}
-    wrote = [t for t in outside_writes(head) if (t.bucket, t.task_id) not in before]
+    def keyed(runs: list[RunResult]) -> list[tuple[str, TrialResult]]:
+        """(namespaced bucket, trial) of each trial that wrote outside."""
+        return [(qualified(r.suite_kind, t.bucket), t) for r in runs
+                for t in outside_writes([r])]
+
+    before = {(b, t.task_id) for b, t in keyed(base)}
+    wrote = [(b, t) for b, t in keyed(head) if (b, t.task_id) not in before]
     if not wrote:
         return verdict
-    first = wrote[0].infra_error or wrote[0].failure_reason or ""
+    first = wrote[0][1].infra_error or wrote[0][1].failure_reason or ""
     reason = (f"regresses: {len(wrote)} head trial(s) wrote outside their workspace (the write "
-              f"undone where possible; whatever the scores say), first: {wrote[0].task_id}: "
+              f"undone where possible; whatever the scores say), first: {wrote[0][1].task_id}: "
               f"{first}")
-    buckets = sorted({*verdict.regressed, *(t.bucket for t in wrote)})
+    buckets = sorted({*verdict.regressed, *(b for b, _ in wrote)})
     return verdict.model_copy(update={"decision": "regresses", "regressed": buckets,
                                       "reasons": [reason, *verdict.reasons]})

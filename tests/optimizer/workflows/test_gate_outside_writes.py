@@ -84,3 +84,37 @@ def test_the_summary_counts_outside_writes_among_the_errored() -> None:
     assert outside_text(s) == " (1 wrote outside its workspace)"
     report = render_markdown(spoiled, s)
     assert f"{s.errored_trials} errored (1 wrote outside its workspace)" in report
+
+
+def test_review_regresses_a_head_that_wrote_outside_and_names_the_namespaced_bucket() -> None:
+    """`review.regress_on_outside_writes`: a head trial that wrote outside on a task whose
+    base never did makes the verdict "regresses", the bucket named as review names it
+    (regression buckets namespaced); a task whose base trial wrote outside too does not."""
+    from promptloop.optimizer.gate.verdict import ReviewVerdict
+    from promptloop.optimizer.workflows.review import regress_on_outside_writes
+
+    run, _ = runner(SUITES, outcome_of(fixed=True))
+
+    async def both() -> tuple[list[RunResult], list[RunResult]]:
+        return ([await run(s, BASE, "base", None) for s in SUITES],
+                [await run(s, CAND, "head", None) for s in SUITES])
+
+    base, head = asyncio.run(both())
+    reg = next(i for i, s in enumerate(SUITES) if s.config.kind == "regression")
+    task = head[reg].trials[0].task_id
+    wrote = f"shell task {task} trial 0: {OUTSIDE}: /repo/x"
+
+    def spoil(r: RunResult) -> RunResult:
+        return r.model_copy(update={"trials": [
+            _errored(t, wrote) if (t.task_id, t.trial_index) == (task, 0) else t
+            for t in r.trials]})
+
+    neutral = ReviewVerdict(decision="improves", improved=["target"])
+    head[reg] = spoil(head[reg])
+    got = regress_on_outside_writes(neutral, base, head)
+    assert got.decision == "regresses" and got.regressed == ["regression/r00"]
+    assert got.reasons[0].startswith("regresses: 1 head trial(s) wrote outside their "
+                                     "workspace") and task in got.reasons[0]
+    assert regress_on_outside_writes(neutral, base, base) is neutral  # nothing wrote
+    base[reg] = spoil(base[reg])  # the base wrote there too: not the head's doing
+    assert regress_on_outside_writes(neutral, base, head) is neutral
