@@ -24,10 +24,11 @@ from promptloop.optimizer.adapters.gateway.common import (
     integer,
     kind,
     number,
+    objects,
+    stream_flag,
     tool_spec,
     unique_tools,
 )
-from promptloop.optimizer.adapters.gateway.common import stream_flag as _stream_flag
 
 _STOP = {"end_turn": "end_turn", "stop_sequence": "stop_sequence", "tool_use": "tool_use",
          "max_tokens": "max_tokens", "error": "end_turn", "other": "end_turn"}
@@ -137,14 +138,9 @@ def _assistant(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) 
 
 
 def _messages(raw: Any) -> list[Message]:
-    if not isinstance(raw, list) or not raw:
-        raise RequestError("messages", "must be a non-empty array of message objects")
     names: dict[str, str] = {}
     out: list[Message] = []
-    for i, item in enumerate(raw):
-        where = f"messages[{i}]"
-        if not isinstance(item, dict):
-            raise RequestError(where, f"must be an object, got {kind(item)}")
+    for where, item in objects(raw, "messages", non_empty=True):
         role = item.get("role")
         blocks = _blocks(item.get("content"), f"{where}.content")
         if role == "user":
@@ -157,15 +153,8 @@ def _messages(raw: Any) -> list[Message]:
 
 
 def _tools(raw: Any) -> tuple[ToolSpec, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise RequestError("tools", f"must be an array, got {kind(raw)}")
     specs = []
-    for i, item in enumerate(raw):
-        where = f"tools[{i}]"
-        if not isinstance(item, dict):
-            raise RequestError(where, f"must be an object, got {kind(item)}")
+    for where, item in objects(raw, "tools"):
         if item.get("type", "custom") != "custom":
             raise RequestError(f"{where}.type", "only custom tools (name, description, "
                                                 f"input_schema) are supported, got "
@@ -215,7 +204,7 @@ def parse_messages_request(body: Any) -> ChatCall:
         tool_choice="required" if choice == "required" and tools else "auto",
     )
     return ChatCall(messages=messages, tools=tools, settings=settings, model=model,
-                    stream=_stream_flag(body), include_usage=True)
+                    stream=stream_flag(body), include_usage=True)
 
 
 # --- response translation (pure) -----------------------------------------------------------

@@ -36,6 +36,25 @@ def kind(value: Any) -> str:
             float: "number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
+def objects(raw: Any, where: str, *, non_empty: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    """(path, object) of each item of the JSON array `raw` found at `where` (None: none);
+    a RequestError naming the path when `raw` is not an array (or is empty when `non_empty`)
+    or an item is not an object."""
+    if raw is None and not non_empty:
+        return []
+    if not isinstance(raw, list) or (non_empty and not raw):
+        got = "an empty array" if raw == [] else kind(raw)
+        raise RequestError(where, f"must be a {'non-empty ' if non_empty else ''}array of "
+                                  f"objects, got {got}")
+    out = []
+    for i, item in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(item, dict):
+            raise RequestError(at, f"must be an object, got {kind(item)}")
+        out.append((at, item))
+    return out
+
+
 def number(body: Mapping[str, Any], key: str, low: float, high: float) -> float | None:
     value = body.get(key)
     if value is None:

@@ -26,11 +26,12 @@ from promptloop.optimizer.adapters.gateway.common import (
     ChatCall,
     RequestError,
     integer,
+    kind,
     number,
+    objects,
     tool_spec,
     unique_tools,
 )
-from promptloop.optimizer.adapters.gateway.common import kind as _kind
 
 JSON_OBJECT_FORMAT: dict[str, Any] = {
     "type": "json_schema",
@@ -57,21 +58,21 @@ def _text(raw: Any, where: str) -> str:
         return raw
     if not isinstance(raw, list):
         raise RequestError(where, f"must be a string or an array of text parts, got "
-                                  f"{_kind(raw)}")
+                                  f"{kind(raw)}")
     parts = []
     for j, part in enumerate(raw):
         if isinstance(part, str):
             parts.append(part)
             continue
         if not isinstance(part, dict):
-            raise RequestError(f"{where}[{j}]", f"must be an object, got {_kind(part)}")
-        kind = part.get("type", "text")
-        if kind not in ("text", "refusal"):
+            raise RequestError(f"{where}[{j}]", f"must be an object, got {kind(part)}")
+        ptype = part.get("type", "text")
+        if ptype not in ("text", "refusal"):
             raise RequestError(f"{where}[{j}].type",
-                               f"only text parts are supported, got {kind!r}")
-        value = part.get(kind)
+                               f"only text parts are supported, got {ptype!r}")
+        value = part.get(ptype)
         if not isinstance(value, str):
-            raise RequestError(f"{where}[{j}].{kind}", "must be a string")
+            raise RequestError(f"{where}[{j}].{ptype}", "must be a string")
         parts.append(value)
     return "\n".join(parts)
 
@@ -79,15 +80,8 @@ def _text(raw: Any, where: str) -> str:
 
 
 def _tool_calls(raw: Any, where: str) -> tuple[ToolCall, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise RequestError(where, f"must be an array, got {_kind(raw)}")
     calls = []
-    for k, item in enumerate(raw):
-        at = f"{where}[{k}]"
-        if not isinstance(item, dict):
-            raise RequestError(at, f"must be an object, got {_kind(item)}")
+    for at, item in objects(raw, where):
         call_id = item.get("id")
         if not isinstance(call_id, str) or not call_id:
             raise RequestError(f"{at}.id", "must be a non-empty string")
@@ -112,7 +106,7 @@ def _call(call_id: str, name: str, raw: Any, where: str) -> ToolCall:
     if isinstance(raw, dict):
         return ToolCall(id=call_id, name=name, arguments=raw)
     if not isinstance(raw, str):
-        raise RequestError(where, f"must be a JSON string, got {_kind(raw)}")
+        raise RequestError(where, f"must be a JSON string, got {kind(raw)}")
     try:
         parsed = json.loads(raw)
     except ValueError as err:
@@ -120,19 +114,14 @@ def _call(call_id: str, name: str, raw: Any, where: str) -> ToolCall:
                         parse_error=f"arguments are not JSON: {err}")
     if not isinstance(parsed, dict):
         return ToolCall(id=call_id, name=name, raw_arguments=raw,
-                        parse_error=f"arguments are a JSON {_kind(parsed)}, not an object")
+                        parse_error=f"arguments are a JSON {kind(parsed)}, not an object")
     return ToolCall(id=call_id, name=name, arguments=parsed, raw_arguments=raw)
 
 
 def _messages(raw: Any) -> list[Message]:
-    if not isinstance(raw, list) or not raw:
-        raise RequestError("messages", "must be a non-empty array of message objects")
     names: dict[str, str] = {}
     out = []
-    for i, item in enumerate(raw):
-        where = f"messages[{i}]"
-        if not isinstance(item, dict):
-            raise RequestError(where, f"must be an object, got {_kind(item)}")
+    for where, item in objects(raw, "messages", non_empty=True):
         role = item.get("role")
         content = _text(item.get("content"), f"{where}.content")
         if role in ("system", "developer"):
@@ -157,15 +146,8 @@ def _messages(raw: Any) -> list[Message]:
 
 
 def _tools(raw: Any) -> tuple[ToolSpec, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise RequestError("tools", f"must be an array, got {_kind(raw)}")
     specs = []
-    for i, item in enumerate(raw):
-        where = f"tools[{i}]"
-        if not isinstance(item, dict):
-            raise RequestError(where, f"must be an object, got {_kind(item)}")
+    for where, item in objects(raw, "tools"):
         if item.get("type", "function") != "function":
             raise RequestError(f"{where}.type",
                                f"only 'function' tools are supported, got {item.get('type')!r}")
@@ -201,13 +183,13 @@ def _response_format(raw: Any) -> dict[str, Any] | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise RequestError("response_format", f"must be an object, got {_kind(raw)}")
-    kind = raw.get("type")
-    if kind == "text":
+        raise RequestError("response_format", f"must be an object, got {kind(raw)}")
+    fmt = raw.get("type")
+    if fmt == "text":
         return None
-    if kind == "json_object":
+    if fmt == "json_object":
         return JSON_OBJECT_FORMAT
-    if kind == "json_schema":
+    if fmt == "json_schema":
         inner = raw.get("json_schema")
         if not isinstance(inner, dict):
             raise RequestError("response_format.json_schema", "must be an object")
@@ -216,17 +198,17 @@ def _response_format(raw: Any) -> dict[str, Any] | None:
                                "must be a JSON schema object")
         return {"type": "json_schema", "json_schema": inner}
     raise RequestError("response_format.type",
-                       f"must be 'text', 'json_object' or 'json_schema', got {kind!r}")
+                       f"must be 'text', 'json_object' or 'json_schema', got {fmt!r}")
 
 
 
 def parse_chat_request(body: Any) -> ChatCall:
     """Translate an OpenAI chat-completions body; a RequestError names the bad field."""
     if not isinstance(body, dict):
-        raise RequestError("body", f"must be a JSON object, got {_kind(body)}")
+        raise RequestError("body", f"must be a JSON object, got {kind(body)}")
     model = body.get("model")
     if model is not None and not isinstance(model, str):
-        raise RequestError("model", f"must be a string, got {_kind(model)}")
+        raise RequestError("model", f"must be a string, got {kind(model)}")
     messages = _messages(body.get("messages"))
     choice, tools = _tool_choice(body.get("tool_choice"), _tools(body.get("tools")))
     temperature = number(body, "temperature", 0.0, 2.0)
@@ -239,10 +221,10 @@ def parse_chat_request(body: Any) -> ChatCall:
     if stream is None:
         stream = False
     if not isinstance(stream, bool):
-        raise RequestError("stream", f"must be a boolean, got {_kind(stream)}")
+        raise RequestError("stream", f"must be a boolean, got {kind(stream)}")
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
-        raise RequestError("stream_options", f"must be an object, got {_kind(options)}")
+        raise RequestError("stream_options", f"must be an object, got {kind(options)}")
     settings = ModelSettings(
         temperature=temperature,
         max_tokens=max_tokens or ModelSettings().max_tokens,
