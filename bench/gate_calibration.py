@@ -251,7 +251,7 @@ def main() -> None:
     rows = []
     prov = provenance()
     gate = bench_policy(a.harm_sensitivity)
-    policy_dump = {**gate.model_dump(), "task_beta": gate.task_beta, "score_drop": gate.score_drop}
+    policy_dump = {**gate.model_dump(), "task_beta": gate.task_beta}
     with ProcessPoolExecutor(a.workers) as pool:
         for row in pool.map(cell, jobs):
             row = {**row, "policy": policy_dump, **prov}

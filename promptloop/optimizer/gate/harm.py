@@ -111,7 +111,7 @@ def bucket_statement(bucket: str, findings: Sequence[TaskFinding], family_p: flo
         ("terminal", "by the terminal rule at the trial cap")) if (n := bases[b]))
     return BucketHarm(bucket, "no harm", f"bucket {bucket!r}: no harm: each task ruled out a "
                       f"drop of {policy.drop_share:g} x a passing task's pass rate or "
-                      f"{policy.score_drop:g} in mean score ({how}); {moved}",
+                      f"{policy.regression_tolerance:g} in mean score ({how}); {moved}",
                       tuple(findings))
 
 

@@ -40,8 +40,9 @@ class GatePolicy(BaseModel):
     """Family-wise level of the regression tests (Holm over the buckets + the pooled rest)."""
     regression_tolerance: float = Field(default=0.25, ge=0.0, le=1.0)
     """The drop in a task's mean score (graded and judge-scored tasks) that harm detection
-    must rule out before a task says "no harm"; review also calls a bucket whose mean score
-    fell by this much regressed once its tasks confirm it."""
+    must rule out before a task says "no harm", under either sensitivity (a drop scaled to 0.4
+    under `narrow` let narrow-1 through: bench/RESULTS.md, v4); review also calls a bucket whose
+    mean score fell by this much regressed once its tasks confirm it."""
     suspect_p: float = Field(default=0.1, gt=0.0, le=1.0)
     """Review only: uncorrected one-sided p-value below which a falling bucket is a suspect
     worth confirming too."""
@@ -121,15 +122,6 @@ class GatePolicy(BaseModel):
             return self.harm_task_beta
         return TASK_BETA[self.harm_sensitivity]
 
-    @property
-    def score_drop(self) -> float:
-        """The drop in a judge-scored task's mean score harm detection rules out, under
-        either sensitivity: `regression_tolerance`. (Scaling it with the pass-rate share
-        under `narrow`, 0.4, was measured and dropped in issue 31: a judge-scored task broken
-        to a 10% pass rate loses 0.33-0.43 of its mean score, so narrow-1 was kept in 6-8%
-        of iterations at noise 0.1, bound 5%.)"""
-        return self.regression_tolerance
-
 
 def sensitivity_statement(policy: GatePolicy) -> str:
     """What harm detection ruled out when every task said "no harm", and what it did not, in
@@ -145,7 +137,7 @@ def sensitivity_statement(policy: GatePolicy) -> str:
                   "--harm-sensitivity half rules that out) and any drop of a task that passes "
                   "under 80% of the time")
     return (f"Ruled out: no pass/fail task lost {caught} and no judge-scored task "
-            f"{p.score_drop:g} or more of its mean score, each task by a Bayes factor "
+            f"{p.regression_tolerance:g} or more of its mean score, each task by a Bayes factor "
             f"of {1 / p.task_beta:.0f}:1 against such a drop, except a task still "
             f"undecided at the {p.harm_max_trials}-trial cap, which passes when the evidence "
             f"for the drop is under {p.harm_terminal_bf:g}:1 (not shown unlikely, only not "
@@ -158,7 +150,7 @@ def _harm_per_task(p: GatePolicy) -> str:
             f"its pass rate; judge scores by a robust kernel density of its recorded scores, "
             f"the common drift estimated over all tasks and removed) of a drop of "
             f"{p.drop_share:g} x a passing task's pass rate ({p.harm_sensitivity}) or "
-            f"{p.score_drop:g} in mean score: break at (tasks / "
+            f"{p.regression_tolerance:g} in mean score: break at (tasks / "
             f"{p.harm_break_alpha:g}), Bonferroni over tasks and approximately anytime-valid "
             f"over looks; "
             f"no harm at <= {p.task_beta:g}; at {p.harm_max_trials} trials the terminal "

@@ -14,7 +14,7 @@ sensitivity names, `GatePolicy.harm_sensitivity`):
   record's rate is uncertain (a 12/12 record is not a rate of 1): both hypotheses integrate
   over its posterior (`exact.drop_log_bf`).
 - **graded tasks** (judge scores): H0 "the candidate's scores follow the record's scores",
-  H1 "they follow them lowered by `GatePolicy.score_drop`" (`regression_tolerance`), each
+  H1 "they follow them lowered by `regression_tolerance`" (either sensitivity), each
   a kernel density of the record with a uniform share (`exact.shift_log_bf`): the record's
   own shape, bimodal where noise reflects scores, and no single outlier worth more than a
   bounded factor. The
@@ -260,7 +260,7 @@ def _evidence(rec: TaskRecord, policy: GatePolicy, scale: HarmScale,
     if not rec.graded:
         return pass_bf, mass > CANNOT_LOSE, f"a drop of {d:.2g} in pass rate", pass_bf
     ref = rec.reference
-    h = policy.score_drop
+    h = policy.regression_tolerance
     mean = math.fsum(ref) / len(ref)
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in ref) / max(1, len(ref) - 1))
     what = f"a drop of {h:g} in mean score"

@@ -156,7 +156,7 @@ def test_sensitivity_narrow_only_rules_out_near_total_breaks() -> None:
     assert "not ruled out" in sensitivity_statement(POLICY)
     # a judge-scored task's ruled-out drop is the tolerance under either sensitivity (a
     # task broken to 10% loses 0.33-0.43 of its mean score: a 0.4 test let it through)
-    assert POLICY.score_drop == narrow.score_drop == POLICY.regression_tolerance == 0.25
+    assert POLICY.regression_tolerance == narrow.regression_tolerance == 0.25
     assert "no judge-scored task 0.25 or more" in sensitivity_statement(narrow)
     ref = [0.85 + 0.01 * (k % 5) for k in range(12)]
     low = graded(("b", "j"), ref, [0.55] * 6)  # 0.3 below its record on every trial
