@@ -187,6 +187,12 @@ def spent_alpha(t: float, alpha: float, kind: Spending = "pocock") -> float:
     return alpha * t
 
 
+SPENDING_NAMES: dict[str, str] = {
+    "pocock": "Pocock-type", "obrien-fleming": "O'Brien-Fleming-type", "linear": "linear",
+    "blend": f"{BLEND_POCOCK:g} Pocock-type + {1 - BLEND_POCOCK:g} O'Brien-Fleming-type"}
+"""How a verdict names each spending function."""
+
+
 def look_alpha(t_now: float, t_before: float, alpha: float, kind: Spending = "pocock") -> float:
     """Nominal level of one look: the alpha spent between the previous look and this one.
 

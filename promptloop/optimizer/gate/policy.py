@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from promptloop.optimizer.gate.exact import Spending
+from promptloop.optimizer.gate.exact import SPENDING_NAMES, Spending
 
 Sensitivity = Literal["half", "narrow"]
 DROP_SHARE: dict[str, float] = {"half": 0.5, "narrow": 0.8}
@@ -178,9 +178,10 @@ def gate_method_text(policy: GatePolicy, harm: bool = True) -> str:
     target = (f"tests: target improvement on the visible tasks by a one-sided exact "
               f"stratified Fisher test of the candidate's passes against each task's own "
               f"record (lineage history + baseline) at alpha={p.alpha:g}, spent over looks by "
-              f"the Lan-DeMets {p.spending}-type function at union-bound increments; held-out "
+              f"the Lan-DeMets {SPENDING_NAMES[p.spending]} function at union-bound increments; "
+              f"held-out "
               f"tasks that failed on the baseline by the same test at their own "
-              f"alpha={p.heldout_alpha:g} ({p.heldout_spending}-type spending)")
+              f"alpha={p.heldout_alpha:g} ({SPENDING_NAMES[p.heldout_spending]} spending)")
     if not harm:
         return target
     return (f"{target}; harm per task: {_harm_per_task(p)}; {_harm_family(p)}; McNemar "
@@ -206,8 +207,9 @@ def harm_method_text(policy: GatePolicy) -> str:
             f"Fisher test of the head's passes against each task's own record (lineage history "
             f"+ base) on the bucket's tasks that do not pass on it, at alpha={p.alpha:g} split "
             f"over the buckets tested (Bonferroni), spent over looks at 2, 4, 8, 16, "
-            f"{p.max_trials} trials per task by the Lan-DeMets {p.spending}-type function, and "
-            f"a mean gain >= {p.min_improvement:g}; "
+            f"{p.max_trials} trials per task by the Lan-DeMets "
+            f"{SPENDING_NAMES[p.spending]} function, and a mean gain >= "
+            f"{p.min_improvement:g}; "
             f"harm per task (every bucket, no target): {_harm_per_task(p)} (no harm); "
             f"{_harm_per_bucket(p)}; trials added in rounds of {p.round_trials} up to "
             f"{p.harm_max_trials} per task")

@@ -161,7 +161,7 @@ def test_verbose_prints_the_method_once_wrapped(
     flat = " ".join(both.split())  # the method text is wrapped at the terminal's width
     assert flat.count("Lan-DeMets") == 1 and flat.count("anytime-valid over looks") == 1
     assert "  how it was decided: target improvement" in stdout
-    assert "pocock-type" in stdout and "run tests:" not in both
+    assert "Pocock-type" in stdout and "run tests:" not in both
     # the findings too, the target's pass rate once (against its record; the table pairs)
     assert "target bucket 'skip_trivial' improved" in stdout
     assert "visible target tasks" not in stdout
