@@ -172,6 +172,21 @@ class GraderSpec(_Lenient):
     config: dict[str, Any] = Field(default_factory=dict)
     """`config: null` (or no config) is `{}`; the grader's own model validates the keys."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, data: Any) -> Any:
+        """A grader without `name` is most often written in another harness's shape
+        (`{"type": "json_path", "path": ...}`): say what the shape is here."""
+        if isinstance(data, dict) and "name" not in data:
+            alias = next((k for k in ("type", "grader", "kind") if k in data), None)
+            others = sorted(k for k in data if k not in ("config", alias))
+            keys = ", ".join(repr(k) for k in others)
+            moved = f" and put {keys} under 'config'" if others else ""
+            if alias is not None:
+                raise ValueError(f"a grader is {{\"name\": ..., \"config\": {{...}}}}: write "
+                                 f"'name' instead of {alias!r}{moved}")
+        return data
+
 
 class TaskSpec(_Lenient):
     """A task.json in its canonical form. The loader also reads what the original harness

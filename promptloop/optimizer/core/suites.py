@@ -452,6 +452,11 @@ def load_jsonl_suite(path: Path, agent: str | None = None) -> Suite:
     warnings: list[str] = []
     if "suite" in objects[0][1] and "id" not in objects[0][1]:
         number, header, header_bytes = objects.pop(0)
+        misplaced = [k for k in header if k in SuiteConfig.model_fields and k != "graders"]
+        if misplaced:
+            raise SuiteError(f"{path} line {number}: field '{misplaced[0]}': a suite.json key "
+                             "belongs inside the header's 'suite' object: "
+                             '{"suite": {"' + misplaced[0] + '": ...}, "graders": [...]}')
         for key in header:
             if key not in ("suite", "graders"):
                 warnings.append(f"{path} line {number}: field '{key}': unknown header key, "

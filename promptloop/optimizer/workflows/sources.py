@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
@@ -28,6 +28,7 @@ from promptloop.optimizer.core.config import ConfigError
 from promptloop.optimizer.core.names import did_you_mean
 from promptloop.optimizer.core.project import active_project
 from promptloop.optimizer.core.prompt_target import PromptSource, open_target
+from promptloop.optimizer.core.regions.model import CODE_LANGUAGES, language_of
 from promptloop.optimizer.core.suites import FIXTURES_DIR, JSONL_SUFFIX, is_jsonl_suite, is_suite
 from promptloop.optimizer.git import GitOps, GitOpsError, repo_root
 from promptloop.optimizer.git_read import (
@@ -77,6 +78,8 @@ class Sourced:
     """Where the folder's files are on disk (folders only)."""
     kind: str = ""
     """What it is for the output (prompt, tasks, manual, project); "" = from its path."""
+    hint: str = ""
+    """A note for the user after the line (e.g. a whole source file used as the prompt)."""
 
     def describe(self) -> str:
         return f"{self.path} @ {self.origin.describe()}"
@@ -85,7 +88,7 @@ class Sourced:
         """`prompt: prompts/card_agent.md @ HEAD 1a2b3c4`, for the command's output."""
         what = self.kind or {"prompts": "prompt", "manuals": "manual"}.get(
             self.path.partition("/")[0], "tasks")
-        return f"{what}: {self.describe()}"
+        return f"{what}: {self.describe()}" + (f"; {self.hint}" if self.hint else "")
 
 
 class RepoSource:
@@ -126,6 +129,12 @@ class RepoSource:
         """What was served since the last call (to announce each source once)."""
         new, self._taken = self.served[self._taken:], len(self.served)
         return new
+
+    def _hint(self, item: Sourced, hint: str) -> None:
+        """Attach `hint` to a served item not yet announced."""
+        for i, s in enumerate(self.served):
+            if s is item and i >= self._taken:
+                self.served[i] = replace(item, hint=hint)
 
     def _serve(self, item: Sourced) -> Sourced:
         if all(s.path != item.path for s in self.served):
@@ -187,6 +196,11 @@ class RepoSource:
         bundled = self.root is None and declared.project.path is None
         try:
             sourced = self.read(target.path, bundled=bundled, kind="prompt")
+            if target.whole_file and language_of(target.path) in CODE_LANGUAGES:
+                self._hint(sourced, f"note: the whole file is the prompt (the agent gets its "
+                           f"source as prompt.text); for a string literal in it, declare "
+                           f"[[agents.{agent}.prompts]] with path and variable "
+                           "(docs/agents.md, Prompt targets)")
         except (ConfigError, GitOpsError) as err:
             raise ConfigError(f"{declared.project.where}: {declared.table} key 'prompt': "
                               f"{err}" + (". Start a project with `promptloop init`"
@@ -249,7 +263,7 @@ class RepoSource:
                 return self._serve(Sourced(str(outside), Origin(
                     "worktree", note="outside the repository"), folder=outside))
         if rel is None:
-            rel = next((r for r in folders.values() if self._suite_kind(r) == kind), None)
+            rel = self.by_kind(agent, kind)
         return self.suite_at(rel) if rel is not None else None
 
     def suite_folders(self, agent: str) -> dict[str, str]:
@@ -305,16 +319,36 @@ class RepoSource:
         return sorted(found)
 
     def _suite_kind(self, rel: str) -> str | None:
+        """The `kind` the suite declares (suite.json, or a JSONL file's header line), "mixed"
+        (suite.json's default) when it declares none; None when its settings cannot be read
+        (loading it names the file, the line and the field)."""
         try:
             if is_jsonl_suite(rel):  # the kind is in the header line, if any
-                first = self.read(rel, announce=False).text.lstrip().split("\n", 1)[0]
-                data = json.loads(first).get("suite") or {}
+                first = json.loads(self.read(rel, announce=False).text.lstrip().split("\n", 1)[0])
+                if not isinstance(first, dict):
+                    return None
+                data = first.get("suite", {}) if "id" not in first else {}
             else:
                 data = json.loads(self.read(f"{rel}/suite.json", announce=False).text)
-        except (ValueError, OSError, ConfigError, GitOpsError, AttributeError):
+        except (ValueError, OSError, ConfigError, GitOpsError):
             return None
-        kind = data.get("kind") if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return None
+        kind = data.get("kind", "mixed")
         return kind if isinstance(kind, str) else None
+
+    def by_kind(self, agent: str, kind: str) -> str | None:
+        """The first of `agent`'s suites that declares `kind`. For "capability" (what eval and
+        optimize run when no --suite is given), an agent without one falls back to its first
+        suite that declares no kind ("mixed") or whose settings cannot be read, so a lone
+        headerless JSONL file runs, and a broken header is reported by the loader (file,
+        line, field) instead of as a missing suite."""
+        folders = list(self.suite_folders(agent).values())
+        kinds = {rel: self._suite_kind(rel) for rel in folders}
+        rel = next((r for r in folders if kinds[r] == kind), None)
+        if rel is None and kind == "capability":
+            rel = next((r for r in folders if kinds[r] in ("mixed", None)), None)
+        return rel
 
     def suite_at(self, rel: str) -> Sourced | None:
         """The suite folder `rel` (relative to the repository top); None when the repository
@@ -450,8 +484,7 @@ def project_suite(agent: str, kind: str, start: Path | None = None) -> Path:
         if rel is None and root is not None and ("/" in kind or is_jsonl_suite(kind)):
             rel = source.relative(kind)  # a suite given by its path
         if rel is None:
-            rel = next((r for r in source.suite_folders(agent).values()
-                        if source._suite_kind(r) == kind), None)
+            rel = source.by_kind(agent, kind)
         if rel is None:
             raise ConfigError(source.missing_suite(agent, kind))
     path = root / rel if root is not None else _bundled(rel)

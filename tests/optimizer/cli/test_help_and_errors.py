@@ -168,6 +168,18 @@ def test_root_help_lists_init_first_and_version_as_a_flag() -> None:
     assert version.exit_code == 0 and version.stdout.startswith("promptloop ")
 
 
+def test_python_dash_m_promptloop_is_the_same_command_line() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "promptloop", "--version"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("promptloop "), done.stderr
+    bad = subprocess.run([sys.executable, "-m", "promptloop", "optimise"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 1 and "Did you mean 'optimize'?" in bad.stderr + bad.stdout
+
+
 def test_view_exits_130_on_ctrl_c(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from promptloop.optimizer.view.server import ViewServer
 

@@ -163,3 +163,57 @@ def test_an_undeclared_command_grader_is_an_error_at_load(repo: Path, tmp_path: 
     out = " ".join(result.output.split())
     assert f"{SUITE} line 4" in out and "'graders.0.config.grader'" in out
     assert "promptloop.toml" in out and "checker" in out
+
+
+def test_a_headerless_jsonl_suite_is_the_agents_capability_suite(repo: Path,
+                                                                 tmp_path: Path) -> None:
+    """An agent whose one suite is a JSONL file without a header (kind "mixed") runs by
+    `eval --agent` alone: no capability suite, so its suite of no kind stands in."""
+    write_jsonl(repo / SUITE, tasks())
+    commit_all(repo)
+    data = cli_json("eval", "--agent", "example", *MODELS, "--fresh",
+                    "--out", str(tmp_path / "state"))
+    assert data["summary"]["num_trials"] == 12, data["summary"]
+
+
+@pytest.mark.parametrize(("first", "says"), [
+    ({"suite": "tickets"}, "line 1: field 'suite': must be an object"),
+    ({"suite": {}, "kind": "capability"},
+     "line 1: field 'kind': a suite.json key belongs inside the header's 'suite' object"),
+])
+def test_a_broken_header_is_named_not_read_as_a_missing_suite(
+        repo: Path, tmp_path: Path, first: dict[str, Any], says: str) -> None:
+    write_jsonl(repo / SUITE, [first, *tasks()])
+    result = cli("eval", "--agent", "example", *MODELS, "--out", str(tmp_path / "state"))
+    assert result.exit_code == 1, result.output
+    out = " ".join(result.output.split())
+    assert f"{SUITE} {says}" in out, out
+    assert "has no suite" not in out
+
+
+def test_a_grader_in_another_harness_shape_says_the_shape(repo: Path) -> None:
+    lines = [header(), *tasks()]
+    lines[1]["graders"] = [{"type": "json_path", "path": "$.urgency", "equals": "high"}]
+    path = write_jsonl(repo / SUITE, lines)
+    with pytest.raises(SuiteError) as info:
+        load_suite(path)
+    message = str(info.value)
+    assert "line 2: field 'graders.0'" in message, message
+    assert "write 'name' instead of 'type'" in message
+    assert "put 'equals', 'path' under 'config'" in message
+
+
+def test_a_whole_source_file_as_the_prompt_gets_a_note(repo: Path, tmp_path: Path) -> None:
+    """`prompt = "agent.py"` makes the whole file the prompt: eval says so and how to name a
+    literal instead (a markdown prompt gets no note)."""
+    (repo / "agent.py").write_text('SYSTEM = """Triage support messages."""\n')
+    toml = repo / "promptloop.toml"
+    toml.write_text(toml.read_text().replace(f'prompt = "{PROMPT}"', 'prompt = "agent.py"'))
+    commit_all(repo)
+    result = cli("eval", "--agent", "example", *MODELS, "--out", str(tmp_path / "state"))
+    out = " ".join(result.output.split())
+    assert "prompt: agent.py @" in out and "the whole file is the prompt" in out, out
+    assert "[[agents.example.prompts]] with path and variable" in out
+    toml.write_text(toml.read_text().replace('prompt = "agent.py"', f'prompt = "{PROMPT}"'))
+    result = cli("eval", "--agent", "example", *MODELS, "--out", str(tmp_path / "state"))
+    assert "the whole file is the prompt" not in " ".join(result.output.split())
