@@ -106,6 +106,29 @@ def test_a_task_never_run_never_says_no_harm() -> None:
     assert low.state == "no harm" and low.basis == "cannot lose"
 
 
+def test_fresh_baseline_trials_never_end_a_test_as_cannot_lose() -> None:
+    """Bench v2 seed (card 10-task, narrow-1, noise 0, iteration 51): a reliable task broken
+    to 10% failed 8 of 11 candidate trials while its fresh baseline twins, added because it was
+    a suspect, pulled its record to 16/20, under narrow's drop of 0.8; "cannot lose" then
+    cleared it. A record under the drop says "cannot lose" only while the candidate's trials
+    do not favour the drop by `STILL_LOSING` (10:1); here they do (10.6:1): the test goes on,
+    and further failures call the break."""
+    narrow = POLICY.model_copy(update={"harm_sensitivity": "narrow"})
+    cand = [False, False, True, False, False, True, False, False, False, False, True]
+    rec = record(history=[True] * 10, base=[True] * 6 + [False] * 4, cand=cand)
+    found = judge_task(rec, narrow, HarmScale(tasks=50))
+    assert found.state == "undecided" and found.log_bf > math.log(10), found
+    more = list(cand)
+    while found.state == "undecided" and len(more) < narrow.harm_max_trials:
+        more.append(False)  # the broken task goes on failing: the break is called
+        found = judge_task(record(history=[True] * 10, base=[True] * 6 + [False] * 4,
+                                  cand=more), narrow, HarmScale(tasks=50))
+    assert found.state == "break", found
+    # before the candidate ran it, the same record is skipped: it cannot lose the drop
+    skipped = judge_task(record(history=[True] * 10, base=[True] * 6 + [False] * 4), narrow)
+    assert skipped.state == "no harm" and skipped.basis == "cannot lose"
+
+
 def test_clean_candidate_trials_rule_the_drop_out() -> None:
     """Under `half` a reliable 12/12 task is cleared by 3 clean trials (factor 0.11 <= 0.2)
     and not by 2 (0.23); under `narrow` by 2 (0.031 <= 0.11) and not by 1 (0.17)."""
