@@ -163,9 +163,13 @@ def parse_result(data: bytes, label: TrialLabel, source: str = "printed",
     try:
         value = json.loads(text)
     except json.JSONDecodeError as err:
+        stray = (source == "printed" and err.pos == 0
+                 and not text.lstrip().startswith(("{", "[", '"')))
         return label.errored(
             f"{source} invalid JSON: {err.msg} at line {err.lineno} column {err.colno} "
-            f"(character {err.pos}); it {source}: {_quote(text)}", stderr=stderr,
+            f"(character {err.pos}); it {source}: {_quote(text)}"
+            + ("; stdout carries only the result document: write logs to stderr" if stray
+               else ""), stderr=stderr,
         )
     return validate_doc(value, label, source, stderr)
 

@@ -174,8 +174,11 @@ async def kill_group(proc: asyncio.subprocess.Process, exited: asyncio.Event,
             await asyncio.wait_for(exited.wait(), KILL_GRACE_S)
     signal_group(proc.pid, signal.SIGKILL)
     if not exited.is_set():
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()  # a leader that left its group
+        # a leader that left its group: os.kill, not proc.kill(), whose Popen.send_signal
+        # polls first and so reaps the child behind asyncio's child watcher (which then
+        # logs "Unknown child process pid ..., will report returncode 255")
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(proc.pid, signal.SIGKILL)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(exited.wait(), KILL_GRACE_S)
     if close:

@@ -87,6 +87,14 @@ async def test_prints_invalid_json(world: World, kind: str) -> None:
     assert got.message.endswith("it printed: '{outcome: yes}'")  # the text, to see the cause
 
 
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_log_line_on_stdout_says_where_logs_go(world: World, kind: str) -> None:
+    got = await run(world, world.spec('return "starting up"', kind))
+    assert got.status == "errored" and got.message is not None
+    assert "it printed: 'starting up'" in got.message
+    assert got.message.endswith("stdout carries only the result document: write logs to stderr")
+
+
 def test_a_long_non_json_output_is_quoted_capped() -> None:
     from promptloop.optimizer.adapters.outcome import QUOTE_CHARS, _quote
 
