@@ -5,6 +5,7 @@ process unreadable through /proc by other processes of the same user."""
 
 from __future__ import annotations
 
+import base64
 import sys
 from collections.abc import Sequence
 
@@ -46,14 +47,36 @@ def keep_from_proc() -> bool:
         return False
 
 
+def encoded_forms(secret: str) -> tuple[str, ...]:
+    """The secret as an agent that found it could smuggle it: reversed, and in base64
+    (standard and URL-safe, at each of the three byte alignments it can have inside a longer
+    encoded text: the characters that depend on the secret alone, at least 8 of them)."""
+    raw = secret.encode("utf-8")
+    forms = {secret[::-1]}
+    for k in range(3):
+        for enc in (base64.b64encode, base64.urlsafe_b64encode):
+            text = enc(b"\0" * k + raw).decode("ascii").rstrip("=")
+            start = 4 if k else 0  # the group holding the filler bytes
+            stop = len(text) - (len(text) % 4 or 4) if (len(raw) + k) % 3 else len(text)
+            core = text[start:stop] if k or (len(raw) + k) % 3 else text
+            if len(core) >= 8:
+                forms.add(core)
+            if k == 0 and len(text) >= 8:
+                forms.add(text)
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
 def scrub(text: str, secrets: tuple[str | None, ...]) -> str:
-    """Remove every secret (and its first 12 characters, which servers like to echo)."""
+    """Remove every secret (and its first 12 characters, which servers like to echo), reversed
+    or in base64 too (`encoded_forms`)."""
     for secret in secrets:
         if not secret:
             continue
         text = text.replace(secret, "***")
         if len(secret) > 16:
             text = text.replace(secret[:12], "***")
+        for form in encoded_forms(secret):
+            text = text.replace(form, "***")
     return text
 
 

@@ -212,8 +212,23 @@ def trial_layout(repo_root: Path, cwd: Path, writable: Sequence[Path],
     hidden = hidden_folders(repo_root)
     named = [Path(a) for a in argv if os.path.isabs(a) and os.path.exists(a)]
     readable = shown_again(hidden, [repo_root, *named, Path(sys.prefix), own_code()])
-    # the state folder stays hidden inside a repository shown again
-    return Layout(cwd=cwd, writable=tuple(writable), readable=readable, hidden=hidden)
+    # the state folder stays hidden inside a repository shown again, its .env files read empty
+    return Layout(cwd=cwd, writable=tuple(writable), readable=readable, hidden=hidden,
+                  blanked=(*dotenv_files(repo_root), *dotenv_files(checkout_of(repo_root))))
+
+
+def dotenv_files(repo_root: Path | None) -> tuple[Path, ...]:
+    """The repository's `.env` and `.env.*` files at its top (where promptloop reads provider
+    keys): a boxed trial reads them as empty, so the agent under test never finds a key there
+    (review's trials run in an export: the checkout's are blanked too)."""
+    if repo_root is None:
+        return ()
+    try:
+        found = [p for p in repo_root.iterdir()
+                 if (p.name == ".env" or p.name.startswith(".env.")) and p.is_file()]
+    except OSError:
+        return ()
+    return tuple(sorted(found))
 
 
 # --- the processes of a box ------------------------------------------------------------------
@@ -303,6 +318,7 @@ __all__ = [
     "checkout_of",
     "describe",
     "disabled",
+    "dotenv_files",
     "export_of",
     "for_trials",
     "hidden_folders",

@@ -74,6 +74,7 @@ while [ "$i" -lt "$n" ]; do
   eval "k=\$k$i; p=\$p$i; f=\${f$i:-}"
   case $k in
     hide) mount -t tmpfs -o mode=0755,size=64k promptloop-hidden "$p" || exit 97;;
+    blank) mount --bind /dev/null "$p" && mount -o remount,bind,ro "$p" || exit 97;;
     ro*|rw*)
       if [ -n "$f" ]; then src=/proc/self/fd/$f; else src=$p; fi
       if [ -d "$src" ]; then mkdir -p "$p" 2>/dev/null
@@ -105,22 +106,26 @@ class Layout:
     writable: tuple[Path, ...] = ()
     readable: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
+    blanked: tuple[Path, ...] = ()
+    """Files read as empty (/dev/null bound over them): the repository's .env files."""
 
     def operations(self) -> list[tuple[str, str]]:
         """(kind, path) in the order they are mounted: outer folders first, at one depth a
         cover before what is shown again in it. A path that does not exist is left out."""
-        order = {"hide": 0, "ro": 1, "rw": 2}
+        order = {"hide": 0, "ro": 1, "rw": 2, "blank": 3}
         ops: dict[str, str] = {}
         for kind, paths in (("hide", self.hidden), ("ro", self.readable),
-                            ("rw", self.writable)):
+                            ("rw", self.writable), ("blank", self.blanked)):
             for path in paths:
                 real = os.path.realpath(path)
                 if kind == "hide" and not os.path.isdir(real):
                     continue
+                if kind == "blank" and not os.path.isfile(real):
+                    continue
                 if kind != "hide" and not os.path.exists(real):
                     continue
                 ops[real] = kind  # a later, more permissive kind wins for the same path
-        shown = [p for p, k in ops.items() if k != "hide"]
+        shown = [p for p, k in ops.items() if k in ("ro", "rw")]
         covers = [p for p, k in ops.items() if k == "hide"]
 
         def within(path: str, folder: str) -> bool:
@@ -148,6 +153,8 @@ def wrap(mechanism: Mechanism, layout: Layout, argv: Sequence[str]) -> list[str]
             if kind == "hide":
                 out += ["--tmpfs", path]
                 covers.append(path)
+            elif kind == "blank":
+                out += ["--ro-bind", "/dev/null", path]
             else:
                 out += ["--bind" if kind == "rw" else "--ro-bind", path, path]
         for path in covers:
@@ -169,8 +176,8 @@ def _by_fd_or_path(ops: list[tuple[str, str]]) -> list[tuple[str, str]]:
     covers = [p.rstrip("/") + "/" for k, p in ops if k == "hide"]
     out: list[tuple[str, str]] = []
     for kind, path in ops:
-        under = kind != "hide" and any(path.startswith(c) for c in covers)
-        out.append((kind if kind == "hide" or under else f"{kind}-path", path))
+        under = kind in ("ro", "rw") and any(path.startswith(c) for c in covers)
+        out.append((kind if kind in ("hide", "blank") or under else f"{kind}-path", path))
     if sum(k in ("ro", "rw") for k, _ in out) > MAX_BINDS:
         shown = [p for k, p in out if k in ("ro", "rw")]
         raise ValueError(f"the unshare sandbox can show at most {MAX_BINDS} folders again "

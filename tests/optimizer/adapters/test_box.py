@@ -278,6 +278,31 @@ async def test_writes_outside_are_impossible_or_errored_and_undone(
         assert "not undone" not in got.message
 
 
+DOTENV = '''
+    try:
+        text = Path(REPO, ".env").read_text()
+    except OSError as err:
+        text = "unreadable: " + type(err).__name__
+    return ok({"dotenv": text, "readme": Path(REPO, "README.md").read_text()})
+'''
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_the_repositorys_dotenv_reads_empty_in_a_box(world: World, kind: str,
+                                                          mode: str) -> None:
+    """promptloop reads provider keys from <repo>/.env (docs/commands.md); the repository is
+    readable in a box, its .env is not (read as empty); the rest of the repository is."""
+    (world.repo / ".env").write_text(f"ANTHROPIC_API_KEY={KEY}\n")
+    spec = world.spec(DOTENV.replace("REPO", repr(str(world.repo))), kind)
+    got = await run(world, spec)
+    assert got.status == "ok" and got.result is not None, got.message
+    assert got.result.outcome["readme"] == "a repository\n"
+    if mode == "box":
+        assert got.result.outcome["dotenv"] == ""
+    else:  # documented: without a box the agent reads what the user can (the result redacted)
+        assert got.result.outcome["dotenv"] == "ANTHROPIC_API_KEY=***\n"
+
+
 async def test_a_worker_that_dies_after_each_answer_loses_no_trial(world: World,
                                                                    mode: str) -> None:
     spec = world.spec('''

@@ -63,3 +63,21 @@ def test_the_environment_wins_and_only_provider_variables_are_read(
     assert "UNRELATED" not in os.environ
     # every value the file holds is redacted, the one the shell's value hid too
     assert redact("a from-the-file-123456 b sk-ant-from-file-1234") == "a *** b ***"
+
+
+def test_a_key_is_redacted_reversed_and_in_base64_at_any_alignment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent that found a key could store it reversed or base64-encoded inside a longer
+    text (issue 30: neither may reach a stored file); the redactor removes both."""
+    import base64
+
+    from promptloop.optimizer.core.redact import redact
+
+    key = "sk-test-FAKE123-redact-me"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    for prefix in ("", "a", "ab", "note: "):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            blob = encode(f"{prefix}{key} and more".encode()).decode()
+            assert "***" in redact(f"outcome {blob} end"), (prefix, blob)
+    assert redact(f"x {key[::-1]} y") == "x *** y"
+    assert redact("an ordinary sentence") == "an ordinary sentence"
