@@ -128,4 +128,16 @@ def main() -> None:
     except SystemExit as done:
         if ui.STOPPED:  # stopped by Ctrl-C and cleaned up: nothing left to wait for
             ui.exit_now(done.code if isinstance(done.code, int) else EXIT_INTERRUPTED)
+        if _embedded_model_abandoned():  # its threads still run: skip the interpreter's exit
+            ui.exit_now(done.code if isinstance(done.code, int) else 0 if done.code is None
+                        else 1)
         raise
+    if _embedded_model_abandoned():
+        ui.exit_now(0)
+
+
+def _embedded_model_abandoned() -> bool:
+    """The embedded model's server was abandoned mid-generation (`local.server_abandoned`);
+    never imports the provider (a command that did not use it has not imported it)."""
+    local = sys.modules.get("promptloop.agents.llm.providers.local")
+    return bool(local is not None and local.server_abandoned())

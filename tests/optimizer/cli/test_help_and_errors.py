@@ -180,6 +180,41 @@ def test_python_dash_m_promptloop_is_the_same_command_line() -> None:
     assert bad.returncode == 1 and "Did you mean 'optimize'?" in bad.stderr + bad.stdout
 
 
+def test_an_abandoned_embedded_model_skips_the_interpreters_exit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command whose embedded-model calls were cut short leaves llama.cpp's threads running;
+    the interpreter's shutdown beside them crashed (exit 139, a new-team trial): main ends
+    such a process by ui.exit_now with the command's own exit code."""
+    import sys
+
+    from promptloop.agents.llm.providers import local
+    from promptloop.optimizer.cli import app as app_module
+    from promptloop.optimizer.cli import ui
+
+    ended: list[int] = []
+
+    class Ended(Exception):
+        pass
+
+    def exit_now(code: int) -> None:
+        ended.append(code)
+        raise Ended
+
+    monkeypatch.setattr(ui, "exit_now", exit_now)
+    monkeypatch.setattr(sys, "argv", ["promptloop", "--version"])
+    monkeypatch.setattr(local, "_abandoned", False)
+    with pytest.raises(SystemExit):
+        app_module.main()  # nothing abandoned: the ordinary exit
+    assert ended == []
+    monkeypatch.setattr(local, "_abandoned", True)
+    with pytest.raises(Ended):
+        app_module.main()
+    monkeypatch.setattr(sys, "argv", ["promptloop", "optimise"])
+    with pytest.raises(Ended):
+        app_module.main()
+    assert ended == [0, 1]
+
+
 def test_view_exits_130_on_ctrl_c(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from promptloop.optimizer.view.server import ViewServer
 

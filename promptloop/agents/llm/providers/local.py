@@ -110,10 +110,23 @@ class EmbeddedServer:
         for every request it holds, answered or not, to be generated to the end. The server
         object is leaked on purpose (one reference kept forever, so neither this process nor
         its interpreter's exit waits for it); the process's exit ends its threads."""
+        global _abandoned
         if self._server is not None:
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._server))
+            _abandoned = True
         self._server = None
         self.url = None
+
+
+_abandoned = False
+
+
+def server_abandoned() -> bool:
+    """A server of this process was abandoned while it still generated (`abandon`): its native
+    threads outlive every Python reference, and the interpreter's own shutdown must not run
+    beside them (it crashed in xllamacpp, exit 139): the CLI ends such a process with
+    `os._exit` once its output is flushed."""
+    return _abandoned
 
 
 _lock = threading.Lock()
