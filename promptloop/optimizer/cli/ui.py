@@ -762,7 +762,8 @@ def show_review_agent(a: Mapping[str, Any], *, every_row: bool = False,
     method (each once) only with `verbose`."""
     comps = [BucketComparison.model_validate(c) for c in a["comparisons"]]
     headline = plain.review_headline(a["decision"], comps, a.get("regressed", []),
-                                     a.get("improved", []), a.get("open", []))
+                                     a.get("improved", []), a.get("open", []),
+                                     reasons=a.get("reasons", []))
     tone = {"regresses": "red", "improves": "green", "inconclusive": "yellow"}.get(
         a["decision"], "")
     lead = f"{a['agent']} {a['decision']}"

@@ -157,15 +157,26 @@ def error_headline(what: str) -> str:
                   "with `promptloop doctor`")
 
 
+OUTSIDE_REASON = "wrote outside their workspace"
+"""How review's reason names head trials that wrote outside (`review.regress_on_outside_writes`)."""
+
+
 def review_headline(decision: str, comparisons: Sequence[BucketComparison],
                     regressed: Sequence[str], improved: Sequence[str],
-                    open_: Sequence[str], where: Sequence[str] = ()) -> str:
+                    open_: Sequence[str], where: Sequence[str] = (),
+                    reasons: Sequence[str] = ()) -> str:
     """One sentence on a reviewed prompt change: what moved, what was ruled out, what to do.
-    A "broken" head names where (`where`: 'lib/p.dart line 14' per failing target)."""
+    A "broken" head names where (`where`: 'lib/p.dart line 14' per failing target); a head
+    that regressed because its trials wrote outside their workspace says that first (the
+    reason review puts first, `reasons`), not a move of the scores."""
     if decision == "broken":
         files = names(where) if where else "a prompt's source file"
         return _short(f"the head breaks {files}, so no trial was run: fix the prompt's "
                       "source before merging")
+    wrote = next((r for r in reasons if OUTSIDE_REASON in r), None)
+    if decision == "regresses" and wrote is not None:
+        count = wrote.removeprefix("regresses: ").split(OUTSIDE_REASON)[0]
+        return _short(f"{count}{OUTSIDE_REASON}, whatever the scores; do not merge it as is")
     fixed = sum(c.fixed for c in comparisons)
     broken = sum(c.broken for c in comparisons)
     n = sum(c.n_pairs for c in comparisons)

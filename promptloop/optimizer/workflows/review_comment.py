@@ -202,7 +202,8 @@ def _agent_section(a: AgentReviewLike, confirm_trials: int) -> list[str]:
         return _broken_section(a)
     out = [f"### `{a.agent}` (`{a.prompt_path}`): {_BADGE[a.decision]}", ""]
     # in plain words first; the findings and the method follow
-    said = review_headline(a.decision, a.comparisons, a.regressed, a.improved, a.open)
+    said = review_headline(a.decision, a.comparisons, a.regressed, a.improved, a.open,
+                           reasons=a.reasons)
     out += [cell(said[:1].upper() + said[1:]) + ".", ""]
     out += [f"- {cell(r)}" for r in a.reasons]
     if a.confirmed_buckets:

@@ -502,3 +502,18 @@ def test_extract_input_without_marker() -> None:
     plain = Transcript(messages=[Message.system("s"), Message.user("just text")])
     assert extract_input(plain) == "just text"
     assert extract_input(Transcript()) is None
+
+
+def test_a_review_that_regressed_by_outside_writes_says_so_first() -> None:
+    """A new-team trial's review headline read "the change made data and mixed worse (fixed 0
+    and broke 0 of 2 paired trials)" when the head's trials had written outside their
+    workspace: the headline now states the writes, not a move of the scores."""
+    from promptloop.optimizer.report.plain import review_headline
+
+    reason = ("regresses: 2 head trial(s) wrote outside their workspace (the write undone where "
+              "possible; whatever the scores say), first: data-only: ...")
+    said = review_headline("regresses", [], ["data", "mixed"], [], [], reasons=[reason])
+    assert said == ("2 head trial(s) wrote outside their workspace, whatever the scores; do not "
+                    "merge it as is"), said
+    plain = review_headline("regresses", [], ["data"], [], [], reasons=["something else"])
+    assert "wrote outside" not in plain
