@@ -773,7 +773,8 @@ def show_review_agent(a: Mapping[str, Any], *, every_row: bool = False,
     comparison_rows(f"per bucket, head against base (base {a['base_trials']} trials, "
                     f"{a['base_cached_trials']} cached; head {a['head_trials']}, "
                     f"{a['head_cached_trials']} cached):", comps, cand="Head",
-                    every_row=every_row)
+                    every_row=every_row,
+                    harm={b["bucket"]: b["state"] for b in a.get("buckets", [])})
     findings, method = plain.split_method(a["reasons"])
     statements = [f"[{b['state']}] {b['statement']}" for b in a.get("buckets", [])]
     if verbose:
@@ -820,10 +821,11 @@ def verdict_rows(rows: list[dict[str, Any]], *, every_row: bool = True) -> None:
 
 
 def comparison_rows(title: str, comparisons: list[BucketComparison], cand: str = "Cand", *,
-                    every_row: bool = True) -> None:
-    """The per-bucket gate table straight from the gate's comparisons, with its legend."""
+                    every_row: bool = True, harm: Mapping[str, str] | None = None) -> None:
+    """The per-bucket gate table straight from the gate's comparisons, with its legend
+    (`harm`: review's per-bucket harm statements, `report.table.comparison_table`)."""
     say(title, indent=2)
-    show_table(comparison_table(comparisons, cand=cand), every_row=every_row,
+    show_table(comparison_table(comparisons, cand=cand, harm=harm), every_row=every_row,
                side="head" if cand == "Head" else "candidate")
 
 

@@ -270,7 +270,15 @@ def gate_table(rows: Sequence[GateRow | Mapping[str, Any]], cand: str = "Cand") 
 
 
 def comparison_table(
-    comparisons: Sequence[BucketComparison], target: str | None = None, cand: str = "Cand"
+    comparisons: Sequence[BucketComparison], target: str | None = None, cand: str = "Cand",
+    harm: Mapping[str, str] | None = None,
 ) -> Table:
-    """`gate_table` straight from the gate's comparisons."""
-    return gate_table(gate_rows(comparisons, target), cand)
+    """`gate_table` straight from the gate's comparisons. `harm` (review: bucket -> its harm
+    statement) names a row the fixed-sample test left "inconclusive" by what harm detection
+    decided for it ("no harm", "harm not ruled out"), so the table never says inconclusive
+    where the verdict, from harm detection's added trials, said no harm."""
+    said = {b: s for b, s in (harm or {}).items() if s in ("no harm", "harm not ruled out")}
+    rows = [r.model_copy(update={"status": said[r.bucket]})
+            if r.status == "inconclusive" and r.bucket in said else r
+            for r in gate_rows(comparisons, target)]
+    return gate_table(rows, cand)

@@ -8,7 +8,7 @@ produced it; posting the comment is `promptloop.optimizer.workflows.github`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Protocol
 
@@ -120,9 +120,11 @@ class ReviewLike(Protocol):
     def agents(self) -> Sequence[AgentReviewLike]: ...
 
 
-def bucket_table(comparisons: Sequence[BucketComparison]) -> str:
-    """Every bucket of the agent's suites, head vs base on paired trials."""
-    return "\n".join(table_lines(comparison_table(comparisons, cand="Head")))
+def bucket_table(comparisons: Sequence[BucketComparison],
+                 harm: Mapping[str, str] | None = None) -> str:
+    """Every bucket of the agent's suites, head vs base on paired trials (`harm`: each
+    bucket's harm statement, `comparison_table`)."""
+    return "\n".join(table_lines(comparison_table(comparisons, cand="Head", harm=harm)))
 
 
 def group_by_task(changes: Sequence[TrialChangeLike]) -> list[list[TrialChangeLike]]:
@@ -216,7 +218,8 @@ def _agent_section(a: AgentReviewLike, confirm_trials: int) -> list[str]:
         f"head {a.head_trials} ({a.head_cached_trials} reused)"
     )
     out.append(f"- {pairing_text(a.seeded)}")
-    return [*out, "", bucket_table(a.comparisons), "", *harm_lines(a), ""]
+    harm = {b.bucket: b.state for b in a.buckets}
+    return [*out, "", bucket_table(a.comparisons, harm), "", *harm_lines(a), ""]
 
 
 def harm_lines(a: AgentReviewLike) -> list[str]:

@@ -122,3 +122,20 @@ def test_every_output_renders_the_same_cells(monkeypatch: pytest.MonkeyPatch) ->
         assert text in comment, text
     for title in table.titles:
         assert title in terminal and f"| {title} " in markdown and f">{title}</th>" in html
+
+
+def test_a_review_row_left_inconclusive_says_what_harm_detection_decided() -> None:
+    """Two new-team trials read a review table whose row said "inconclusive" under a verdict
+    "neutral": the fixed-sample test had too few pairs, harm detection's added trials had
+    ruled the drop out. The review's table names such a row by the harm statement."""
+    rows = [comp("items", 4, 0.25, 0.125, 0, 0, (-0.375, 0.0), 1.0, "inconclusive"),
+            comp("owner", 4, 0.5, 0.25, 0, 1, (-0.5, 0.0), 0.5, "inconclusive"),
+            comp("other", 0, 0.0, 0.0, 0, 0, (0.0, 0.0), 1.0, "inconclusive")]
+    text = comment_table(rows, {"items": "no harm", "owner": "harm not ruled out",
+                                "other": "regressed"})
+    lines = {line.split("|")[1].strip(" `"): line for line in text.splitlines()
+             if line.startswith("| `")}
+    assert lines["items"].rstrip(" |").endswith("no harm"), lines["items"]
+    assert lines["owner"].rstrip(" |").endswith("harm not ruled out")
+    assert lines["other"].rstrip(" |").endswith("inconclusive")  # only those two states
+    assert comment_table(rows).count("inconclusive") == 3  # without harm: as before
