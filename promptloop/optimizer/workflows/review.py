@@ -340,12 +340,25 @@ class Reviewer:
 
     def _warn_unevaluated(self, paths: list[str], result: ReviewResult) -> None:
         """Warn, as optimize does, about each prompt file whose working-tree text differs from
-        the head ref's (an uncommitted edit review does not see)."""
+        the head ref's (an uncommitted edit review does not see); not when it is the base's
+        (the checkout is the base of the review: both sides are evaluated)."""
         for path in dict.fromkeys(paths):
+            if self._is_base_text(path, result.base_commit):
+                continue
             warning = self.source.unevaluated_warning(path, "review")
             if warning:
                 result.notes.append(warning)
                 self.emit(RunWarning(message=warning))
+
+    def _is_base_text(self, path: str, base_sha: str) -> bool:
+        """The working tree's `path` is the base commit's text."""
+        root, ops = self.source.root, self.source.ops
+        if root is None or ops is None or not (root / path).is_file():
+            return False
+        try:
+            return ops.read_file(base_sha, path) == (root / path).read_text(encoding="utf-8")
+        except (GitOpsError, OSError, UnicodeDecodeError):
+            return False
 
     async def _review(self) -> ReviewResult:
         sweep_abandoned(self.c.state_dir, self.emit)  # what killed optimize runs left behind

@@ -192,6 +192,15 @@ def test_checkout_untouched_and_committed_prompts_reviewed(repo: Path, state: Pa
     assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
 
 
+def test_a_checkout_at_the_base_is_not_called_unevaluated(repo: Path, state: Path) -> None:
+    """A new-team trial reviewed its checkout's branch (the base) against a PR branch and was
+    told "agent/prompt.js of your checkout (HEAD) is not evaluated", in the PR comment too:
+    the checkout is the base, evaluated. Only an edit that is neither side is named."""
+    human_branch(repo, "human/greetings", GOOD_LINE)
+    result = api(repo, state, "human/greetings", trials=1)
+    assert not any("is not evaluated" in n for n in result.notes), result.notes
+
+
 def test_base_side_reused_from_the_trial_cache(repo: Path, state: Path) -> None:
     human_branch(repo, "human/greetings", GOOD_LINE)
     human_branch(repo, "human/short-skip", BROAD_LINE)
