@@ -506,6 +506,19 @@ def _jsonl_config(path: Path, header: dict[str, Any], agent: str | None) -> Suit
         raise SuiteError(format_validation(f"{path} line 1", err, "suite.")) from err
 
 
+def wrong_agent(suite: Suite, agent: str) -> str:
+    """What to say when `agent` was asked to run `suite`, whose `agent_name` names another:
+    that agent, or, when promptloop.toml declares no agent of that name, the field to fix."""
+    where = f"{suite.suite_file}: suite {suite.name!r}"
+    declared = agent_names()
+    if suite.agent_name not in declared:
+        return (f"{where}: field 'agent_name': {suite.agent_name!r} is no agent of "
+                f"promptloop.toml{did_you_mean(suite.agent_name, declared)} Write the name of "
+                f"the agent that runs it ({agent!r} lists this suite)")
+    return (f"{where} is for agent {suite.agent_name!r} (its agent_name), not {agent!r}: give "
+            f"--agent {suite.agent_name}, or point {agent}'s suites at its own suite folders")
+
+
 def task_json_schema() -> dict[str, Any]:
     """The JSON schema of task.json (checked in as tasks/task.schema.json)."""
     schema = TaskSpec.model_json_schema()
@@ -574,4 +587,5 @@ __all__ = [
     "resolve_suite_path",
     "task_json_schema",
     "write_task_schema",
+    "wrong_agent",
 ]

@@ -14,7 +14,13 @@ from promptloop.optimizer.core.config import ConfigError
 from promptloop.optimizer.core.events import EventSink, Phase, RunWarning, ignore
 from promptloop.optimizer.core.names import agent_names, did_you_mean
 from promptloop.optimizer.core.results import RunResult
-from promptloop.optimizer.core.suites import Suite, check_runnable, load_suite, resolve_suite_path
+from promptloop.optimizer.core.suites import (
+    Suite,
+    check_runnable,
+    load_suite,
+    resolve_suite_path,
+    wrong_agent,
+)
 from promptloop.optimizer.git import provenance
 from promptloop.optimizer.report.summary import RunSummary
 from promptloop.optimizer.run.models import ModelIds, ModelSet
@@ -61,10 +67,7 @@ def load_selected(request: EvalRequest, source: RepoSource) -> Suite:
     folder = _suite_folder(request, source)
     suite = load_suite(folder, request.suite if request.suite in agent_names() else None)
     if request.suite in agent_names() and suite.agent_name != request.suite:
-        raise ConfigError(f"{folder / 'suite.json'}: suite {suite.name!r} is for agent "
-                          f"{suite.agent_name!r} (its agent_name), not {request.suite!r}: give "
-                          f"--agent {suite.agent_name}, or point {request.suite}'s suites at "
-                          "its own suite folders")
+        raise ConfigError(wrong_agent(suite, request.suite))
     check_runnable(suite)
     _check_names(request, suite)
     if request.buckets or request.task_ids:

@@ -15,7 +15,7 @@ from promptloop.optimizer.core.buckets import BucketId, bucket_prefix
 from promptloop.optimizer.core.config import ConfigError
 from promptloop.optimizer.core.events import ConfirmStarted, EventSink
 from promptloop.optimizer.core.results import Provenance, RunResult
-from promptloop.optimizer.core.suites import Suite, check_runnable, load_suite
+from promptloop.optimizer.core.suites import Suite, check_runnable, load_suite, wrong_agent
 from promptloop.optimizer.gate.compare import BucketComparison, GatePolicy, compare_runs
 from promptloop.optimizer.gate.pairing import merge_runs
 from promptloop.optimizer.report.store import default_store_dir, save_run
@@ -49,8 +49,7 @@ def agent_suites(agent: str, kinds: Sequence[str], source: RepoSource, *,
             raise ConfigError(source.missing_suite(agent, kind))
         suite = load_suite(found.folder, agent)
         if suite.agent_name != agent:
-            raise ConfigError(f"{found.path}/suite.json: suite {suite.name!r} is for agent "
-                              f"{suite.agent_name!r} (its agent_name), not {agent!r}")
+            raise ConfigError(wrong_agent(suite, agent))
         check_runnable(suite, command_graders=command_graders)
         out.append(suite)
     if not out:

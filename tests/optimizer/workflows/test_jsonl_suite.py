@@ -217,3 +217,15 @@ def test_a_whole_source_file_as_the_prompt_gets_a_note(repo: Path, tmp_path: Pat
     toml.write_text(toml.read_text().replace('prompt = "agent.py"', f'prompt = "{PROMPT}"'))
     result = cli("eval", "--agent", "example", *MODELS, "--out", str(tmp_path / "state"))
     assert "the whole file is the prompt" not in " ".join(result.output.split())
+
+
+def test_an_agent_name_no_agent_has_names_the_field(repo: Path, tmp_path: Path) -> None:
+    """A new-team trial's suite said agent_name "note" for the agent "notes": eval advised
+    `--agent note`, which does not exist. The error now names the field and the agent."""
+    write_jsonl(repo / SUITE, [{"suite": {"agent_name": "exampel"}}, *tasks()])
+    result = cli("eval", "--agent", "example", *MODELS, "--out", str(tmp_path / "state"))
+    assert result.exit_code == 1, result.output
+    out = " ".join(result.output.split())
+    assert f"{SUITE}: suite 'tickets'" in out or "field 'agent_name': 'exampel'" in out, out
+    assert "field 'agent_name': 'exampel' is no agent of promptloop.toml" in out
+    assert "Did you mean 'example'?" in out and "--agent exampel" not in out
