@@ -418,8 +418,9 @@ def estimate_text(event: TrialsEstimated) -> str:
         cost.append(f"~{fmt.usd(event.usd)} at list prices")
     if event.seconds:
         cost.append(f"~{duration(event.seconds)}")
-    return (f"{event.what}: about {event.trials} trials" + (f" ({', '.join(cost)})" if cost
-                                                             else "")
+    plural = "" if event.trials == 1 else "s"
+    return (f"{event.what}: about {event.trials} trial{plural}"
+            + (f" ({', '.join(cost)})" if cost else "")
             + (f"; {event.basis}" if event.basis else ""))
 
 

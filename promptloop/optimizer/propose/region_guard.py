@@ -239,8 +239,10 @@ def check_head_file(base_spec: RegionSpec, base_file: str, head_spec: RegionSpec
         if (i1 < i2 and i1 < last and i2 >= first) or (i1 == i2 and first <= i1 <= last):
             return HeadCheck("outside_region", f"the head changes {base.path} at line "
                              f"{j1 + 1}, outside {short} but in its statement or right after "
-                             "it: text meant for the prompt that landed outside the literal "
-                             "does not compile", j1 + 1, what)
+                             "it: it changes code, not only the prompt (or text meant for the "
+                             "prompt landed outside the literal); only the region's text may "
+                             "change in a prompt change: put a code change in a pull request "
+                             "of its own", j1 + 1, what)
     return HeadCheck("outside_region", f"the head changes {base.path} outside {short} "
                      f"(line {line}): it changes code, not only the prompt, and review "
                      "evaluates prompts, not code: put the code change in a pull request of "

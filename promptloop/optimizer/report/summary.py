@@ -175,10 +175,11 @@ class RunSummary(_Camel):
 
 
 def failed_text(s: RunSummary) -> str:
-    """`3 failed (1 by an exception a tool or outcome capture raised), 2 timed out`: a trial
-    that ran out of time is counted as timed out, never as failed."""
-    agent = (f" ({s.agent_error_trials} by an exception a tool or outcome capture raised)"
-             if s.agent_error_trials else "")
+    """`3 failed (1 by an agent error: the agent reported one, or a tool or outcome capture
+    raised), 2 timed out`: a trial that ran out of time is counted as timed out, never as
+    failed."""
+    agent = (f" ({s.agent_error_trials} by an agent error: the agent reported one, or a tool or "
+             "outcome capture raised)" if s.agent_error_trials else "")
     return f"{s.failed_trials} failed{agent}, {s.timed_out_trials} timed out"
 
 

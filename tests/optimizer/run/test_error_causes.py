@@ -121,7 +121,8 @@ def test_the_report_counts_failed_and_errored_apart(
     s = summarize(result)
     assert (s.failed_trials, s.agent_error_trials, s.errored_trials) == (1, 1, 0)
     md = render_markdown(result, s)
-    assert "1 failed (1 by an exception a tool or outcome capture raised)" in md
+    assert ("1 failed (1 by an agent error: the agent reported one, or a tool or outcome capture "
+            "raised)") in md
     assert "0 errored" in md
     assert "tool save_timeline_card raised ValueError: bad" in md
 

@@ -79,7 +79,7 @@ def test_the_summary_counts_outside_writes_among_the_errored() -> None:
     s = summarize(spoiled)
     assert (s.errored_trials, s.outside_write_trials, s.agent_error_trials) == (2, 1, 1)
     # not a tool exception: the failed text names only the real one
-    assert failed_text(s).startswith(f"{s.failed_trials} failed (1 by an exception a tool")
+    assert failed_text(s).startswith(f"{s.failed_trials} failed (1 by an agent error")
     assert OUTSIDE not in failed_text(s)
     assert outside_text(s) == " (1 wrote outside its workspace)"
     report = render_markdown(spoiled, s)
