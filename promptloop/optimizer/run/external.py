@@ -16,6 +16,7 @@ import asyncio
 import functools
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from promptloop.agents import trees
@@ -24,6 +25,7 @@ from promptloop.agents.llm.types import ModelClient
 from promptloop.agents.registry import AgentOptions
 from promptloop.agents.runtime import RuntimeConfig
 from promptloop.agents.transcript import Transcript
+from promptloop.optimizer.adapters import box
 from promptloop.optimizer.adapters.contract import (
     ModelEndpoint,
     PromptInfo,
@@ -47,12 +49,18 @@ WORKSPACE = "workspace"
 
 def adapter_variant(agent: Agent, root: Path) -> str:
     """What else decides the trials of an agent that runs outside promptloop's agent loop, for
-    the trial cache: its table and the files its command names (a changed agent script is
-    never served from cache). An in-process (`session`) agent has none: its trials are keyed
-    as they always were."""
+    the trial cache: its table, the files its command names (a changed agent script is
+    never served from cache), the values of the variables its `env` passes (hashed: a trial
+    made with another value is another trial) and, for a command or worker, whether it runs
+    in a sandbox (a boxed trial cannot write outside; an unboxed one is checked for it). An
+    in-process (`session`) agent has none: its trials are keyed as they always were."""
     c = agent.config
     flat = {k: v for k, v in c.flat().items() if k != "description"}
     h = hashlib.sha256(json.dumps(flat, sort_keys=True).encode())
+    passed = getattr(c.spec, "env", None) or []
+    h.update(json.dumps({n: os.environ.get(n) for n in passed}, sort_keys=True).encode())
+    if c.spec.adapter in ("command", "worker"):
+        h.update(f"box={box.for_trials()}".encode())
     top = root.resolve()
     for arg in getattr(c.spec, "command", None) or []:
         path = (root / arg).resolve()

@@ -1,0 +1,45 @@
+"""What keys an adapter agent's cached trials besides the task, prompt and models
+(`run.external.adapter_variant`): a new-team trial switched its agent's behaviour with a
+variable its table passes (`env`) and with the sandbox, and got the other setting's trials
+back from the cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from promptloop.optimizer.adapters import box
+from promptloop.optimizer.core.project import Agent, AgentConfig, Project
+from promptloop.optimizer.run.external import adapter_variant
+
+
+def agent(tmp_path: Path, adapter: str = "command") -> Agent:
+    (tmp_path / "a.py").write_text("print('{}')\n")
+    table = {"prompt": "p.md", "suites": ["evals/x"], "adapter": adapter, "env": ["MY_FLAG"]}
+    table |= ({"command": ["python3", "a.py"]} if adapter != "http"
+              else {"url": "http://127.0.0.1:9/trial"})
+    config = AgentConfig.model_validate(table)
+    return Agent("x", config, Project(tmp_path / "promptloop.toml", {"x": config}, {}))
+
+
+def test_a_passed_variables_value_and_the_sandbox_key_the_trials(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = agent(tmp_path)
+    monkeypatch.setenv(box.SANDBOX_VAR, "off")
+    monkeypatch.delenv("MY_FLAG", raising=False)
+    plain = adapter_variant(a, tmp_path)
+    assert adapter_variant(a, tmp_path) == plain  # stable
+    monkeypatch.setenv("MY_FLAG", "1")
+    flagged = adapter_variant(a, tmp_path)
+    assert flagged != plain
+    monkeypatch.setenv("OTHER", "2")  # a variable the table does not pass: no change
+    assert adapter_variant(a, tmp_path) == flagged
+    if box.available() != "none":
+        monkeypatch.setenv(box.SANDBOX_VAR, "on")
+        assert adapter_variant(a, tmp_path) != flagged
+    served = agent(tmp_path, "http")  # not boxed by promptloop: the mode does not matter
+    monkeypatch.setenv(box.SANDBOX_VAR, "off")
+    off = adapter_variant(served, tmp_path)
+    monkeypatch.setenv(box.SANDBOX_VAR, "on")
+    assert adapter_variant(served, tmp_path) == off
