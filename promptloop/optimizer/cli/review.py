@@ -59,7 +59,7 @@ SENSITIVITY = HarmSensitivity(POLICY.harm_sensitivity)
 Opt = typer.Option
 
 BaseRefOpt = Annotated[str, Opt(
-    "--base", envvar="PROMPTLOOP_REVIEW_BASE", metavar="REF",
+    "--base", envvar=["PROMPTLOOP_BASE", "PROMPTLOOP_REVIEW_BASE"], metavar="REF",
     help="Git ref of the base (e.g. origin/main).")]
 HeadRefOpt = Annotated[str, Opt(
     "--head", envvar="PROMPTLOOP_REVIEW_HEAD", metavar="REF",

@@ -215,6 +215,22 @@ def test_an_abandoned_embedded_model_skips_the_interpreters_exit(
     assert ended == [0, 1]
 
 
+def test_one_variable_per_option_across_commands() -> None:
+    """docs/commands.md: one name per idea, in every command and its variable. A new-team
+    trial found review's --base listed as PROMPTLOOP_REVIEW_BASE while the docs (and optimize,
+    nightly, graduate) say PROMPTLOOP_BASE; the old name still works, unlisted."""
+    from promptloop.optimizer.cli.command import env_vars
+
+    seen: dict[str, set[str]] = {}
+    for command in GROUP.commands.values():  # type: ignore[attr-defined]
+        for variable, option in env_vars(command.params):
+            seen.setdefault(option, set()).add(variable)
+    assert seen["--base"] == {"PROMPTLOOP_BASE"}, seen["--base"]
+    review = GROUP.commands["review"]  # type: ignore[attr-defined]
+    base = next(p for p in review.params if "--base" in p.opts)
+    assert "PROMPTLOOP_REVIEW_BASE" in base.envvar  # the old spelling still parses
+
+
 def test_view_exits_130_on_ctrl_c(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from promptloop.optimizer.view.server import ViewServer
 
