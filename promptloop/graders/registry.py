@@ -8,6 +8,7 @@ ignored, as the original does (docs/compat.md); `config_warnings` names them for
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -155,21 +156,28 @@ def validate_config(name: str, config: Mapping[str, Any] | BaseModel | None) -> 
             loc = ".".join(str(p) for p in e["loc"])
             where = f"config field {loc!r}" if loc else "config"
             problems.append(f"{where}: {e['msg']}")
-        raise GraderConfigError(f"grader {name!r}: " + "; ".join(problems)) from err
+        unknown = config_warnings(name, config)
+        raise GraderConfigError(f"grader {name!r}: " + "; ".join(problems)
+                                + "".join("; " + w.split(": ", 1)[1].replace(" ignored", "")
+                                          for w in unknown)) from err
 
 
 def config_warnings(name: str, config: Mapping[str, Any] | BaseModel | None) -> list[str]:
-    """Warnings for the keys of a task.json grader config that the grader ignores."""
+    """Warnings for the keys of a task.json grader config that the grader ignores (with the
+    known key a misspelling most likely meant)."""
     if not isinstance(config, Mapping):
         return []
     model = get_grader(name).config_model
     known = set(model.model_fields)
     known |= {f.alias for f in model.model_fields.values() if f.alias}
-    return [
-        f"grader {name!r}: unknown config key {key!r} ignored"
-        for key in config
-        if key not in known
-    ]
+    out = []
+    for key in config:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        out.append(f"grader {name!r}: unknown config key {key!r} ignored{hint}")
+    return out
 
 
 async def run_grader(

@@ -445,7 +445,7 @@ CONFIGS: list[tuple[str, str, Any, bool, list[str]]] = [
     ids=[c[0] for c in CONFIGS],
 )
 def test_grader_configs(name: str, config: Any, loads: bool, ignored: list[str]) -> None:
-    assert config_warnings(name, config) == [
+    assert [w.split(" (did you mean")[0] for w in config_warnings(name, config)] == [
         f"grader {name!r}: unknown config key {k!r} ignored" for k in ignored
     ]
     if loads:

@@ -189,8 +189,17 @@ def test_json_path_config_errors(config: dict[str, Any], field: str) -> None:
 
 def test_unknown_config_keys_are_warned_about() -> None:
     assert config_warnings("json_path", {"path": "$", "equals": 1, "equal": 2}) == [
-        "grader 'json_path': unknown config key 'equal' ignored"]
+        "grader 'json_path': unknown config key 'equal' ignored (did you mean 'equals'?)"]
     assert config_warnings("json_schema", {"schema": {}, "path": "$"}) == []
+    assert config_warnings("json_path", {"path": "$", "equals": 1, "zzz": 2}) == [
+        "grader 'json_path': unknown config key 'zzz' ignored"]
+
+
+def test_a_misspelt_key_behind_a_config_error_is_named() -> None:
+    """A new-team trial wrote "equal" for "equals" and read only "give exactly one of equals,
+    one_of, matches, contains (got none)"."""
+    message = config_error("json_path", {"path": "$.owner", "equal": "Ivo"})
+    assert message.endswith("; unknown config key 'equal' (did you mean 'equals'?)"), message
 
 
 # --- json_schema -----------------------------------------------------------------------------

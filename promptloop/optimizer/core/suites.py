@@ -132,7 +132,11 @@ class Suite:
             known_ids = {t.id for t in self.tasks}
             bad = [t for t in task_ids if t not in known_ids]
             if bad:
-                raise SuiteError(f"unknown task id(s) {', '.join(bad)} in suite {self.name}")
+                hint = did_you_mean(bad[0], sorted(known_ids)) if len(bad) == 1 else ""
+                shown = sorted(known_ids)
+                listed = ", ".join(shown[:12]) + (", ..." if len(shown) > 12 else "")
+                raise SuiteError(f"unknown task id(s) {', '.join(bad)} in suite {self.name};"
+                                 f"{hint} tasks: {listed}")
             tasks = [t for t in tasks if t.id in task_ids]
         return Suite(self.root, self.config, tuple(tasks), self.content_hash, self.warnings)
 

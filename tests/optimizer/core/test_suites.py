@@ -123,3 +123,16 @@ def test_unknown_agent_loads_and_fails_when_run_by_name(tmp_path: Path) -> None:
     assert "unknown agent 'pkm'" in message and "card_agent, pkm_agent" in message
     with pytest.raises(SuiteError, match=r"give card_agent, pkm_agent, a suite folder"):
         resolve_suite_path("pkm")
+
+
+def test_an_unknown_task_id_gets_a_did_you_mean_and_the_tasks() -> None:
+    """`agent --task` said only "unknown task id(s) nope" (a new-team trial); eval's --task
+    already suggested one. Both go through Suite.select."""
+    from promptloop.optimizer.core.suites import TASKS_DIR
+
+    suite = load_suite(TASKS_DIR / "card_agent" / "quickstart")
+    first = suite.tasks[0].id
+    with pytest.raises(SuiteError) as err:
+        suite.select(task_ids=[first[:-1] + ("x" if first[-1] != "x" else "y")])
+    message = str(err.value)
+    assert f"Did you mean '{first}'?" in message and "tasks: " in message, message
