@@ -150,6 +150,9 @@ def _show_trial(result: dict[str, Any], as_json: bool) -> None:
     for s in result["scores"]:
         mark = {True: "pass", False: "FAIL", None: "n/a "}[s["passed"]]
         ui.out.print(f"{mark} {s['grader']}: {s['rationale']}", markup=False, highlight=False)
+    if not result["scores"]:
+        why = result.get("failure_reason") or result["status"]
+        ui.out.print(f"(not graded: {why})", markup=False, highlight=False)
     ui.out.rule("conversation")
     for m in result["messages"]:
         ui.out.print(f"[{m['role']}] {m['content']}", markup=False, highlight=False)

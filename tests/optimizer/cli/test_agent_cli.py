@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from promptloop.optimizer.cli.app import app
@@ -80,3 +81,22 @@ def test_workspace_runs_on_a_copy_unless_in_place(tmp_path: Path) -> None:
     assert in_place.exit_code == 0, in_place.output
     assert f"wrote to workspace: {mine}\n" in in_place.stdout
     assert (mine / "Cards" / "2026" / "03" / "14_ts_1.yaml").is_file()
+
+
+def test_an_ungraded_trial_says_why_under_grades(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new-team trial's agent reported an error: `agent` printed an empty grades section."""
+    import io
+
+    from rich.console import Console
+
+    from promptloop.optimizer.cli import agent as agent_cli
+    from promptloop.optimizer.cli import ui
+
+    sink = io.StringIO()
+    monkeypatch.setattr(ui, "out", Console(file=sink, width=100))
+    result = {"agent": "notes", "task_id": "t1", "suite": "notes", "status": "failed",
+              "failure_reason": "agent error: reply is not a JSON object", "input": {},
+              "outcome": {}, "scores": [], "messages": [], "events": [], "summary": "runs=0"}
+    agent_cli._show_trial(result, as_json=False)
+    text = sink.getvalue()
+    assert "(not graded: agent error: reply is not a JSON object)" in text, text
