@@ -155,7 +155,8 @@ async def _command(spec: CommandSettings, request: TrialRequest, repo_root: Path
                             stderr=got.stderr_tail)
     if (mechanism != "none" and got.status != "ok"
             and "Read-only file system" in got.stderr_tail and got.message):
-        got.message += " (in its sandbox only the workspace, HOME and TMPDIR are writable)"
+        got.message += (" (its stderr shows a write refused: in its sandbox only the "
+                        "workspace, HOME and TMPDIR are writable)")
     return snap.judge(got, label, sandboxed=mechanism != "none")
 
 
