@@ -26,6 +26,7 @@ from promptloop.optimizer.core.events import (
     EventSink,
     IterationStarted,
     RunStarted,
+    RunWarning,
     fan_out,
 )
 from promptloop.optimizer.workflows.context import (
@@ -371,4 +372,12 @@ def listening(events: Path | None, *, quiet: bool,
         shown = not quiet or ui.err.is_terminal
         display = stack.enter_context(ui.LoopDisplay(enabled=shown))
         log = stack.enter_context(EventLog(events)) if events is not None else None
-        yield fan_out(display.on_event, log, runs)
+        yield fan_out(display.on_event, log, runs, None if shown else _warnings_only)
+
+
+def _warnings_only(event: Event) -> None:
+    """Without the display (--json, stderr not a terminal), warnings still reach stderr, one
+    plain line each: a script reads the JSON on stdout, a person the log."""
+    if isinstance(event, RunWarning):
+        ui.err.print(f"Warning: {event.message}", markup=False, highlight=False,
+                     soft_wrap=True)

@@ -229,3 +229,16 @@ def test_an_agent_name_no_agent_has_names_the_field(repo: Path, tmp_path: Path) 
     assert f"{SUITE}: suite 'tickets'" in out or "field 'agent_name': 'exampel'" in out, out
     assert "field 'agent_name': 'exampel' is no agent of promptloop.toml" in out
     assert "Did you mean 'example'?" in out and "--agent exampel" not in out
+
+
+def test_warnings_reach_stderr_under_json(repo: Path, tmp_path: Path) -> None:
+    """A new-team trial: with --json and stderr not a terminal, the suite's warnings were
+    printed nowhere (the display is off) and are not part of the envelope."""
+    lines = [header(), *tasks()]
+    lines[1]["graders"][0]["config"]["expcted"] = 1
+    write_jsonl(repo / SUITE, lines)
+    result = cli("eval", "--agent", "example", *MODELS, "--out", str(tmp_path / "state"),
+                 "--json")
+    assert result.exit_code == 0, result.output
+    assert "unknown config key 'expcted' ignored" in result.stderr
+    assert "Warning:" not in result.stdout
