@@ -151,7 +151,9 @@ def _show(report: DoctorReport) -> None:
         else [
             ["repository", git.repo_root],
             ["branch", git.branch or f"(detached at {(git.commit or '')[:12]})"],
-            ["dirty", _yes(git.dirty)],
+            ["dirty", _yes(git.dirty) + (f" ({git.untracked} untracked file"
+                                         f"{'s' if git.untracked != 1 else ''})"
+                                         if git.untracked else "")],
             ["promptloop branches",
              ", ".join(f"{b.name} ({b.state})" for b in git.branches) or "none"],
             ["stray worktrees", ", ".join(w.path for w in git.stray_worktrees) or "none"],

@@ -57,6 +57,9 @@ class GitStatus(BaseModel):
     branch: str | None = None
     commit: str | None = None
     dirty: bool | None = None
+    untracked: int = 0
+    """Files git does not track and does not ignore (not part of `dirty`: runs read HEAD,
+    but a new prompt or suite file left uncommitted is a usual first-day surprise)."""
     promptloop_branches: list[str] = Field(default_factory=list)
     branches: list[BranchStatus] = Field(default_factory=list)
     stray_worktrees: list[Worktree] = Field(default_factory=list)
@@ -98,6 +101,7 @@ def check_git(start: Path | None = None, state_dir: Path | None = None) -> GitSt
             status.branch = head.branch if not head.detached else None
             status.commit = head.commit
             status.dirty = head.dirty
+            status.untracked = len(git.repo.untracked_files)
             verdicts = git.verdicts()
             status.promptloop_branches = list(verdicts)
             status.branches = [BranchStatus(name=name, verdict=verdict,

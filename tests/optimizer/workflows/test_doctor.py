@@ -185,3 +185,16 @@ def test_check_local_starts_the_embedded_server(
     assert code == 0, output
     check = cli_result(stdout)["local"]["check"]
     assert check["ok"] and check["output_tokens"] > 0 and check["completion_s"] > 0
+
+
+def test_untracked_files_are_counted_beside_dirty(repo: Path) -> None:
+    """A new-team trial read "dirty: no" beside a new, uncommitted suite file: runs read
+    HEAD, so an untracked file is not "dirty", but doctor counts it beside."""
+    from promptloop.optimizer.workflows.doctor_git import check_git
+
+    assert check_git(repo).untracked == 0
+    (repo / "scratch.txt").write_text("x")
+    (repo / "notes").mkdir()
+    (repo / "notes" / "a.md").write_text("y")
+    status = check_git(repo)
+    assert status.dirty is False and status.untracked == 2
