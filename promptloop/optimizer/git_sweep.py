@@ -71,9 +71,17 @@ def verdict_trailers(verdict: str, branch: str, ledger_id: str) -> str:
             f"{LEDGER_TRAILER}: {ledger_id}\n")
 
 
+GRADUATED = "graduated"
+"""What a `promptloop/graduate/...` branch carries in place of a verdict: `graduate` makes it
+whole, in one commit (a finished result for the user's PR, never an unfinished iteration that
+a sweep or `doctor --fix` may delete)."""
+
+
 def verdict_in(branch: str, message: str) -> str | None:
     """The verdict a tip commit `message` of `branch` carries, None when it is no verdict
-    commit of that branch (see `Sweeper.verdict_of`)."""
+    commit of that branch (see `Sweeper.verdict_of`); a graduation branch: `GRADUATED`."""
+    if branch.startswith(f"{BRANCH_PREFIX}graduate/"):
+        return GRADUATED
     marks = trailers(message)
     if VERDICT_TRAILER in marks or BRANCH_TRAILER in marks:
         return marks.get(VERDICT_TRAILER) if marks.get(BRANCH_TRAILER) == branch else None

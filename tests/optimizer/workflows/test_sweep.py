@@ -122,6 +122,19 @@ def test_verdict_trailers_tell_branches_apart(repo: Path) -> None:
         assert {b.removeprefix(BRANCH): v for b, v in git.verdicts().items()} == verdicts
 
 
+def test_a_graduation_branch_is_never_swept(repo: Path, state: Path) -> None:
+    """A new-team trial: `doctor --fix` deleted the branch `graduate` had just made (its one
+    commit carries no optimize verdict), while graduation.json and PR.md still named it."""
+    graduated = "promptloop/graduate/recipes-volume/92253535"
+    commit_on(repo, graduated, "Graduate recipes/volume to the regression suite\n")
+    _git(repo, "branch", BRANCH + "base")  # an optimize iteration that never committed
+    cleaned = fix_strays(repo, state)
+    assert cleaned.branches == [BRANCH + "base"]
+    assert _git(repo, "branch", "--list", graduated).strip() == graduated
+    with Sweeper(repo) as git:
+        assert git.verdicts()[graduated] == "graduated"
+
+
 def _git_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
     calls: list[tuple[str, ...]] = []
     real = GitOps._git
