@@ -351,16 +351,20 @@ class Iteration:
                                    package=package, prompt_path=c.prompt_path, bucket=c.bucket,
                                    root=worktree.parent / "sandbox", worktree=worktree,
                                    env_names=c.proposer_env)
-        source = self.base.prompt_source
-        if source is not None and source.region is not None:
-            # the proposer edited the whole file: only the region's lines may change
-            diff = region_diff_from_edit(region_spec(source.target), source.file_text,
-                                         done.new_text)
-        else:
-            diff = render_unified(self.base.base_prompt, done.new_text, c.prompt_path)
+        diff = self.command_diff(done.new_text)
         reply = done.stdout + (f"\n<!-- stderr -->\n{done.stderr}" if done.stderr else "")
         (folder / "reply.md").write_text(redact(reply), encoding="utf-8")
         return Proposal(hypothesis_from_output(done.stdout), diff, reply, 1, Usage(), "command")
+
+    def command_diff(self, new_text: str) -> str:
+        """The proposal of an external proposer that left `new_text` as the prompt file: the
+        diff from the base prompt; for a region (a literal, markers), the region-relative diff
+        of its edit of the whole file (only the region's lines may change). One home for the
+        single-candidate loop and the tournament's candidates."""
+        source = self.base.prompt_source
+        if source is not None and source.region is not None:
+            return region_diff_from_edit(region_spec(source.target), source.file_text, new_text)
+        return render_unified(self.base.base_prompt, new_text, self.c.prompt_path)
 
     def violations(self, prepared: PreparedPatch) -> list[dict[str, str]]:
         """Guard refusals of a prepared patch, plus a repeat of an idea already in the ledger."""

@@ -50,7 +50,6 @@ from promptloop.optimizer.core.suites import Suite
 from promptloop.optimizer.gate.screen import Screening, screen_indices, screen_pairs
 from promptloop.optimizer.gate.verdict import Verdict
 from promptloop.optimizer.git import Candidate
-from promptloop.optimizer.propose.apply import render_unified
 from promptloop.optimizer.propose.patch import PatchError
 from promptloop.optimizer.propose.proposer import (
     Package,
@@ -211,7 +210,10 @@ class Tournament:
             return err
         reply = done.stdout + (f"\n<!-- stderr -->\n{done.stderr}" if done.stderr else "")
         (self.folder / f"reply-{e.name}.md").write_text(redact(reply), encoding="utf-8")
-        diff = render_unified(self.i.base.base_prompt, done.new_text, c.prompt_path)
+        try:  # a region target: only its lines may change, as in the single-candidate loop
+            diff = self.i.command_diff(done.new_text)
+        except OutsideWriteError as err:
+            return err
         return Proposal(hypothesis_from_output(done.stdout), diff, reply, 1, Usage(), "command")
 
     def _admit(self, e: Entrant, proposal: Proposal | Exception) -> None:
