@@ -105,8 +105,9 @@ class Provenance(BaseModel):
     """The judge calls of this run's fresh trials went through a provider batch (`--batch`),
     billed at BATCH_PRICE_FACTOR of the list price."""
     role: str = ""
-    """What the run was for (`RUN_ROLES`): eval, an optimize baseline or candidate, or a
-    review's base or head; empty for runs saved before roles were recorded."""
+    """What the run was for (`RUN_ROLES`): eval, an optimize baseline or candidate, a
+    review's base or head, or a profile's trials; empty for runs saved before roles were
+    recorded."""
     branch: str | None = None
     """The branch holding the evaluated prompt: the candidate's branch, the ref a review or an
     optimize baseline read (None: the working tree or unknown)."""
@@ -118,7 +119,7 @@ class Provenance(BaseModel):
     with `candidate_commit`; the viewer's trends plot only accepted candidates."""
 
 
-RUN_ROLES = ("eval", "baseline", "candidate", "review-base", "review-head")
+RUN_ROLES = ("eval", "baseline", "candidate", "review-base", "review-head", "profile")
 """The values of `Provenance.role`."""
 
 

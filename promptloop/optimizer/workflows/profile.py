@@ -23,7 +23,7 @@ from promptloop.optimizer.core.buckets import bucket_prefix
 from promptloop.optimizer.core.events import EventSink, Phase, ignore
 from promptloop.optimizer.core.names import AgentName
 from promptloop.optimizer.core.prompt_target import PromptSource
-from promptloop.optimizer.core.results import RunResult
+from promptloop.optimizer.core.results import Provenance, RunResult
 from promptloop.optimizer.core.suites import Suite
 from promptloop.optimizer.gate.policy import GatePolicy
 from promptloop.optimizer.gate.profile import ProfilePick, plan
@@ -132,6 +132,8 @@ async def profile(config: ProfileConfig, emit: EventSink | None = None, *,
         suites = agent_suites(config.agent, config.kinds, source)
         target = source.prompt(config.agent)  # the agent's first prompt target, as declared
         prompt = target.text
+        prov = Provenance(git_commit=source.sha, git_dirty=False, role="profile",
+                          branch=None if config.ref == "HEAD" else config.ref)
     digest = text_hash(prompt)
     store = default_store_dir(config.state_dir)
     found = lineage_records(store, suites, digest, config.agent_model)
@@ -146,18 +148,20 @@ async def profile(config: ProfileConfig, emit: EventSink | None = None, *,
         return result
     if models is not None:
         await _run_picks(config, suites, picks, found, prompt, models, emit, result,
-                         target)
+                         target, prov)
         return result
     async with ModelSet(config.model_ids, agent=agent) as own:
         await _run_picks(config, suites, picks, found, prompt, own, emit, result,
-                         target)
+                         target, prov)
     return result
 
 
 async def _run_picks(config: ProfileConfig, suites: list[Suite], picks: list[ProfilePick],
                      found: _Records, prompt: str, models: ModelSet, emit: EventSink,
-                     result: ProfileResult, target: PromptSource | None = None) -> None:
-    """Run each picked task's trials past its lineage's indices, one saved run per suite."""
+                     result: ProfileResult, target: PromptSource | None = None,
+                     prov: Provenance | None = None) -> None:
+    """Run each picked task's trials past its lineage's indices, one saved run per suite
+    (`prov`: the commit read, role "profile")."""
     for suite in suites:
         mine = [p for p in picks if _suite_of(suites, p.key) is suite]
         if not mine:
@@ -169,7 +173,7 @@ async def _run_picks(config: ProfileConfig, suites: list[Suite], picks: list[Pro
         options = config.run_options(models.ids.agent, prompt, "profile", indices,
                                      prompt_source=target)
         saved = await run_and_save(suite.select(task_ids=list(indices)), options, models,
-                                   emit, None)
+                                   emit, prov)
         result.trials_run += sum(not t.cached for t in saved.run.trials)
         result.run_names.append(saved.run.run_name)
 

@@ -4,6 +4,7 @@ an ordinary run of the prompt that the next profile (and the gate) reads as line
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,10 @@ def test_profile_grows_the_least_decided_records_and_the_next_profile_reads_them
     saved = list_runs(default_store_dir(state))
     assert {e.run_name for e in saved} == set(first.run_names)
     assert all(e.prompt_hash == first.prompt_hash for e in saved)
+    # saved as what they are, at the commit read (a new-team trial saw role '-', commit '?')
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert {(e.role, e.git_commit) for e in saved} == {("profile", head)}
     # the next profile reads them as lineage: the profiled tasks' records now hold 2 trials,
     # so the budget goes to the tasks with none first
     plan = asyncio.run(profile(config(repo, state, budget=6, dry_run=True), agent=agent()))
