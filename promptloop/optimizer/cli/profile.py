@@ -84,6 +84,8 @@ def profile(
                    r.trials] for r in result.rows])
         if result.run_names:
             ui.info(f"Ran {result.trials_run} baseline trial(s): {', '.join(result.run_names)}")
+        elif not result.rows and result.budget == 0:
+            ui.info("--budget 0: nothing to run (give the trials to spend, e.g. --budget 40).")
         elif not result.rows:
             ui.info("Every task's record already decides the gate's question: nothing to run.")
 

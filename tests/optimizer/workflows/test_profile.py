@@ -59,3 +59,14 @@ def test_profile_cli_dry_run_json(repo: Path, state: Path,  # noqa: F811
     data = cli_result(out.stdout)
     assert data["budget"] == 4 and data["trials_run"] == 0 and data["run_names"] == []
     assert sum(r["trials"] for r in data["rows"]) == 4
+
+
+def test_a_zero_budget_says_so(repo: Path, state: Path,  # noqa: F811
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new-team trial: `profile --budget 0` said every record already decides the gate."""
+    monkeypatch.chdir(repo)
+    out = CliRunner().invoke(app, ["profile", "--agent", "pkm_agent", "--budget", "0",
+                                   "--agent-model", "scripted:world", "--state-dir", str(state)])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert "--budget 0: nothing to run" in text and "already decides" not in text
