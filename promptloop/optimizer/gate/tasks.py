@@ -59,10 +59,10 @@ CANNOT_LOSE = 0.5
 """A task cannot lose the drop when its record's rate exceeds it with at most this posterior
 probability."""
 STILL_LOSING = 10.0
-"""...unless its candidate trials favour the drop (given a rate above it) by this factor: a
-test under way is not ended by fresh baseline trials that pull the record under the drop
-(bench v2, card 10-task, narrow-1, noise 0: a task broken to 10% that failed 8 of 11 trials
-was cleared so)."""
+"""The factor for the drop (given a rate above it) at which a task's candidate trials overrule
+"cannot lose": a test under way is not ended by fresh baseline trials that pull the record
+under the drop (bench v2, card 10-task, narrow-1, noise 0: a task broken to 10% that failed 8
+of 11 trials was cleared so)."""
 
 
 @dataclass

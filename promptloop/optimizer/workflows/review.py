@@ -39,6 +39,7 @@ from promptloop.optimizer.gate.policy import harm_method_text
 from promptloop.optimizer.gate.sequential import TrialAsk
 from promptloop.optimizer.gate.verdict import POOLED, ReviewVerdict, decide_review
 from promptloop.optimizer.git import GitOps, GitOpsError
+from promptloop.optimizer.report.plain import OUTSIDE_REASON
 from promptloop.optimizer.report.store import default_store_dir, list_runs, load_run
 from promptloop.optimizer.report.summary import summarize
 from promptloop.optimizer.run.models import ModelSet
@@ -490,7 +491,7 @@ def regress_on_outside_writes(verdict: ReviewVerdict, base: list[RunResult],
     if not wrote:
         return verdict
     first = wrote[0][1].infra_error or wrote[0][1].failure_reason or ""
-    reason = (f"regresses: {len(wrote)} head trial(s) wrote outside their workspace (the write "
+    reason = (f"regresses: {len(wrote)} head trial(s) {OUTSIDE_REASON} (the write "
               f"undone where possible; whatever the scores say), first: {wrote[0][1].task_id}: "
               f"{first}")
     buckets = sorted({*verdict.regressed, *(b for b, _ in wrote)})
