@@ -6,6 +6,7 @@ process unreadable through /proc by other processes of the same user."""
 from __future__ import annotations
 
 import base64
+import functools
 import sys
 from collections.abc import Sequence
 
@@ -47,6 +48,7 @@ def keep_from_proc() -> bool:
         return False
 
 
+@functools.cache
 def encoded_forms(secret: str) -> tuple[str, ...]:
     """The secret as an agent that found it could smuggle it: reversed, and in base64
     (standard and URL-safe, at each of the three byte alignments it can have inside a longer
@@ -58,7 +60,7 @@ def encoded_forms(secret: str) -> tuple[str, ...]:
             text = enc(b"\0" * k + raw).decode("ascii").rstrip("=")
             start = 4 if k else 0  # the group holding the filler bytes
             stop = len(text) - (len(text) % 4 or 4) if (len(raw) + k) % 3 else len(text)
-            core = text[start:stop] if k or (len(raw) + k) % 3 else text
+            core = text[start:stop]  # a last partial group depends on what follows
             if len(core) >= 8:
                 forms.add(core)
             if k == 0 and len(text) >= 8:
