@@ -30,7 +30,7 @@ from promptloop.optimizer.core.events import (
     ignore,
 )
 from promptloop.optimizer.core.files import atomic_write_text
-from promptloop.optimizer.core.project import active_project
+from promptloop.optimizer.core.project import Agent, active_project
 from promptloop.optimizer.core.prompt_target import open_target
 from promptloop.optimizer.core.results import Provenance, RunResult, TaskInfo, TrialResult
 from promptloop.optimizer.core.suites import LoadedTask, Suite
@@ -91,6 +91,46 @@ def agent_link(agent_name: str, concurrency: int) -> AgentLink:
     set_command_graders({k: g.command for k, g in agent.config.graders.items()},
                         project.root or Path.cwd())
     return open_link(agent_name, concurrency)
+
+
+def run_variant(options: RunOptions, agent: Agent, root: Path) -> str:
+    """The cache variant every trial of a run shares: the runtime limits, an adapter
+    agent's table, files and sandbox (`adapter_variant`), and batch mode."""
+    rt = options.runtime
+    variant = f"turns={rt.max_turns},runs={rt.max_runs},first={rt.require_tool_first_turn}"
+    if not agent.config.spec.in_process:  # its adapter table and agent files decide its trials
+        variant += f",adapter={adapter_variant(agent, root)}"
+    if options.batch:  # the trial timeout counts agent time only (a batched turn's wait
+        variant += ",batch"  # in the provider's queue is off the clock): kept apart
+    return variant
+
+
+def trial_cache_path(suite: Suite, task: LoadedTask, index: int, options: RunOptions,
+                     prompt_hash: str, judged: bool, variant: str) -> Path:
+    """Where the trial cache keeps trial `index` of `task` (the one keying: the runner reads
+    and writes it, estimates count what it already holds)."""
+    key = trial_cache_key(
+        task.content_hash,
+        prompt_hash,
+        options.agent_model,
+        options.judge_model if judged else None,
+        index,
+        trial_variant(variant, suite, task, options.agent_options.key()),
+    )
+    return options.state_dir / "cache" / "trials" / f"{key}.json"
+
+
+def uncached_trials(suite: Suite, options: RunOptions, prompt: str) -> int:
+    """How many of the run's planned trials the trial cache cannot serve (these call the
+    model): keyed exactly as `run_suite` keys them, judged when the suite has judge graders."""
+    if not options.reuse:
+        return len(_trial_plan(suite, options))
+    project = active_project()
+    variant = run_variant(options, project.agent(suite.agent_name), project.root or Path.cwd())
+    phash = text_hash(prompt)
+    judged = needs_judge(suite)
+    return sum(not trial_cache_path(suite, t, i, options, phash, judged, variant).is_file()
+               for t, i in _trial_plan(suite, options))
 
 
 def needs_judge(suite: Suite) -> bool:
@@ -218,7 +258,6 @@ class _TrialRunner:
         self.agent, self.judge = agent, judge
         self.run_name, self.emit = run_name, emit
         self.prompt_hash = text_hash(prompt)
-        self.cache_dir = options.state_dir / "cache" / "trials"
         # batch mode: every trial at once, so a round holds every live trial (its requests
         # wait in the provider's queue, not on our connections)
         concurrency = (max(1, planned) if isinstance(agent, RoundBatchingClient)
@@ -229,25 +268,12 @@ class _TrialRunner:
         self.batch = _judge_batch(suite, options, judge)
         self.held: dict[int, tuple[LoadedTask, Path]] = {}
         """Batch mode: trials (by id) whose judge replies are still to come."""
-        rt = options.runtime
-        self.variant = f"turns={rt.max_turns},runs={rt.max_runs},first={rt.require_tool_first_turn}"
         self.link = agent_link(suite.agent_name, concurrency)
-        if not self.link.in_process:  # its adapter table and agent files decide its trials
-            self.variant += f",adapter={adapter_variant(self.link.agent, self.link.root)}"
-        if options.batch:  # the trial timeout counts agent time only (a batched turn's wait
-            self.variant += ",batch"  # in the provider's queue is off the clock): kept apart
+        self.variant = run_variant(options, self.link.agent, self.link.root)
 
     def _cache_path(self, task: LoadedTask, index: int) -> Path:
-        o = self.options
-        key = trial_cache_key(
-            task.content_hash,
-            self.prompt_hash,
-            o.agent_model,
-            o.judge_model if self.judge is not None else None,
-            index,
-            trial_variant(self.variant, self.suite, task, o.agent_options.key()),
-        )
-        return self.cache_dir / f"{key}.json"
+        return trial_cache_path(self.suite, task, index, self.options, self.prompt_hash,
+                                self.judge is not None, self.variant)
 
     async def __call__(self, task: LoadedTask, index: int) -> TrialResult:
         path = self._cache_path(task, index)
@@ -359,4 +385,7 @@ __all__ = [
     "make_run_name",
     "needs_judge",
     "run_suite",
+    "run_variant",
+    "trial_cache_path",
+    "uncached_trials",
 ]

@@ -279,3 +279,18 @@ def test_the_profile_step_grows_the_records_the_iterations_read(
     store = default_store_dir(state)
     history = lineage_history(store, [load_run(store, n) for n in base.runs])
     assert set(step.runs) <= {r.run_name for r in history}
+
+
+def test_a_cached_baseline_is_estimated_at_no_cost(repo: Path, state: Path) -> None:
+    """The baseline's estimate counts only trials the trial cache cannot serve, keyed as the
+    runner keys them: a second night on the same base must not stop a small budget before
+    the baselines it already holds (it said "needs ~N tokens" for trials it never paid)."""
+    first = night(repo, state, max_tokens=1000)
+    assert [s.id for s in first.checkpoint.steps][:2] == ["baseline:card_agent",
+                                                          "baseline:pkm_agent"]
+    second = night(repo, state, max_tokens=1)
+    cp = second.checkpoint
+    assert [s.id for s in cp.steps][:2] == ["baseline:card_agent", "baseline:pkm_agent"], (
+        cp.stop_reason)
+    assert all(s.estimate_tokens == 0 and s.spend.tokens == 0 for s in cp.steps[:2])
+    assert cp.stop_reason and "before baseline" not in cp.stop_reason

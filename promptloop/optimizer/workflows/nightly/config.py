@@ -1,7 +1,7 @@
 """Settings of `promptloop nightly` and the planning helpers that need no engine state.
 
 `NightlyConfig` is the `[nightly]` table of promptloop.toml; `rank_buckets` orders the buckets
-a night works on; `uncached_trials` counts what a baseline will actually pay for.
+a night works on.
 """
 
 from __future__ import annotations
@@ -16,11 +16,8 @@ from promptloop.agents.llm.types import Usage
 from promptloop.optimizer.core.config import STATE_FOLDER, ConfigError
 from promptloop.optimizer.core.names import AgentName, agent_names
 from promptloop.optimizer.core.pricing import ModelPrice, price_for
-from promptloop.optimizer.core.suites import Suite
 from promptloop.optimizer.gate.compare import GatePolicy
-from promptloop.optimizer.run.cache import text_hash, trial_cache_key
 from promptloop.optimizer.run.models import CommandModels
-from promptloop.optimizer.run.runner import needs_judge
 from promptloop.optimizer.workflows.nightly.budget import Budget
 from promptloop.optimizer.workflows.nightly.state import BucketRank
 from promptloop.optimizer.workflows.optimize import Baseline, OptimizeConfig
@@ -99,19 +96,6 @@ class NightlyConfig(CommandModels):
             shared | {"suite": suite, "bucket": bucket, "base": base, "first_iteration": first,
                       "iterations": self.iterations_per_bucket}
         )
-
-
-def uncached_trials(suites: list[Suite], prompt: str, c: NightlyConfig) -> int:
-    """How many trials of `suites` the trial cache cannot serve for `prompt` (these cost)."""
-    phash, n = text_hash(prompt), 0
-    folder = c.state_dir / "cache" / "trials"
-    for suite in suites:
-        judge = c.judge_id if needs_judge(suite) else None
-        for task in suite.tasks:
-            for i in range(c.trials or task.spec.trials_per_run):
-                key = trial_cache_key(task.content_hash, phash, c.agent_model, judge, i)
-                n += not (folder / f"{key}.json").is_file()
-    return n
 
 
 def rank_buckets(

@@ -294,7 +294,7 @@ class NightlyEngine:
             done = cp.step(step_id)
             if done is not None:
                 return self._load_baseline(opt, done)
-            estimate = estimate_baseline(cp, self.c, self.repo, suite)
+            estimate = estimate_baseline(cp, self.c, self.repo, suite, self.models.ids)
             if self._stop(step_id, estimate):
                 return None
             self.book.begin(estimate)

@@ -8,6 +8,7 @@ earlier steps is multiplied by the configured safety margin.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from promptloop.agents.llm.types import Usage
@@ -15,13 +16,11 @@ from promptloop.optimizer.core.pricing import batch_saving
 from promptloop.optimizer.core.results import RunResult
 from promptloop.optimizer.git import GitOps
 from promptloop.optimizer.report.summary import summarize
+from promptloop.optimizer.run.models import ModelIds
+from promptloop.optimizer.run.runner import uncached_trials
 from promptloop.optimizer.run.usage import Spend, batch_role_of
 from promptloop.optimizer.workflows.nightly.budget import Estimate, TrialRate, assumed_trial
-from promptloop.optimizer.workflows.nightly.config import (
-    NightlyConfig,
-    proposer_guess,
-    uncached_trials,
-)
+from promptloop.optimizer.workflows.nightly.config import NightlyConfig, proposer_guess
 from promptloop.optimizer.workflows.nightly.state import Checkpoint
 from promptloop.optimizer.workflows.optimize_models import Baseline
 from promptloop.optimizer.workflows.paired import agent_suites
@@ -61,12 +60,17 @@ def per_trial(cp: Checkpoint, c: NightlyConfig, suite: str) -> tuple[Spend, floa
     return assumed_trial(guess), 0.0, f"assumed {guess} tokens per trial"
 
 
-def estimate_baseline(cp: Checkpoint, c: NightlyConfig, repo: Path, suite: str) -> Estimate:
+def estimate_baseline(cp: Checkpoint, c: NightlyConfig, repo: Path, suite: str,
+                      ids: ModelIds) -> Estimate:
+    """The baseline's cost: only its trials the trial cache cannot serve, keyed as the run
+    will key them (`ids`: the models the night runs with)."""
     with GitOps(repo) as git:
         source = RepoSource(repo, cp.base_commit, c.state_dir / "sources", ops=git)
         prompt = source.prompt(suite).text
         suites = agent_suites(suite, c.kinds, source)
-    n = uncached_trials(suites, prompt, c)
+    options = replace(c.optimize_config(suite, "*", cp.base_commit).run_options(
+        ids.agent, prompt, "baseline"), judge_model=ids.judge_id)
+    n = sum(uncached_trials(s, options, prompt) for s in suites)
     per, secs, basis = per_trial(cp, c, suite)
     m = c.estimate_margin
     spend = per.scaled(n * m)
