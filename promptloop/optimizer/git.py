@@ -32,7 +32,7 @@ import git
 
 from promptloop.optimizer.core.config import STATE_ENV, STATE_FOLDER, state_folder
 from promptloop.optimizer.core.killpoint import kill_point
-from promptloop.optimizer.core.results import Provenance
+from promptloop.optimizer.core.results import Provenance, new_session
 
 BRANCH_PREFIX = "promptloop/"
 WORKTREE_PREFIX = "promptloop-wt-"
@@ -473,15 +473,17 @@ def state_dir(explicit: Path | None = None) -> Path:
 
 
 def provenance(root: Path | None = None) -> Provenance:
-    """Git commit and dirty flag of the checkout at `root` (default: the current one)."""
+    """Git commit and dirty flag of the checkout at `root` (default: the current one), and a
+    new session id (the caller's runs share it)."""
     root = root or repo_root()
     if root is None:
-        return Provenance()
+        return Provenance(session=new_session())
     try:
         with GitOps(root) as git:
             head = git.head_info()
     except GitOpsError:
-        return Provenance()
+        return Provenance(session=new_session())
     if head.commit is None:
-        return Provenance()
-    return Provenance(git_commit=head.commit, git_dirty=head.dirty, branch=head.branch)
+        return Provenance(session=new_session())
+    return Provenance(git_commit=head.commit, git_dirty=head.dirty, branch=head.branch,
+                      session=new_session())

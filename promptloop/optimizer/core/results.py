@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -117,6 +118,15 @@ class Provenance(BaseModel):
     verdict: str | None = None
     """A candidate run: the iteration's outcome (accepted, rejected, inconclusive), recorded
     with `candidate_commit`; the viewer's trends plot only accepted candidates."""
+    session: str | None = None
+    """The command that made the run (an optimize session, a review, a profile, an eval; see
+    `new_session`): its runs are one evaluation to suite health, however many rounds its gate
+    ran. None for runs saved before sessions were recorded (a session each)."""
+
+
+def new_session() -> str:
+    """A fresh `Provenance.session` id (one per command run)."""
+    return uuid.uuid4().hex[:12]
 
 
 RUN_ROLES = ("eval", "baseline", "candidate", "review-base", "review-head", "profile")

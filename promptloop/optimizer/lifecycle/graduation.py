@@ -53,7 +53,8 @@ def readiness(health: SuiteHealth, bucket: str,
                          (f"no counted trials of bucket {bucket} in the lineage "
                           f"({len(health.lineage.runs)} run(s))",))
     untested = tuple(t for t in (task_ids or ()) if t not in b.task_ids)
-    runs = tuple(b.series[len(b.series) - b.mature_streak:]) if b.mature_streak else ()
+    span = b.mature_streak if b.streak_runs is None else b.streak_runs
+    runs = tuple(b.series[len(b.series) - span:]) if span else ()
     last = b.series[-1]
     reasons = [f"{b.mature_streak} consecutive mature run(s) at >= "
                f"{fmt.pct(health.policy.mature, 0)} (needs {need})",

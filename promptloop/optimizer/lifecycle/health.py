@@ -6,8 +6,10 @@ trials never count; a cached trial counts once, see lineage.py):
 - a task or bucket is mature at a pass rate >= 0.95;
 - a task is a straggler at 0.0 with >= 10 counted trials;
 - a suite is saturated when >= 90% of its tasks with trials are mature;
-- a bucket is ready to graduate after 5 consecutive mature runs: the newest runs that hold
-  fresh trials of the bucket each have a bucket pass rate >= 0.95.
+- a bucket is ready to graduate after 5 consecutive mature runs: counted back from the
+  newest, each is one command's runs (an optimize session's gate runs of a suspect task are
+  part of its one run) covering every task of the bucket with fresh trials (commands that
+  tried only some of them pool until they cover it) at a bucket pass rate >= 0.95.
 The trend of a task or bucket is the OLS slope of its per-run pass rate over the runs that
 hold fresh trials of it, with a 95% t-interval (needs 3 runs).
 """
@@ -103,8 +105,12 @@ class BucketHealth(BaseModel):
     series: list[RunPoint]
     """Per run of the window holding fresh trials of the bucket, oldest first."""
     mature_streak: int
-    """Consecutive mature runs, counted back from the newest."""
+    """Consecutive mature runs over the bucket, counted back from the newest: each is one
+    command's runs covering every task of the bucket with fresh trials (`_streak`)."""
     graduation_ready: bool
+    streak_runs: int | None = None
+    """Saved runs the streak spans (the newest of `series`); None in files written before
+    a command's runs were pooled (a saved run each)."""
 
 
 class LineageRun(BaseModel):
@@ -186,13 +192,47 @@ def _series(runs: Sequence[RunResult], owned: dict[str, list[TrialResult]],
     return out
 
 
-def _streak(points: Sequence[RunPoint]) -> int:
-    n = 0
-    for p in reversed(points):
-        if not p.mature:
-            break
-        n += 1
-    return n
+def _streak(runs: Sequence[RunResult], owned: dict[str, list[TrialResult]], tasks: set[str],
+            mature: float) -> tuple[int, int]:
+    """(mature runs over the bucket, saved runs they span), counted back from the newest.
+
+    One command's runs are one run here (`Provenance.session`: an optimize session's gate
+    asks for fresh baseline trials of a suspect task in runs of their own, a profile or a
+    review runs in rounds): five rounds of one session are one evaluation, not five. A run
+    counted must cover every task of the bucket (`tasks`) with fresh trials; sessions that
+    each tried only some of them (profile runs of a few tasks) pool, newest first, until
+    they cover it. It is mature when its pooled pass rate is >= `mature`; the count stops at
+    the first that is not, or when the newest stretch that has not covered the bucket yet
+    already falls below it (a failure seen is not hidden by waiting for coverage)."""
+    groups: list[tuple[list[TrialResult], int]] = []  # newest first: (trials, saved runs)
+    last: str | None = None
+    for run in reversed(runs):
+        mine = [t for t in owned.get(run.run_name, []) if t.task_id in tasks]
+        if not mine:
+            continue
+        session = run.provenance.session
+        if groups and session is not None and session == last:
+            groups[-1][0].extend(mine)
+            groups[-1] = (groups[-1][0], groups[-1][1] + 1)
+        else:
+            groups.append((list(mine), 1))
+        last = session
+    streak = spanned = pending = 0
+    cell, covered = _Cell(), set[str]()
+    for trials, count in groups:
+        for t in trials:
+            cell = cell.add(t)
+        covered.update(t.task_id for t in trials)
+        pending += count
+        if not tasks <= covered:
+            continue
+        if (cell.rate or 0.0) < mature:
+            return streak, spanned
+        streak, spanned, pending = streak + 1, spanned + pending, 0
+        cell, covered = _Cell(), set()
+    if streak == 0 and cell.trials and (cell.rate or 0.0) < mature:
+        return 0, 0
+    return streak, spanned
 
 
 def _lineage_info(lineage: Lineage, owned: dict[str, list[TrialResult]]) -> LineageInfo:
@@ -241,13 +281,13 @@ def _buckets(runs: Sequence[RunResult], owned: dict[str, list[TrialResult]],
                            mature=(c.rate or 0.0) >= policy.mature) for r, c in series]
         trials, passed = sum(p.trials for p in points), sum(p.passed for p in points)
         rate = passed / trials if trials else None
-        streak = _streak(points)
+        streak, spanned = _streak(runs, owned, {t.task_id for t in mine}, policy.mature)
         out.append(BucketHealth(
             bucket=name, task_ids=[t.task_id for t in mine], trials=trials, passed=passed,
             pass_rate=rate, trend=_trend([p.pass_rate for p in points], policy.confidence),
             mature=rate is not None and rate >= policy.mature,
             mature_tasks=sum(t.mature for t in mine), series=points, mature_streak=streak,
-            graduation_ready=streak >= policy.graduation_runs))
+            streak_runs=spanned, graduation_ready=streak >= policy.graduation_runs))
     return out
 
 

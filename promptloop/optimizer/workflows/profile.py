@@ -23,7 +23,7 @@ from promptloop.optimizer.core.buckets import bucket_prefix
 from promptloop.optimizer.core.events import EventSink, Phase, ignore
 from promptloop.optimizer.core.names import AgentName
 from promptloop.optimizer.core.prompt_target import PromptSource
-from promptloop.optimizer.core.results import Provenance, RunResult
+from promptloop.optimizer.core.results import Provenance, RunResult, new_session
 from promptloop.optimizer.core.suites import Suite
 from promptloop.optimizer.gate.policy import GatePolicy
 from promptloop.optimizer.gate.profile import ProfilePick, plan
@@ -133,7 +133,8 @@ async def profile(config: ProfileConfig, emit: EventSink | None = None, *,
         target = source.prompt(config.agent)  # the agent's first prompt target, as declared
         prompt = target.text
         prov = Provenance(git_commit=source.sha, git_dirty=False, role="profile",
-                          branch=None if config.ref == "HEAD" else config.ref)
+                          branch=None if config.ref == "HEAD" else config.ref,
+                          session=new_session())
     digest = text_hash(prompt)
     store = default_store_dir(config.state_dir)
     found = lineage_records(store, suites, digest, config.agent_model)

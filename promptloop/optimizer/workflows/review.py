@@ -110,7 +110,7 @@ class Reviewer:
         # the prompt is read at a ref: its commit is the provenance (the checkout is not used)
         role, ref = self._sides.get(prompt, ("", None))
         prov = Provenance(git_commit=self._commits.get(prompt), git_dirty=False, role=role,
-                          branch=ref)
+                          branch=ref, session=self.review_id)
         saved = await run_and_save(suite, options, self.models, self.emit, prov)
         return saved.run
 

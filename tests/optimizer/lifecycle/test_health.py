@@ -226,3 +226,38 @@ def test_each_task_shows_its_record_length_and_class() -> None:
     # a coin-flip task needs more than 12 trials before its rate is known to within 0.12
     assert record_class(6, 12) == "ambiguous" and record_class(9, 9) == "ambiguous"
     assert record_class(20, 40) == "flaky" and record_class(30, 40) == "flaky"
+
+
+def _session(r, session: str | None):  # type: ignore[no-untyped-def]
+    return r.model_copy(update={"provenance": r.provenance.model_copy(
+        update={"session": session})})
+
+
+def test_one_sessions_rounds_are_one_run_and_a_run_covers_the_bucket() -> None:
+    """The gate's fresh baseline trials of a suspect task (runs of one task, in rounds) made a
+    bucket "ready to graduate" after a single optimize iteration: a command's runs are one
+    run to the streak, and a run counts only once it covers every task of the bucket."""
+    full = _session(run("base", {"event-a": [T, T], "event-b": [T, T], "solo-a": [T]}, day=0),
+                    "s1")
+    twins = [_session(run(f"twin{k}", {"event-a": [T], "solo-a": [T]}, day=k + 1), "s1")
+             for k in range(6)]
+    h = compute_health(lineage_of([full, *twins]))
+    buckets = {b.bucket: b for b in h.buckets}
+    assert len(buckets["solo"].series) == 7  # every run still shows in the series and rates
+    assert buckets["solo"].mature_streak == 1 and not buckets["solo"].graduation_ready
+    assert buckets["event"].mature_streak == 1 and buckets["event"].streak_runs == 7
+    # runs saved without a session (older files) are a session each; partial runs of one
+    # bucket task pool until they cover the bucket: six one-task runs of `event` are 3 runs
+    old = [_session(run(f"p{k}", {f"event-{'ab'[k % 2]}": [T]}, day=k), None) for k in range(6)]
+    event = next(b for b in compute_health(lineage_of(old)).buckets if b.bucket == "event")
+    assert event.mature_streak == 3 and event.streak_runs == 6
+    # a failure seen in a stretch that has not covered the bucket yet stops the count
+    failing = _session(run("p9", {"event-a": [F]}, day=9), None)
+    event = next(b for b in compute_health(lineage_of([*old, failing])).buckets
+                 if b.bucket == "event")
+    assert event.mature_streak == 0
+    # five separate sessions that each ran the bucket are five runs, as before
+    nights = [_session(run(f"n{d}", {"event-a": [T], "event-b": [T]}, day=d), f"n{d}")
+              for d in range(5)]
+    event = next(b for b in compute_health(lineage_of(nights)).buckets if b.bucket == "event")
+    assert event.mature_streak == 5 and event.graduation_ready
