@@ -123,10 +123,11 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
-        ui.error("interrupted")
-        sys.exit(EXIT_INTERRUPTED)
+        code, message = ui.stopped()
+        ui.error(message)
+        sys.exit(code)
     except SystemExit as done:
-        if ui.STOPPED:  # stopped by Ctrl-C and cleaned up: nothing left to wait for
+        if ui.STOPPED or ui.TERMINATED:  # stopped and cleaned up: nothing left to wait for
             ui.exit_now(done.code if isinstance(done.code, int) else EXIT_INTERRUPTED)
         if _embedded_model_abandoned():  # its threads still run: skip the interpreter's exit
             ui.exit_now(done.code if isinstance(done.code, int) else 0 if done.code is None

@@ -214,6 +214,7 @@ class PromptloopGroup(TyperGroup):
         argv = list(args) if args is not None else sys.argv[1:]
         ui.ERRORS.clear()
         ui.JSON.reset()
+        ui.stop_on_sigterm()
         try:
             code = run(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except click_exc.NoArgsIsHelpError:
@@ -227,8 +228,8 @@ class PromptloopGroup(TyperGroup):
             ui.error("aborted")
             code = EXIT_INTERRUPTED
         except KeyboardInterrupt:
-            ui.error("interrupted")
-            code = EXIT_INTERRUPTED
+            code, message = ui.stopped()
+            ui.error(message)
         code = code if isinstance(code, int) else EXIT_OK
         options = argv[:argv.index("--")] if "--" in argv else argv
         helped = {"-h", "--help"} & set(options)

@@ -130,7 +130,9 @@ def nightly(
 
     Exit codes: 0 the night finished (accepted or not, or stopped by a budget);
     1 configuration error, or another nightly run holds the lock;
-    2 infrastructure failure (provider, key, all trials errored, push/PR failed)."""
+    2 infrastructure failure (provider, key, all trials errored, push/PR failed);
+    130 stopped by Ctrl-C, 143 by SIGTERM (the candidate's branch removed, the finished
+    steps kept for --resume; with --json the envelope is still printed)."""
     # Options and the [nightly] table (already merged by click: flag > env > toml) plus the
     # table's settings that have no option (prices, estimate margin, ...).
     settings = toml_only(ctx) | {
@@ -155,6 +157,10 @@ def nightly(
         except LockHeldError as err:
             ui.error(str(err))
             return EXIT_LOCKED
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: every finished step is checkpointed
+            ui.info("stopped: the night's finished steps are kept; `promptloop nightly "
+                    "--resume` continues it")
+            raise
         if as_json:
             ui.print_json({"night": result.checkpoint.night_id,
                            "paths": {k: str(v) for k, v in result.paths.items()},

@@ -92,9 +92,9 @@ class JsonOutput:
 
 
 JSON = JsonOutput()
-EXIT_KINDS = {1: "user", 2: "infrastructure", 130: "interrupted"}
+EXIT_KINDS = {1: "user", 2: "infrastructure", 130: "interrupted", 143: "interrupted"}
 """`error.kind` of the envelope by exit code (README: 1 user/configuration, 2 infrastructure,
-130 interrupted)."""
+130 interrupted by Ctrl-C, 143 by SIGTERM)."""
 
 
 def error(message: str) -> None:
@@ -166,6 +166,32 @@ def command(label: str, cmd: str, *, indent: int = 2) -> None:
 
 STOPPED: list[bool] = []
 """Non-empty once Ctrl-C stopped the running command (`acknowledged`)."""
+TERMINATED: list[bool] = []
+"""Non-empty once SIGTERM stopped the running command (`stop_on_sigterm`)."""
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (a scheduler ending a nightly run, `kill`) stops the command as Ctrl-C does:
+    the work is cancelled, its clean-up runs (candidate branch and worktree, the iteration
+    closed as abandoned, a night's checkpoint kept for --resume), `--json` still prints its
+    envelope, and the exit code is 143. Installed only over the default action, in the main
+    thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        TERMINATED.append(True)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def stopped() -> tuple[int, str]:
+    """(exit code, `Error:` line) of a command stopped by Ctrl-C or SIGTERM."""
+    return (143, "terminated (SIGTERM)") if TERMINATED else (130, "interrupted")
 
 
 def exit_now(code: int) -> None:

@@ -28,7 +28,7 @@ def guarded(fn: Callable[[], T]) -> T:
     1 for user/configuration errors (unknown names and runs, refused graduations, bad labels,
     git refs, a model key that is not set), 2 for infrastructure failures (models, every
     trial errored, the disk, an unreadable report or index in the state folder), 130 for
-    Ctrl-C. The one mapping every command uses."""
+    Ctrl-C, 143 for SIGTERM. The one mapping every command uses."""
     try:
         return fn()
     except CredentialsError as err:
@@ -44,8 +44,9 @@ def guarded(fn: Callable[[], T]) -> T:
         ui.error(str(err) or type(err).__name__)
         raise typer.Exit(EXIT_INFRA) from None
     except KeyboardInterrupt:
-        ui.error("interrupted")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        code, message = ui.stopped()
+        ui.error(message)
+        raise typer.Exit(code) from None
 
 
 def option_errors(err: ValidationError) -> str:

@@ -24,6 +24,7 @@ async def think(_req: Request) -> ModelResponse:
 def main() -> None:
     SCRIPTED_MODELS.update({
         "pkm": policies.pkm_model,
+        "judge": policies.judge_model,
         "proposer": lambda: ScriptedModel(think, model_id="scripted:proposer"),
     })
     from promptloop.optimizer.cli.app import main as promptloop
