@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
+import shlex
 import shutil
 import stat
 import subprocess
@@ -269,6 +271,58 @@ def read_prompt(sandbox: Sandbox, prompt_path: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+_SHELL_WORDS = frozenset({
+    ".", ":", "[", "alias", "case", "cd", "command", "eval", "exec", "export", "for", "if",
+    "read", "set", "source", "test", "then", "true", "false", "ulimit", "umask", "unset",
+    "until", "while", "{", "(", "!"})
+"""First words of a shell command that are not programs to look for."""
+
+
+def command_problem(cmd: str, repo: Path, base_sha: str) -> str | None:
+    """Why `cmd` (`--proposer-cmd`) cannot start in the proposer's sandbox, found before any
+    trial is paid for: its program is not on PATH, or a path to it names no file of the
+    commit the sandbox holds (`base_sha`: the sandbox is that commit, not the checkout) or
+    one without its executable bit. None when it looks runnable, or when its first word is
+    not a program (a shell keyword, a variable) and only running it can tell."""
+    try:
+        words = shlex.split(cmd)
+    except ValueError as err:
+        return f"--proposer-cmd {cmd!r} is not a valid shell command: {err}"
+    while words and "=" in words[0] and not words[0].startswith("="):
+        words = words[1:]  # VAR=value assignments before the program
+    if not words:
+        return f"--proposer-cmd {cmd!r} names no program"
+    prog = words[0]
+    if prog in _SHELL_WORDS or any(c in prog for c in "$`*?~;&|<>()"):
+        return None
+    if "/" not in prog:
+        if shutil.which(prog) is None:
+            return (f"--proposer-cmd: `{prog}` is not on PATH ({os.environ.get('PATH', '')}); "
+                    "give its full path, or install it")
+        return None
+    if prog.startswith("/"):
+        if not Path(prog).is_file():
+            return f"--proposer-cmd: {prog} does not exist"
+        if not os.access(prog, os.X_OK):
+            return f"--proposer-cmd: {prog} is not executable (chmod +x {shlex.quote(prog)})"
+        return None
+    rel = posixpath.normpath(prog)
+    if rel.startswith("../"):
+        return None  # outside the sandbox's copy: only running it can tell
+    listed = subprocess.run(["git", "-C", str(repo), "ls-tree", base_sha, "--", rel],
+                            capture_output=True, text=True, check=False).stdout.split()
+    if not listed:
+        where = "untracked or changed since" if (repo / rel).exists() else "not in"
+        return (f"--proposer-cmd: {prog} is {where} commit {base_sha[:12]}, and the proposer "
+                "runs in a sandbox holding that commit (never your checkout): commit it "
+                "first")
+    if listed[0] != "100755":
+        return (f"--proposer-cmd: {prog} is not executable in commit {base_sha[:12]} "
+                f"(git update-index --chmod=+x {shlex.quote(rel)}, then commit; or run it "
+                f"as `sh {prog}`)")
+    return None
+
+
 async def run_sandboxed(cmd: str, *, repo: Path, base_sha: str, package: Path,
                         prompt_path: str, bucket: str, root: Path,
                         worktree: Path | None = None, others: Sequence[Path] = (),
@@ -313,6 +367,6 @@ async def run_sandboxed(cmd: str, *, repo: Path, base_sha: str, package: Path,
         remove_tree(root)
 
 
-__all__ = ["ISOLATIONS", "Isolation", "Sandbox", "SandboxResult", "command_env",
+__all__ = ["ISOLATIONS", "Isolation", "Sandbox", "SandboxResult", "command_env", "command_problem",
            "create_sandbox", "describe", "isolation", "layout", "probe", "read_prompt",
            "remove_tree", "run_sandboxed", "wrap"]

@@ -34,6 +34,7 @@ from promptloop.optimizer.gate.sequential import heldout_tasks, record_rates
 from promptloop.optimizer.git import GitOps, provenance
 from promptloop.optimizer.lifecycle.flaky import bucket_flakiness
 from promptloop.optimizer.propose.literals import build_literal_index
+from promptloop.optimizer.propose.sandbox import command_problem
 from promptloop.optimizer.report.plain import session_headline
 from promptloop.optimizer.report.store import default_store_dir, save_run
 from promptloop.optimizer.run.adaptive import AdaptiveLimit
@@ -196,13 +197,17 @@ class Optimizer:
         raise ConfigError(f"no run holds bucket {self.c.bucket!r}")
 
     async def preflight(self, suites: list[Suite]) -> None:
-        """Check every model the session will call, so a bad key fails before the baseline is
-        paid for."""
+        """Check every model the session will call, and `--proposer-cmd`'s program, so a bad
+        key or a missing program fails before the baseline is paid for."""
         roles: list[Role] = ["agent"]
         if any(needs_judge(s) for s in suites):
             roles.append("judge")
         if not self.c.proposer_cmd:
             roles.append("proposer")
+        elif self.source.sha is not None:
+            problem = command_problem(self.c.proposer_cmd, self.git.root, self.source.sha)
+            if problem:
+                raise ConfigError(problem)
         await self.models.preflight(*roles)
 
     async def run_baseline(self) -> Baseline:

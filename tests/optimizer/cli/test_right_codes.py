@@ -219,3 +219,40 @@ def test_doctor_checks_the_repository_suites_not_promptloops(
     assert result.exit_code == 1 and data["suites"] == []
     [problem] = [p for p in data["problems"] if "no suite" in p["what"]]
     assert "promptloop init" in problem["fix"] and "'suites'" in problem["fix"]
+
+
+@pytest.mark.parametrize(("cmd", "said"), [
+    ("no-such-proposer-xyz --fix", "`no-such-proposer-xyz` is not on PATH"),
+    ("./tools/propose.sh", "./tools/propose.sh is not in commit"),
+    ("./uncommitted.sh", "./uncommitted.sh is untracked or changed since commit"),
+    ("./plain.sh", "./plain.sh is not executable in commit"),
+])
+def test_a_proposer_command_that_cannot_start_is_refused_before_the_baseline(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, cmd: str, said: str
+) -> None:
+    """Found before any trial is paid for (it was found only when the first iteration asked
+    for a proposal, after the whole baseline)."""
+    (repo / "uncommitted.sh").write_text("#!/bin/sh\nexit 0\n")
+    (repo / "uncommitted.sh").chmod(0o755)
+    (repo / "plain.sh").write_text("#!/bin/sh\nexit 0\n")
+    subprocess.run(["git", "-C", str(repo), "add", "plain.sh"], check=True)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "plain"], check=True)
+    monkeypatch.chdir(repo)
+    result = runner.invoke(app, [
+        "optimize", "--suite", "pkm_agent", "--bucket", "skip_trivial", "--iterations", "1",
+        "--agent-model", "scripted:pkm", "--proposer-cmd", cmd, "--state-dir", str(state),
+        "--json"])
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    assert said in doc["error"]["message"], doc
+    assert not (state / "runs").exists() or not any((state / "runs").iterdir())  # no trial
+
+
+def test_a_proposer_command_whose_program_exists_passes_the_check(tmp_path: Path) -> None:
+    from promptloop.optimizer.propose.sandbox import command_problem
+
+    sha = "HEAD"
+    assert command_problem("sh -c 'exit 0'", tmp_path, sha) is None
+    assert command_problem("FOO=1 sh tools/x.sh", tmp_path, sha) is None
+    assert command_problem("cd tools && ./x", tmp_path, sha) is None  # only running tells
+    assert command_problem("'unclosed", tmp_path, sha) is not None
