@@ -128,6 +128,7 @@ def eval_(
     Exit 0 when the run completed (whatever the pass rate), 1 for a usage/config error, 2 when
     the infrastructure failed (bad key, provider down, every trial errored)."""
     from promptloop.agents.runtime import RuntimeConfig
+    from promptloop.optimizer.report.plain import errored_trials
     from promptloop.optimizer.run.models import ModelIds
     from promptloop.optimizer.run.runner import AllTrialsErroredError, RunOptions
     from promptloop.optimizer.workflows.context import state_dir as resolve_state
@@ -171,6 +172,9 @@ def eval_(
         except AllTrialsErroredError as err:
             ui.error(str(err))
             raise typer.Exit(EXIT_INFRA) from None
+        errored = [t for t in run.trials if t.status == "errored"]
+        for line in errored_trials(errored):  # which trials, and why: not only a count
+            ui.warn(line)
         if as_json:
             ui.print_json(
                 {
@@ -178,6 +182,8 @@ def eval_(
                     "report": str(path),
                     "sources": run.provenance.sources,
                     "summary": summary.model_dump(mode="json"),
+                    "errored": [{"task": t.task_id, "trial": t.trial_index,
+                                 "error": t.infra_error or t.failure_reason} for t in errored],
                 }
             )
             return

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from promptloop.optimizer.core.results import TrialResult
 from promptloop.optimizer.gate.compare import BucketComparison
 from promptloop.optimizer.gate.verdict import POOLED, Verdict
 
@@ -292,6 +293,28 @@ def interrupted(err: BaseException) -> str:
     return f"interrupted: {error_words(name, str(err))}"
 
 
+def errored_trials(trials: Sequence[TrialResult], most: int = 8) -> list[str]:
+    """One line per distinct reason trials errored (not counted in any rate), naming them as
+    `task#trial` (at most `most` each): `1 trial errored (not counted): trip#0: no recording
+    for this request ...`. A replay that misses one recording must say which."""
+    by: dict[str, list[str]] = {}
+    for t in trials:
+        if t.status == "errored":
+            name = f"{t.task_id}#{t.trial_index}"
+            why = without_class_names(t.infra_error or t.failure_reason or "unknown error")
+            # the trial named in its own message (a replay miss's "(suite/task#0)") is named
+            # in the line already: without it, the same cause groups into one line
+            why = re.sub(r" \((?:[^()\s/]+/)?" + re.escape(name) + r"\)", "", why)
+            by.setdefault(why, []).append(name)
+    lines = []
+    for why, ids in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        shown = ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most
+                                         else "")
+        lines.append(f"{len(ids)} trial{'s' if len(ids) != 1 else ''} errored (not counted): "
+                     f"{shown}: {why}")
+    return lines
+
+
 def _words(name: str) -> str:
     core = re.sub(r"(Error|Exception)$", "", name)
     spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", core).lower().strip()
@@ -312,6 +335,7 @@ __all__ = [
     "broken_tasks",
     "error_headline",
     "error_words",
+    "errored_trials",
     "interrupted",
     "legend",
     "optimize_headline",

@@ -90,8 +90,9 @@ class RecordReplayClient(WrappedClient):
         if self.mode == "replay":
             if not path.is_file():
                 raise ReplayMissError(
-                    f"no recording for this request of {self.model_id} ({self.salt}); "
-                    "record it first with --mode record"
+                    f"no recording for this request of {self.model_id} ({self.salt}): the "
+                    "task, the prompt or the settings changed since it was recorded, or this "
+                    "trial never was; record it with --mode record"
                 )
             return ModelResponse.model_validate_json(path.read_text(encoding="utf-8"))
         assert self.inner is not None

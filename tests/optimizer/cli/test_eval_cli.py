@@ -136,3 +136,25 @@ def test_pkm_replay_includes_judge_calls(state: Path) -> None:
     assert judged and judged[0]["decided"] > 0  # the judge's recorded replies were replayed
     assert [(b["bucket"], b["mean_score"]) for b in replayed["summary"]["buckets"]] == [
         (b["bucket"], b["mean_score"]) for b in recorded["summary"]["buckets"]]
+
+
+def test_a_partial_replay_names_the_trials_it_missed(state: Path) -> None:
+    """Replay of trials never recorded (here every task's second trial) errors only those:
+    the run still completes, and its output names each missed trial and why, not only a
+    count of errored trials."""
+    code, recorded = _eval(state, *CARD_REGRESSION, "--trials", "1", "--mode", "record")
+    assert code == 0, recorded["_output"]
+    code, rep = _eval(state, *CARD_REGRESSION, "--trials", "2", "--mode", "replay", "--fresh")
+    assert code == 0, rep["_output"]
+    missed = rep["errored"]
+    tasks = {t["task"] for t in missed}
+    assert len(missed) == rep["summary"]["errored_trials"] == len(tasks) > 0
+    assert {t["trial"] for t in missed} == {1}
+    assert all("no recording for this request" in t["error"] for t in missed)
+    said = " ".join(rep["_output"].split())
+    first = sorted(tasks)[0]
+    assert f"{len(missed)} trials errored (not counted): " in said
+    assert f"{first}#1" in said
+    plain = runner.invoke(app, ["eval", "--out", str(state), *CARD_REGRESSION, "--trials", "2",
+                                "--mode", "replay", "--fresh"])
+    assert plain.exit_code == 0 and f"{first}#1" in " ".join(plain.output.split())
