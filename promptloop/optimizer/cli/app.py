@@ -126,6 +126,8 @@ def main() -> None:
         code, message = ui.stopped()
         ui.error(message)
         sys.exit(code)
+    except BrokenPipeError:
+        sys.exit(ui.pipe_closed())
     except SystemExit as done:
         if ui.STOPPED or ui.TERMINATED:  # stopped and cleaned up: nothing left to wait for
             ui.exit_now(done.code if isinstance(done.code, int) else EXIT_INTERRUPTED)

@@ -22,6 +22,7 @@ from typing import Any
 import typer
 from typer._click import core as click_core  # typer vendors click; no public name for these
 from typer._click import exceptions as click_exc
+from typer._click import utils as click_utils
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from promptloop.optimizer.cli import help as help_text
@@ -230,6 +231,12 @@ class PromptloopGroup(TyperGroup):
         except KeyboardInterrupt:
             code, message = ui.stopped()
             ui.error(message)
+        except BrokenPipeError:
+            sys.exit(ui.pipe_closed())  # nobody reads stdout: no envelope either
+        except SystemExit:
+            if isinstance(sys.stdout, click_utils.PacifyFlushWrapper):
+                sys.exit(ui.pipe_closed())  # click's own EPIPE exit (1) while printing help
+            raise
         code = code if isinstance(code, int) else EXIT_OK
         options = argv[:argv.index("--")] if "--" in argv else argv
         helped = {"-h", "--help"} & set(options)

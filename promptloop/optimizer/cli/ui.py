@@ -68,8 +68,17 @@ from promptloop.optimizer.report.table import bucket_table, comparison_table, ga
 
 T = TypeVar("T")
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+class _Console(Console):
+    """rich's console, ending on a closed pipe as the rest of the CLI does (`pipe_closed`:
+    quietly, exit 141) instead of rich's own exit 1, which reads as a user error."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
+out = _Console(soft_wrap=True)
+err = _Console(stderr=True, soft_wrap=True)
 
 
 ERRORS: list[str] = []
@@ -187,6 +196,17 @@ def stop_on_sigterm() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
+
+
+def pipe_closed() -> int:
+    """The reader of stdout closed it (`| head` took what it wanted): no error message, no
+    traceback, no flush error at exit (stdout goes to /dev/null from here); 141, the exit
+    status of a process ended by SIGPIPE, as git and ls end there."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return 141
 
 
 def stopped() -> tuple[int, str]:
@@ -902,7 +922,7 @@ def names_width(names: list[str], width: int) -> int:
 def show_help(page: Page, console: Console | None = None) -> None:
     """Print a help page (cli/help.py): usage, description, option panels, the commands of a
     group, environment variables, examples."""
-    c = console or Console()
+    c = console or _Console()
     parts: list[RenderableType] = [Text(page.usage, style="bold"), Text("")]
     for i, paragraph in enumerate(page.paragraphs):
         parts += [Text(paragraph, style="" if i == 0 else "dim"), Text("")]

@@ -18,6 +18,8 @@ from promptloop.optimizer.workflows.context import ConfigError, GitOpsError, Sui
 
 T = TypeVar("T")
 EXIT_OK, EXIT_USER, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_PIPE = 141
+"""The reader of stdout closed it (`promptloop runs | head`): 128 + SIGPIPE, as git and ls end."""
 TOML_META = "promptloop.toml"
 """`ctx.meta` key of the promptloop.toml the defaults came from (set by common.use_toml; read
 by command.py and `_from_toml` to name the file a bad value came from)."""
@@ -39,6 +41,8 @@ def guarded(fn: Callable[[], T]) -> T:
             ValueError) as err:
         ui.error(str(err))  # ui.error escapes: a name from a user's file may look like markup
         raise typer.Exit(EXIT_USER) from None
+    except BrokenPipeError:
+        raise  # the reader of stdout left (`| head`): the group ends quietly (`pipe_closed`)
     except (ModelError, AllTrialsErroredError, ReportError, OSError) as err:
         # the message says what failed; a class name (CredentialsError) is not for the user
         ui.error(str(err) or type(err).__name__)
