@@ -302,3 +302,43 @@ def test_a_patch_breaking_the_dart_literal_is_refused_naming_the_region(
     assert len(agent.calls) == 7
     assert [e.outcome for e in Ledger(state / "ledger.jsonl").entries()] == ["refused"]
     assert git(repo, "branch", "--list", "promptloop/*").strip() == ""
+
+
+REGION_CMD = """\
+import os, pathlib, sys
+state = pathlib.Path(sys.argv[1])
+# which candidate this is, from the replies stored so far (the sandbox is read-only outside)
+n = 2 if any(state.rglob("reply-c1.md")) else 1
+line = {rule!r} if n == 1 else "  Keep every title under eight words."
+p = pathlib.Path(os.environ["PROMPTLOOP_PROMPT_FILE"])  # the whole Dart file, in the sandbox
+p.write_text(p.read_text().replace({person!r} + "\\n", {person!r} + "\\n" + line + "\\n", 1))
+print(f"HYPOTHESIS: idea {{n}}")
+"""
+
+
+def test_an_external_proposer_with_two_candidates_edits_only_the_dart_literal(
+    repo: Path, tmp_path: Path
+) -> None:
+    """--proposer-cmd with --candidates 2 on a prompt that is a region of a source file: each
+    command edits the whole file in its sandbox, and each candidate is the region's new text
+    (the tournament took the whole file as the region's text and refused both)."""
+    import sys
+
+    state = tmp_path / "state"
+    script = tmp_path / "propose.py"
+    script.write_text(REGION_CMD.format(rule=RULE_LINE, person=PERSON_LINE))
+    open_project()
+    config = OptimizeConfig.model_validate({
+        "suite": "card_agent", "bucket": "people", "iterations": 1,
+        "agent_model": "scripted:dart-card", "proposer_cmd": f"{sys.executable} {script} {state}",
+        "candidates": 2, "repo": repo, "state_dir": state})
+    result = asyncio.run(optimize(config, agent=card_model()))
+    [it] = result.iterations
+    assert it.outcome == "accepted", it.reasons
+    [entry] = Ledger(state / "ledger.jsonl").entries()
+    assert [(c.name, c.status) for c in entry.candidates] == [("c1", "winner"),
+                                                               ("c2", "screened_out")]
+    assert it.branch
+    text = assert_only_region_changed(repo, "main", it.branch, SPEC)
+    assert f"{PERSON_LINE}\n{RULE_LINE}\n" in text
+    assert git(repo, "status", "--porcelain") == ""
