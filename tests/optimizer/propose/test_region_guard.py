@@ -272,3 +272,13 @@ def test_check_head_file_python_fstring_and_js_template() -> None:
     tick = check_head_file(js, base, js, base.replace("Extract items.", "Extract `items`."))
     assert tick is not None and tick.code == "breaks_literal" and tick.line == 1
     assert "closing delimiter" in tick.reason
+
+
+def test_a_refusal_names_the_line_in_the_region_and_in_the_file() -> None:
+    """The package numbers the region's lines, an editor the file's: the message says both."""
+    new_region = REGION.text.replace(RULE_BEFORE, RULE_BEFORE + "- It costs $5.\n")
+    at = new_region.split("\n").index("- It costs $5.") + 1
+    file_line = DART.split("\n").index(RULE_BEFORE.strip()) + 2  # the line after the rule
+    message = check_region_patch(SPEC, DART, new_region) or ""
+    assert f"region line {at}, file line {file_line})" in message, message
+    assert file_line != at

@@ -22,6 +22,7 @@ from promptloop.optimizer.core.regions.model import (
     RegionSpec,
     broken,
     hex_value,
+    lines_at,
     region_line,
 )
 
@@ -254,8 +255,8 @@ def check_in_literal(region: Region, new_text: str, quote: str, raw: bool,
     lone_cr = re.search(r"\r(?!\n)", new_text)
     if lone_cr is not None:
         at_line = region_line(new_text, lone_cr.start())
-        raise broken(region, "it has a carriage return that does not end a line (region line "
-                      f"{at_line}); write plain line breaks", at_line)
+        raise broken(region, "it has a carriage return that does not end a line ("
+                      f"{lines_at(region, at_line)}); write plain line breaks", at_line)
     trailing = len(new_text) - len(new_text.rstrip("\\"))
     if escapes and trailing % 2 == 1:
         raise broken(region, f"it ends with an odd number of backslashes ({trailing}), which "
@@ -279,22 +280,22 @@ def check_in_literal(region: Region, new_text: str, quote: str, raw: bool,
         line = region_line(new_text, at)
         if new_text.startswith(quote, at):
             raise broken(region, f"it contains {quote!r}, the literal's closing delimiter, "
-                          f"unescaped (region line {line}); escape it "
+                          f"unescaped ({lines_at(region, line)}); escape it "
                           f"({_escape_hint(lang, quote, raw)})", line)
         raise broken(region, f"it ends with {new_text[at:]!r}, which would run into the "
-                      f"closing {quote!r} and end the literal early (region line {line}); "
+                      f"closing {quote!r} and end the literal early ({lines_at(region, line)}); "
                       "escape it", line)
     if body.bad:
         at, why = body.bad[0]
         line = region_line(new_text, at)
-        raise broken(region, f"{why} (region line {line})", line)
+        raise broken(region, f"{why} ({lines_at(region, line)})", line)
     old = set(_interp_texts(region.text, lang, quote, raw, fstring))
     for start, end in body.interps:
         interp = new_text[start:end]
         if interp not in old:
             line = region_line(new_text, start)
-            raise broken(region, f"it adds the interpolation {interp!r} (region line "
-                          f"{line}), which the original does not "
+            raise broken(region, f"it adds the interpolation {interp!r} ("
+                          f"{lines_at(region, line)}), which the original does not "
                           "have and would run code at run time; "
                           f"{syntax.interp_hint(fstring)}", line)
     try:

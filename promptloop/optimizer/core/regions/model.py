@@ -203,5 +203,11 @@ def broken(region: Region, why: str, line: int | None = None) -> BreaksLiteralEr
     return BreaksLiteralError(f"the new text would break {region.describe()}: {why}", line)
 
 
+def lines_at(region: Region, line: int) -> str:
+    """`region line 6, file line 47`: a line of the region's (new) text, as the proposer's
+    package numbers it and as the file does."""
+    return f"region line {line}, file line {region.start_line + line - 1}"
+
+
 def region_line(text: str, offset: int) -> int:
     return text.count("\n", 0, max(offset, 0)) + 1
