@@ -3,45 +3,25 @@ removed, the iteration closed as abandoned, and the process gone within 5 s."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from promptloop.optimizer.core.ledger import Ledger
+from tests.optimizer.cli.stopping import start_until_asked, stop
 from tests.optimizer.workflows.test_optimize import _git
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_ctrl_c_while_the_proposer_works_stops_within_5_s(
     repo: Path, state: Path, tmp_path: Path
 ) -> None:
-    marker = tmp_path / "asked"
-    env = {**os.environ, "STOP_CHILD_MARKER": str(marker), "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.optimizer.cli.stop_child", "optimize", "--suite",
-         "pkm_agent", "--bucket", "skip_trivial", "--iterations", "1", "--agent-model",
-         "scripted:pkm", "--proposer-model", "scripted:proposer", "--proposer-format", "diff",
-         "--state-dir", str(state)],
-        cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    child = start_until_asked(
+        repo, tmp_path / "asked",
+        ["optimize", "--suite", "pkm_agent", "--bucket", "skip_trivial", "--iterations", "1",
+         "--agent-model", "scripted:pkm", "--proposer-model", "scripted:proposer",
+         "--proposer-format", "diff", "--state-dir", str(state)],
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        deadline = time.monotonic() + 120
-        while not marker.exists():
-            assert child.poll() is None, child.communicate()
-            assert time.monotonic() < deadline, "the proposer was never asked"
-            time.sleep(0.05)
-        assert _git(repo, "branch", "--list", "promptloop/*").strip()  # the candidate's
-        stopped = time.monotonic()
-        child.send_signal(signal.SIGINT)
-        _, err = child.communicate(timeout=30)
-        took = time.monotonic() - stopped
-    finally:
-        if child.poll() is None:
-            child.kill()
+    assert _git(repo, "branch", "--list", "promptloop/*").strip()  # the candidate's
+    _, err, took = stop(child, signal.SIGINT)
     assert child.returncode == 130, err
     assert took < 5, f"{took:.1f}s"
     lines = err.splitlines()

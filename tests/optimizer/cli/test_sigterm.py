@@ -4,42 +4,23 @@ runs, exit 143, and `--json` still prints its one envelope on stdout."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
+from tests.optimizer.cli.stopping import start_until_asked, stop
 from tests.optimizer.workflows.test_optimize import _git
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_sigterm_during_a_night_exits_143_with_the_envelope(
     repo: Path, state: Path, tmp_path: Path
 ) -> None:
-    marker = tmp_path / "asked"
-    env = {**os.environ, "STOP_CHILD_MARKER": str(marker), "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.optimizer.cli.stop_child", "nightly", "--agent",
-         "pkm_agent", "--iterations", "1", "--max-buckets", "1", "--trials", "1",
-         "--agent-model", "scripted:pkm", "--proposer-model", "scripted:proposer",
-         "--judge-model", "scripted:judge", "--state-dir", str(state), "--json"],
-        cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not marker.exists():
-            assert child.poll() is None, child.communicate()
-            assert time.monotonic() < deadline, "the proposer was never asked"
-            time.sleep(0.05)
-        stopped = time.monotonic()
-        child.send_signal(signal.SIGTERM)
-        out, err = child.communicate(timeout=30)
-        took = time.monotonic() - stopped
-    finally:
-        if child.poll() is None:
-            child.kill()
+    child = start_until_asked(
+        repo, tmp_path / "asked",
+        ["nightly", "--agent", "pkm_agent", "--iterations", "1", "--max-buckets", "1",
+         "--trials", "1", "--agent-model", "scripted:pkm", "--proposer-model",
+         "scripted:proposer", "--judge-model", "scripted:judge", "--state-dir", str(state),
+         "--json"])
+    out, err, took = stop(child, signal.SIGTERM)
     assert child.returncode == 143, err
     assert took < 10, f"{took:.1f}s"
     doc = json.loads(out)
