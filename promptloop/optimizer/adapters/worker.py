@@ -225,6 +225,13 @@ class WorkerPool:
         except (asyncio.IncompleteReadError, BrokenPipeError, ConnectionResetError):
             code = await self._reap(slot)
             again = ", twice (retried once on a fresh worker)" if retried else ""
+            if code == box.SETUP_FAILED and slot.boxed is not None:
+                last = (slot.tail.since(mark).strip().splitlines() or [""])[-1].strip()
+                return label.errored(
+                    f"the sandbox could not be set up for the worker (exit "
+                    f"{box.SETUP_FAILED}{': ' + last if last else ''}); set "
+                    f"{box.SANDBOX_VAR}=off to run unboxed, and please report it",
+                    stderr=slot.tail.since(mark)), False
             return label.errored(f"the worker {_ended(code)} before answering{again}",
                                  stderr=slot.tail.since(mark), quote_stderr=True), not retried
         got = parse_result(data, label, "printed", stderr=slot.tail.since(mark))

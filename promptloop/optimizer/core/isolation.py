@@ -131,14 +131,15 @@ class Layout:
         def within(path: str, folder: str) -> bool:
             return path.startswith(folder.rstrip("/") + "/")
 
-        def redundant(hide: str) -> bool:
-            """Under another hidden folder, and nothing shown again between the two: already
-            not there (and no mount point for it)."""
-            return any(within(hide, c) and not any(
-                within(p, c) and (p == hide or within(hide, p)) for p in shown)
+        def covered(path: str) -> bool:
+            """Under a hidden folder, and nothing shown again between the two: not there in
+            the box (no mount point for it: a cover inside is redundant, a file to blank
+            already unreadable, e.g. the checkout's .env under /tmp during a review)."""
+            return any(within(path, c) and not any(
+                within(p, c) and (p == path or within(path, p)) for p in shown)
                 for c in covers)
 
-        kept = [(k, p) for p, k in ops.items() if k != "hide" or not redundant(p)]
+        kept = [(k, p) for p, k in ops.items() if k not in ("hide", "blank") or not covered(p)]
         return sorted(kept, key=lambda kp: (kp[1].rstrip("/").count("/"), order[kp[0]]))
 
 

@@ -75,3 +75,37 @@ def test_reviews_layout_runs_with_many_operations(tmp_path: Path, mechanism: str
 
 def test_available_is_one_of_the_mechanisms() -> None:
     assert available() in isolation.MECHANISMS
+
+
+def test_a_dotenv_under_a_hidden_folder_is_not_blanked_unless_shown_again(
+        tmp_path: Path) -> None:
+    """Review runs its trials in an export of the base; the checkout's .env is blanked too. A
+    checkout under /tmp is hidden with it: binding /dev/null over its .env has no mount point
+    there ('mount point does not exist', every trial errored), and it is unreadable anyway."""
+    outer = tmp_path / "tmp"
+    checkout, shown = outer / "shop", outer / "export"
+    for folder in (checkout, shown, tmp_path / "w"):
+        folder.mkdir(parents=True)
+    (checkout / ".env").write_text("KEY=x\n")
+    (shown / ".env").write_text("KEY=x\n")
+    layout = Layout(cwd=tmp_path / "w", writable=(tmp_path / "w",), readable=(shown,),
+                    hidden=(outer,), blanked=(checkout / ".env", shown / ".env"))
+    blanks = [p for k, p in layout.operations() if k == "blank"]
+    assert blanks == [str((shown / ".env").resolve())]
+
+
+@pytest.mark.skipif(not BOXED, reason=NONE_WORKS)
+@pytest.mark.parametrize("mechanism", BOXED)
+def test_a_box_starts_with_a_hidden_checkouts_dotenv(tmp_path: Path, mechanism: str) -> None:
+    outer = tmp_path / "tmp"
+    checkout, work = outer / "shop", tmp_path / "w"
+    for folder in (checkout, work):
+        folder.mkdir(parents=True)
+    (checkout / ".env").write_text("KEY=secret\n")
+    layout = Layout(cwd=work, writable=(work,), hidden=(outer,),
+                    blanked=(checkout / ".env",))
+    done = subprocess.run(wrap(mechanism, layout,  # type: ignore[arg-type]
+                               ["sh", "-c", f"cat {checkout / '.env'} 2>/dev/null; echo ok"]),
+                          cwd=work, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok"]
