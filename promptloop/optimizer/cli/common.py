@@ -251,19 +251,57 @@ def need_agent(agent: str | None, suite: str | None) -> None:
                                    f"{', '.join(agent_names()) or 'none'}")
 
 
+def flag_given(param: str, value: Any, default: Any) -> bool:
+    """Whether the running command's option `param` was set (on the command line, by its
+    variable or by promptloop.toml) rather than left at its default: an explicit
+    `--agent-model local:smollm2` beats an agent table's `model` although it equals the
+    default. Outside a command (a direct call), a value other than `default` counts."""
+    from typer._click.core import ParameterSource
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    source = ctx.get_parameter_source(param) if ctx is not None else None
+    if source is None:
+        return value not in (None, default)
+    return source is not ParameterSource.DEFAULT
+
+
+def declared_models() -> list[str]:
+    """Every agent's model (its table's `model`, else the default), each once, in table
+    order: what `doctor` checks when --agent-model is not given."""
+    from promptloop.optimizer.workflows.context import DEFAULT_AGENT_MODEL, active_project
+
+    agents = active_project().agents.values()
+    return list(dict.fromkeys(a.model or DEFAULT_AGENT_MODEL for a in agents))
+
+
 def agent_models(agent: str | None, flags: dict[str, Any]) -> dict[str, Any]:
-    """The agent table's `model` and `judge` where the flags left the defaults."""
+    """The agent table's `model` and `judge` where the flags were not given. With no agent
+    named (review, doctor: every agent), the tables' one model when they agree; agents that
+    declare different models need --agent or the flag (a `ConfigError` says so)."""
     from promptloop.optimizer.workflows.context import DEFAULT_AGENT_MODEL, active_project
 
     project = active_project()
-    if agent is None or agent not in project.agents:
+    if agent is None:
+        names = list(project.agents)
+    elif agent in project.agents:
+        names = [agent]
+    else:
         return {}
-    cfg = project.agents[agent]
     out: dict[str, Any] = {}
-    if cfg.model and flags.get("agent_model") in (None, DEFAULT_AGENT_MODEL):
-        out["agent_model"] = cfg.model
-    if cfg.judge and flags.get("judge_model") is None:
-        out["judge_model"] = cfg.judge
+    for key, field, default in (("agent_model", "model", DEFAULT_AGENT_MODEL),
+                                ("judge_model", "judge", None)):
+        if flag_given(key, flags.get(key), default):
+            continue
+        declared = {n: getattr(project.agents[n], field) for n in names}
+        models = set(declared.values()) - {None}
+        if len(models) > 1 or (models and None in declared.values() and field == "model"):
+            listed = ", ".join(f"{n}: {m or 'none (the default)'}" for n, m in declared.items())
+            raise ConfigError(f"the agents declare different {field}s ({listed}) in "
+                              f"{project.where}: name one with --agent, or give "
+                              f"--{key.replace('_', '-')}")
+        if models:
+            out[key] = models.pop()
     return out
 
 

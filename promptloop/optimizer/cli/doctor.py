@@ -14,6 +14,8 @@ from promptloop.optimizer.cli.common import (
     JsonOpt,
     JudgeModelOpt,
     StateOpt,
+    declared_models,
+    flag_given,
 )
 from promptloop.optimizer.cli.util import EXIT_USER, guarded
 from promptloop.optimizer.workflows.context import DEFAULT_AGENT_MODEL
@@ -61,14 +63,18 @@ def doctor(
     installed, the git state (branch, dirty, promptloop/* branches, stray worktrees), how an
     external proposer (--proposer-cmd) is isolated here (bwrap, unshare or none) and, for
     every suite, its tasks, buckets, trials and whether it needs a judge model. Exit 0 when
-    everything needed to run with --agent-model (default: the offline local:smollm2) is
-    present, 1 otherwise. With --fix, what was cleaned is listed (and under "cleaned" in
-    --json); accepted and kept branches are never touched."""
+    everything needed to run with --agent-model (default: the model each agent's table in
+    promptloop.toml declares, else the offline local:smollm2) is present, 1 otherwise. With
+    --fix, what was cleaned is listed (and under "cleaned" in --json); accepted and kept
+    branches are never touched."""
 
     def body() -> None:
         tasks = _suite_folder(suite) if suite is not None else None
+        models = [agent_model] if flag_given("agent_model", agent_model, DEFAULT_AGENT_MODEL) \
+            else declared_models() or [agent_model]
         report = diagnose(
-            agent_model=agent_model,
+            agent_model=models[0],
+            more_models=models[1:],
             judge_model=judge_model,
             base_url=base_url,
             tasks_dir=tasks,

@@ -12,6 +12,7 @@ import importlib.metadata
 import importlib.util
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -251,9 +252,11 @@ def diagnose(
     start: Path | None = None,
     state_dir: Path | None = None,
     fix: bool = False,
+    more_models: Sequence[str] = (),
 ) -> DoctorReport:
-    """Run every check; `problems` lists what blocks a run with `agent_model`, with fixes.
-    `fix` first cleans up what killed runs left (doctor_git.fix_git)."""
+    """Run every check; `problems` lists what blocks a run with `agent_model` (and
+    `more_models`: other agents' declared models), with fixes. `fix` first cleans up what
+    killed runs left (doctor_git.fix_git)."""
     parse_model_id(agent_model)
     providers = check_providers()
     local = check_local()
@@ -270,7 +273,7 @@ def diagnose(
     report.proposer_isolation_note = describe(report.proposer_isolation)
     report.trial_sandbox = box.for_trials()
     report.trial_sandbox_note = box.describe(report.trial_sandbox)
-    needed = {agent_model} | {s.judge_model for s in suites if s.judge_model}
+    needed = {agent_model, *more_models} | {s.judge_model for s in suites if s.judge_model}
     for model in sorted(needed):
         _require_model(report, model, base_url)
     if check_local_server:

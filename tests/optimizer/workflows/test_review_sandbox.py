@@ -263,3 +263,25 @@ def test_review_calls_a_head_that_writes_outside_on_some_tasks_a_regression(
     head = [t["trial"] for t in _trials(tmp_path / "state") if t["trial"]["runName"].endswith(
         "-head")]
     assert {t["taskId"] for t in head if t["status"] == "passed"} == {"w2"}
+
+
+def test_the_agent_tables_model_is_used_unless_a_flag_names_one(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`model` in the agent's table is its model when --agent-model is not given: review and
+    doctor (every agent, none named) read it too, and an explicit --agent-model beats it even
+    when it names the default (local:smollm2)."""
+    if not SANDBOXED:
+        monkeypatch.setenv(box.SANDBOX_VAR, "off")
+    state = tmp_path / "state"
+    result = cli("review", "--base", "main", "--head", "pr/maintenance", "--out", str(state),
+                 "--json", *(() if SANDBOXED else ("--no-sandbox",)))
+    assert result.exit_code in (0, 3), result.output
+    from promptloop.optimizer.report.store import list_runs
+
+    runs = list_runs(state / "runs")
+    assert runs and {r.agent_model for r in runs} == {"scripted:shell"}
+    doctor = cli("doctor", "--json")
+    assert json.loads(doctor.stdout)["result"]["agent_model"] == "scripted:shell"
+    explicit = cli("eval", "--agent", "shell", "--agent-model", "local:smollm2", "--mode",
+                   "replay", "--fresh", "--out", str(tmp_path / "other"), "--json")
+    assert "no recording for this request of local:smollm2" in explicit.output
