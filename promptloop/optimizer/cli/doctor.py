@@ -86,7 +86,8 @@ def doctor(
             ui.print_json(report.model_dump(mode="json") | {"ok": report.ok})
         else:
             _show(report)
-        if not report.ok:
+        if not report.ok:  # the envelope's error names what blocks a run
+            ui.ERRORS.extend(f"{p.what}: {p.fix}" for p in report.problems)
             raise typer.Exit(EXIT_USER)
 
     guarded(body)

@@ -181,6 +181,9 @@ def review(
         if fail_on_regression and code == 0:
             code = {"regresses": EXIT_REGRESSION, "broken": EXIT_REGRESSION,
                     "inconclusive": EXIT_INCONCLUSIVE}.get(result.decision or "", 0)
+            if code:  # the envelope's error says why the exit is not 0, not only its number
+                ui.ERRORS.append(f"the review's verdict is {result.decision!r} "
+                                 f"(--fail-on-regression exits {code})")
         data["exit_code"] = code
         if as_json:
             ui.print_json(data)

@@ -219,6 +219,8 @@ def test_doctor_checks_the_repository_suites_not_promptloops(
     assert result.exit_code == 1 and data["suites"] == []
     [problem] = [p for p in data["problems"] if "no suite" in p["what"]]
     assert "promptloop init" in problem["fix"] and "'suites'" in problem["fix"]
+    message = json.loads(result.stdout)["error"]["message"]  # what blocks, not "code 1"
+    assert problem["what"] in message and problem["fix"] in message
 
 
 @pytest.mark.parametrize(("cmd", "said"), [

@@ -169,6 +169,8 @@ def test_broken_exits_3_with_fail_on_regression_and_says_where(
     envelope: dict[str, Any] = json.loads(failing.stdout)
     data = envelope["result"]
     assert data["decision"] == "broken" and envelope["exit_code"] == 3
+    assert envelope["error"]["message"] == ("the review's verdict is 'broken' "
+                                            "(--fail-on-regression exits 3)")
     assert data["agents"][0]["head_breaks"][0]["line"] == line
     assert not (dart_repo / MARK).exists()
 
