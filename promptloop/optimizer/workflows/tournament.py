@@ -55,6 +55,7 @@ from promptloop.optimizer.propose.proposer import (
     Package,
     Proposal,
     ProposerError,
+    UnusableProposalError,
     ask_model,
     build_package,
     hypothesis_from_output,
@@ -133,9 +134,10 @@ class Tournament:
             proposals = await self._propose()
         except (ProposerError, ModelError) as err:
             why = proposer_failure(err)
+            status = "refused" if isinstance(err, UnusableProposalError) else "error"
             for e in self.entrants:
-                e.status, e.stopped = "error", why
-            self._fail("error", [why])
+                e.status, e.stopped = status, why
+            self._fail(status, [why])
             return
         kill_point("proposal")
         for e, proposal in zip(self.entrants, proposals, strict=True):
@@ -221,6 +223,9 @@ class Tournament:
         if isinstance(proposal, OutsideWriteError):
             e.status = "refused"
             e.violations = [{"code": v.code, "message": v.message} for v in proposal.violations]
+        elif isinstance(proposal, UnusableProposalError | PatchError):
+            # a reply that could not be used is a refusal, as in the single-patch loop
+            e.status, e.stopped = "refused", proposer_failure(proposal)
         elif isinstance(proposal, Exception):
             e.status = "error"
             e.stopped = proposer_failure(proposal)

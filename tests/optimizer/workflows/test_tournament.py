@@ -411,6 +411,22 @@ def test_a_proposer_failure_is_an_error_of_every_candidate(repo: Path, state: Pa
     assert Ledger(state / "ledger.jsonl").unclosed() == []
 
 
+def test_replies_that_cannot_be_used_are_a_refusal_not_an_error(
+        repo: Path, state: Path) -> None:
+    """A proposer that ignores the `## Patch N` format (after its retries) gave no usable
+    patch: as in the single-patch loop, the iteration is refused (exit 0), not an error of
+    the infrastructure (exit 2)."""
+    garbage = ScriptedModel(lambda _req: reply("I would add a rule about greetings."),
+                            model_id="scripted:proposer")
+    result, _ = run(repo, state, garbage, candidates=2)
+    it = result.iterations[0]
+    assert it.outcome == "refused", it.reasons
+    assert [(c.name, c.status) for c in entry(state).candidates] == [("c1", "refused"),
+                                                                      ("c2", "refused")]
+    assert "no applicable proposal" in " ".join(it.reasons)
+    assert Ledger(state / "ledger.jsonl").unclosed() == []
+
+
 def test_a_winner_rejected_for_harm_falls_back_to_the_next_candidate(
         repo: Path, state: Path, gates: list[GateRun]) -> None:
     """c1 fixes both target tasks but also skips a fact elsewhere; c2 fixes one target task
