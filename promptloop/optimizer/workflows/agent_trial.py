@@ -94,6 +94,9 @@ def _task_suite(req: AgentTrialRequest, source: RepoSource) -> Suite:
                     which = name
                     break
     found = source.suite(req.agent, which)
+    head, _, rest = which.partition("/")
+    if (found is None or found.folder is None) and head == req.agent and rest:
+        found = source.suite(req.agent, rest)  # AGENT/SUITE, as every command takes it
     if found is None or found.folder is None:
         raise ConfigError(source.missing_suite(req.agent, which))
     suite = load_suite(found.folder, req.agent)

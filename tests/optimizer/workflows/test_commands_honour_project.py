@@ -83,6 +83,11 @@ def test_agent_runs_a_task_of_an_adapter_agent_and_shows_the_conversation(
     assert "status: passed" in text.output
     bad = cli("agent", "example", "--task", "ex-nosuch", *MODELS, *state(tmp_path))
     assert bad.exit_code == 1 and "ex-nosuch" in bad.output
+    # --suite as every command takes it: a suite name, AGENT/SUITE or its folder
+    for spelled in ("example", "example/example", "evals/example"):
+        got = cli_json("agent", "example", "--suite", spelled, "--task", "ex-category-refund",
+                       *MODELS, *state(tmp_path))
+        assert got["task_id"] == "ex-category-refund" and got["suite"] == "example", spelled
 
 
 def test_runs_health_and_profile_follow_the_agent_table(repo: Path, tmp_path: Path) -> None:
