@@ -93,22 +93,26 @@ def doctor(
     guarded(body)
 
 
-def _suite_folder(suite: str) -> Path:
-    """The folder `--suite` names: a folder as given, an agent's suites' common folder, or
-    one suite's folder (AGENT/SUITE)."""
+def _suite_folder(suite: str) -> Path | list[tuple[Path, str | None]]:
+    """What `--suite` names: a folder of suites as given, a JSONL suite file, an agent (every
+    suite it declares, folders and JSONL files alike) or one suite (AGENT/SUITE)."""
+    from promptloop.optimizer.core.suites import is_jsonl_suite
     from promptloop.optimizer.workflows.context import ConfigError, agent_names
-    from promptloop.optimizer.workflows.sources import project_suite
+    from promptloop.optimizer.workflows.sources import project_suite, project_suites
 
     folder = Path(suite)
     if folder.is_dir():
         return folder
+    if folder.is_file() and is_jsonl_suite(folder):
+        return [(folder, None)]
     agent, sep, kind = suite.partition("/")
     if agent not in agent_names():
-        raise ConfigError(f"--suite {suite}: no such folder and no agent '{agent}'; agents: "
-                          f"{', '.join(agent_names()) or 'none'}")
+        raise ConfigError(f"--suite {suite}: no such folder or JSONL file and no agent "
+                          f"'{agent}'; agents: {', '.join(agent_names()) or 'none'}")
     if sep:
-        return project_suite(agent, kind)
-    return project_suite(agent, "capability").parent
+        return [(project_suite(agent, kind), agent)]
+    declared, _ = project_suites(agents=[agent])
+    return [(path, who) for path, who in declared]
 
 
 def _yes(flag: bool | None) -> str:

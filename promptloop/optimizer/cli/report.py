@@ -36,25 +36,27 @@ def suites(
     from promptloop.optimizer.workflows.sources import project_suites
 
     def body() -> None:
+        roots: list[tuple[Path, str | None]]
         if path is None:
-            roots, where = project_suites()
+            declared, where = project_suites()
+            roots = list(declared)
             if not as_json:
                 ui.info(f"suites of {where}")
         else:
             if not path.exists():
                 raise ConfigError(f"{path}: no such folder")
-            roots = (
-                [path]
-                if (path / "suite.json").is_file() or path.is_file()  # a folder, a .jsonl
-                else sorted(p.parent for p in path.glob("**/suite.json"))
-            )
+            roots = [
+                (r, None) for r in
+                ([path] if (path / "suite.json").is_file() or path.is_file()  # folder, .jsonl
+                 else sorted(p.parent for p in path.glob("**/suite.json")))
+            ]
             if not roots:
                 raise ConfigError(f"{path}: no suite.json found below this folder")
         listing: list[dict[str, Any]] = []
         broken: list[str] = []
-        for r in roots:
+        for r, agent in roots:
             try:
-                s = load_suite(r)
+                s = load_suite(r, agent)
             except (SuiteError, ConfigError) as err:  # every broken suite, not just the first
                 broken.append(str(err))
                 continue

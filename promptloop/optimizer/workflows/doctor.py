@@ -193,11 +193,14 @@ def suite_roots(tasks_dir: Path) -> list[Path]:
     return sorted(p.parent for p in tasks_dir.glob("**/suite.json"))
 
 
-def check_suite(root: Path, agent_model: str, judge_model: str | None) -> SuiteStatus:
+def check_suite(root: Path, agent_model: str, judge_model: str | None,
+                agent: str | None = None) -> SuiteStatus:
+    """A suite folder or JSONL file (`agent`: who runs a JSONL suite whose header names
+    none: the agent declaring it)."""
     from promptloop.graders.registry import is_judge
 
     try:
-        suite = load_suite(root)
+        suite = load_suite(root, agent)
     except SuiteError as err:
         return SuiteStatus(path=str(root), loads=False, error=str(err))
     judges = sorted({g.name for t in suite.tasks for g in t.spec.graders if is_judge(g.name)})
@@ -230,16 +233,21 @@ def _prompt_file(suite_root: Path, agent: str) -> Path:
     return root / rel
 
 
-def default_suites(git: GitStatus) -> tuple[list[Path], str]:
-    """(suite folders, where) to check without --tasks: in a repository, the suites its
-    agents declare (promptloop.toml's 'suites'), never promptloop's bundled ones, as eval and
-    optimize read them; outside any repository, the bundled suites."""
+SuiteList = list[tuple[Path, str | None]]
+"""Suites to check: (folder or JSONL file, the agent declaring it, if known)."""
+
+
+def default_suites(git: GitStatus) -> tuple[SuiteList, str]:
+    """(suites, where) to check without --suite: in a repository, the suites its agents
+    declare (promptloop.toml's 'suites', folders and JSONL files), never promptloop's bundled
+    ones, as eval and optimize read them; outside any repository, the bundled suites."""
     if not git.repo_root:
-        return suite_roots(TASKS_DIR), f"promptloop's bundled {TASKS_DIR}"
+        return [(r, None) for r in suite_roots(TASKS_DIR)], f"promptloop's bundled {TASKS_DIR}"
     try:
-        return project_suites(Path(git.repo_root))
+        found, where = project_suites(Path(git.repo_root))
     except ConfigError:
         return [], f"the working tree of {git.repo_root}"
+    return list(found), where
 
 
 def diagnose(
@@ -247,7 +255,7 @@ def diagnose(
     agent_model: str,
     judge_model: str | None = None,
     base_url: str | None = None,
-    tasks_dir: Path | None = None,
+    tasks_dir: Path | SuiteList | None = None,
     check_local_server: bool = False,
     start: Path | None = None,
     state_dir: Path | None = None,
@@ -262,9 +270,14 @@ def diagnose(
     local = check_local()
     cleaned = fix_git(start, state_dir) if fix else None
     git = check_git(start, state_dir)
-    roots, where = ((suite_roots(tasks_dir), str(tasks_dir)) if tasks_dir is not None
-                    else default_suites(git))
-    suites = [check_suite(r, agent_model, judge_model) for r in roots]
+    roots: SuiteList
+    if isinstance(tasks_dir, Path):  # a folder of suites
+        roots, where = [(r, None) for r in suite_roots(tasks_dir)], str(tasks_dir)
+    elif tasks_dir is not None:  # suites named by --suite
+        roots, where = tasks_dir, ", ".join(str(r) for r, _ in tasks_dir)
+    else:
+        roots, where = default_suites(git)
+    suites = [check_suite(r, agent_model, judge_model, agent) for r, agent in roots]
     report = DoctorReport(
         agent_model=agent_model, providers=providers, local=local, git=git, suites=suites,
         cleaned=cleaned,
@@ -388,7 +401,7 @@ def _check_git_and_suites(report: DoctorReport, where: str) -> None:
             Problem(what=f"no suite in {where}",
                     fix="list your suite folders under 'suites' in your agent's [agents.<name>] "
                     "table of promptloop.toml, run `promptloop init` to start one, or pass "
-                    "--tasks <folder>")
+                    "--suite <folder or file.jsonl>")
         )
     for s in report.suites:
         if not s.loads:

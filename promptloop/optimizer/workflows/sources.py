@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
@@ -492,18 +493,21 @@ def project_suite(agent: str, kind: str, start: Path | None = None) -> Path:
     return path
 
 
-def project_suites(start: Path | None = None) -> tuple[list[Path], str]:
-    """The suite folders of the active project's agents in the repository holding `start`
-    (default: the current folder), and where they were read: the working tree, or outside any
-    repository promptloop's bundled copy. None at all is an error naming the project file."""
+def project_suites(start: Path | None = None, agents: Sequence[str] | None = None
+                   ) -> tuple[list[tuple[Path, str]], str]:
+    """The suites (folders and JSONL files, each with the agent declaring it: a headerless
+    JSONL suite is that agent's) of the active project's agents (or of `agents`) in the
+    repository holding `start` (default: the current folder), and where they were read: the
+    working tree, or outside any repository promptloop's bundled copy. None at all is an error
+    naming the project file."""
     root = repo_root(start)
-    found: dict[Path, None] = {}
+    found: dict[Path, str] = {}
     with RepoSource(root, None, Path(os.devnull)) as source:
-        for agent in active_project().agent_names():
+        for agent in agents if agents is not None else active_project().agent_names():
             for rel in source.suite_folders(agent).values():
                 path = root / rel if root is not None else _bundled(rel)
                 if path is not None:
-                    found.setdefault(path, None)
+                    found.setdefault(path, agent)
     where = (f"the working tree of {root}" if root is not None
              else "promptloop's bundled copy (no git repository here)")
     if not found:
@@ -512,7 +516,7 @@ def project_suites(start: Path | None = None) -> tuple[list[Path], str]:
         raise ConfigError(f"no suites in {where}: the 'suites' keys of {project.where} list "
                           f"{', '.join(listed) or 'none'}, and none holds a suite.json. Start "
                           "a project with `promptloop init`")
-    return list(found), where
+    return list(found.items()), where
 
 
 def _publish(tmp: Path, dest: Path, marker: str) -> Path:

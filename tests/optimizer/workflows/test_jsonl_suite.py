@@ -242,3 +242,21 @@ def test_warnings_reach_stderr_under_json(repo: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "unknown config key 'expcted' ignored" in result.stderr
     assert "Warning:" not in result.stdout
+
+
+@pytest.mark.parametrize("header_line", [True, False], ids=["header", "headerless"])
+def test_doctor_and_suites_read_a_jsonl_suite_however_it_is_named(
+        repo: Path, header_line: bool) -> None:
+    """doctor checked only suite folders (a JSONL suite was dropped from an agent's list, and
+    `--suite AGENT/SUITE` or the file's path were errors); `suites` could not load a
+    headerless one (its agent is the agent declaring it)."""
+    if not header_line:  # the fixture's file has its header
+        write_jsonl(repo / SUITE, tasks())
+        commit_all(repo)
+    for spelled in (None, "example", "example/tickets", SUITE):
+        args = ("doctor", "--json", *MODELS, *(("--suite", spelled) if spelled else ()))
+        found = cli_json(*args)["suites"]
+        assert [(Path(s["path"]).name, s["loads"], s["tasks"]) for s in found] == [
+            ("tickets.jsonl", True, 12)], (spelled, found)
+    listed = cli_json("suites")
+    assert [(s["path"].endswith(SUITE), s["tasks"]) for s in listed] == [(True, 12)]
