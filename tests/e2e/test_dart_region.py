@@ -264,9 +264,16 @@ def test_optimize_packages_and_patches_only_the_dart_literal(repo: Path, tmp_pat
     n = region_line(repo, PERSON_LINE)
     assert f"{n:>4}  {PERSON_LINE}" in package
     assert "You are the Card Agent of Memex" in package
+    shown = package.split("<prompt_file>")[1].split("</prompt_file>")[0]
     for outside in ("cardAgentSystemPrompt", '"""', "import 'package:", "cardAgentToolHint",
                     "change it through a reviewed PR"):
-        assert outside not in package, outside
+        assert outside not in shown, outside
+        assert outside in ("cardAgentSystemPrompt", '"""') or outside not in package
+    # beside it, what the text must respect to stay a valid Dart literal
+    said = " ".join(package.split())
+    assert (f"This text is the content of the triple-quoted string cardAgentSystemPrompt in "
+            f"{PROMPTS_DART}") in said
+    assert "must not contain '\"\"\"' unescaped" in said and "'\\$'" in said, said[:600]
     # the agent ran with the constant's value (no Dart syntax), then with the patched one
     base_value = value_of(base_region(repo))
     assert base_value in systems(agent) and not base_value.startswith("\n")

@@ -169,6 +169,9 @@ class PackageInput:
     max_changed_lines: int
     token_budget: int = 12_000
     fmt: Format = "diff"
+    writing_rules: str | None = None
+    """For a prompt that is a string literal in a source file: what its text must respect
+    (`regions.writing_rules`), said beside the prompt."""
 
 
 @dataclass(frozen=True)
@@ -199,7 +202,8 @@ def build_package(p: PackageInput) -> Package:
     )
     prompt_block = (
         f"## The prompt file `{p.prompt_path}` (line numbers are not part of it)\n"
-        f"<prompt_file>\n{numbered(p.prompt_text)}\n</prompt_file>"
+        + (f"{p.writing_rules}\n" if p.writing_rules else "")
+        + f"<prompt_file>\n{numbered(p.prompt_text)}\n</prompt_file>"
     )
     rejected = _clip(rejected_block(p.rejected), 800, "rejected proposals")
     fixed = estimate_tokens(system) + estimate_tokens(prompt_block) + estimate_tokens(rejected)

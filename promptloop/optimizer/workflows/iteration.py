@@ -40,6 +40,7 @@ from promptloop.optimizer.core.ledger import (
 )
 from promptloop.optimizer.core.prompt_target import region_spec
 from promptloop.optimizer.core.redact import redact
+from promptloop.optimizer.core.regions import writing_rules
 from promptloop.optimizer.core.results import RunResult
 from promptloop.optimizer.gate.compare import BucketComparison
 from promptloop.optimizer.gate.sequential import TrialAsk
@@ -286,6 +287,8 @@ class Iteration:
             max_changed_lines=c.max_changed_lines,
             token_budget=budget,
             fmt=c.fmt,
+            writing_rules=(writing_rules(source.region) if (source := self.base.prompt_source)
+                           is not None and source.region is not None else None),
         )
 
     def prepare(self, diff: str) -> PreparedPatch:

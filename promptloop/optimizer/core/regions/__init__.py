@@ -28,7 +28,7 @@ the public names: import them from `promptloop.optimizer.core.regions`.
 from __future__ import annotations
 
 from promptloop.optimizer.core.regions.edit import check_literal, edited_region_text, locate, splice
-from promptloop.optimizer.core.regions.literal import value_of
+from promptloop.optimizer.core.regions.literal import value_of, writing_rules
 from promptloop.optimizer.core.regions.model import (
     BreaksLiteralError,
     Language,
@@ -52,4 +52,5 @@ __all__ = [
     "locate",
     "splice",
     "value_of",
+    "writing_rules",
 ]

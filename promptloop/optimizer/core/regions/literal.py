@@ -314,6 +314,29 @@ def _interp_texts(text: str, lang: Language, quote: str, raw: bool,
     return [text[a:b] for a, b in _interp_spans(text, lang, quote, raw, fstring).items()]
 
 
+def writing_rules(region: Region) -> str | None:
+    """What text inside the region must respect to keep its source file valid, in one
+    sentence for the proposer's package (None for Markdown files, whole files and markers
+    outside any literal): the literal's closing delimiter and, where the language
+    interpolates, its interpolation opener."""
+    if region.enclosing is not None:
+        quote, _, raw, fstring = region.enclosing
+    elif region.kind == "literal" and region.closer:
+        quote, raw, fstring = region.closer, region.raw, region.fstring
+    else:
+        return None
+    hint = syntax_of(region.language).interp_hint(fstring)
+    what = (region.describe() if region.enclosing is None else
+            f"a string literal holding {region.describe()}")
+    escape = _escape_hint(region.language, quote, raw)
+    rules = [f"it must not contain {quote!r} unescaped ({escape})"]
+    if hint and not raw:
+        rules.append(f"it must not add an interpolation: {hint}")
+    return (f"This text is the content of the {what}, not a file of its own: "
+            + "; ".join(rules) + ". A text that breaks the literal is refused before any "
+            "trial.")
+
+
 def _escape_hint(lang: Language, quote: str, raw: bool) -> str:
     if quote == "`":
         return "write \\` for a backtick"

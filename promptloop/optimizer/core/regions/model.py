@@ -206,7 +206,7 @@ def broken(region: Region, why: str, line: int | None = None) -> BreaksLiteralEr
 def lines_at(region: Region, line: int) -> str:
     """`region line 6, file line 47`: a line of the region's (new) text, as the proposer's
     package numbers it and as the file does."""
-    return f"region line {line}, file line {region.start_line + line - 1}"
+    return f"region line {line}, file line {region.file_line(line)}"
 
 
 def region_line(text: str, offset: int) -> int:
