@@ -9,7 +9,7 @@ root `--config` (every command) or from `nightly --config` (an eager option read
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -275,15 +275,18 @@ def declared_models() -> list[str]:
     return list(dict.fromkeys(a.model or DEFAULT_AGENT_MODEL for a in agents))
 
 
-def agent_models(agent: str | None, flags: dict[str, Any]) -> dict[str, Any]:
-    """The agent table's `model` and `judge` where the flags were not given. With no agent
-    named (review, doctor: every agent), the tables' one model when they agree; agents that
-    declare different models need --agent or the flag (a `ConfigError` says so)."""
+def agent_models(agent: str | Sequence[str] | None, flags: dict[str, Any]) -> dict[str, Any]:
+    """The agent table's `model` and `judge` where the flags were not given. With several
+    agents (a night's) or none named (review, doctor: every agent), the tables' one model when
+    they agree; agents that declare different models need --agent or the flag (a
+    `ConfigError` says so)."""
     from promptloop.optimizer.workflows.context import DEFAULT_AGENT_MODEL, active_project
 
     project = active_project()
     if agent is None:
         names = list(project.agents)
+    elif not isinstance(agent, str):
+        names = [a for a in agent if a in project.agents]
     elif agent in project.agents:
         names = [agent]
     else:

@@ -22,6 +22,7 @@ from promptloop.optimizer.cli.common import (
     ProposerModelOpt,
     StateOpt,
     TrialsOpt,
+    agent_models,
     listening,
     toml_only,
     use_toml,
@@ -149,6 +150,7 @@ def nightly(
         from promptloop.optimizer.workflows.nightly.state import LockHeldError
 
         settings["suites"] = _agents(suites, suite)
+        settings.update(agent_models(settings["suites"], settings))  # the agents' tables
         cfg = _config(settings, state_dir)
         try:
             with listening(events, quiet=as_json) as emit:

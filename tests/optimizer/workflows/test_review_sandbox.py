@@ -285,3 +285,12 @@ def test_the_agent_tables_model_is_used_unless_a_flag_names_one(
     explicit = cli("eval", "--agent", "shell", "--agent-model", "local:smollm2", "--mode",
                    "replay", "--fresh", "--out", str(tmp_path / "other"), "--json")
     assert "no recording for this request of local:smollm2" in explicit.output
+
+
+def test_a_night_runs_the_agent_tables_model(repo: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """nightly read no agent table: a night of an agent declaring `model` ran local:smollm2."""
+    monkeypatch.setenv(box.SANDBOX_VAR, "on" if SANDBOXED else "off")
+    result = cli("nightly", "--max-tokens", "1", "--out", str(tmp_path / "state"), "--json")
+    summary = json.loads(result.stdout)["result"]["summary"]
+    assert summary["models"]["agent"] == "scripted:shell", summary["models"]
