@@ -294,3 +294,31 @@ def test_a_cached_baseline_is_estimated_at_no_cost(repo: Path, state: Path) -> N
         cp.stop_reason)
     assert all(s.estimate_tokens == 0 and s.spend.tokens == 0 for s in cp.steps[:2])
     assert cp.stop_reason and "before baseline" not in cp.stop_reason
+
+
+def test_resume_takes_the_new_budget_and_gives_up_on_a_night_failing_again(
+        repo: Path, state: Path) -> None:
+    """`nightly --resume` in cron: a night failing on every attempt must not block every later
+    night (after MAX_ATTEMPTS a new one starts), and the resuming command's endpoint and
+    budgets apply, said in a line; what the night measures stays its own."""
+    from promptloop.agents.llm.errors import ProviderError
+    from promptloop.optimizer.workflows.nightly.engine import MAX_ATTEMPTS
+
+    def down(_req: Request) -> ModelResponse:
+        raise ProviderError("503 from the provider after 4 retries", status=503)
+
+    first = night(repo, state, agent=ScriptedModel(down, model_id="scripted:night-agent"),
+                  suites=["card_agent"], max_tokens=50_000)
+    failed = first.checkpoint
+    for attempt in range(2, MAX_ATTEMPTS + 1):
+        again = night(repo, state, agent=ScriptedModel(down, model_id="scripted:night-agent"),
+                      suites=["card_agent"], resume=True, max_tokens=60_000)
+        assert again.checkpoint.night_id == failed.night_id
+        assert again.checkpoint.attempts == attempt and again.checkpoint.status == "failed"
+        assert again.checkpoint.config["max_tokens"] == 60_000
+        assert any("resuming with this command's max_tokens 60000 (was 50000)" in n
+                   for n in again.checkpoint.notes) == (attempt == 2)
+    fresh = night(repo, state, suites=["card_agent"], resume=True)
+    assert fresh.checkpoint.night_id != failed.night_id and fresh.exit_code == 0
+    assert any(f"night {failed.night_id} failed {MAX_ATTEMPTS} times" in n
+               for n in fresh.checkpoint.notes), fresh.checkpoint.notes

@@ -64,6 +64,16 @@ from promptloop.optimizer.workflows.optimize import Baseline, IterationResult, O
 from promptloop.optimizer.workflows.profile import ProfileConfig, profile
 from promptloop.optimizer.workflows.sweep import sweep_abandoned
 
+MAX_ATTEMPTS = 3
+"""Attempts of a night that failed (an infrastructure error) before `--resume` gives up on it
+and starts a new night: a night failing on a configuration problem must not block every later
+night of a cron line."""
+RESUME_TAKES = ("base_url", "max_usd", "max_tokens", "max_wall_minutes")
+"""Settings a resumed night takes from the command that resumes it (where the models are, how
+much more may be spent); the rest (`RESUME_KEEPS`) stays the night's own."""
+RESUME_KEEPS = ("agent_model", "judge_model", "proposer_model", "suites", "trials",
+                "iterations_per_bucket", "max_buckets", "base")
+
 
 @dataclass(frozen=True)
 class NightResult:
@@ -213,9 +223,29 @@ class NightlyEngine:
         cp = latest_unfinished(self.state) if self.resume else None
         if self.resume and cp is None:
             self.say("no unfinished night to resume; starting a new night")
+        if cp is not None and cp.status == "failed" and cp.attempts >= MAX_ATTEMPTS:
+            self.say(f"night {cp.night_id} failed {cp.attempts} times ({cp.stop_reason}); "
+                     "not resuming it again: starting a new night")
+            cp = None
         if cp is not None:
+            # this command's endpoint and budgets apply (a night that failed on a wrong
+            # --base-url resumes with the right one); what the night measures stays its own
             keep = {"repo": self.c.repo, "state_dir": self.c.state_dir}
-            self.c = NightlyConfig.model_validate({**cp.config, **keep})
+            given = self.c.model_dump(mode="json", include=set(RESUME_TAKES))
+            stored = {k: cp.config.get(k) for k in RESUME_TAKES}
+            taken = [k for k in RESUME_TAKES if given.get(k) != stored.get(k)]
+            resumed = NightlyConfig.model_validate({**cp.config, **given, **keep})
+            kept = [k for k in RESUME_KEEPS
+                    if getattr(self.c, k) != getattr(resumed, k)]
+            if taken:
+                self.say("resuming with this command's " + ", ".join(
+                    f"{k} {given.get(k)} (was {stored.get(k)})" for k in taken))
+            if kept:
+                self.say("the night keeps its own " + ", ".join(
+                    f"{k} {getattr(resumed, k)} (this command's: {getattr(self.c, k)})"
+                    for k in kept) + "; run without --resume to start a night with them")
+            self.c = resumed
+            cp.config = self.c.model_dump(mode="json", exclude={"repo", "state_dir"})
             cp.attempts += 1
             cp.status = "running"
             if cp.infra_errors:
