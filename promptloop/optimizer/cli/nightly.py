@@ -147,7 +147,11 @@ def nightly(
 
     def body() -> int:
         from promptloop.optimizer.workflows.nightly.engine import run_nightly
-        from promptloop.optimizer.workflows.nightly.state import LockHeldError
+        from promptloop.optimizer.workflows.nightly.state import (
+            LockHeldError,
+            checkpoint_path,
+            latest_unfinished,
+        )
 
         settings["suites"] = _agents(suites, suite)
         settings.update(agent_models(settings["suites"], settings))  # the agents' tables
@@ -162,6 +166,12 @@ def nightly(
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: every finished step is checkpointed
             ui.info("stopped: the night's finished steps are kept; `promptloop nightly "
                     "--resume` continues it")
+            stopped = latest_unfinished(cfg.state_dir)
+            if as_json and stopped is not None:  # which night, for the script that stopped it
+                ui.print_json({"night": stopped.night_id, "status": "stopped",
+                               "checkpoint": str(checkpoint_path(cfg.state_dir,
+                                                                 stopped.night_id)),
+                               "steps_done": [s.id for s in stopped.steps]})
             raise
         if as_json:
             ui.print_json({"night": result.checkpoint.night_id,

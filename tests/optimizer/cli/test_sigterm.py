@@ -27,6 +27,9 @@ def test_sigterm_during_a_night_exits_143_with_the_envelope(
     assert doc["command"] == "nightly" and doc["ok"] is False and doc["exit_code"] == 143
     assert doc["error"]["kind"] == "interrupted"
     assert "terminated (SIGTERM)" in doc["error"]["message"]
+    stopped = doc["result"]  # which night, and where its checkpoint is
+    assert stopped["status"] == "stopped" and stopped["steps_done"]
+    assert Path(stopped["checkpoint"]).is_file()
     assert "`promptloop nightly --resume` continues it" in " ".join(err.split())
     assert "Traceback" not in err
     assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""  # cleaned up

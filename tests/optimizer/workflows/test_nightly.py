@@ -22,6 +22,7 @@ from tests import policies
 from tests.optimizer.workflows.nightly_support import (
     PRICES,
     accepted,
+    agent_model,
     make_repo,
     night,
     outcomes,
@@ -322,3 +323,19 @@ def test_resume_takes_the_new_budget_and_gives_up_on_a_night_failing_again(
     assert fresh.checkpoint.night_id != failed.night_id and fresh.exit_code == 0
     assert any(f"night {failed.night_id} failed {MAX_ATTEMPTS} times" in n
                for n in fresh.checkpoint.notes), fresh.checkpoint.notes
+
+
+def test_a_night_stopped_before_its_summary_is_resumed_to_write_it(
+        repo: Path, state: Path) -> None:
+    """SIGTERM after the last step but before the summary: the checkpoint said "finished", so
+    --resume started a new night and that night's results never got a summary."""
+    done = night(repo, state, suites=["card_agent"], max_tokens=1000)
+    folder = done.paths["json"].parent
+    for path in done.paths.values():
+        path.unlink()
+    agent = agent_model()
+    again = night(repo, state, agent=agent, suites=["card_agent"], resume=True, max_tokens=1000)
+    assert again.checkpoint.night_id == done.checkpoint.night_id
+    assert [s.id for s in again.checkpoint.steps] == [s.id for s in done.checkpoint.steps]
+    assert not agent.calls  # no step ran again
+    assert (folder / "summary.json").is_file() and latest_unfinished(state) is None

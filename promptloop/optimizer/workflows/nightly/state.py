@@ -214,7 +214,8 @@ def load_checkpoint(path: Path) -> Checkpoint:
 
 
 def latest_unfinished(state: Path) -> Checkpoint | None:
-    """The newest night, if it did not finish (killed, interrupted or failed).
+    """The newest night, if it did not finish (killed, interrupted or failed, or stopped before
+    its summary was written).
 
     Older unfinished nights are not picked up once a newer night exists: their baselines and
     budgets belong to a past state of the repository."""
@@ -229,5 +230,8 @@ def latest_unfinished(state: Path) -> Checkpoint | None:
             cp = load_checkpoint(path)
         except (OSError, ValidationError, ValueError):
             continue
-        return cp if cp.status != "finished" else None
+        # a night stopped after its last step but before its summary was written is not over:
+        # resuming it runs no step again and writes the summary
+        done = cp.status == "finished" and (folder / "summary.json").is_file()
+        return None if done else cp
     return None
