@@ -8,7 +8,9 @@ The lineage of suite S at git ref R with agent model M is the saved runs of S th
   `prompts/<agent>.md` after one of the commits in R's history that changed it (plus, when R is
   HEAD, the file in the checkout, which is what `eval` runs). Runs of rejected candidates and of
   other branches are left out; runs of every earlier prompt of the branch stay in, so a trend
-  shows how the branch's prompt changes moved the rates.
+  shows how the branch's prompt changes moved the rates;
+- made at least one trial of their own: a run served wholly from the trial cache (a nightly
+  baseline of an unchanged prompt) repeats earlier runs' trials and takes no room in the window.
 Without a git repository, or with `any_prompt`, the prompt condition is dropped. The window is
 the newest `window` runs of the lineage, oldest first.
 
@@ -95,6 +97,10 @@ def select_lineage(runs: Sequence[RunResult], spec: LineageSpec) -> Lineage:
     excluded: dict[str, int] = {}
     for run in ordered:
         reason = _exclusion(run, spec, model)
+        if reason is None and run.trials and all(t.cached for t in run.trials):
+            # copies of earlier runs' trials: no evidence of its own, and no room in the window
+            # (nightly re-evaluates an unchanged prompt from the cache every night)
+            reason = "no fresh trial (all served from the trial cache)"
         if reason is None:
             kept.append(run)
         else:

@@ -107,7 +107,13 @@ def test_cached_trials_count_once() -> None:
     h = compute_health(lineage_of([first, copy]))
     bucket = h.buckets[0]
     assert bucket.trials == 2 and [p.run_name for p in bucket.series] == ["fresh"]
-    assert [r.fresh_trials for r in h.lineage.runs] == [2, 0]
+    # a run served wholly from the cache takes no room in the window (a nightly baseline of an
+    # unchanged prompt, night after night, pushed the runs with evidence out of it)
+    assert [r.fresh_trials for r in h.lineage.runs] == [2]
+    assert h.lineage.excluded == {"no fresh trial (all served from the trial cache)": 1}
+    nights = [run(f"n{d}", {}, day=d + 2, trials=[t.model_copy(update={"cached": True})
+                                                   for t in first.trials]) for d in range(12)]
+    assert compute_health(lineage_of([first, *nights])).buckets[0].trials == 2
 
 
 def test_errored_trials_never_count() -> None:
