@@ -79,14 +79,16 @@ class _Records:
 
 def lineage_records(store_dir: Path, suites: list[Suite], prompt_hash: str, agent_model: str
                     ) -> _Records:
-    """Every task's record over the lineage of (suite, prompt, agent model), and the first
-    unused trial index per task."""
+    """Every task's record over the lineage of (suite, prompt, agent model), each trial once
+    (a trial the cache served again is the same trial: same task, index and start time), and
+    the first unused trial index per task."""
     out = _Records()
     names = {s.name: s for s in suites}
     try:
         entries = list_runs(store_dir)
     except (OSError, ValueError, ReportError):
         entries = []
+    seen: set[tuple[str, str, int, str]] = set()  # a cached copy counts once (lineage.py)
     for entry in entries:
         if (entry.suite_name not in names or entry.prompt_hash != prompt_hash
                 or entry.agent_model != agent_model):
@@ -103,6 +105,10 @@ def lineage_records(store_dir: Path, suites: list[Suite], prompt_hash: str, agen
             out.next_index[t.task_id] = max(out.next_index.get(t.task_id, 0), t.trial_index + 1)
             if not t.counts:
                 continue
+            copy = (run.suite_name, t.task_id, t.trial_index, t.started_at.isoformat())
+            if copy in seen:
+                continue
+            seen.add(copy)
             key = (prefix + run.task_buckets.get(t.task_id, t.bucket), t.task_id)
             out.records.setdefault(key, TaskRecord(key)).history.append((t.score, t.passed))
     for suite in suites:  # tasks never run have an empty record (worth a full bit)

@@ -70,3 +70,26 @@ def test_a_zero_budget_says_so(repo: Path, state: Path,  # noqa: F811
     assert out.exit_code == 0, out.output
     text = " ".join(out.output.split())
     assert "--budget 0: nothing to run" in text and "already decides" not in text
+
+
+def test_a_trial_served_again_from_the_cache_counts_once(
+        repo: Path, state: Path) -> None:  # noqa: F811
+    """profile counted a cached copy (a nightly baseline of an unchanged prompt) as more
+    trials of the record, so records looked decided and profile never topped them up."""
+    from promptloop.optimizer.report.store import load_run, save_run
+    from promptloop.optimizer.workflows.profile import lineage_records
+    from promptloop.optimizer.workflows.sources import RepoSource
+
+    first = asyncio.run(profile(config(repo, state, budget=6), agent=agent()))
+    store = default_store_dir(state)
+    made = load_run(store, first.run_names[0])
+    for k in range(3):
+        save_run(made.model_copy(update={
+            "run_name": f"{made.run_name}-copy{k}",
+            "trials": [t.model_copy(update={"cached": True}) for t in made.trials]}), store)
+    with RepoSource.find("HEAD", state, repo) as source:
+        from promptloop.optimizer.workflows.paired import agent_suites
+        suites = agent_suites("pkm_agent", ("capability", "regression"), source)
+    found = lineage_records(store, suites, first.prompt_hash, "scripted:world")
+    lengths = {k[1]: len(r.history) for k, r in found.records.items() if r.history}
+    assert sum(lengths.values()) == first.trials_run, lengths
