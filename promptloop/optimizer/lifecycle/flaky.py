@@ -117,12 +117,16 @@ def flaky_tasks(runs: Sequence[RunResult],
 
 def _split_families(t: TrialResult) -> tuple[bool, list[str]]:
     """(some family had two decided graders, graders of the families that disagreed)."""
-    families: dict[str, list[tuple[str, bool]]] = {}
+    families: dict[str, dict[str, set[bool]]] = {}
     for s in t.scores:
         if s.passed is not None:
-            families.setdefault(grader_family(s.grader), []).append((s.grader, s.passed))
-    paired = any(len(v) >= 2 for v in families.values())
-    split = [g for v in families.values() if len({p for _, p in v}) > 1 for g, _ in v]
+            names = families.setdefault(grader_family(s.grader), {})
+            names.setdefault(s.grader, set()).add(s.passed)
+    # one grader named twice is two checks (two json_path paths), not two judges of one thing:
+    # a family pairs only graders of different names (a grader and its `_plus` variant)
+    paired = any(len(names) >= 2 for names in families.values())
+    split = [g for names in families.values()
+             if len(names) >= 2 and len(set().union(*names.values())) > 1 for g in names]
     return paired, split
 
 

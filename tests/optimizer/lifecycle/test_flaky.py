@@ -80,6 +80,16 @@ def test_graders_of_one_family_disagreeing() -> None:
     assert [a.task_id for a in loose] == ["facts-a", "facts-b"]
 
 
+def test_one_grader_named_twice_is_two_checks_not_a_disagreement() -> None:
+    """Two json_path graders on different paths (docs/agents.md shows several per task) were
+    read as one family disagreeing on every trial where one path failed."""
+    trials = [trial("tickets-a", "facts", i, False, T0, scores=[
+        Score(grader="json_path", value=1.0, passed=True),
+        Score(grader="json_path", value=0.0, passed=False)]) for i in range(5)]
+    r = run("r", {}, trials=trials)  # type: ignore[arg-type]
+    assert grader_disagreements([r], AmbiguityPolicy(grader_min_disagreements=1)) == []
+
+
 def _item(task: str, index: int, human: float, judge: float) -> LabelledItem:
     return LabelledItem(
         trial_id=f"run/{task}#{index}", run_name="run", task_id=task, bucket="insight",
