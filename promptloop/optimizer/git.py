@@ -274,6 +274,14 @@ class GitOps:
             raise GitOpsError(f"unknown git ref {ref!r} in {self.root} (not a branch, tag or "
                               "commit)") from err
 
+    def is_ancestor(self, ref: str, of: str) -> bool:
+        """Whether commit `ref` is in `of`'s history (a branch merged into it)."""
+        try:
+            self._git("merge-base", "--is-ancestor", self.resolve(ref), self.resolve(of))
+        except GitOpsError:
+            return False
+        return True
+
     def read_file(self, ref: str, path: str) -> str:
         """The text of `path` at `ref`, from the object database (never the working tree)."""
         commit = self.repo.commit(self.resolve(ref))

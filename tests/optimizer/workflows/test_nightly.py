@@ -339,3 +339,21 @@ def test_a_night_stopped_before_its_summary_is_resumed_to_write_it(
     assert [s.id for s in again.checkpoint.steps] == [s.id for s in done.checkpoint.steps]
     assert not agent.calls  # no step ran again
     assert (folder / "summary.json").is_file() and latest_unfinished(state) is None
+
+
+def test_a_bucket_whose_accepted_branch_awaits_review_is_not_optimized_again(
+        repo: Path, state: Path) -> None:
+    """Night after night, nightly opened a new accepted branch (a duplicate PR with
+    --open-pr) for the same bucket while the first one waited for review."""
+    first = night(repo, state)
+    [branch] = [a.branch for a in first.summary.accepted]
+    second = night(repo, state)
+    cp = second.checkpoint
+    assert not any(s.id.startswith("iterate:pkm_agent/skip_trivial") for s in cp.steps)
+    assert any(s.startswith("pkm_agent/skip_trivial (accepted branch " + branch)
+               for s in cp.skipped_buckets), cp.skipped_buckets
+    assert branch in second.paths["md"].read_text()
+    # merged into the base, the bucket is fair game again
+    _git(repo, "merge", "-q", "--no-edit", branch)
+    third = night(repo, state)
+    assert not any(branch in s for s in third.checkpoint.skipped_buckets)

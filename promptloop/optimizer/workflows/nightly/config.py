@@ -99,12 +99,16 @@ class NightlyConfig(CommandModels):
 
 
 def rank_buckets(
-    baselines: Mapping[str, Baseline], limit: int
+    baselines: Mapping[str, Baseline], limit: int,
+    awaiting: Mapping[tuple[str, str], str] | None = None,
 ) -> tuple[list[BucketRank], list[str]]:
     """Buckets with failing trials: most failing first, then lowest mean score, then name.
 
     Only buckets of capability suites can be a gate target; failing regression-only buckets
-    are returned apart so the summary can name them."""
+    are returned apart so the summary can name them, as are buckets in `awaiting` ((suite,
+    bucket) -> an accepted branch not merged yet: another night's patch awaits review, and a
+    second one for the same bucket would be a duplicate PR)."""
+    awaiting = awaiting or {}
     ranks, skipped = [], []
     for suite, b in baselines.items():
         targetable = {t.bucket for s in b.suites if s.config.kind == "capability" for t in s.tasks}
@@ -115,6 +119,10 @@ def rank_buckets(
                 continue
             if bucket not in targetable:
                 skipped.append(f"{suite}/{bucket}")
+                continue
+            if (suite, bucket) in awaiting:
+                skipped.append(f"{suite}/{bucket} (accepted branch {awaiting[(suite, bucket)]} "
+                               "awaits review: merge or delete it to optimize the bucket again)")
                 continue
             mean = sum(t.score for t in trials) / len(trials)
             ranks.append(BucketRank(suite=suite, bucket=bucket, failing=failing,

@@ -228,9 +228,10 @@ def render_markdown(s: NightSummary) -> str:
     lines += ["", *(f"- {r.role} (`{r.model}`): {r.tokens} tokens, {fmt.usd(r.usd)}"
                     for r in s.budget.roles), "", "## Buckets with failing trials", ""]
     lines += table_lines(rank_table(s)) if s.ranking else ["None."]
-    if s.skipped_buckets:
-        lines += ["", "Not optimized (no capability trials to gate on): "
-                  + ", ".join(s.skipped_buckets)]
+    if s.skipped_buckets:  # each says why: a regression-only bucket, or a branch in review
+        lines += ["", "Not optimized: " + "; ".join(
+            b if "(" in b else f"{b} (no capability trials to gate on)"
+            for b in s.skipped_buckets)]
     lines += ["", f"## Accepted branches ({len(s.accepted)})", ""]
     for a in s.accepted:
         lines += _accepted_markdown(a)
