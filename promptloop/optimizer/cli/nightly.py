@@ -242,8 +242,9 @@ def _show(result: Any) -> None:
     b = s.budget
     ui.out.print(f"spent: {fmt.tokens(b.used_tokens)} tokens, est. {fmt.usd(b.used_usd)}, "
                  f"{b.used_wall_minutes:.1f} min "
-                 f"(limits: tokens {b.max_tokens}, usd {b.max_usd}, minutes "
-                 f"{b.max_wall_minutes})", markup=False)
+                 f"(limits: tokens {b.max_tokens or 'none'}, usd "
+                 f"{'none' if b.max_usd is None else fmt.usd(b.max_usd)}, minutes "
+                 f"{b.max_wall_minutes or 'none'})", markup=False)
     if s.ranking:
         ui.table("buckets with failing trials", ["suite", "bucket", "failing", "mean score"],
                  [[r.suite, r.bucket, r.failing, fmt.num(r.mean_score, 2)] for r in s.ranking])

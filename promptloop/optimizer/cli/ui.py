@@ -557,7 +557,8 @@ class LoopDisplay:
         self._runs[event.run] = (label, task_id, {})
         self._begun[event.run] = (self.clock(), event.total)
         if not self.live:
-            self.message(f"run started: {escape(label)} ({event.total} trials)")
+            trials = f"{event.total} trial" + ("" if event.total == 1 else "s")
+            self.message(f"run started: {escape(label)} ({trials})")
 
     def _run_finished(self, event: RunFinished) -> None:
         run = self._runs.get(event.run)

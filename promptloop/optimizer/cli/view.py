@@ -13,7 +13,7 @@ import typer
 
 from promptloop.optimizer.cli import ui
 from promptloop.optimizer.cli.common import JsonOpt, StateOpt
-from promptloop.optimizer.cli.util import EXIT_INTERRUPTED, guarded
+from promptloop.optimizer.cli.util import guarded
 from promptloop.optimizer.view.server import ViewServer, make_server
 from promptloop.optimizer.workflows.context import ConfigError
 from promptloop.optimizer.workflows.context import state_dir as resolve_state
@@ -68,9 +68,9 @@ def view(
         webbrowser.open(server.url)
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C (130) or SIGTERM (143)
         ui.info("stopped")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise typer.Exit(ui.stopped()[0]) from None
     finally:
         server.server_close()
 

@@ -54,7 +54,7 @@ def test_plain_lines_follow_the_events_in_order() -> None:
         "» baseline of pkm_agent",
         "run started: baseline cap (2 trials)",
         "run finished: baseline cap: 1 failed, 1 passed (1 from cache)",
-        "run started: baseline reg (1 trials)",
+        "run started: baseline reg (1 trial)",
         "run finished: baseline reg: 1 passed",
     ]
 
