@@ -186,15 +186,20 @@ def _failing_detail(group: Sequence[TrialChangeLike]) -> str:
     return "\n".join([*lines, "", "</details>"])
 
 
+def plain_md(text: str) -> str:
+    """Text shown as written in Markdown prose: backslashes and backticks escaped (a reason
+    quoting a literal's backtick opened a code span and garbled the rest), one line."""
+    return cell(text.replace("\\", "\\\\").replace("`", "\\`"))
+
+
 def _broken_section(a: AgentReviewLike) -> list[str]:
     """An agent whose head fails the region guard: where and why, no trial run."""
     said = review_headline("broken", [], [], [], [], [b.where for b in a.head_breaks])
     out = [f"### `{a.agent}` (`{a.prompt_path}`): {_BADGE['broken']}", "",
            cell(said[:1].upper() + said[1:]) + ".", ""]
-    for b in a.head_breaks:
-        at = f"{b.path}:{b.line}" if b.line else b.path
+    for b in a.head_breaks:  # the reason quotes source characters (a backtick): escaped
         out.append(f"- **`{b.path}`" + (f" line {b.line}" if b.line else "") + f"**, "
-                   f"{cell(b.region)} (`{at}`): {cell(b.reason)}")
+                   f"{plain_md(b.region)}: {plain_md(b.reason)}")
     return [*out, "", "No trial was run for this agent: the gate does not judge a prompt whose "
             "source file is broken.", ""]
 

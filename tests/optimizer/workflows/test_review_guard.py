@@ -98,7 +98,7 @@ def assert_broken(result: ReviewResult, model: ScriptedModel, repo: Path, state:
     assert result.message.startswith("broken: ") and f"{path} line {line}" in result.message
     comment = Path(result.comment_path or "").read_text()
     assert "## promptloop review: ⛔ broken" in comment and "**Verdict: broken.**" in comment
-    assert f"`{path}` line {line}" in comment and f"`{path}:{line}`" in comment
+    assert f"`{path}` line {line}" in comment and f"`{path}:{line}`" not in comment  # once
     assert region in comment
     assert "No trial was run for this agent" in comment
     assert "### Newly failing trials" not in comment and "```diff" in comment
@@ -279,8 +279,13 @@ def test_a_js_head_breaking_the_template_literal_is_broken_and_not_run(
     commit_branch(js_repo, f"pr/{case}", {PROMPT_JS: text})
     state, model = tmp_path / "state", _js_model()
     result = api_review(js_repo, state, f"pr/{case}", model, "scripted:js-items")
-    assert_broken(result, model, js_repo, state, agent="action_items", path=PROMPT_JS,
-                  region=JS_REGION, line=_line_of(text, marker), says=says)
+    comment = assert_broken(result, model, js_repo, state, agent="action_items",
+                            path=PROMPT_JS, region=JS_REGION, line=_line_of(text, marker),
+                            says=says)
+    if case == "closing-backtick":  # the quoted backtick is escaped: no stray code span
+        [line] = [ln for ln in comment.splitlines() if "closing delimiter" in ln]
+        assert "'\\`'" in line and "write \\\\\\` for a backtick" in line, line
+        assert line.replace("\\`", "").count("`") % 2 == 0, line
 
 
 def test_a_valid_js_edit_is_reviewed_with_trials(js_repo: Path, tmp_path: Path) -> None:
