@@ -23,7 +23,9 @@ from promptloop.optimizer.gate.pairing import Pair
 from promptloop.optimizer.gate.policy import GatePolicy, review_method_text
 
 Decision = Literal["accept", "reject", "inconclusive"]
-POOLED = "(all other buckets)"
+POOLED = "(buckets pooled)"
+"""The pooled test's row: every bucket together in review, every bucket but the target in
+optimize."""
 
 
 class RegressionFindings(BaseModel):
@@ -168,7 +170,7 @@ def decide_review(
     reasons = [f"bucket {b!r} regressed: {describe(by_name[b])}" for b in regressed
                if b in by_name and b in family]
     if POOLED in fam.significant and fam.pooled is not None:
-        reasons.append(f"all other buckets together regressed: {describe(fam.pooled)}")
+        reasons.append(f"all buckets together regressed: {describe(fam.pooled)}")
     if improved_by is None:
         reasons += [f"bucket {b!r} improved: {describe(by_name[b])}" for b in improved]
     reasons += harm_reasons
