@@ -37,3 +37,6 @@ def test_sigterm_during_a_night_exits_143_with_the_envelope(
     [night] = list((state / "nightly").iterdir())
     cp = json.loads((night / "checkpoint.json").read_text())
     assert cp["status"] != "finished" and cp["steps"], cp  # resumable, baselines kept
+    # stopped, not killed: what the interrupted iteration spent was metered, so a resume
+    # charges that rather than the step's worst-case estimate
+    assert cp["pending"]["metered"] is not None, cp["pending"]

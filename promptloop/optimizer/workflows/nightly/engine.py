@@ -218,6 +218,8 @@ class NightlyEngine:
             cp.infra_errors.append(message)
             cp.stop_reason = f"infrastructure failure: {message}"
         finally:
+            if cp.status == "running" and cp.pending is not None and self._book is not None:
+                cp.pending.metered = self._book.spent  # stopped, not killed: what it spent
             self.save()  # a crash or Ctrl-C leaves status "running": resumable
 
     def _open(self) -> Checkpoint:

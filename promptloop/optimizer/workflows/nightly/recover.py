@@ -56,15 +56,18 @@ def recover_pending(
     closed = [e for e in ledger_of(state).entries()
               if e.id == ledger_id and e.outcome != "abandoned"]
     entry = closed[-1] if closed else None
-    cp.spend = cp.spend + p.estimate
+    charged = p.metered if p.metered is not None else p.estimate
+    cp.spend = cp.spend + charged
     if entry is not None:
         it = iteration_from_ledger(entry)
         cp.steps.append(
             StepRecord(
                 id=p.step, kind="iteration", suite=p.suite, bucket=p.bucket,
                 iteration=p.iteration, started_at=p.started_at, ended_at=entry.at,
-                seconds=max(0.0, (entry.at - p.started_at).total_seconds()), spend=p.estimate,
-                estimate_tokens=p.estimate.tokens, estimate_basis="charged at its estimate",
+                seconds=max(0.0, (entry.at - p.started_at).total_seconds()), spend=charged,
+                estimate_tokens=p.estimate.tokens,
+                estimate_basis=("charged as metered" if p.metered is not None
+                                else "charged at its estimate"),
                 outcome=it.outcome, evaluated=bool(it.verdict_table), result=it,
                 note="finished just before the interruption; recovered from the ledger",
             )
@@ -79,7 +82,9 @@ def recover_pending(
         cp.notes.append(
             f"{p.step} was interrupted and runs again"
             + (f"; its unfinished branch {p.branch} was removed" if dropped else "")
-            + f"; its unmetered spend was charged at the estimate ({p.estimate.tokens} tokens)"
+            + (f"; its metered spend was charged ({charged.tokens} tokens)"
+               if p.metered is not None else
+               f"; its unmetered spend was charged at the estimate ({p.estimate.tokens} tokens)")
         )
         say(cp.notes[-1])
     cp.pending = None

@@ -143,6 +143,9 @@ class Pending(BaseModel):
     branch: str | None = None
     estimate: Spend = Field(default_factory=Spend)
     started_at: datetime
+    metered: Spend | None = None
+    """What the meter counted of the step before a stop that let the night save (Ctrl-C,
+    SIGTERM): charged instead of `estimate` when it resumes; None after a kill -9."""
 
 
 class PublishRecord(BaseModel):

@@ -36,6 +36,11 @@ class StepBook:
         return time.monotonic() - self._t0
 
     @property
+    def spent(self) -> Spend:
+        """What the meter counted since the step began."""
+        return self.models.spend - self._spend0
+
+    @property
     def fresh(self) -> int:
         """Trials the step ran so far (cached ones excluded)."""
         return self._fresh() - self._fresh0
@@ -52,7 +57,7 @@ class StepBook:
         """Append the step that just ended, with its metered spend; `observed` overrides the
         trial rate learnt from it (default: the trials it ran and their metered spend)."""
         est, seconds, fresh = self._est, self.seconds, self.fresh
-        spend = self.models.spend - self._spend0
+        spend = self.spent
         models, prices = self.c.models, self.c.prices
         rec = StepRecord(
             id=step_id,
