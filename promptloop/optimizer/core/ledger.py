@@ -127,6 +127,7 @@ class LedgerEntry(_Record):
                 reasons = [c.stopped] if c.stopped else [v["message"] for v in
                                                         c.guard_violations]
                 out.append(self.model_copy(update={
+                    "id": f"{self.id} candidate {c.name}",  # the idea, not its iteration
                     "hypothesis": c.hypothesis, "diff": c.diff, "diff_hash": c.diff_hash,
                     "outcome": outcome, "reasons": reasons, "candidates": [], "branch": None,
                     "commit": None}))

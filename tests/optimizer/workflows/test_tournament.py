@@ -235,7 +235,9 @@ def test_no_candidate_fixing_a_trial_ends_the_iteration_before_the_gate(
     assert "Keep the insight to one sentence." in again.calls[0].messages[-1].content
     e = entry(state)
     assert [c.status for c in e.candidates] == ["duplicate", "winner"]
-    assert "already evaluated" in e.candidates[0].guard_violations[0]["message"]
+    said = e.candidates[0].guard_violations[0]["message"]
+    # named as the candidate it was (the iteration itself may have been accepted)
+    assert "already evaluated as " in said and " candidate c1 (rejected)" in said, said
     assert "only one of 2 to pass the guards" in " ".join(second.iterations[0].reasons)
 
 
