@@ -89,7 +89,7 @@ def pr_body(
         "### Per-bucket comparison (paired trials, candidate vs base)",
         verdict_markdown(verdict, comparisons),
         "",
-        f"### Trials fixed ({len(fixed)})",
+        f"### Trials fixed ({len(fixed)}, in every bucket, held-out target tasks included)",
         *([f"- {x}" for x in fixed] or ["- none"]),
         "",
         f"### Trials newly failing ({len(broken)})",
