@@ -152,10 +152,19 @@ class Optimizer:
         base = [(s, suite_trials(s, c.trials)) for s in suites]
         n = sum(t for _, t in base)
         per = 1 / max(1, n)
-        rounds = [(s, round(t * per * first * c.iterations)) for s, t in base]
-        most = f"{c.iterations} proposal{'s' if c.iterations > 1 else ''} at most"
-        more = (f"{n} for the baseline, then at least {first} per proposal ({most}), more "
-                "where the gate needs them; the proposer's time not counted")
+        screen = 0
+        if c.candidates > 1:  # each candidate runs the visible target tasks at least once
+            tasks = sum(1 for key, i in where.items() if key[0] == c.bucket)
+            held = (max(1, round(tasks * c.policy.heldout_share))
+                    if tasks >= c.policy.heldout_min_tasks else 0)
+            screen = c.candidates * max(1, tasks - held)
+        each = first + screen
+        rounds = [(s, round(t * per * each * c.iterations)) for s, t in base]
+        most = f"{c.iterations} iteration{'s' if c.iterations > 1 else ''} at most"
+        screening = (f" ({screen} screening {c.candidates} candidates, then the winner's "
+                     "gate)" if screen else "")
+        more = (f"{n} for the baseline, then at least {each} per iteration{screening} ({most}), "
+                "more where the gate needs them; the proposer's time not counted")
         return estimate("optimize", c.agent_model, c.state_dir,
                         [(s, t + extra) for (s, t), (_, extra) in zip(base, rounds, strict=True)],
                         more=more)

@@ -456,6 +456,16 @@ def test_a_run_line_counts_passed_trials_among_the_cached(
             in capsys.readouterr().out)
 
 
+def test_the_estimate_counts_the_screening_of_candidates(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --candidates K each candidate runs the visible target tasks (2 here) first."""
+    _, several = optimize(repo, state, monkeypatch, [NOTHING] * 4, "--proposer-format", "diff",
+                          "--candidates", "2")
+    assert ("then at least 8 per iteration (4 screening 2 candidates, then the winner's gate)"
+            in " ".join(several.split())), several
+
+
 def test_optimize_and_eval_say_their_trials_and_time_before_they_start(
     repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -464,7 +474,7 @@ def test_optimize_and_eval_say_their_trials_and_time_before_they_start(
     _, stderr = optimize(repo, state, monkeypatch, [NOTHING], "--proposer-format", "diff")
     flat = " ".join(stderr.split())
     assert "» optimize: about 20 trials; no earlier run of these suites to time and price them " \
-           "by; 16 for the baseline, then at least 4 per proposal (1 proposal at most)" in flat
+           "by; 16 for the baseline, then at least 4 per iteration (1 iteration at most)" in flat
     assert stderr.index("» optimize: about") < stderr.index("run started: ")
     _, again = invoke(["eval", "--suite", "pkm_agent", "--agent-model", "scripted:pkm",
                        "--state-dir", str(state), "--fresh"])
