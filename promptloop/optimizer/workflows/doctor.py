@@ -371,6 +371,13 @@ def _require_model(report: DoctorReport, model: str, base_url: str | None) -> No
     from promptloop.agents.llm.providers.common import is_local_url
 
     url = base_url or status.base_url
+    if base_url:  # shown where the run will send its calls, and checked that something answers
+        status.base_url = public_url(base_url)
+        unreachable = _unreachable(status.base_url or base_url)  # no credentials sent
+        if unreachable:
+            report.problems.append(Problem(
+                what=f"{model}: nothing answers at {status.base_url} (--base-url): {unreachable}",
+                fix="start the server, or correct --base-url (e.g. http://127.0.0.1:8000/v1)"))
     if not status.key_set and not (provider == "openai" and is_local_url(url)):
         report.problems.append(
             Problem(
@@ -383,6 +390,22 @@ def _require_model(report: DoctorReport, model: str, base_url: str | None) -> No
                 ),
             )
         )
+
+
+def _unreachable(base_url: str, timeout: float = 3.0) -> str | None:
+    """Why no server answers at `base_url` (connection refused, no such host, a timeout), or
+    None when something answers, whatever its HTTP status (a 401 or 404 is a server)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout):
+            return None
+    except urllib.error.HTTPError:
+        return None
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        reason = getattr(err, "reason", err)
+        return str(reason) or type(err).__name__
 
 
 def _check_git_and_suites(report: DoctorReport, where: str) -> None:

@@ -258,3 +258,34 @@ def test_a_proposer_command_whose_program_exists_passes_the_check(tmp_path: Path
     assert command_problem("FOO=1 sh tools/x.sh", tmp_path, sha) is None
     assert command_problem("cd tools && ./x", tmp_path, sha) is None  # only running tells
     assert command_problem("'unclosed", tmp_path, sha) is not None
+
+
+def test_doctor_shows_and_checks_the_base_url(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --base-url where nothing listens was 'ready: everything ... is here' (exit 0), and
+    the providers table showed no base URL."""
+    import http.server
+    import threading
+
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy")
+    dead = runner.invoke(app, ["doctor", "--json", "--agent-model", "openai:fake",
+                               "--base-url", "http://127.0.0.1:1/v1"])
+    data = cli_result(dead.stdout)
+    assert dead.exit_code == 1
+    [problem] = [p for p in data["problems"] if "nothing answers" in p["what"]]
+    assert "http://127.0.0.1:1/v1 (--base-url)" in problem["what"]
+    openai = next(p for p in data["providers"] if p["provider"] == "openai")
+    assert openai["base_url"] == "http://127.0.0.1:1/v1"
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:  # a server that answers 501 to everything is still a server
+        url = f"http://user:secret@127.0.0.1:{server.server_address[1]}/v1"
+        alive = runner.invoke(app, ["doctor", "--json", "--agent-model", "openai:fake",
+                                    "--base-url", url])
+    finally:
+        server.shutdown()
+    data = cli_result(alive.stdout)
+    assert not [p for p in data["problems"] if "nothing answers" in p["what"]]
+    assert "secret" not in alive.stdout
