@@ -270,8 +270,12 @@ def envelope(command: str, code: int, result: list[Any], errors: list[str]) -> d
         doc["result"] = result[0]
     if code:
         message = "\n".join(errors) or f"exited with code {code}"
+        # one item per problem: an error listing several ("3 problems in promptloop.toml:"
+        # then "- ..." lines) gives its heading and each listed problem
+        items = [ln.strip().removeprefix("- ") for e in errors for ln in e.splitlines()
+                 if ln.strip()]
         doc["error"] = {"kind": EXIT_KINDS.get(code, "error"), "message": message,
-                        "messages": list(errors) or [message]}
+                        "messages": items or [message]}
     elif not result:
         doc["result"] = None
     return doc

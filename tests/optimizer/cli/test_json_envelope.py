@@ -188,3 +188,14 @@ def test_a_success_is_an_envelope_with_a_result(
         assert data["result"]["url"].startswith("http://127.0.0.1:")
     else:
         assert code == 0
+
+
+def test_an_error_listing_several_problems_gives_one_message_each() -> None:
+    from promptloop.optimizer.cli.ui import envelope
+
+    doc = envelope("eval", 1, [], ["3 problems in promptloop.toml:\n- [eval] key 'x': unknown"
+                                   "\n- [eval] key 'y': unknown\n- [agents.a] key 'z': unknown"])
+    assert doc["error"]["messages"] == ["3 problems in promptloop.toml:",
+                                        "[eval] key 'x': unknown", "[eval] key 'y': unknown",
+                                        "[agents.a] key 'z': unknown"]
+    assert doc["error"]["message"].count("\n") == 3  # the message is the text as printed
