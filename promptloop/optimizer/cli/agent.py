@@ -161,8 +161,10 @@ def _show_trial(result: dict[str, Any], as_json: bool) -> None:
                          markup=False, highlight=False)
     if not result["messages"]:
         ui.out.print("(no message recorded)", markup=False)
-    for e in result["events"]:
-        ui.out.print(f"event {e}", markup=False, highlight=False)
+    for e in result["events"]:  # "timing: 1.086s" is the trial's wall time
+        kind, _, what = str(e).partition(": ")
+        ui.out.print(f"trial wall time: {what}" if kind == "timing" else f"event {e}",
+                     markup=False, highlight=False)
     ui.out.print(result["summary"], markup=False, highlight=False)
 
 
