@@ -96,8 +96,7 @@ def doctor(
 def _suite_folder(suite: str) -> Path | list[tuple[Path, str | None]]:
     """What `--suite` names: a folder of suites as given, a JSONL suite file, an agent (every
     suite it declares, folders and JSONL files alike) or one suite (AGENT/SUITE)."""
-    from promptloop.optimizer.core.suites import is_jsonl_suite
-    from promptloop.optimizer.workflows.context import ConfigError, agent_names
+    from promptloop.optimizer.workflows.context import ConfigError, agent_names, is_jsonl_suite
     from promptloop.optimizer.workflows.sources import project_suite, project_suites
 
     folder = Path(suite)
