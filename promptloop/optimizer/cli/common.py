@@ -296,10 +296,10 @@ def agent_models(agent: str | Sequence[str] | None, flags: dict[str, Any]) -> di
                                 ("judge_model", "judge", None)):
         if flag_given(key, flags.get(key), default):
             continue
-        declared = {n: getattr(project.agents[n], field) for n in names}
-        models = set(declared.values()) - {None}
-        if len(models) > 1 or (models and None in declared.values() and field == "model"):
-            listed = ", ".join(f"{n}: {m or 'none (the default)'}" for n, m in declared.items())
+        declared = {n: getattr(project.agents[n], field) or default for n in names}
+        models = set(declared.values()) - {None}  # an agent with no model runs the default
+        if len(models) > 1:
+            listed = ", ".join(f"{n}: {m}" for n, m in declared.items())
             raise ConfigError(f"the agents declare different {field}s ({listed}) in "
                               f"{project.where}: name one with --agent, or give "
                               f"--{key.replace('_', '-')}")

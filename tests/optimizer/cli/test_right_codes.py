@@ -289,3 +289,30 @@ def test_doctor_shows_and_checks_the_base_url(
     data = cli_result(alive.stdout)
     assert not [p for p in data["problems"] if "nothing answers" in p["what"]]
     assert "secret" not in alive.stdout
+
+
+def test_agents_without_a_model_agree_with_one_declaring_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent with no `model` runs the default: beside init's example (model =
+    "local:smollm2") it is no disagreement; a different declared model is, named."""
+    from promptloop.optimizer.cli.common import agent_models
+    from promptloop.optimizer.workflows.context import ConfigError, open_project
+    from promptloop.optimizer.workflows.init import init_project
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    init_project(root)
+    toml = root / "promptloop.toml"
+    extra = ('\n[agents.other]\nprompt = "example_agent/prompt.md"\nsuites = ["evals/example"]\n'
+             'adapter = "command"\ncommand = ["python3", "example_agent/agent.py"]\n')
+    toml.write_text(toml.read_text() + extra)
+    monkeypatch.chdir(root)
+    open_project(toml)
+    assert agent_models(None, {"agent_model": None}).get("agent_model") == "local:smollm2"
+    toml.write_text(toml.read_text() + 'model = "openai:gpt-4.1-mini"\n')
+    open_project(toml)
+    with pytest.raises(ConfigError, match="declare different models"):
+        agent_models(None, {"agent_model": None})
+    assert agent_models("other", {"agent_model": None})["agent_model"] == "openai:gpt-4.1-mini"
