@@ -3,6 +3,7 @@ on a new git branch."""
 
 from __future__ import annotations
 
+import posixpath
 from typing import Annotated
 
 import typer
@@ -66,8 +67,24 @@ def graduate(
             ui.out.print(f"  {line}", highlight=False)
         if record.forced:
             ui.warn("the bucket was not ready; graduated because of --force")
-        ui.table("Files", ["From", "To"], [[f.source, f.destination] for f in record.files])
+        # paths under their common folders (the title names them): two full paths a row ran
+        # past 80 columns
+        src = _common([f.source for f in record.files])
+        dst = _common([f.destination for f in record.files])
+        ui.table(f"Files (from {src or '.'}/ to {dst or '.'}/)", ["From", "To"],
+                 [[_under(f.source, src), _under(f.destination, dst)] for f in record.files])
         if record.commit:
             ui.info(f"Commit {record.commit[:12]}; PR body: {record.pr_body_path}")
 
     guarded(body)
+
+
+def _common(paths: list[str]) -> str:
+    """The folder every path is under ('' for none or one path)."""
+    if len(paths) < 2:
+        return posixpath.dirname(paths[0]) if paths else ""
+    return posixpath.commonpath(paths)
+
+
+def _under(path: str, folder: str) -> str:
+    return posixpath.relpath(path, folder) if folder else path
