@@ -58,6 +58,11 @@ ResumeOpt = Annotated[bool, Opt(
     "--resume", envvar="PROMPTLOOP_NIGHTLY_RESUME",
     help="Continue the latest night if it did not finish (killed, interrupted, failed) "
          "with its original settings; else start a new night.")]
+DryRunOpt = Annotated[bool, Opt(
+    "--dry-run",
+    help="Say what the night would do and cost (agents, models, each baseline's uncached "
+         "trials and tokens, iterations at most, buckets whose branch awaits review, "
+         "budgets) without calling a model, taking the lock or writing anything.")]
 PushOpt = Annotated[bool, Opt(
     "--push", envvar="PROMPTLOOP_NIGHTLY_PUSH", rich_help_panel=PUBLISH,
     help="git push origin <branch> for each accepted branch (never forced).")]
@@ -99,6 +104,7 @@ def nightly(
     ctx: typer.Context,
     config: ConfigOpt = None,
     resume: ResumeOpt = False,
+    dry_run: DryRunOpt = False,
     push: PushOpt = False,
     open_pr: OpenPrOpt = False,
     suites: SuitesOpt = None,
@@ -156,6 +162,8 @@ def nightly(
         settings["suites"] = _agents(suites, suite)
         settings.update(agent_models(settings["suites"], settings))  # the agents' tables
         cfg = _config(settings, state_dir)
+        if dry_run:
+            return _dry_run(cfg, as_json)
         try:
             with listening(events, quiet=as_json) as emit:
                 result = asyncio.run(run_nightly(
@@ -186,6 +194,37 @@ def nightly(
     code = guarded(body)
     if code:
         raise typer.Exit(code)
+
+
+def _dry_run(cfg: Any, as_json: bool) -> int:
+    """The night's plan (workflows/nightly/plan.py); exit 0, or 1 when a dollar budget lacks
+    a price (as the night itself would refuse)."""
+    from promptloop.optimizer.workflows.nightly.plan import plan_night
+
+    cfg.check_prices()
+    plan = plan_night(cfg)
+    if as_json:
+        ui.print_json(plan.model_dump(mode="json"))
+        return 0
+    ui.out.rule("nightly --dry-run: nothing is run")
+
+    def say(text: str) -> None:
+        ui.out.print(text, markup=False, highlight=False)
+
+    say(f"base {plan.base_commit[:12]}; agents: {', '.join(plan.agents)}")
+    say("models: " + ", ".join(f"{k} {v}" for k, v in plan.models.items()))
+    for b in plan.baselines:
+        say(f"baseline {b.agent}: ~{b.tokens} tokens ({b.basis})")
+    say(f"then at most {plan.iterations_at_most} optimize iteration(s), each estimated "
+        "before it runs")
+    for item in plan.awaiting_review:
+        say(f"left out: {item} awaits review")
+    lim = plan.budgets
+    say(f"budgets: tokens {lim['max_tokens'] or 'none'}, usd "
+        f"{'none' if lim['max_usd'] is None else lim['max_usd']}, minutes "
+        f"{lim['max_wall_minutes'] or 'none'}"
+        + ("" if plan.baselines_fit else "; the baselines alone exceed the token budget"))
+    return 0
 
 
 def _agents(agents: list[str] | None, suites: list[str] | None) -> list[str] | None:

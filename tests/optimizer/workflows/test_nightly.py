@@ -357,3 +357,33 @@ def test_a_bucket_whose_accepted_branch_awaits_review_is_not_optimized_again(
     _git(repo, "merge", "-q", "--no-edit", branch)
     third = night(repo, state)
     assert not any(branch in s for s in third.checkpoint.skipped_buckets)
+
+
+def test_dry_run_says_the_plan_and_touches_nothing(repo: Path, state: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`nightly --dry-run`: agents, models, each baseline's cost (nothing once the cache holds
+    it), iterations at most, buckets awaiting review, budgets; no model call, no night."""
+    from typer.testing import CliRunner
+
+    from promptloop.optimizer.cli.app import app
+
+    monkeypatch.chdir(repo)
+    args = ["nightly", "--dry-run", "--json", "--state-dir", str(state), "--agent-model",
+            "scripted:night-agent", "--judge-model", "scripted:judge", "--proposer-model",
+            "scripted:night-proposer", "--max-tokens", "5000", "--trials", "1"]
+    before = CliRunner().invoke(app, args)
+    assert before.exit_code == 0, before.output
+    plan = json.loads(before.stdout)["result"]
+    assert plan["agents"] == ["card_agent", "pkm_agent"] and plan["iterations_at_most"] == 12
+    assert all(b["tokens"] > 0 for b in plan["baselines"]) and plan["awaiting_review"] == []
+    assert not (state / "nightly").exists()  # nothing was written
+    first = night(repo, state)  # the cache now holds the baselines; one branch accepted
+    [branch] = [a.branch for a in first.summary.accepted]
+    after = json.loads(CliRunner().invoke(app, args).stdout)["result"]
+    assert [b["tokens"] for b in after["baselines"]] == [0, 0], after["baselines"]
+    assert after["awaiting_review"] == [f"pkm_agent/skip_trivial ({branch})"]
+    assert len(list((state / "nightly").iterdir())) == 1  # still the one real night
+    plain = CliRunner().invoke(app, [a for a in args if a != "--json"])
+    said = " ".join(plain.stdout.split())
+    assert plain.exit_code == 0 and "nothing is run" in said and "~0 tokens" in said, said
+    assert f"left out: pkm_agent/skip_trivial ({branch}) awaits review" in said
