@@ -109,12 +109,17 @@ def _trial_key(t: TrialResult) -> tuple[str, int, str]:
     return (t.task_id, t.trial_index, t.started_at.isoformat())
 
 
-def history_records(history: Sequence[RunResult], base_runs: Sequence[RunResult]
-                    ) -> dict[TaskKey, list[tuple[float, bool]]]:
-    """(qualified bucket, task) -> (score, passed) of every counted trial of the lineage
-    history that is not one of the baseline's own trials (each trial once)."""
+TrialId = tuple[str, int, str]
+"""(task id, trial index, start time): one trial, whichever run holds it (a cached copy too)."""
+Past = dict[TaskKey, dict[TrialId, tuple[float, bool]]]
+"""(qualified bucket, task) -> each history trial (by its id) -> (score, passed)."""
+
+
+def history_records(history: Sequence[RunResult], base_runs: Sequence[RunResult]) -> Past:
+    """(qualified bucket, task) -> every counted trial of the lineage history that is not one
+    of the baseline's own trials, by trial id (each trial once)."""
     seen = {_trial_key(t) for r in base_runs for t in r.trials}
-    out: dict[TaskKey, list[tuple[float, bool]]] = {}
+    out: Past = {}
     for run in history:
         prefix = bucket_prefix(run.suite_kind)
         for t in run.trials:
@@ -123,13 +128,21 @@ def history_records(history: Sequence[RunResult], base_runs: Sequence[RunResult]
                 continue
             seen.add(key)
             bucket = prefix + run.task_buckets.get(t.task_id, t.bucket)
-            out.setdefault((bucket, t.task_id), []).append((t.score, t.passed))
+            out.setdefault((bucket, t.task_id), {})[key] = (t.score, t.passed)
     return out
 
 
 def observations(base: Sequence[RunResult], cand: Sequence[RunResult | None],
-                 history: Mapping[TaskKey, list[tuple[float, bool]]]) -> dict[TaskKey, TaskRecord]:
-    """One record per task: history, baseline and candidate trials (counted ones only)."""
+                 history: Mapping[TaskKey, Mapping[TrialId, tuple[float, bool]]]
+                 ) -> dict[TaskKey, TaskRecord]:
+    """One record per task: history, baseline and candidate trials (counted ones only), each
+    trial once: a fresh baseline trial the cache served again (a second review, a resumed
+    session) is the history's trial, so it leaves the history when it joins the baseline."""
+    again = {_trial_key(t) for r in base for t in r.trials}
+
+    def past(key: TaskKey) -> list[tuple[float, bool]]:
+        return [obs for tid, obs in history.get(key, {}).items() if tid not in again]
+
     out: dict[TaskKey, TaskRecord] = {}
     for runs, side in ((base, "base"), (cand, "cand")):
         for r in runs:
@@ -142,10 +155,10 @@ def observations(base: Sequence[RunResult], cand: Sequence[RunResult | None],
                 key = (prefix + r.task_buckets.get(t.task_id, t.bucket), t.task_id)
                 rec = out.get(key)
                 if rec is None:
-                    rec = out[key] = TaskRecord(key, list(history.get(key, ())))
+                    rec = out[key] = TaskRecord(key, past(key))
                 getattr(rec, side)[t.trial_index] = (t.score, t.passed)
-    for key, past in history.items():
-        out.setdefault(key, TaskRecord(key, list(past)))
+    for key in history:
+        out.setdefault(key, TaskRecord(key, past(key)))
     return out
 
 

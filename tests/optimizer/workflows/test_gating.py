@@ -164,3 +164,24 @@ def test_run_harm_for_review() -> None:
     assert statements["regression/r00"] == "regressed"
     assert set(statements) == {"target", "c00", "c01", "regression/r00"}
     assert len(harm.head_runs[1].trials) > 4  # head trials added on the suspect
+
+
+def test_a_baseline_trial_served_again_from_the_cache_counts_once() -> None:
+    """A second review (or a resumed session) asks again for fresh baseline trials an earlier
+    one made: the cache serves copies of trials that the lineage history already holds, and a
+    task's record counted them twice (15 'recorded trials' of 9 distinct, a smaller p)."""
+    from promptloop.optimizer.workflows.gating import history_records, observations
+    from tests.optimizer.lifecycle.helpers import run as make_run
+
+    earlier = make_run("earlier", {"dates-a": [False] * 6}, suite="s", kind="capability")
+    baseline = make_run("base", {"dates-a": [False, False]}, suite="s", kind="capability",
+                        day=1)
+    past = history_records([earlier], [baseline])
+    assert len(past[("dates", "dates-a")]) == 6
+    assert len(observations([baseline], [], past)[("dates", "dates-a")].ref_passes) == 8
+    # the session's fresh baseline twins: indices 4 and 5 again, served from the cache
+    twins = baseline.model_copy(update={"run_name": "twins", "trials": [
+        t.model_copy(update={"cached": True}) for t in earlier.trials[4:]]})
+    rec = observations([baseline, twins], [], past)[("dates", "dates-a")]
+    assert len(rec.history) == 4 and len(rec.base) == 4  # the copies moved to the baseline
+    assert len(rec.ref_passes) == 8  # 6 distinct history trials + 2 baseline, not 10
