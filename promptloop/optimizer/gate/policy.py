@@ -9,6 +9,7 @@ reason is worded, for optimize (`gate_method_text`) and review (`review_method_t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -142,6 +143,20 @@ def sensitivity_statement(policy: GatePolicy) -> str:
             f"undecided at the {p.harm_max_trials}-trial cap, which passes when the evidence "
             f"for the drop is under {p.harm_terminal_bf:g}:1 (not shown unlikely, only not "
             f"shown); harm sensitivity {p.harm_sensitivity}; not ruled out: {missed}.")
+
+
+def ruled_out_for(policy: GatePolicy, states: Sequence[str]) -> str:
+    """`sensitivity_statement` for the buckets it holds for: every bucket when each said "no
+    harm"; only those when some regressed or did not rule harm out (a verdict that found a
+    break must not read "Ruled out: no task lost ..."); none, "" ."""
+    cleared = sum(s == "no harm" for s in states)
+    if not cleared:
+        return ""
+    text = sensitivity_statement(policy)
+    if cleared == len(states):
+        return text
+    return (f"In the {cleared} bucket(s) that showed no harm (not the {len(states) - cleared} "
+            f"other(s)), r{text[1:]}")
 
 
 def _harm_per_task(p: GatePolicy) -> str:

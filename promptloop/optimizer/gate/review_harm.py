@@ -39,7 +39,7 @@ from promptloop.optimizer.gate.compare import GatePolicy
 from promptloop.optimizer.gate.exact import look_alpha, stratified_pvalue
 from promptloop.optimizer.gate.harm import BucketHarm, HarmEvidence, bucket_statement, summary
 from promptloop.optimizer.gate.pairing import Pair
-from promptloop.optimizer.gate.policy import sensitivity_statement
+from promptloop.optimizer.gate.policy import ruled_out_for
 from promptloop.optimizer.gate.sequential import FUTILE_AFTER, PASSING, Observations, TrialAsk
 from promptloop.optimizer.gate.tasks import (
     HarmScale,
@@ -65,7 +65,8 @@ class HarmResult:
     """"decided" (every bucket regressed or said no harm), "regressed" (a bucket regressed
     while others were still open: no more trials were spent) or "max trials"."""
     ruled_out: str = ""
-    """What harm detection is built to rule out and what not (`policy.sensitivity_statement`)."""
+    """What harm detection is built to rule out and what not (`policy.ruled_out_for`: only
+    for the buckets that showed no harm)."""
     improved: list[str] = field(default_factory=list)
     """Buckets shown improved by the sequential efficacy test."""
     efficacy: list[str] = field(default_factory=list)
@@ -229,7 +230,8 @@ class HarmOnlyGate:
         head = sum(self._cand_n.values())
         result = HarmResult(statements, POOLED in rejected, self._evidence.p_pooled(),
                             self.rounds, "regressed" if open_ else "decided",
-                            sensitivity_statement(p), sorted(self._improved),
+                            ruled_out_for(p, [s.state for s in statements]),
+                            sorted(self._improved),
                             [self._improved[b] for b in sorted(self._improved)], head,
                             head - sum(n for _, n in self.ran.values()))
         if result.regressed or (not open_ and not more):

@@ -38,7 +38,7 @@ from promptloop.optimizer.gate.compare import BucketComparison, GatePolicy, comp
 from promptloop.optimizer.gate.exact import look_alpha, stratified_pvalue
 from promptloop.optimizer.gate.harm import BucketHarm, bucket_statement, summary
 from promptloop.optimizer.gate.pairing import Pair
-from promptloop.optimizer.gate.policy import gate_method_text, sensitivity_statement
+from promptloop.optimizer.gate.policy import gate_method_text, ruled_out_for
 from promptloop.optimizer.gate.tasks import (
     HarmScale,
     TaskFinding,
@@ -456,8 +456,9 @@ class SequentialGate:
         ruled = ""
         if self._statements:
             statements.append("other buckets: " + summary(self._statements))
-            ruled = sensitivity_statement(p)
-            statements.append(ruled)
+            ruled = ruled_out_for(p, [s.state for s in self._statements])
+            if ruled:
+                statements.append(ruled)
         return Verdict(
             decision=decision,
             target_bucket=self.target,

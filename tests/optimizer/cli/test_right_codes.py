@@ -299,6 +299,7 @@ def test_agents_without_a_model_agree_with_one_declaring_the_default(
     from promptloop.optimizer.cli.common import agent_models
     from promptloop.optimizer.workflows.context import ConfigError, open_project
     from promptloop.optimizer.workflows.init import init_project
+    from tests.e2e.support import enter
 
     root = tmp_path / "repo"
     root.mkdir()
@@ -308,7 +309,7 @@ def test_agents_without_a_model_agree_with_one_declaring_the_default(
     extra = ('\n[agents.other]\nprompt = "example_agent/prompt.md"\nsuites = ["evals/example"]\n'
              'adapter = "command"\ncommand = ["python3", "example_agent/agent.py"]\n')
     toml.write_text(toml.read_text() + extra)
-    monkeypatch.chdir(root)
+    enter(root, monkeypatch)  # the active project is restored after the test
     open_project(toml)
     assert agent_models(None, {"agent_model": None}).get("agent_model") == "local:smollm2"
     toml.write_text(toml.read_text() + 'model = "openai:gpt-4.1-mini"\n')
