@@ -110,10 +110,18 @@ def test_missing_pieces_exit_1_with_what_to_do(repo: Path, monkeypatch: pytest.M
     code, _, output = doctor("--agent-model", "anthropic:claude-haiku-4-5")
     assert code == 0, output
     assert SECRET_A[:8] not in output
-    # an OpenAI-compatible server on this machine needs no key
-    code, _, output = doctor(
-        "--agent-model", "openai:qwen", "--base-url", "http://127.0.0.1:11434/v1"
-    )
+    # an OpenAI-compatible server on this machine needs no key (one must answer there)
+    import http.server
+    import threading
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        code, _, output = doctor(
+            "--agent-model", "openai:qwen", "--base-url",
+            f"http://127.0.0.1:{server.server_address[1]}/v1")
+    finally:
+        server.shutdown()
     assert code == 0, output
 
 
