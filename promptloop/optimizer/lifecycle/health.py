@@ -26,7 +26,12 @@ from pydantic import BaseModel, Field
 
 from promptloop.optimizer.core.results import RunResult, TrialResult
 from promptloop.optimizer.lifecycle.flaky import AmbiguousTask
-from promptloop.optimizer.lifecycle.lineage import Lineage, distinct_trials, prompt_hash
+from promptloop.optimizer.lifecycle.lineage import (
+    Lineage,
+    distinct_trials,
+    prompt_hash,
+    session_groups,
+)
 from promptloop.optimizer.lifecycle.stats import ols_slope
 
 HEALTH_FORMAT = "promptloop.health/1"
@@ -109,8 +114,8 @@ class BucketHealth(BaseModel):
     command's runs covering every task of the bucket with fresh trials (`_streak`)."""
     graduation_ready: bool
     streak_runs: int | None = None
-    """Saved runs the streak spans (the newest of `series`); None in files written before
-    a command's runs were pooled (a saved run each)."""
+    """Points of `series` (one per command) the streak spans, the newest; None in files
+    written before a command's runs were pooled (a saved run each)."""
 
 
 class LineageRun(BaseModel):
@@ -181,20 +186,25 @@ def _trend(points: Sequence[float], confidence: float) -> Trend:
 
 def _series(runs: Sequence[RunResult], owned: dict[str, list[TrialResult]],
             keep: set[str]) -> list[tuple[RunResult, _Cell]]:
+    """One point per command that tried `keep` (its runs pooled: the gate's rounds on a
+    suspect task are one evaluation, not a run each, and a trend over them is biased toward
+    the suspects), named by its newest run."""
     out = []
-    for run in runs:
+    for group in session_groups(runs):
         cell = _Cell()
-        for t in owned.get(run.run_name, []):
-            if t.task_id in keep:
-                cell = cell.add(t)
+        for run in group:
+            for t in owned.get(run.run_name, []):
+                if t.task_id in keep:
+                    cell = cell.add(t)
         if cell.trials:
-            out.append((run, cell))
+            out.append((group[-1], cell))
     return out
 
 
 def _streak(runs: Sequence[RunResult], owned: dict[str, list[TrialResult]], tasks: set[str],
             mature: float) -> tuple[int, int]:
-    """(mature runs over the bucket, saved runs they span), counted back from the newest.
+    """(mature runs over the bucket, points of `_series` they span), counted back from the
+    newest.
 
     One command's runs are one run here (`Provenance.session`: an optimize session's gate
     asks for fresh baseline trials of a suspect task in runs of their own, a profile or a
@@ -204,26 +214,18 @@ def _streak(runs: Sequence[RunResult], owned: dict[str, list[TrialResult]], task
     they cover it. It is mature when its pooled pass rate is >= `mature`; the count stops at
     the first that is not, or when the newest stretch that has not covered the bucket yet
     already falls below it (a failure seen is not hidden by waiting for coverage)."""
-    groups: list[tuple[list[TrialResult], int]] = []  # newest first: (trials, saved runs)
-    last: str | None = None
-    for run in reversed(runs):
-        mine = [t for t in owned.get(run.run_name, []) if t.task_id in tasks]
-        if not mine:
-            continue
-        session = run.provenance.session
-        if groups and session is not None and session == last:
-            groups[-1][0].extend(mine)
-            groups[-1] = (groups[-1][0], groups[-1][1] + 1)
-        else:
-            groups.append((list(mine), 1))
-        last = session
+    groups: list[list[TrialResult]] = []  # newest first: the trials of one command
+    for group in reversed(session_groups(runs)):
+        mine = [t for run in group for t in owned.get(run.run_name, []) if t.task_id in tasks]
+        if mine:
+            groups.append(mine)
     streak = spanned = pending = 0
     cell, covered = _Cell(), set[str]()
-    for trials, count in groups:
+    for trials in groups:
         for t in trials:
             cell = cell.add(t)
         covered.update(t.task_id for t in trials)
-        pending += count
+        pending += 1
         if not tasks <= covered:
             continue
         if (cell.rate or 0.0) < mature:

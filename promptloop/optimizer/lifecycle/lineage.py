@@ -12,7 +12,8 @@ The lineage of suite S at git ref R with agent model M is the saved runs of S th
 - made at least one trial of their own: a run served wholly from the trial cache (a nightly
   baseline of an unchanged prompt) repeats earlier runs' trials and takes no room in the window.
 Without a git repository, or with `any_prompt`, the prompt condition is dropped. The window is
-the newest `window` runs of the lineage, oldest first.
+the runs of the newest `window` commands of the lineage (the runs one command made count once:
+`session_groups`), oldest first.
 
 A trial is counted once: a cached trial is a copy of the trial some earlier run made (same
 task, trial index and start time), so it belongs to the earliest run of the window holding it.
@@ -105,10 +106,23 @@ def select_lineage(runs: Sequence[RunResult], spec: LineageSpec) -> Lineage:
             kept.append(run)
         else:
             excluded[reason] = excluded.get(reason, 0) + 1
-    if len(kept) > spec.window:
-        excluded["older than the window"] = len(kept) - spec.window
-        kept = kept[-spec.window:]
+    groups = session_groups(kept)
+    if len(groups) > spec.window:  # the window counts commands, not the rounds of one
+        older = groups[:-spec.window]
+        excluded["older than the window"] = sum(len(g) for g in older)
+        kept = [r for g in groups[-spec.window:] for r in g]
     return Lineage(spec, model, tuple(kept), excluded)
+
+
+def session_groups(runs: Sequence[RunResult]) -> list[list[RunResult]]:
+    """`runs` (oldest first) grouped by the command that made them (`Provenance.session`: an
+    optimize session's gate runs a suspect task's fresh baseline trials in runs of their own,
+    a review and a profile run in rounds), in the order of each group's first run; a run with
+    no session (saved before sessions were recorded) is a group of its own."""
+    groups: dict[str, list[RunResult]] = {}
+    for run in runs:
+        groups.setdefault(run.provenance.session or f"run:{run.run_name}", []).append(run)
+    return list(groups.values())
 
 
 def trial_key(t: TrialResult) -> tuple[str, int, str]:

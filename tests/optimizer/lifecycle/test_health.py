@@ -249,9 +249,10 @@ def test_one_sessions_rounds_are_one_run_and_a_run_covers_the_bucket() -> None:
              for k in range(6)]
     h = compute_health(lineage_of([full, *twins]))
     buckets = {b.bucket: b for b in h.buckets}
-    assert len(buckets["solo"].series) == 7  # every run still shows in the series and rates
+    # one point per command in the series (its trend and sparkline), every trial in the rates
+    assert len(buckets["solo"].series) == 1 and buckets["solo"].trials == 7
     assert buckets["solo"].mature_streak == 1 and not buckets["solo"].graduation_ready
-    assert buckets["event"].mature_streak == 1 and buckets["event"].streak_runs == 7
+    assert buckets["event"].mature_streak == 1 and buckets["event"].streak_runs == 1
     # runs saved without a session (older files) are a session each; partial runs of one
     # bucket task pool until they cover the bucket: six one-task runs of `event` are 3 runs
     old = [_session(run(f"p{k}", {f"event-{'ab'[k % 2]}": [T]}, day=k), None) for k in range(6)]
@@ -267,3 +268,17 @@ def test_one_sessions_rounds_are_one_run_and_a_run_covers_the_bucket() -> None:
               for d in range(5)]
     event = next(b for b in compute_health(lineage_of(nights)).buckets if b.bucket == "event")
     assert event.mature_streak == 5 and event.graduation_ready
+
+
+def test_the_window_counts_commands_not_the_rounds_of_one() -> None:
+    """An optimize session's gate saved 15 small runs of suspect tasks: they filled the
+    10-run window and pushed every full evaluation out (health showed 4 of 12 tasks)."""
+    full = [_session(run(f"n{d}", {"event-a": [T], "event-b": [T], "link-a": [T]}, day=d),
+                     f"night{d}") for d in range(3)]
+    gate = [_session(run(f"g{k}", {"event-a": [T]}, day=3 + k), "opt") for k in range(15)]
+    h = compute_health(lineage_of([*full, *gate]))
+    assert [r.run_name for r in h.lineage.runs][:3] == ["n0", "n1", "n2"]
+    assert len(h.lineage.runs) == 18 and "older than the window" not in h.lineage.excluded
+    assert {t.task_id for t in h.tasks} == {"event-a", "event-b", "link-a"}
+    event = next(b for b in h.buckets if b.bucket == "event")
+    assert len(event.series) == 4  # three nights and the one optimize session
