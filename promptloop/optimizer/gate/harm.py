@@ -103,16 +103,21 @@ def bucket_statement(bucket: str, findings: Sequence[TaskFinding], family_p: flo
         return BucketHarm(bucket, "harm not ruled out",
                           f"bucket {bucket!r}: harm not ruled out (would need {need} more "
                           f"trial(s) of tasks {names}); {moved}", tuple(findings))
+    if not findings:  # its tasks fail on their records: none has a drop to lose
+        return BucketHarm(bucket, "no harm", f"bucket {bucket!r}: no harm to test: none of "
+                          "its tasks passes on its record, so none can lose a drop", ())
     bases = {b: sum(f.basis == b for f in findings)
              for b in ("bayes", "cannot lose", "terminal")}
     how = ", ".join(f"{n} {label}" for b, label in (
-        ("bayes", "by its Bayes factor against the drop"),
-        ("cannot lose", "whose record cannot lose it"),
-        ("terminal", "by the terminal rule at the trial cap")) if (n := bases[b]))
-    return BucketHarm(bucket, "no harm", f"bucket {bucket!r}: no harm: each task ruled out a "
-                      f"drop of {policy.drop_share:g} x a passing task's pass rate or "
-                      f"{policy.regression_tolerance:g} in mean score ({how}); {moved}",
-                      tuple(findings))
+        ("bayes", "ruled it out by its Bayes factor"),
+        ("cannot lose", "cannot lose it (its record is below the drop)"),
+        ("terminal", f"reached the {policy.harm_max_trials}-trial cap without the drop "
+                     f"favoured {policy.harm_terminal_bf:g}:1 (the terminal rule: not shown "
+                     "unlikely, only not shown)")) if (n := bases[b]))
+    return BucketHarm(bucket, "no harm", f"bucket {bucket!r}: no harm (a drop of "
+                      f"{policy.drop_share:g} x a passing task's pass rate or "
+                      f"{policy.regression_tolerance:g} in mean score): of its "
+                      f"{len(findings)} task(s), {how}; {moved}", tuple(findings))
 
 
 def summary(statements: Sequence[BucketHarm]) -> str:

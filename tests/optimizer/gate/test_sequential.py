@@ -381,3 +381,18 @@ def test_harm_only_gate_for_review() -> None:
     assert isinstance(open_, HarmResult) and not reqs and open_.stopped == "max trials"
     assert open_.open == ["other"] and open_.regressed == []
     assert "other" in open_.open and math.isfinite(open_.pooled_p)
+
+
+def test_a_no_harm_statement_says_how_each_task_got_there() -> None:
+    """A bucket cleared partly by the terminal rule must not read "each task ruled out a
+    drop" (that rule means "not shown unlikely, only not shown"); a bucket with no task to
+    test must not read "each task ruled out ... (); not run"."""
+    cleared = judge_task(record(history=[True] * 10, base=[True] * 2, cand=[True] * 3), POLICY)
+    low = judge_task(record(("b", "low"), history=[False] * 8 + [True] * 2, base=[False] * 2),
+                     POLICY)
+    said = bucket_statement("b", [cleared, low], None, POLICY).statement
+    assert "of its 2 task(s), 1 ruled it out by its Bayes factor, 1 cannot lose it" in said
+    assert "each task ruled out" not in said
+    empty = bucket_statement("dates", [], None, POLICY)
+    assert empty.state == "no harm" and "()" not in empty.statement
+    assert "none of its tasks passes on its record" in empty.statement
