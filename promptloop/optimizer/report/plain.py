@@ -63,12 +63,15 @@ def broken_tasks(verdict: Verdict) -> list[str]:
 
 def agree_with_harm(rows: list[dict[str, object]], verdict: Verdict) -> list[dict[str, object]]:
     """The per-bucket table's rows with the status the verdict gave each bucket where harm
-    detection decided it (`regressed`), so the table never calls "inconclusive" a bucket the
-    verdict rejected the patch for."""
+    detection decided it, so the table never calls "inconclusive" a bucket the verdict
+    rejected the patch for ("regressed") or cleared ("no harm"); "unchanged" (nothing
+    moved) and the target's label stay."""
     states = {b.bucket: b.state for b in verdict.buckets}
     for row in rows:
-        if states.get(str(row.get("bucket"))) == "regressed":
-            row["status"] = "regressed"
+        state = states.get(str(row.get("bucket")))
+        if state == "regressed" or (state in ("no harm", "harm not ruled out")
+                                     and row.get("status") == "inconclusive"):
+            row["status"] = state
     return rows
 
 
@@ -232,7 +235,8 @@ LEGEND = {
     "ci": "its 95% interval",
     "fixed_broken": "trials fixed/broken",
     "p": "chance of a change this large by luck",
-    "status": "the gate's call",
+    "status": "the bucket's call (harm detection's where it judged the bucket, else this "
+              "table's own test, uncorrected)",
 }
 """What each column of the per-bucket gate table (`report/table.gate_table`) means."""
 

@@ -139,3 +139,21 @@ def test_a_review_row_left_inconclusive_says_what_harm_detection_decided() -> No
     assert lines["owner"].rstrip(" |").endswith("harm not ruled out")
     assert lines["other"].rstrip(" |").endswith("inconclusive")  # only those two states
     assert comment_table(rows).count("inconclusive") == 3  # without harm: as before
+
+
+def test_the_status_column_agrees_with_harm_detection() -> None:
+    """An accepted verdict's table said "inconclusive" for a bucket its findings called "no
+    harm" (the fixed-sample label of a few paired trials); a harmed bucket reads regressed."""
+    from promptloop.optimizer.gate.verdict import BucketVerdict, Verdict
+    from promptloop.optimizer.report.plain import LEGEND, agree_with_harm
+
+    verdict = Verdict(decision="accept", target_bucket="t", reasons=[], test="", buckets=[
+        BucketVerdict(bucket="tone", state="no harm", statement=""),
+        BucketVerdict(bucket="urgency", state="regressed", statement=""),
+        BucketVerdict(bucket="links", state="no harm", statement="")])
+    rows = agree_with_harm([{"bucket": "tone", "status": "inconclusive"},
+                            {"bucket": "urgency", "status": "unchanged"},
+                            {"bucket": "links", "status": "unchanged"},
+                            {"bucket": "t", "status": "improved"}], verdict)
+    assert [r["status"] for r in rows] == ["no harm", "regressed", "unchanged", "improved"]
+    assert "uncorrected" in LEGEND["status"] and "gate's call" not in LEGEND["status"]
