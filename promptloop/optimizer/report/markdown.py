@@ -97,7 +97,12 @@ def _headline(run: RunResult, s: RunSummary) -> list[str]:
             "bugs in promptloop, counted as failed by the original's rates and excluded from "
             "the errored-excluded ones. Fix them before trusting this run.",
         ]
-        lines += [f"> - {n}× {short(msg, 300)}" for msg, n in list(s.infra_errors.items())[:5]]
+        causes = list(s.infra_errors.items())
+        lines += [f"> - {n}× {short(msg, 300)}" for msg, n in causes[:5]]
+        if len(causes) > 5:  # never a silent cut: say how many causes and trials are not shown
+            rest = sum(n for _, n in causes[5:])
+            lines.append(f"> - and {len(causes) - 5} more cause(s) of {rest} trial(s): "
+                         "`promptloop report RUN --format json` lists every trial")
     return lines
 
 
