@@ -26,7 +26,7 @@ RIGHT = {"task pass", "trial pass", "pass", "trials", "errored"}
 KEEP = ("run", "role", "model", "prompt", "commit", "trial pass", "started (UTC)")
 """Columns never left out: which run, in which role, which model and prompt at which commit,
 its rate and when it started."""
-DROP_ORDER = ("agent", "kind", "errored", "task pass", "trials", "suite")
+DROP_ORDER = ("agent", "kind", "task pass", "trials", "suite", "errored")
 """Columns left out, in this order, until the table fits the terminal (the suite and agent
 are in the run's name)."""
 NARROW = ("role", "model", "prompt", "commit", "pass", "started")
@@ -71,11 +71,16 @@ def row(e: RunIndexEntry) -> dict[str, str]:
         "role": e.role or "-", "model": e.agent_model or "?",
         "prompt": (e.prompt_hash or "?")[:7], "commit": (e.candidate_commit or e.git_commit
                                                          or "?")[:7],
-        "task pass": fmt.pct(e.task_pass_rate),
-        "trial pass": fmt.pct(e.trial_pass_rate), "trials": str(e.num_trials),
+        # the rates eval prints first: errored trials count as failed (a run whose trials
+        # mostly errored must not read 100%); the errored-excluded ones are in `report`
+        "task pass": fmt.pct(_first(e.original_task_pass_rate, e.task_pass_rate)),
+        "trial pass": fmt.pct(_first(e.original_trial_pass_rate, e.trial_pass_rate)),
+        "trials": str(e.num_trials),
         "errored": str(e.errored_trials), "started (UTC)": f"{e.started_at:%Y-%m-%d %H:%M}",
     }
-    return values | {"pass": values["trial pass"], "started": f"{e.started_at:%m-%d %H:%M}"}
+    # the narrow layout's one rate column keeps the errored count the dropped column had
+    short = values["trial pass"] + (f" ({e.errored_trials} err)" if e.errored_trials else "")
+    return values | {"pass": short, "started": f"{e.started_at:%m-%d %H:%M}"}
 
 
 def render_table(entries: list[RunIndexEntry], width: int) -> str:
@@ -161,3 +166,7 @@ def runs(
             sys.stdout.write(render_table(entries, width))
 
     guarded(body)
+
+
+def _first(*rates: float | None) -> float | None:
+    return next((r for r in rates if r is not None), None)

@@ -37,3 +37,15 @@ def test_runs_fit_80_columns_and_keep_prompt_model_and_commit() -> None:
     assert text.count("fedcba9") == 2  # a candidate shows its own commit
     wide = render_table([_entry(n) for n in NAMES], 250).splitlines()
     assert len(wide) == 3 and wide[1].startswith(NAMES[0] + " ")
+
+
+def test_a_mostly_errored_run_does_not_read_100_percent() -> None:
+    """1 passed and 6 errored of 7 read '100.0%' (the errored-excluded rate): runs shows the
+    rate eval prints first, errored trials counted as failed, and keeps the errored count."""
+    e = _entry(NAMES[1]).model_copy(update={
+        "trial_pass_rate": 1.0, "task_pass_rate": 1.0, "original_trial_pass_rate": 1 / 7,
+        "original_task_pass_rate": 1 / 7, "num_trials": 7, "errored_trials": 6})
+    for width in (80, 250):
+        text = render_table([e], width)
+        assert "100.0%" not in text and "14.3%" in text, text
+        assert "6 err" in text or " 6 " in text.splitlines()[-1], text
