@@ -1,4 +1,4 @@
-"""`promptloop init`: a runnable project in your repository, then the next three commands."""
+"""`promptloop init`: a runnable project in your repository, then the next commands."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def init(
     as_json: JsonOpt = False,
 ) -> None:
     """Write a commented promptloop.toml with one runnable example agent, a suite of 6 tasks
-    in 2 buckets, and print the next three commands.
+    in 2 buckets, and print the next commands.
 
     The example agent (example_agent/agent.py, standard library only) speaks promptloop's trial
     contract (docs/agents.md) and calls the configured model: the embedded one by default, so
