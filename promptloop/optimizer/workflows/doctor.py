@@ -228,6 +228,10 @@ def _prompt_file(suite_root: Path, agent: str) -> Path:
     if agent not in project.agents:
         return Path(f"<no [agents.{agent}] in {project.where}>")
     rel = project.agent(agent).target().path
+    if project.root is None:  # outside a repository: the bundled copy holds suite and prompt
+        beside = next((p for p in suite_root.parents if (p / rel).is_file()), None)
+        if beside is not None:
+            return beside / rel
     root = project.root or next((p for p in suite_root.parents if (p / ".git").exists()),
                                 Path.cwd())
     return root / rel

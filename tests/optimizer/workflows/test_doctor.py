@@ -206,3 +206,15 @@ def test_untracked_files_are_counted_beside_dirty(repo: Path) -> None:
     (repo / "notes" / "a.md").write_text("y")
     status = check_git(repo)
     assert status.dirty is False and status.untracked == 2
+
+
+def test_outside_a_repository_the_bundled_prompts_are_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside any repository doctor checks the bundled suites; it looked for their prompts in
+    the current folder and printed six 'prompts/card_agent.md is missing' errors."""
+    monkeypatch.chdir(tmp_path)
+    _, stdout, _ = doctor("--json")
+    data = cli_result(stdout)
+    assert data["suites"] and all(s["prompt_present"] for s in data["suites"]), data["suites"]
+    assert not [p for p in data["problems"] if "is missing" in p["what"]], data["problems"]
