@@ -213,7 +213,18 @@ def test_outside_a_repository_the_bundled_prompts_are_found(
 ) -> None:
     """Outside any repository doctor checks the bundled suites; it looked for their prompts in
     the current folder and printed six 'prompts/card_agent.md is missing' errors."""
-    monkeypatch.chdir(tmp_path)
+    from promptloop.optimizer.core import project as project_module
+
+    # an installed wheel: the bundled suites and prompts in a folder outside any repository
+    pkg = tmp_path / "site-packages" / "promptloop"
+    shutil.copytree(TASKS_DIR / "card_agent" / "regression", pkg / "tasks" / "card_agent"
+                    / "regression")
+    shutil.copytree(TASKS_DIR.parent / "prompts", pkg / "prompts")
+    monkeypatch.setattr(doctor_mod, "TASKS_DIR", pkg / "tasks")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(project_module, "_ACTIVE", [])  # no project: the packaged one
     _, stdout, _ = doctor("--json")
     data = cli_result(stdout)
     assert data["suites"] and all(s["prompt_present"] for s in data["suites"]), data["suites"]
