@@ -202,6 +202,11 @@ def _config(flags: dict[str, Any]) -> ReviewConfig:
     from promptloop.optimizer.workflows.review import ReviewConfig
 
     root = require_repo("review")
+    from promptloop.optimizer.workflows.context import COMMIT_HINT, uncommitted
+
+    if not uncommitted(root, "HEAD")[0]:  # not "unknown git ref 'HEAD'" for --base master
+        raise ConfigError(f"this repository ({root}) has no commit yet: review compares the "
+                          f"prompt at two commits (--base, --head). Commit first: {COMMIT_HINT}")
     fields = {k: flags[k] for k in CONFIG_OPTIONS}
     named, which = split_suite(flags["agent"], flags["suite"])
     fields["suite"] = named or which  # review runs every suite of an agent

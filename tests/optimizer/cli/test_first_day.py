@@ -95,6 +95,10 @@ def test_optimize_in_a_repository_without_a_commit(
     assert code == 1
     assert "has no commit yet" in said and "git add -A && git commit" in said
     assert "unknown git ref" not in said
+    # review too (it said "unknown git ref 'HEAD'" though the user gave --base master)
+    code, said = run(repo, monkeypatch, "review", "--agent", "example", "--base", "master",
+                     "--state-dir", str(tmp_path / "s"))
+    assert code == 1 and "has no commit yet" in said and "unknown git ref" not in said, said
 
 
 @pytest.mark.parametrize("command", [OPTIMIZE, ["eval", "--agent", "example"]])
