@@ -155,12 +155,16 @@ def runs(
 
     def body() -> None:
         store = default_store_dir(resolve_state(state_dir, write=False))
-        entries = select_runs(list_runs(store), stored_name(agent, suite), agent)[:limit]
+        every = list_runs(store)
+        entries = select_runs(every, stored_name(agent, suite), agent)[:limit]
         if as_json:
             ui.print_json([e.model_dump(mode="json") for e in entries])
         elif not entries:
             who = agent or "AGENT"
-            ui.info(f"No saved runs in {store}; `promptloop eval --agent {who}` saves one.")
+            whose = f" of {agent or suite}" if (agent or suite) and every else ""
+            others = f" ({len(every)} run(s) of others)" if whose else ""
+            ui.info(f"No saved runs{whose} in {store}{others}; `promptloop eval --agent "
+                    f"{who}` saves one.")
         else:
             width = shutil.get_terminal_size((200, 24)).columns
             sys.stdout.write(render_table(entries, width))
