@@ -349,3 +349,17 @@ def test_an_external_proposer_with_two_candidates_edits_only_the_dart_literal(
     text = assert_only_region_changed(repo, "main", it.branch, SPEC)
     assert f"{PERSON_LINE}\n{RULE_LINE}\n" in text
     assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_missing_prompt_file_names_the_prompts_array_key(repo: Path, tmp_path: Path) -> None:
+    """The agent declares [[agents.card_agent.prompts]]: a missing file named "key 'prompt'",
+    a key its table does not have."""
+    from tests.e2e.support import cli
+
+    (repo / PROMPTS_DART).unlink()
+    result = cli("eval", "--agent", "card_agent", "--agent-model", "scripted:dart-card",
+                 "--trials", "1", "--out", str(tmp_path / "state"))
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1, said
+    assert "[[agents.card_agent.prompts]] 'system' key 'path'" in said, said
+    assert "key 'prompt'" not in said

@@ -170,6 +170,13 @@ class Agent:
     def prompt_path(self) -> str:
         return self.target().path
 
+    def target_key(self, target: PromptTarget) -> str:
+        """Where `target` is declared, for an error: `[agents.x] key 'prompt'`, or
+        `[[agents.x.prompts]] 'system' key 'path'` for a target of the prompts array."""
+        if self.config.prompts and not self.config.prompt:
+            return f"[[agents.{self.name}.prompts]] {target.name!r} key 'path'"
+        return f"{self.table} key 'prompt'"
+
 
 @dataclass(frozen=True)
 class Project:

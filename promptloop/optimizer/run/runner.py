@@ -78,7 +78,7 @@ def _working_tree_prompt(agent_name: str, prompts_dir: Path | None) -> str:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
-        raise ConfigError(f"{project.where}: {agent.table} key 'prompt': cannot read {path}: "
+        raise ConfigError(f"{project.where}: {agent.target_key(target)}: cannot read {path}: "
                           f"{err.strerror}") from None
     return open_target(agent, target, text).text
 

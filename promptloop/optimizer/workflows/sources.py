@@ -203,7 +203,7 @@ class RepoSource:
                            f"[[agents.{agent}.prompts]] with path and variable "
                            "(docs/agents.md, Prompt targets)")
         except (ConfigError, GitOpsError) as err:
-            raise ConfigError(f"{declared.project.where}: {declared.table} key 'prompt': "
+            raise ConfigError(f"{declared.project.where}: {declared.target_key(target)}: "
                               f"{err}" + (". Start a project with `promptloop init`"
                                           if declared.project.path is None else "")) from None
         return open_target(declared, target, sourced.text,
