@@ -135,8 +135,8 @@ def eval_(
     from promptloop.optimizer.workflows.evaluate import EvalRequest, evaluate
 
     def body() -> None:
+        agent_name, which = split_agent_suite(agent, suite)  # a bad name: nothing written
         state = resolve_state(state_dir)
-        agent_name, which = split_agent_suite(agent, suite)
         if agent_name is None and which is None:
             raise ConfigError("give --agent NAME or --suite (an agent, AGENT/SUITE or a suite "
                               f"folder); agents: {', '.join(agent_names()) or 'none'}")

@@ -255,3 +255,19 @@ def test_an_events_file_in_a_missing_folder_is_an_error(
                             "scripted:pkm", "--events", str(where), "--state-dir", str(state))
     assert code == 1 and f"the folder {where.parent} does not exist" in err
     assert not (tmp_path / "no").exists()
+
+
+def test_a_command_refused_for_a_bad_name_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`eval --agent x` with no promptloop.toml created .promptloop/ and added it to
+    .git/info/exclude before saying there is no project."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    exclude = repo / ".git" / "info" / "exclude"
+    before = exclude.read_text() if exclude.exists() else ""
+    code, said = run(repo, monkeypatch, "eval", "--agent", "x")
+    assert code == 1 and "no promptloop.toml here" in said
+    assert not (repo / ".promptloop").exists()
+    assert (exclude.read_text() if exclude.exists() else "") == before
