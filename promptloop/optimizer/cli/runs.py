@@ -133,7 +133,7 @@ def stored_name(agent: str | None, suite: str | None) -> str | None:
 def runs(
     suite: Annotated[
         str | None,
-        typer.Option("--suite", metavar="SUITE",
+        typer.Option("--suite", envvar="PROMPTLOOP_SUITE", metavar="SUITE",
                      help="Only runs of this suite: a stored name (e.g. "
                      "pkm_agent_capability), one of an agent's suites (pkm_agent/quickstart), "
                      "a suite folder or .jsonl file, or an agent (all its suites)."),

@@ -90,11 +90,15 @@ def test_agent_runs_a_task_of_an_adapter_agent_and_shows_the_conversation(
         assert got["task_id"] == "ex-category-refund" and got["suite"] == "example", spelled
 
 
-def test_runs_health_and_profile_follow_the_agent_table(repo: Path, tmp_path: Path) -> None:
+def test_runs_health_and_profile_follow_the_agent_table(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cli_json("eval", "--agent", "example", *MODELS, *state(tmp_path))
     listed = cli_json("runs", "--agent", "example", *state(tmp_path))
     assert [r["suite_name"] for r in listed] == ["example"]
     assert cli_json("runs", "--suite", "evals/example", *state(tmp_path)) == listed
+    with monkeypatch.context() as env:  # docs/commands.md: PROMPTLOOP_SUITE applies to runs
+        env.setenv("PROMPTLOOP_SUITE", "nosuch")
+        assert cli("runs", *state(tmp_path)).exit_code == 1
     unknown = cli("runs", "--agent", "exampel", *state(tmp_path))
     assert unknown.exit_code == 1 and "Did you mean 'example'" in unknown.output
     health = cli_json("health", "--agent", "example", *state(tmp_path))
