@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from promptloop.agents.names import did_you_mean
+from promptloop.optimizer.core.config import ConfigError
 from promptloop.optimizer.propose.package import export_failing, render_failing_markdown
 from promptloop.optimizer.report.markdown import render_markdown
 from promptloop.optimizer.report.store import build_report, default_store_dir, load_run
@@ -23,6 +25,11 @@ def render_report(
 ) -> str:
     run = load_run(default_store_dir(state), run_name)
     if failing:
+        known = sorted({t.bucket for t in run.trials} | set(run.task_buckets.values()))
+        for b in buckets or ():
+            if b not in known:  # an empty export would read "no failing trials"
+                raise ConfigError(f"--bucket {b!r}: run {run_name} has no such bucket."
+                                  f"{did_you_mean(b, known)} Buckets: {', '.join(known)}")
         targets = buckets or sorted(
             {t.bucket for t in run.trials if t.status in ("failed", "timedOut")}
         )

@@ -67,6 +67,9 @@ def test_eval_pkm_with_judge_and_report(state: Path) -> None:
     )
     assert failing.exit_code == 0
     assert "terminal_path" in failing.stdout and "Write" in failing.stdout
+    typo = runner.invoke(
+        app, ["report", "latest", "--failing", "--bucket", "skip_trivia", "--out", str(state)])
+    assert typo.exit_code == 1 and "Did you mean 'skip_trivial'" in typo.output, typo.output
     as_json = runner.invoke(app, ["report", data["run"], "--format", "json", "--out", str(state)])
     report = json.loads(as_json.stdout)
     assert report["suite"]["name"] == "pkm_agent_regression"
