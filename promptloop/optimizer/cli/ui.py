@@ -198,6 +198,11 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
+EXIT_PIPE, EXIT_TERMINATED = 141, 143
+"""128 + SIGPIPE (the reader of stdout closed it: `promptloop runs | head`, as git and ls
+end) and 128 + SIGTERM."""
+
+
 def pipe_closed() -> int:
     """The reader of stdout closed it (`| head` took what it wanted): no error message, no
     traceback, no flush error at exit (stdout goes to /dev/null from here); 141, the exit
@@ -206,12 +211,12 @@ def pipe_closed() -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    return 141
+    return EXIT_PIPE
 
 
 def stopped() -> tuple[int, str]:
     """(exit code, `Error:` line) of a command stopped by Ctrl-C or SIGTERM."""
-    return (143, "terminated (SIGTERM)") if TERMINATED else (130, "interrupted")
+    return (EXIT_TERMINATED, "terminated (SIGTERM)") if TERMINATED else (130, "interrupted")
 
 
 def exit_now(code: int) -> None:

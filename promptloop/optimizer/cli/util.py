@@ -18,8 +18,6 @@ from promptloop.optimizer.workflows.context import ConfigError, GitOpsError, Sui
 
 T = TypeVar("T")
 EXIT_OK, EXIT_USER, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 130
-EXIT_PIPE = 141
-"""The reader of stdout closed it (`promptloop runs | head`): 128 + SIGPIPE, as git and ls end."""
 TOML_META = "promptloop.toml"
 """`ctx.meta` key of the promptloop.toml the defaults came from (set by common.use_toml; read
 by command.py and `_from_toml` to name the file a bad value came from)."""

@@ -155,8 +155,9 @@ def ruled_out_for(policy: GatePolicy, states: Sequence[str]) -> str:
     text = sensitivity_statement(policy)
     if cleared == len(states):
         return text
+    body = text.removeprefix("Ruled out: ")
     return (f"In the {cleared} bucket(s) that showed no harm (not the {len(states) - cleared} "
-            f"other(s)), r{text[1:]}")
+            f"other(s)), ruled out: {body}")
 
 
 def _harm_per_task(p: GatePolicy) -> str:

@@ -298,8 +298,9 @@ def interrupted(err: BaseException) -> str:
 
 
 def errored_trials(trials: Sequence[TrialResult], most: int = 8) -> list[str]:
-    """One line per distinct reason trials errored (not counted in any rate), naming them as
-    `task#trial` (at most `most` each): `1 trial errored (not counted): trip#0: no recording
+    """One line per distinct reason trials errored (the infrastructure's, not the agent's:
+    failed in the first rates, left out of the errored-excluded ones), naming them as
+    `task#trial` (at most `most` each): `1 trial errored: trip#0: no recording
     for this request ...`. A replay that misses one recording must say which."""
     by: dict[str, list[str]] = {}
     for t in trials:
@@ -314,7 +315,7 @@ def errored_trials(trials: Sequence[TrialResult], most: int = 8) -> list[str]:
     for why, ids in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         shown = ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most
                                          else "")
-        lines.append(f"{len(ids)} trial{'s' if len(ids) != 1 else ''} errored (not counted): "
+        lines.append(f"{len(ids)} trial{'s' if len(ids) != 1 else ''} errored: "
                      f"{shown}: {why}")
     return lines
 

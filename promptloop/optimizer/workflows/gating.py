@@ -32,7 +32,7 @@ from promptloop.optimizer.gate.review_harm import HarmOnlyGate, HarmResult
 from promptloop.optimizer.gate.sequential import SequentialGate, TaskKey, TrialAsk
 from promptloop.optimizer.gate.tasks import TaskRecord
 from promptloop.optimizer.gate.verdict import Verdict
-from promptloop.optimizer.lifecycle.lineage import prompt_hash
+from promptloop.optimizer.lifecycle.lineage import prompt_hash, trial_key
 from promptloop.optimizer.report.store import ReportError, list_runs, load_run
 from promptloop.optimizer.report.summary import wrote_outside
 from promptloop.optimizer.workflows.paired import RunFn, compare_suite_runs
@@ -105,10 +105,6 @@ def lineage_history(store_dir: Path, base_runs: Sequence[RunResult],
     return out
 
 
-def _trial_key(t: TrialResult) -> tuple[str, int, str]:
-    return (t.task_id, t.trial_index, t.started_at.isoformat())
-
-
 TrialId = tuple[str, int, str]
 """(task id, trial index, start time): one trial, whichever run holds it (a cached copy too)."""
 Past = dict[TaskKey, dict[TrialId, tuple[float, bool]]]
@@ -118,12 +114,12 @@ Past = dict[TaskKey, dict[TrialId, tuple[float, bool]]]
 def history_records(history: Sequence[RunResult], base_runs: Sequence[RunResult]) -> Past:
     """(qualified bucket, task) -> every counted trial of the lineage history that is not one
     of the baseline's own trials, by trial id (each trial once)."""
-    seen = {_trial_key(t) for r in base_runs for t in r.trials}
+    seen = {trial_key(t) for r in base_runs for t in r.trials}
     out: Past = {}
     for run in history:
         prefix = bucket_prefix(run.suite_kind)
         for t in run.trials:
-            key = _trial_key(t)
+            key = trial_key(t)
             if key in seen or not t.counts:
                 continue
             seen.add(key)
@@ -138,7 +134,7 @@ def observations(base: Sequence[RunResult], cand: Sequence[RunResult | None],
     """One record per task: history, baseline and candidate trials (counted ones only), each
     trial once: a fresh baseline trial the cache served again (a second review, a resumed
     session) is the history's trial, so it leaves the history when it joins the baseline."""
-    again = {_trial_key(t) for r in base for t in r.trials}
+    again = {trial_key(t) for r in base for t in r.trials}
 
     def past(key: TaskKey) -> list[tuple[float, bool]]:
         return [obs for tid, obs in history.get(key, {}).items() if tid not in again]

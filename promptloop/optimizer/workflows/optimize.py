@@ -154,10 +154,9 @@ class Optimizer:
         per = 1 / max(1, n)
         screen = 0
         if c.candidates > 1:  # each candidate runs the visible target tasks at least once
-            tasks = sum(1 for key, i in where.items() if key[0] == c.bucket)
-            held = (max(1, round(tasks * c.policy.heldout_share))
-                    if tasks >= c.policy.heldout_min_tasks else 0)
-            screen = c.candidates * max(1, tasks - held)
+            ids = [tid for bucket, tid in where if bucket == c.bucket]
+            held = len(heldout_tasks(ids, c.policy))  # the gate's own count
+            screen = c.candidates * max(1, len(ids) - held)
         each = first + screen
         rounds = [(s, round(t * per * each * c.iterations)) for s, t in base]
         most = f"{c.iterations} iteration{'s' if c.iterations > 1 else ''} at most"

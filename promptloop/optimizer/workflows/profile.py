@@ -28,6 +28,7 @@ from promptloop.optimizer.core.suites import Suite
 from promptloop.optimizer.gate.policy import GatePolicy
 from promptloop.optimizer.gate.profile import ProfilePick, plan
 from promptloop.optimizer.gate.tasks import TaskKey, TaskRecord
+from promptloop.optimizer.lifecycle.lineage import trial_key
 from promptloop.optimizer.report.store import ReportError, default_store_dir, list_runs, load_run
 from promptloop.optimizer.run.cache import text_hash
 from promptloop.optimizer.run.models import AgentJudgeModels, ModelSet
@@ -105,7 +106,7 @@ def lineage_records(store_dir: Path, suites: list[Suite], prompt_hash: str, agen
             out.next_index[t.task_id] = max(out.next_index.get(t.task_id, 0), t.trial_index + 1)
             if not t.counts:
                 continue
-            copy = (run.suite_name, t.task_id, t.trial_index, t.started_at.isoformat())
+            copy = (run.suite_name, *trial_key(t))
             if copy in seen:
                 continue
             seen.add(copy)

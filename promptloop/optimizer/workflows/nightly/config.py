@@ -98,6 +98,25 @@ class NightlyConfig(CommandModels):
         )
 
 
+def awaiting_review(c: NightlyConfig, base: str) -> dict[tuple[str, str], str]:
+    """(agent, bucket) -> an accepted branch of an earlier session of the night's agents that
+    still exists and is not merged into `base`: its patch awaits review (the night leaves the
+    bucket out; `nightly --dry-run` lists it)."""
+    from promptloop.optimizer.core.ledger import Ledger
+    from promptloop.optimizer.git import GitOps
+
+    entries = [e for e in Ledger(c.state_dir / "ledger.jsonl").entries()
+               if e.outcome == "accepted" and e.branch and e.agent in c.suites]
+    out: dict[tuple[str, str], str] = {}
+    if not entries or c.repo is None:
+        return out
+    with GitOps(c.repo) as git:
+        for e in entries:
+            if e.branch and git.branch_exists(e.branch) and not git.is_ancestor(e.branch, base):
+                out[(e.agent, e.bucket)] = e.branch
+    return out
+
+
 def rank_buckets(
     baselines: Mapping[str, Baseline], limit: int,
     awaiting: Mapping[tuple[str, str], str] | None = None,
@@ -118,7 +137,7 @@ def rank_buckets(
             if not failing:
                 continue
             if bucket not in targetable:
-                skipped.append(f"{suite}/{bucket}")
+                skipped.append(f"{suite}/{bucket} (no capability trials to gate on)")
                 continue
             if (suite, bucket) in awaiting:
                 skipped.append(f"{suite}/{bucket} (accepted branch {awaiting[(suite, bucket)]} "

@@ -28,7 +28,6 @@ from promptloop.optimizer.core.events import (
     TrialFinished,
     ignore,
 )
-from promptloop.optimizer.core.ledger import Ledger
 from promptloop.optimizer.core.project import active_project
 from promptloop.optimizer.core.prompt_target import open_target
 from promptloop.optimizer.git import GitOps, GitOpsError, sanitize_ref_component
@@ -38,7 +37,11 @@ from promptloop.optimizer.run.models import ModelSet
 from promptloop.optimizer.run.runner import AllTrialsErroredError
 from promptloop.optimizer.run.usage import Role
 from promptloop.optimizer.workflows.nightly.budget import Estimate, over_budget
-from promptloop.optimizer.workflows.nightly.config import NightlyConfig, rank_buckets
+from promptloop.optimizer.workflows.nightly.config import (
+    NightlyConfig,
+    awaiting_review,
+    rank_buckets,
+)
 from promptloop.optimizer.workflows.nightly.estimates import (
     estimate_baseline,
     estimate_iteration,
@@ -287,7 +290,7 @@ class NightlyEngine:
                 return
         if cp.ranking is None:
             cp.ranking, cp.skipped_buckets = rank_buckets(baselines, self.c.max_buckets,
-                                                          self._awaiting_review(cp))
+                                                          awaiting_review(self.c, cp.base_commit))
             self.save()
         if not cp.ranking:
             self.say("no bucket has failing trials; nothing to optimize tonight")
@@ -402,22 +405,6 @@ class NightlyEngine:
         source = open_target(agent, target, opt.git.read_file(cp.base_commit, target.path))
         opt.prompt_source = source
         return Baseline(cp.base_commit, source.text, opt.suites(), runs, source)
-
-    def _awaiting_review(self, cp: Checkpoint) -> dict[tuple[str, str], str]:
-        """(suite, bucket) -> an accepted branch of an earlier session that still exists and
-        is not merged into the night's base: its patch awaits review."""
-        out: dict[tuple[str, str], str] = {}
-        entries = [e for e in Ledger(self.c.state_dir / "ledger.jsonl").entries()
-                   if e.outcome == "accepted" and e.branch and e.agent in self.c.suites]
-        if not entries:
-            return out
-        with GitOps(self.repo) as git:
-            for e in entries:
-                assert e.branch is not None
-                if (git.branch_exists(e.branch)
-                        and not git.is_ancestor(e.branch, cp.base_commit)):
-                    out[(e.agent, e.bucket)] = e.branch
-        return out
 
     async def _bucket_steps(self, rank: BucketRank, baseline: Baseline) -> bool:
         """Iterations on one bucket; False when a budget stopped the night."""

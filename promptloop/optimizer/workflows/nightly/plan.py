@@ -16,9 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from promptloop.optimizer.core.ledger import Ledger
 from promptloop.optimizer.git import GitOps
-from promptloop.optimizer.workflows.nightly.config import NightlyConfig
+from promptloop.optimizer.workflows.nightly.config import NightlyConfig, awaiting_review
 from promptloop.optimizer.workflows.nightly.estimates import estimate_baseline
 from promptloop.optimizer.workflows.nightly.state import Checkpoint
 
@@ -47,11 +46,8 @@ def plan_night(c: NightlyConfig) -> NightPlan:
     assert c.repo is not None
     with GitOps(c.repo) as git:
         base = git.resolve(c.base)
-        awaiting = []
-        for e in Ledger(c.state_dir / "ledger.jsonl").entries():
-            if (e.outcome == "accepted" and e.branch and e.agent in c.suites
-                    and git.branch_exists(e.branch) and not git.is_ancestor(e.branch, base)):
-                awaiting.append(f"{e.agent}/{e.bucket} ({e.branch})")
+    awaiting = [f"{agent}/{bucket} ({branch})"
+                for (agent, bucket), branch in awaiting_review(c, base).items()]
     now = datetime.now(UTC)
     cp = Checkpoint(night_id="dry-run", started_at=now, updated_at=now,
                     config=c.model_dump(mode="json", exclude={"repo", "state_dir"}),

@@ -229,9 +229,7 @@ def render_markdown(s: NightSummary) -> str:
                     for r in s.budget.roles), "", "## Buckets with failing trials", ""]
     lines += table_lines(rank_table(s)) if s.ranking else ["None."]
     if s.skipped_buckets:  # each says why: a regression-only bucket, or a branch in review
-        lines += ["", "Not optimized: " + "; ".join(
-            b if "(" in b else f"{b} (no capability trials to gate on)"
-            for b in s.skipped_buckets)]
+        lines += ["", "Not optimized: " + "; ".join(s.skipped_buckets)]
     lines += ["", f"## Accepted branches ({len(s.accepted)})", ""]
     for a in s.accepted:
         lines += _accepted_markdown(a)
