@@ -307,9 +307,6 @@ def errored_trials(trials: Sequence[TrialResult], most: int = 8) -> list[str]:
         if t.status == "errored":
             name = f"{t.task_id}#{t.trial_index}"
             why = without_class_names(t.infra_error or t.failure_reason or "unknown error")
-            # the trial named in its own message (a replay miss's "(suite/task#0)") is named
-            # in the line already: without it, the same cause groups into one line
-            why = re.sub(r" \((?:[^()\s/]+/)?" + re.escape(name) + r"\)", "", why)
             by.setdefault(why, []).append(name)
     lines = []
     for why, ids in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])):

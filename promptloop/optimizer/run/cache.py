@@ -90,7 +90,7 @@ class RecordReplayClient(WrappedClient):
         if self.mode == "replay":
             if not path.is_file():
                 raise ReplayMissError(
-                    f"no recording for this request of {self.model_id} ({self.salt}): the "
+                    f"no recording for this request of {self.model_id}: the "
                     "task, the prompt or the settings changed since it was recorded, or this "
                     "trial never was; record it with --mode record"
                 )
