@@ -62,7 +62,8 @@ DryRunOpt = Annotated[bool, Opt(
     "--dry-run",
     help="Say what the night would do and cost (agents, models, each baseline's uncached "
          "trials and tokens, iterations at most, buckets whose branch awaits review, "
-         "budgets) without calling a model, taking the lock or writing anything.")]
+         "budgets) without calling a model, taking the lock, or writing a checkpoint or a "
+         "branch (the base commit is read through the state folder's source cache).")]
 PushOpt = Annotated[bool, Opt(
     "--push", envvar="PROMPTLOOP_NIGHTLY_PUSH", rich_help_panel=PUBLISH,
     help="git push origin <branch> for each accepted branch (never forced).")]

@@ -1,5 +1,6 @@
 """`promptloop nightly --dry-run`: what a night would do and cost, worked out without calling a
-model, taking the lock, writing a checkpoint or creating a branch.
+model, taking the lock, writing a checkpoint or creating a branch (the base commit's suites
+are read through the state folder's source cache, as every command reads a commit).
 
 Per agent, its baseline's trials and how many the trial cache cannot serve (what the night
 pays for, keyed as the runner keys them), estimated as the night estimates a step before any
