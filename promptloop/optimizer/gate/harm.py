@@ -103,9 +103,9 @@ def bucket_statement(bucket: str, findings: Sequence[TaskFinding], family_p: flo
         return BucketHarm(bucket, "harm not ruled out",
                           f"bucket {bucket!r}: harm not ruled out (would need {need} more "
                           f"trial(s) of tasks {names}); {moved}", tuple(findings))
-    if not findings:  # its tasks fail on their records: none has a drop to lose
-        return BucketHarm(bucket, "no harm", f"bucket {bucket!r}: no harm to test: none of "
-                          "its tasks passes on its record, so none can lose a drop", ())
+    if not findings:  # review: every task was settled by the improvement test
+        return BucketHarm(bucket, "no harm", f"bucket {bucket!r}: not harm-tested: its tasks "
+                          "were decided by the improvement test (the bucket improved)", ())
     bases = {b: sum(f.basis == b for f in findings)
              for b in ("bayes", "cannot lose", "terminal")}
     how = ", ".join(f"{n} {label}" for b, label in (

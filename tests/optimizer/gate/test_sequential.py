@@ -385,8 +385,8 @@ def test_harm_only_gate_for_review() -> None:
 
 def test_a_no_harm_statement_says_how_each_task_got_there() -> None:
     """A bucket cleared partly by the terminal rule must not read "each task ruled out a
-    drop" (that rule means "not shown unlikely, only not shown"); a bucket with no task to
-    test must not read "each task ruled out ... (); not run"."""
+    drop" (that rule means "not shown unlikely, only not shown"); a bucket whose tasks the
+    improvement test settled must not read "each task ruled out ... (); not run"."""
     cleared = judge_task(record(history=[True] * 10, base=[True] * 2, cand=[True] * 3), POLICY)
     low = judge_task(record(("b", "low"), history=[False] * 8 + [True] * 2, base=[False] * 2),
                      POLICY)
@@ -395,4 +395,4 @@ def test_a_no_harm_statement_says_how_each_task_got_there() -> None:
     assert "each task ruled out" not in said
     empty = bucket_statement("dates", [], None, POLICY)
     assert empty.state == "no harm" and "()" not in empty.statement
-    assert "none of its tasks passes on its record" in empty.statement
+    assert "decided by the improvement test" in empty.statement
