@@ -30,9 +30,9 @@ def health(
     window: Annotated[int, typer.Option(
         "--window", min=1, help="Newest runs of the lineage to use.")] = 10,
     ref: Annotated[str, typer.Option(
-        "--ref", help="Git ref whose prompt history defines the lineage.")] = "HEAD",
+        "--ref", metavar="REF", help="Git ref whose prompt history defines the lineage.")] = "HEAD",
     model: Annotated[str | None, typer.Option(
-        "--agent-model",
+        "--agent-model", metavar="MODEL",
         help="Agent model of the lineage (default: the model of the newest run).")] = None,
     any_prompt: Annotated[bool, typer.Option(
         "--any-prompt", help="Every run of the suite, whatever prompt it ran.")] = False,

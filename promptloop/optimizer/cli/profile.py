@@ -34,7 +34,7 @@ def profile(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Rank the tasks and show the plan; run nothing.")] = False,
     ref: Annotated[str, typer.Option(
-        "--ref", help="Git ref whose prompt and suites to profile.")] = "HEAD",
+        "--ref", metavar="REF", help="Git ref whose prompt and suites to profile.")] = "HEAD",
     agent_model: AgentModelOpt = DEFAULT_AGENT_MODEL,
     judge_model: JudgeModelOpt = None,
     base_url: BaseUrlOpt = None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from typer._click.core import Context
 import pytest
 import typer.main
 from typer.testing import CliRunner
@@ -149,3 +150,29 @@ def test_choices_come_from_promptloop_toml_and_the_environment(
     missing = runner.invoke(app, ["--config", str(config), "report", "latest",
                                   "--state-dir", str(tmp_path)])
     assert missing.exit_code == 1 and "no saved runs" in missing.stderr
+
+
+METAVAR_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("review", "--suite"): "review's --suite names an agent (its capability and regression "
+                           "suites run together)",
+}
+
+
+def test_an_option_shows_one_value_name_in_every_command() -> None:
+    """`--ref`, `--base`, `--agent-model`... read the same kind of value wherever they appear,
+    so every command's --help names it alike (REF, not TEXT in one command and REF in another)."""
+    seen: dict[str, dict[str, set[str]]] = {}
+    for name, command in GROUP.commands.items():  # type: ignore[attr-defined]
+        ctx = Context(command)
+        for param in command.params:
+            if param.param_type_name != "option" or param.is_flag:  # type: ignore[attr-defined]
+                continue
+            if (name, param.opts[0]) in METAVAR_EXCEPTIONS:
+                continue
+            record = param.get_help_record(ctx)
+            if record is None:  # hidden
+                continue
+            shown = record[0].split()[-1]  # "--ref REF" -> REF
+            seen.setdefault(param.opts[0], {}).setdefault(shown, set()).add(name)
+    mixed = {opt: names for opt, names in seen.items() if len(names) > 1}
+    assert mixed == {}

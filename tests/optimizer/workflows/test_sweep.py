@@ -211,6 +211,7 @@ def test_doctor_fix_cleans_what_killed_runs_left(
         assert "cleaned (--fix)" in human and "nothing to clean" in human
     finally:
         _git(repo, "worktree", "remove", "--force", str(running))
+        running.parent.rmdir()  # the candidate-named folder in the real temp folder
 
 
 def test_doctor_fix_never_removes_a_folder_another_repository_made(
