@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from unidiff import PatchSet
 
 from promptloop.agents.llm.registry import SCRIPTED_MODELS
 from promptloop.agents.llm.scripted import Request, ScriptedModel, reply
@@ -349,6 +350,15 @@ def test_an_external_proposer_with_two_candidates_edits_only_the_dart_literal(
     text = assert_only_region_changed(repo, "main", it.branch, SPEC)
     assert f"{PERSON_LINE}\n{RULE_LINE}\n" in text
     assert git(repo, "status", "--porcelain") == ""
+    # the ledger keeps the proposer's diff (the region's lines) and the file's (its own lines,
+    # what the viewer shows)
+    [[hunk]] = PatchSet(entry.file_diff)
+    base_lines = git(repo, "show", f"main:{PROMPTS_DART}").splitlines()
+    start = hunk.source_start - 1
+    assert [line.value.rstrip("\n") for line in hunk.source_lines()] == (
+        base_lines[start:start + hunk.source_length])
+    [[region_hunk]] = PatchSet(entry.diff)
+    assert region_hunk.source_start < hunk.source_start
 
 
 def test_a_missing_prompt_file_names_the_prompts_array_key(repo: Path, tmp_path: Path) -> None:

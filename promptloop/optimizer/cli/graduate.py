@@ -17,13 +17,15 @@ def graduate(
     suite: Annotated[str, typer.Option(
         "--agent", envvar=["PROMPTLOOP_AGENT", "PROMPTLOOP_SUITE"], metavar="AGENT",
         help="The agent: the bucket moves from its capability suite to its regression suite.")],
-    bucket: Annotated[str, typer.Option("--bucket", metavar="BUCKET", help="The capability bucket to graduate.")],
+    bucket: Annotated[str, typer.Option(
+        "--bucket", metavar="BUCKET", help="The capability bucket to graduate.")],
     copy: Annotated[bool, typer.Option(
         "--copy", help="Copy the tasks (keep them in the capability suite too).")] = False,
     force: Annotated[bool, typer.Option(
         "--force", help="Graduate even when the bucket is not mature.")] = False,
     base: Annotated[str, typer.Option(
-        "--base", metavar="REF", help="Git ref to branch from (its suites and prompt history are used).")
+        "--base", metavar="REF",
+        help="Git ref to branch from (its suites and prompt history are used).")
     ] = "HEAD",
     window: Annotated[int, typer.Option(
         "--window", min=1, help="Newest runs of the lineage to judge maturity on.")] = 10,

@@ -101,7 +101,12 @@ class LedgerEntry(_Record):
     kind: Literal["close"] = "close"
     hypothesis: str = ""
     diff: str = ""
+    """The proposal's canonical diff of the prompt's text, as the proposer wrote it (for a
+    prompt inside a source file, numbered from the region's first line)."""
     diff_hash: str = ""
+    file_diff: str = ""
+    """For a prompt inside a source file: the same change as a diff of the whole file, with its
+    own line numbers (what the branch commits and the viewer shows); empty otherwise."""
     outcome: Outcome
     reasons: list[str] = Field(default_factory=list)
     guard_violations: list[dict[str, str]] = Field(default_factory=list)

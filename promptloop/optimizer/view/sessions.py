@@ -93,7 +93,8 @@ class Iteration:
     def diff(self) -> list[DiffFile]:
         if self.entry is None:
             return []
-        return diff_view(self.entry.diff, self.entry.prompt_path)
+        # a prompt inside a source file: the file's own lines, as its branch commits them
+        return diff_view(self.entry.file_diff or self.entry.diff, self.entry.prompt_path)
 
     @property
     def tournament(self) -> Tournament | None:

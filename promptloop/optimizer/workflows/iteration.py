@@ -194,10 +194,6 @@ class Iteration:
         if isinstance(spliced, RegionRefusal):
             self._refuse([{"code": "breaks_literal", "message": spliced.why}], prepared.diff)
             return
-        source = self.base.prompt_source
-        if source is not None and source.region is not None:  # the PR shows the file's lines
-            self.file_diff = render_unified(source.file_text,
-                                            spliced.read_text(encoding="utf-8"), source.path)
         self.opt.emit(CandidateEvaluating(iteration=self.n, branch=cand.branch))
         await self.conclude(cand, prepared.new_text)
 
@@ -220,6 +216,11 @@ class Iteration:
     async def conclude(self, cand: Candidate, new_prompt: str) -> None:
         """Evaluate the candidate, commit it with the verdict, and keep or drop the branch."""
         c, it = self.c, self.it
+        source = self.base.prompt_source
+        if source is not None and source.region is not None:  # the PR shows the file's lines
+            self.file_diff = render_unified(
+                source.file_text, (cand.path / source.path).read_text(encoding="utf-8"),
+                source.path)
         self.opt.candidate_branches[new_prompt] = cand.branch  # its runs record the branch
         verdict, comps, base_for_pr, cand_runs = await self._evaluate(new_prompt)
         kill_point("gate")
@@ -248,6 +249,7 @@ class Iteration:
             "hypothesis": it.hypothesis,
             "diff": it.diff,
             "diff_hash": diff_hash(it.diff),
+            "file_diff": self.file_diff,
             "verdict_table": it.verdict_table,
             "branch": it.branch,
             "commit": it.commit,

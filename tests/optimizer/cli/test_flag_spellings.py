@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from typer._click.core import Context
 import pytest
 import typer.main
+from typer._click.core import Context
 from typer.testing import CliRunner
 
 from promptloop.optimizer.cli import command as cmd_mod
