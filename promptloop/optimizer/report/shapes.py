@@ -331,5 +331,6 @@ def index_docs(run: RunResult, summary: RunSummary) -> tuple[dict[str, Any], dic
         "branch": run.provenance.branch,
         "candidateCommit": run.provenance.candidate_commit,
         "verdict": run.provenance.verdict,
+        "session": run.provenance.session,
     }
     return line, extras

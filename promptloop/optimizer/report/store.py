@@ -79,6 +79,9 @@ class RunIndexEntry(BaseModel):
     branch: str | None = None
     candidate_commit: str | None = None
     verdict: str | None = None
+    session: str | None = None
+    """The command run that made it (`Provenance.session`: an optimize session's id for its
+    runs); None for runs indexed before sessions were."""
 
     @property
     def on_lineage(self) -> bool:

@@ -10,12 +10,15 @@ proposal with filters.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from promptloop.optimizer.core.ledger import CandidateRecord, LedgerEntry
+from promptloop.optimizer.core.ledger import CandidateRecord, LedgerEntry, LedgerOpen
 from promptloop.optimizer.report.html.trials import DiffFile, line_css
+from promptloop.optimizer.report.store import RunIndexEntry
 from promptloop.optimizer.report.table import Table, gate_table
+from promptloop.optimizer.run.workspaces import pid_alive
 from promptloop.optimizer.view.state import Session, StateFolder, session_of
 
 OUTCOMES = ("accepted", "rejected", "inconclusive", "refused", "error")
@@ -82,6 +85,17 @@ class Iteration:
     package: str | None
     reply: str | None
     pr_body: str | None
+    opened: LedgerOpen | None = None
+    """Its open record when no closing one exists yet."""
+
+    @property
+    def state(self) -> str:
+        """For an iteration without a verdict: "running" while the process that opened it
+        lives, "interrupted" when it is gone, "elsewhere" when it was opened on another host."""
+        o = self.opened
+        if o is not None and o.host != socket.gethostname():
+            return "elsewhere"  # another machine's process: its life cannot be seen from here
+        return "running" if o is not None and pid_alive(o.pid) else "interrupted"
 
     @property
     def verdict(self) -> Table | None:
@@ -109,6 +123,9 @@ class Iteration:
 class SessionPage:
     session: Session
     iterations: list[Iteration]
+    runs: list[RunIndexEntry]
+    """The runs the session made (their `session` is its id), oldest first; runs it reused
+    from the cache belong to the session that made them."""
 
     @property
     def first(self) -> LedgerEntry | None:
@@ -117,15 +134,19 @@ class SessionPage:
 
 def session_page(state: StateFolder, session: Session) -> SessionPage:
     by_number = {e.iteration: e for e in session.entries}
+    opened = {o.iteration: o for o in state.unclosed() if session_of(o) == session.id}
     out = []
-    for n in session.iterations:
+    for n in sorted({*session.iterations, *opened}):
         entry = by_number.get(n)
         pr = state.session_file(session, n, "PR.md")
         if pr is None and entry is not None:
             pr = state.recorded_file(entry.pr_body_path)
         out.append(Iteration(n, entry, state.session_file(session, n, "package.md"),
-                             state.session_file(session, n, "reply.md"), pr))
-    return SessionPage(session, out)
+                             state.session_file(session, n, "reply.md"), pr,
+                             None if entry is not None else opened.get(n)))
+    runs = sorted((r for r in state.runs() if r.session == session.id),
+                  key=lambda r: r.started_at)
+    return SessionPage(session, out, runs)
 
 
 @dataclass(frozen=True)

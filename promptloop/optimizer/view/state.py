@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from promptloop.optimizer.core.ledger import Ledger, LedgerEntry
+from promptloop.optimizer.core.ledger import Ledger, LedgerEntry, LedgerOpen
 from promptloop.optimizer.core.results import RunResult
 from promptloop.optimizer.report.store import (
     ReportError,
@@ -65,7 +65,7 @@ class Session:
         return sorted(numbers)
 
 
-def session_of(entry: LedgerEntry) -> str:
+def session_of(entry: LedgerEntry | LedgerOpen) -> str:
     """The session id of a ledger entry (`<session>-<iteration>`)."""
     head, sep, tail = entry.id.rpartition("-")
     return head if sep and tail.isdigit() else entry.id
@@ -178,6 +178,14 @@ class StateFolder:
         except NotFoundError:
             return []
         return Ledger(path).entries()
+
+    def unclosed(self) -> list[LedgerOpen]:
+        """Iterations opened and not closed: running now, or whose process died first."""
+        try:
+            path = self.confine(self.root / "ledger.jsonl")
+        except NotFoundError:
+            return []
+        return Ledger(path).unclosed()
 
     def sessions(self) -> list[Session]:
         """Sessions newest first: from the ledger and from the folders under optimize/."""

@@ -114,7 +114,8 @@ class Optimizer:
         options = self.c.run_options(self.c.agent_model, prompt, f"{label} {suite.name}",
                                      indices, limit=limit, prompt_source=self.prompt_source)
         if self._provenance is None:  # one git look per session, not one per gate stage
-            prov = provenance(self.c.repo)
+            # the session's runs carry its id: `view` lists them on the session's page
+            prov = provenance(self.c.repo).model_copy(update={"session": self.session})
             if self.c.base != "HEAD":  # the base prompt is read at the base ref
                 prov = prov.model_copy(update={"branch": self.c.base})
             if self.source.sha is not None:

@@ -17,7 +17,7 @@ from promptloop.optimizer.core.ledger import Ledger
 from promptloop.optimizer.gate.compare import GatePolicy
 from promptloop.optimizer.lifecycle.stats import slope
 from promptloop.optimizer.report import fmt
-from promptloop.optimizer.report.store import list_runs
+from promptloop.optimizer.report.store import default_store_dir, list_runs
 from promptloop.optimizer.report.summary import summarize
 from promptloop.optimizer.run.cache import text_hash
 from promptloop.optimizer.view import state as state_module
@@ -193,6 +193,51 @@ def test_session_page_shows_each_iteration(app: ViewApp, view_state: ViewState) 
     assert 'b-refused">refused' in refused and ">duplicate<" in refused
     listing = page(app, "/sessions")
     assert all(s in listing for s in sessions)
+
+
+def test_session_page_links_the_runs_the_session_made(app: ViewApp,
+                                                      view_state: ViewState) -> None:
+    pkm = next(p.name for p in (view_state.root / "optimize").iterdir() if "pkm_agent" in p.name)
+    made = [e for e in list_runs(default_store_dir(view_state.root)) if e.session == pkm]
+    assert {e.role for e in made} >= {"candidate"}, made
+    section = page(app, "/session/" + pkm).split('id="runs"')[1].split("</section>")[0]
+    for e in made:
+        assert f'href="/run/{quote(e.run_name, safe="")}"' in section
+    others = [e for e in list_runs(default_store_dir(view_state.root)) if e.session != pkm]
+    assert others and not any(f">{e.run_name}<" in section for e in others)
+
+
+@pytest.mark.parametrize("alive", [True, False])
+def test_an_iteration_without_verdict_says_running_or_interrupted(
+    view_state: ViewState, tmp_path: Path, alive: bool,
+) -> None:
+    import os
+    import socket
+    import subprocess
+
+    from promptloop.optimizer.core.ledger import LedgerOpen
+
+    copy = tmp_path / "state"
+    shutil.copytree(view_state.root, copy)
+    pkm = next(p.name for p in (copy / "optimize").iterdir() if "pkm_agent" in p.name)
+    first = next(e for e in Ledger(copy / "ledger.jsonl").entries() if e.id.startswith(pkm))
+    if alive:
+        pid = os.getpid()
+    else:
+        proc = subprocess.Popen(["true"])
+        proc.wait()
+        pid = proc.pid
+    Ledger(copy / "ledger.jsonl").append(LedgerOpen(
+        id=f"{pkm}-9", command="optimize", pid=pid, host=socket.gethostname(),
+        suite=first.suite, agent=first.agent, bucket=first.bucket, iteration=9,
+        base_commit=first.base_commit, prompt_path=first.prompt_path, proposer=first.proposer,
+        repo=str(view_state.repo), branch=f"{first.branch}-9", worktree="/nonexistent"))
+    nine = page(ViewApp(copy), "/session/" + pkm).split('id="iter-9"')[1]
+    heading = nine.split("</h2>")[0]
+    if alive:
+        assert f"running (pid {pid})" in heading and "interrupted" not in heading
+    else:
+        assert "interrupted: the process ended before a verdict" in heading
 
 
 def test_nightly_pages(app: ViewApp, view_state: ViewState) -> None:
