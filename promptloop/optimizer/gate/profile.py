@@ -12,7 +12,9 @@ budget of baseline trials ahead of time where they change future decisions most:
 - a record shorter than `history_min` is worth at least 1 (ambiguous by length alone);
 - trials go in chunks of `chunk` to the task of highest value per trial, the value of the
   next chunk taken as the entropy times the share of the record the chunk would add
-  (diminishing returns on a record that is already long), until the budget is spent.
+  (diminishing returns on a record that is already long), until the budget is spent; among
+  tasks of equal value the one whose bucket got the fewest trials so far goes first (a small
+  budget spread over buckets, not spent on the first bucket of the file).
 """
 
 from __future__ import annotations
@@ -71,17 +73,19 @@ def plan(records: Mapping[TaskKey, TaskRecord] | Sequence[TaskRecord], policy: G
     value = {r.key: record_value(r, policy, scale) for r in recs}
     size = {r.key: len(r.ref_passes) for r in recs}
     given = dict.fromkeys(value, 0)
+    to_bucket: dict[str, int] = {}
     left = max(0, budget)
     while left > 0:
-        def gain(k: TaskKey) -> float:
+        def gain(k: TaskKey) -> tuple[float, int]:
             have = size[k] + given[k]
-            return value[k] * chunk / (have + chunk)
+            return round(value[k] * chunk / (have + chunk), 9), -to_bucket.get(k[0], 0)
 
         best = max((k for k in value if value[k] > MIN_BITS), key=gain, default=None)
         if best is None:
             break
         step = min(chunk, left)
         given[best] += step
+        to_bucket[best[0]] = to_bucket.get(best[0], 0) + step
         left -= step
     out = [ProfilePick(r.key, given[r.key], value[r.key], size[r.key],
                        classify(r, policy, scale)) for r in recs if given[r.key]]

@@ -32,3 +32,12 @@ def test_the_budget_goes_to_the_least_decided_records_first() -> None:
     assert plan(records, POLICY, 0) == []
     # nothing undecided: nothing spent
     assert plan([rec("reliable", 40, 0), rec("failing", 0, 40)], POLICY, 10) == []
+
+
+def test_a_small_budget_over_equal_records_spreads_over_buckets() -> None:
+    """Six equally undecided records, two per bucket in file order, and three chunks: one
+    task of each bucket gets a chunk (file order alone gave both of bucket a's and one of b's)."""
+    records = [TaskRecord((b, f"{b}{i}"), [(1.0, True)] * 2) for b in "abc" for i in (1, 2)]
+    picks = plan(records, POLICY, 6)
+    assert sorted(p.key[0] for p in picks) == ["a", "b", "c"]
+    assert all(p.trials == 2 for p in picks)
