@@ -197,7 +197,7 @@ def nightly(
         raise typer.Exit(code)
 
 
-def _dry_run(cfg: Any, as_json: bool) -> int:
+def _dry_run(cfg: NightlyConfig, as_json: bool) -> int:
     """The night's plan (workflows/nightly/plan.py); exit 0, or 1 when a dollar budget lacks
     a price (as the night itself would refuse)."""
     from promptloop.optimizer.workflows.nightly.plan import plan_night
