@@ -364,6 +364,21 @@ def drop_log_bf(ref_pass: int, ref_n: int, cand_pass: int, cand_n: int, drop: fl
     return _logsumexp(logs_l) - mass - log0, min(1.0, math.exp(mass))
 
 
+def floor_log_bf(ref_pass: int, ref_n: int, cand_pass: int, cand_n: int,
+                 rate: float) -> float:
+    """Log Bayes factor of "the candidate passes at `rate`" (a task broken down to the
+    suite's noise floor) against "at the record's rate" (H0 as in `drop_log_bf`). A simple
+    alternative: its likelihood is `rate`^passes x (1 - `rate`)^fails, so a task that stops
+    passing is told apart from its record in a few trials where the sensitivity's drop (a
+    rate halved still passes half the time) needs many; under H0 it is a nonnegative
+    martingale like `drop_log_bf`'s, and so is any mixture of the two."""
+    a, b = ref_pass + PRIOR, ref_n - ref_pass + PRIOR
+    fails = cand_n - cand_pass
+    log0 = _lbeta(a + cand_pass, b + fails) - _lbeta(a, b)
+    rate = min(max(rate, 1e-6), 1.0 - 1e-6)
+    return cand_pass * math.log(rate) + fails * math.log1p(-rate) - log0
+
+
 def kde_bandwidth(ref: Sequence[float]) -> float:
     """The kernel width of the record's scores: their robust spread (the smaller of the
     standard deviation and IQR / 1.349, at least 0.05). A kernel as wide as the spread makes

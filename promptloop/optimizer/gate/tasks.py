@@ -23,6 +23,9 @@ sensitivity names, `GatePolicy.harm_sensitivity`):
 Decisions, with error control over tasks and looks:
 
 - **break**: the factor reaches `tasks / harm_break_alpha` (Bonferroni over the harm tasks;
+  for pass rates the factor that calls a break mixes in a fall to the suite's noise floor
+  (`break_log_bf`), so a task that stops passing is called in about five trials, where a
+  halving's factor alone needs ten or more;
   by Ville's inequality a task that did not change reaches it at any look with probability
   at most `harm_break_alpha / tasks`, so a good patch loses at most `harm_break_alpha` of its
   iterations to false breaks, however often the gate looks; approximately, since the factor
@@ -44,7 +47,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from promptloop.optimizer.gate.exact import drop_log_bf, pooled_drop_pvalue, shift_log_bf
+from promptloop.optimizer.gate.exact import (
+    drop_log_bf,
+    floor_log_bf,
+    pooled_drop_pvalue,
+    shift_log_bf,
+)
 from promptloop.optimizer.gate.pairing import Pair
 from promptloop.optimizer.gate.policy import GatePolicy
 
@@ -279,6 +287,35 @@ def _evidence(rec: TaskRecord, policy: GatePolicy, scale: HarmScale,
     return shift_log_bf(ref, cand, h, slack=policy.score_slack), True, what, pass_bf
 
 
+FALL_WEIGHT = 0.1
+"""The fall's share of the break factor's mixture (`break_log_bf`): small, so that a task
+whose rate halves needs a factor only 1/0.9 higher than the drop's alone (its break is as
+likely as before), while a task that stops passing reaches the break level in about five
+failed trials from a clean record of ten, where the halving's factor alone needs ten or more."""
+
+
+def floor_rate(scale: HarmScale) -> float:
+    """The pass rate of a task that stopped working, seen through the suite's outcome noise
+    (a passing task that passes `ceiling` of its trials has its outcomes flipped about
+    1 - `ceiling` of the time: so does a broken one), at least 0.01."""
+    return max(0.01, round(1.0 - scale.ceiling, 2))
+
+
+def break_log_bf(rec: TaskRecord, scale: HarmScale, pass_bf: float) -> float:
+    """The pass-rate factor that calls a break: a mixture of `pass_bf` (the sensitivity's
+    drop, `drop_log_bf`) and, with weight `FALL_WEIGHT`, the factor of a fall to `floor_rate`
+    (`exact.floor_log_bf`). Under no change each is a nonnegative martingale, so their mean
+    is one too and Ville's bound holds as for the drop alone; a task that cannot lose the drop
+    (`pass_bf` is -inf) is never called broken by its pass rate."""
+    if pass_bf == -math.inf:
+        return -math.inf
+    r, n, c, m = rec.stratum()
+    fall = floor_log_bf(r, n, c, m, floor_rate(scale))
+    top = max(pass_bf, fall)
+    w = FALL_WEIGHT
+    return top + math.log((1.0 - w) * math.exp(pass_bf - top) + w * math.exp(fall - top))
+
+
 def break_bound(policy: GatePolicy, scale: HarmScale) -> float:
     """Log of the Bayes factor that calls a break (Bonferroni over the harm tasks)."""
     return math.log(scale.tasks / policy.harm_break_alpha)
@@ -302,14 +339,21 @@ def judge_task(rec: TaskRecord, policy: GatePolicy, scale: HarmScale | None = No
         return finding("undecided", "no baseline trial counted (all errored)", need=1)
     log_bf, can_lose, what, pass_bf = _evidence(rec, policy, scale)
     high = break_bound(policy, scale)
+    broke = break_log_bf(rec, scale, pass_bf)
+    fell = (f"Bayes factor of a drop of {pass_drop(policy, scale):.2g} in pass rate or a fall "
+            f"to {floor_rate(scale):.2g} ({1 - FALL_WEIGHT:g}:{FALL_WEIGHT:g} mixture) against "
+            "no change")
     if rec.graded:
         high += math.log(2.0)  # two break tests (score, pass rate): Bonferroni
-        if pass_bf >= high:
-            return finding("break", f"broken: Bayes factor of a drop of "
-                           f"{pass_drop(policy, scale):.2g} in pass rate against no change "
-                           f"{math.exp(min(pass_bf, 700)):.3g} >= {math.exp(high):.3g} (the "
-                           f"break level {policy.harm_break_alpha:g} over {scale.tasks} "
-                           "task(s), two tests)", pass_bf)
+        if broke >= high:
+            return finding("break", f"broken: {fell} {math.exp(min(broke, 700)):.3g} >= "
+                           f"{math.exp(high):.3g} (the break level "
+                           f"{policy.harm_break_alpha:g} over {scale.tasks} task(s), two "
+                           "tests)", broke)
+    elif broke >= high:
+        return finding("break", f"broken: {fell} {math.exp(min(broke, 700)):.3g} >= "
+                       f"{math.exp(high):.3g} (the break level {policy.harm_break_alpha:g} "
+                       f"over {scale.tasks} task(s))", broke)
     terminal = math.log(policy.harm_terminal_bf)
     if rec.graded and pass_bf >= terminal:
         # the scores may not move much, but the task passes less often: not ruled out

