@@ -24,6 +24,7 @@ from promptloop.optimizer.core.regions import (
     locate,
     splice,
     value_of,
+    writing_rules,
 )
 
 DART_PATH = "lib/agent/card_agent/prompts.dart"
@@ -484,7 +485,10 @@ def test_markers_locate_splice(spec: RegionSpec, src: str, first_line: str) -> N
                                           line_of(src, first_line.strip()) + 1)
     assert r.describe().startswith(f"the region between {spec.begin!r} and {spec.end!r} in "
                                    f"{spec.path} (lines ")
-    assert value_of(r) == r.text
+    # a YAML block's indentation is the file's: its runtime value drops it (what yaml reads)
+    yaml_block = spec.path.endswith(".yaml")
+    assert value_of(r) == ("You save one card per input.\nSkip greetings.\n" if yaml_block
+                           else r.text)
     assert splice(spec, src, r.text) == src
     new_text = r.text.replace(first_line, first_line + first_line.replace("one card", "two cards"))
     out = splice(spec, src, new_text)
@@ -494,6 +498,41 @@ def test_markers_locate_splice(spec: RegionSpec, src: str, first_line: str) -> N
         with pytest.raises(RegionError, match=r"contains the (begin|end) marker") as err:
             splice(spec, src, r.text + marker + "\n")
         assert spec.path in str(err.value)
+
+
+def test_a_yaml_block_keeps_its_indentation_and_the_file_keeps_parsing() -> None:
+    """Issue 32's team: a line written at column 0 inside a `|` block ended the block and
+    left config/agents.yaml unparseable, and optimize and review both passed it."""
+    import yaml
+
+    r = locate(YAML_SPEC, MARKED_YAML)
+    assert r.indent == "  "
+    rules = writing_rules(r)
+    assert rules is not None and "YAML block" in rules and "2 space(s)" in rules
+    with pytest.raises(BreaksLiteralError, match=r"region line 2, file line 6 is not indented "
+                       r"by the block's 2 space\(s\)") as err:
+        splice(YAML_SPEC, MARKED_YAML, r.text.replace("  Skip", "Skip"))
+    assert err.value.line == 2
+    # the indented text goes in; yaml reads the prompt as the region's value
+    out = splice(YAML_SPEC, MARKED_YAML, r.text + "  Never invent a date.\n")
+    loaded = yaml.safe_load(out)["system"]
+    assert "Never invent a date.\n" in loaded
+    assert value_of(locate(YAML_SPEC, out)) in loaded
+
+
+def test_a_change_that_leaves_a_config_file_unparseable_is_refused() -> None:
+    spec = RegionSpec("agent.yaml", begin="# promptloop:begin", end="# promptloop:end")
+    src = "model: x\n# promptloop:begin\nrules:\n  - be brief\n# promptloop:end\nname: y\n"
+    assert "rules:\n  - be kind" in splice(spec, src, "rules:\n  - be kind\n")
+    with pytest.raises(BreaksLiteralError, match=r"would no longer parse as YAML"):
+        splice(spec, src, "rules: [be brief\n")
+    # a file that did not parse before (a template) is not held to it
+    template = src.replace("name: y", "name: {{ name }: broken")
+    assert splice(spec, template, "rules: [x\n").count("rules: [x") == 1
+    toml_spec = RegionSpec("agent.toml", begin="# promptloop:begin", end="# promptloop:end")
+    toml_src = 'a = 1\n# promptloop:begin\nprompt = "be brief"\n# promptloop:end\n'
+    with pytest.raises(BreaksLiteralError, match=r"would no longer parse as TOML"):
+        splice(toml_spec, toml_src, 'prompt = "be brief\n')
 
 
 def test_markers_inside_a_literal_are_checked_against_it() -> None:

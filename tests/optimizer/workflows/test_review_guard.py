@@ -296,3 +296,60 @@ def test_a_valid_js_edit_is_reviewed_with_trials(js_repo: Path, tmp_path: Path) 
     assert result.decision == "neutral", result.message
     assert result.agents[0].head_breaks == [] and model.calls
     assert git(js_repo, "status", "--porcelain") == ""
+
+
+# --- a prompt inside a YAML config ------------------------------------------------------------
+
+PROMPT_YAML = "config/agent.yaml"
+YAML_SOURCE = """queues: [billing, bugs, general]
+system_prompt: |
+  # promptloop:begin
+  You extract action items from meeting notes.
+  Answer with JSON only: {"items": [...]}.
+  # promptloop:end
+escalation_email: ops@example.com
+"""
+YAML_REGION = "'# promptloop:begin'"
+
+
+@pytest.fixture
+def yaml_repo(js_repo: Path) -> Path:
+    """js_repo's agent, its prompt moved into a marker region of a YAML block."""
+    (js_repo / "config").mkdir()
+    (js_repo / PROMPT_YAML).write_text(YAML_SOURCE)
+    (js_repo / "promptloop.toml").write_text(JS_TOML.replace(
+        f'prompts = [{{name = "system", path = "{PROMPT_JS}", variable = "SYSTEM_PROMPT"}}]',
+        f'prompts = [{{name = "system", path = "{PROMPT_YAML}", begin = "# promptloop:begin", '
+        'end = "# promptloop:end"}]'))
+    commit_all(js_repo)
+    return js_repo
+
+
+def test_a_yaml_head_that_unindents_a_line_is_broken_and_not_run(
+    yaml_repo: Path, tmp_path: Path
+) -> None:
+    """A team's YAML prompt: a rule written at column 0 ends the block scalar and leaves the
+    file unparseable; review called it "improves" and exited 0."""
+    rule = "Tickets that mention an outage are urgent."
+    text = YAML_SOURCE.replace("  # promptloop:end", f"{rule}\n  # promptloop:end")
+    commit_branch(yaml_repo, "pr/unindented", {PROMPT_YAML: text})
+    state, model = tmp_path / "state", _js_model()
+    result = api_review(yaml_repo, state, "pr/unindented", model, "scripted:js-items")
+    assert_broken(result, model, yaml_repo, state, agent="action_items", path=PROMPT_YAML,
+                  region=YAML_REGION, line=_line_of(text, rule),
+                  says="not indented by the block's 2 space(s)")
+
+
+def test_a_yaml_head_indented_like_its_block_is_reviewed_with_trials(
+    yaml_repo: Path, tmp_path: Path
+) -> None:
+    text = YAML_SOURCE.replace("  # promptloop:end",
+                               "  Tickets that mention an outage are urgent.\n  # promptloop:end")
+    commit_branch(yaml_repo, "pr/indented", {PROMPT_YAML: text})
+    model = _js_model()
+    result = api_review(yaml_repo, tmp_path / "state", "pr/indented", model, "scripted:js-items")
+    assert result.agents[0].head_breaks == [] and model.calls
+    # the agent got the prompt as yaml reads it: without the block's indentation
+    systems = {m.content for call in model.calls for m in call.messages if m.role == "system"}
+    assert len(systems) == 2 and any("outage are urgent." in s for s in systems)
+    assert all(s.startswith("You extract") and "\n  " not in s for s in systems), systems

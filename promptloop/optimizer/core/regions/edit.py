@@ -4,6 +4,9 @@ I/O."""
 
 from __future__ import annotations
 
+import json
+import tomllib
+
 from promptloop.optimizer.core.regions.literal import check_in_literal, lines_of, locate_literal
 from promptloop.optimizer.core.regions.markers import locate_markers
 from promptloop.optimizer.core.regions.model import (
@@ -12,6 +15,7 @@ from promptloop.optimizer.core.regions.model import (
     RegionSpec,
     broken,
     language_of,
+    lines_at,
     region_line,
 )
 
@@ -46,6 +50,12 @@ def check_literal(region: Region, new_text: str) -> None:
         if region.enclosing is not None:
             quote, _, raw, fstring = region.enclosing
             check_in_literal(region, new_text, quote, raw, fstring)
+        if region.indent:
+            for n, text in enumerate(new_text.split("\n"), 1):
+                if text.strip() and not text.startswith(region.indent):
+                    raise broken(region, f"{lines_at(region, n)} is not indented by the "
+                                 f"block's {len(region.indent)} space(s), which would end the "
+                                 "YAML block there; indent every line like the block", n)
     else:
         check_in_literal(region, new_text, region.closer, region.raw, region.fstring)
     ends_line = region.text.endswith("\n") or region.kind == "markers"
@@ -67,7 +77,41 @@ def splice(spec: RegionSpec, file_text: str, new_text: str) -> str:
     if again.start != region.start or again.text != new_text:
         raise broken(region, "after the change the region no longer ends where the new text "
                       "does")
+    check_host(region, file_text, out)
     return out
+
+
+def _parse_error(path: str, text: str) -> tuple[str, str] | None:
+    """(format, first line of the parser's error) when `text` does not parse as the data
+    format `path`'s suffix names (YAML, JSON, TOML); None when it parses or is no such file."""
+    suffix = path.lower().rsplit(".", 1)[-1] if "." in path else ""
+    try:
+        if suffix in ("yaml", "yml"):
+            import yaml
+
+            list(yaml.safe_load_all(text))
+            return None
+        if suffix == "json":
+            json.loads(text)
+            return None
+        if suffix == "toml":
+            tomllib.loads(text)
+            return None
+    except Exception as err:  # each parser's own error type
+        name = {"yml": "YAML", "yaml": "YAML"}.get(suffix, suffix.upper())
+        return name, " ".join(str(err).split())[:200]
+    return None
+
+
+def check_host(region: Region, old_file: str, new_file: str) -> None:
+    """BreaksLiteralError when the file parsed (YAML, JSON or TOML) before the change and
+    does not after it: a prompt inside a config file must leave the file readable."""
+    if _parse_error(region.path, old_file) is not None:
+        return  # it did not parse before either (a template, several documents...)
+    failed = _parse_error(region.path, new_file)
+    if failed is not None:
+        fmt, why = failed
+        raise broken(region, f"the file would no longer parse as {fmt} ({why})")
 
 
 def edited_region_text(spec: RegionSpec, old_file: str, new_file: str) -> str:

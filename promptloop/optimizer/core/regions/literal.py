@@ -21,6 +21,7 @@ from promptloop.optimizer.core.regions.model import (
     RegionError,
     RegionSpec,
     broken,
+    dedent,
     hex_value,
     lines_at,
     region_line,
@@ -239,6 +240,8 @@ def value_of(region: Region) -> str:
             return _decode(region.text, region.language, quote, raw, fstring)
         except BadEscape:
             return region.text
+    if region.indent:  # a YAML block's indentation is the file's, not the prompt's
+        return dedent(region.text, region.indent)
     return region.text
 
 
@@ -319,6 +322,12 @@ def writing_rules(region: Region) -> str | None:
     sentence for the proposer's package (None for Markdown files, whole files and markers
     outside any literal): the literal's closing delimiter and, where the language
     interpolates, its interpolation opener."""
+    if region.indent:
+        n = len(region.indent)
+        return (f"This text is the content of a YAML block in {region.path}, not a file of "
+                f"its own: every line that is not blank keeps the block's indentation of {n} "
+                "space(s) before its text, since a line indented less ends the block and "
+                "breaks the file. A text that breaks the file is refused before any trial.")
     if region.enclosing is not None:
         quote, _, raw, fstring = region.enclosing
     elif region.kind == "literal" and region.closer:

@@ -8,10 +8,12 @@ import re
 from promptloop.optimizer.core.regions.lexer import Lexed
 from promptloop.optimizer.core.regions.model import (
     CODE_LANGUAGES,
+    YAML_SUFFIXES,
     Language,
     Region,
     RegionError,
     RegionSpec,
+    common_indent,
 )
 
 
@@ -46,5 +48,7 @@ def locate_markers(spec: RegionSpec, text: str, lang: Language) -> Region:
         lit = Lexed(text, lang).literal_around(start, end)
         if lit is not None:
             enclosing = (lit.quote, lit.quote, lit.raw, lit.fstring)
-    return Region(spec, start, end, b + 2, e, text[start:end], "", "", lang,
-                  enclosing=enclosing)
+    content = text[start:end]
+    indent = common_indent(content) if spec.path.lower().endswith(YAML_SUFFIXES) else ""
+    return Region(spec, start, end, b + 2, e, content, "", "", lang, enclosing=enclosing,
+                  indent=indent)

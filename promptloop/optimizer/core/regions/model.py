@@ -158,6 +158,10 @@ class Region:
     enclosing: tuple[str, str, bool, bool] | None = field(default=None, compare=False)
     """For a marker region inside a string literal: that literal's (opener quote, closer,
     raw, fstring), so new text is checked against it too."""
+    indent: str = ""
+    """For a marker region of a YAML file whose lines share a leading indentation (a block
+    scalar's content): that indentation, which belongs to the file, not to the prompt (the
+    runtime value drops it; new text must keep it on every line)."""
 
     @property
     def path(self) -> str:
@@ -197,6 +201,28 @@ class Region:
         """The file line of the region's line `region_line` (both 1-based)."""
         return self.start_line + region_line - 1
 
+
+
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def common_indent(text: str) -> str:
+    """The leading whitespace every non-blank line of `text` starts with ('' if none)."""
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    if not lines:
+        return ""
+    first = lines[0][:len(lines[0]) - len(lines[0].lstrip(" \t"))]
+    n = len(first)
+    for ln in lines[1:]:
+        while n and not ln.startswith(first[:n]):
+            n -= 1
+    return first[:n]
+
+
+def dedent(text: str, indent: str) -> str:
+    """`text` with `indent` removed from the start of each line (blank lines emptied)."""
+    return "\n".join(ln[len(indent):] if ln.startswith(indent) else ln.lstrip(" \t")
+                     for ln in text.split("\n"))
 
 
 def broken(region: Region, why: str, line: int | None = None) -> BreaksLiteralError:
