@@ -15,7 +15,7 @@ from promptloop.optimizer.workflows.context import ConfigError
 
 def init(
     folder: Annotated[Path, typer.Argument(
-        help="Where to write the project (a folder inside a git repository).",
+        help="Where to write the project: the top folder of a git repository.",
         file_okay=False)] = Path("."),
     force: Annotated[bool, typer.Option(
         "--force", help="Overwrite the template's files where they already exist.")] = False,
@@ -29,7 +29,7 @@ def init(
     `promptloop eval --agent example` runs at once, with no key. Nothing is written when any of
     the files exists (--force overwrites).
 
-    Exit codes: 0 written, 1 not in a git repository or files in the way."""
+    Exit codes: 0 written, 1 not the top of a git repository, or files in the way."""
     from promptloop.optimizer.workflows.init import InitError, init_project
 
     def body() -> None:

@@ -357,6 +357,23 @@ def load_project(path: Path) -> Project:
     return parse_project(text, path)
 
 
+def check_at_top(path: Path) -> None:
+    """ConfigError when the file sits in a subfolder of a git repository: optimize, review,
+    nightly and graduate read promptloop.toml, and every path in it, from commits at the
+    repository root, so a file elsewhere would be read by some commands and not others."""
+    folder = path.resolve().parent
+    if (folder / ".git").exists():
+        return  # the top of its repository (a nested repository's too)
+    for above in folder.parents:
+        if (above / ".git").exists():
+            rel = folder.relative_to(above).as_posix()
+            raise ConfigError(
+                f"{path}: promptloop.toml must be at the repository root ({above}), not in "
+                f"{rel}/: optimize, review and nightly read it from commits there. Move it "
+                f"to the root and write its paths from there (e.g. '{rel}/...'; `command` "
+                "runs from the root too)")
+
+
 @functools.cache
 def packaged_project() -> Project:
     """promptloop's own promptloop.toml (its two agents), as shipped in the package."""
@@ -375,6 +392,7 @@ def active_project() -> Project:
     found = find_project()
     if found is None:
         return packaged_project()
+    check_at_top(found)
     stat = found.stat()
     return _project_file(found.resolve(), stat.st_mtime_ns, stat.st_size)
 

@@ -18,6 +18,7 @@ from promptloop.optimizer.core.names import agent_names, did_you_mean
 from promptloop.optimizer.core.project import (
     Project,
     active_project,
+    check_at_top,
     find_project,
     load_project,
     packaged_project,
@@ -68,6 +69,7 @@ def open_project(explicit: Path | None = None) -> Project | None:
     if found is None:
         use_project(packaged_project())
         return None
+    check_at_top(found)
     project = load_project(found)
     if not project.agents:  # a settings-only file: the agents are promptloop's own
         project = with_own_agents(project)

@@ -78,8 +78,9 @@ def next_commands(base: str = "main") -> tuple[str, ...]:
 def init_project(root: Path, *, force: bool = False) -> InitResult:
     """Copy the template into `root` (a folder inside a git repository).
 
-    Refuses (InitError, nothing written) when `root` is not inside a git repository, or when
-    any template file already exists there and `force` is false; the error lists those files.
+    Refuses (InitError, nothing written) when `root` is not the top of a git repository
+    (promptloop.toml lives at the root: `core.project.check_at_top`), or when any template
+    file already exists there and `force` is false; the error lists those files.
     """
     root = Path(root).resolve()
     if not root.is_dir():
@@ -88,6 +89,12 @@ def init_project(root: Path, *, force: bool = False) -> InitResult:
     if top is None:
         raise InitError(f"{root}: not inside a git repository (run `git init` first: promptloop "
                         "keeps each prompt change on a branch)")
+    if top.resolve() != root:
+        sub = root.relative_to(top.resolve()).as_posix()
+        raise InitError(f"{root}: promptloop.toml belongs at the repository root ({top}), not "
+                        f"in {sub}/ (optimize, review and nightly read it from commits there): "
+                        f"run `promptloop init` at the root, then point its paths at {sub}/ "
+                        "(nothing written)")
     files = template_files()
     if not files:
         raise InitError(f"{TEMPLATE_DIR}: the init template is missing from the installation")

@@ -99,13 +99,25 @@ def test_init_outside_a_git_repository_is_refused(tmp_path: Path) -> None:
     assert list(plain.iterdir()) == []
 
 
-def test_init_in_a_subfolder_of_a_repository(tmp_path: Path) -> None:
+def test_init_in_a_subfolder_of_a_repository_is_refused(tmp_path: Path) -> None:
+    """A team's monorepo: init in services/notes-bot wrote a project whose paths no command
+    agreed on (eval failed, optimize fell back to the bundled agents, review passed a broken
+    prompt as "nothing to review"). promptloop.toml lives at the root: init says so."""
+    from promptloop.optimizer.core.config import ConfigError
+    from promptloop.optimizer.workflows.context import open_project
+
     repo = git_repo(tmp_path / "repo")
     sub = repo / "tools" / "agent"
     sub.mkdir(parents=True)
-    result = init_project(sub)
-    assert result.root == sub.resolve()
-    assert (sub / "promptloop.toml").is_file() and not (repo / "promptloop.toml").exists()
+    with pytest.raises(InitError, match=r"belongs at the repository root .* not in "
+                       r"tools/agent/ .*nothing written"):
+        init_project(sub)
+    assert list(sub.iterdir()) == [] and not (repo / "promptloop.toml").exists()
+    # a hand-written file there is refused by every command alike, naming where it belongs
+    (sub / "promptloop.toml").write_text('[agents.x]\nprompt = "p.md"\n')
+    with pytest.raises(ConfigError, match=r"must be at the repository root .* not in "
+                       r"tools/agent/"):
+        open_project(sub / "promptloop.toml")
 
 
 def test_the_written_project_file_declares_the_example_agent(tmp_path: Path) -> None:
