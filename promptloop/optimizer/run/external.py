@@ -37,8 +37,9 @@ from promptloop.optimizer.adapters.contract import (
 from promptloop.optimizer.adapters.gateway import ModelGateway
 from promptloop.optimizer.adapters.outcome import AdapterOutcome
 from promptloop.optimizer.adapters.registry import Adapter, AdapterSetup, open_adapter
-from promptloop.optimizer.core.project import Agent
-from promptloop.optimizer.core.prompt_target import PromptSource
+from promptloop.optimizer.core.project import Agent, PromptTarget
+from promptloop.optimizer.core.prompt_target import PromptSource, region_spec
+from promptloop.optimizer.core.regions import RegionError, locate
 from promptloop.optimizer.core.suites import LoadedTask, Suite
 from promptloop.optimizer.run.record import merge_result
 from promptloop.optimizer.run.trial_input import published_at_for
@@ -67,7 +68,27 @@ def adapter_variant(agent: Agent, root: Path) -> str:
         if path.is_relative_to(top) and path.is_file():  # the agent's own files, not python3
             h.update(arg.encode())
             h.update(path.read_bytes())
+    for target in agent.targets():
+        h.update(_code_around(target, root).encode())
     return h.hexdigest()[:16]
+
+
+def _code_around(target: PromptTarget, root: Path) -> str:
+    """For a prompt inside a source file: the file's text outside the region (code the agent
+    may import beside its prompt: a changed constant there is another trial; the region's own
+    text is the prompt, keyed by its hash). '' for a whole-file prompt or a missing file."""
+    if target.variable is None and target.begin is None:
+        return ""
+    path = root / target.path
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    try:
+        region = locate(region_spec(target), text)
+    except RegionError:
+        return f"{target.path}\0{text}"
+    return f"{target.path}\0{text[:region.start]}\0{text[region.end:]}"
 
 
 def copy_fixtures(task: LoadedTask, workspace: Path) -> None:

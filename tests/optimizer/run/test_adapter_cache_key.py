@@ -43,3 +43,23 @@ def test_a_passed_variables_value_and_the_sandbox_key_the_trials(
     off = adapter_variant(served, tmp_path)
     monkeypatch.setenv(box.SANDBOX_VAR, "on")
     assert adapter_variant(served, tmp_path) == off
+
+
+def test_code_beside_a_region_prompt_keys_the_trials(tmp_path: Path) -> None:
+    """A team changed `MAX_TAGS = 5` to 0 in src/prompt.js, outside the prompt's literal, and
+    eval served the old trials from the cache: the file's code around the region is part of
+    the key; the region's own text is not (the prompt hash keys it)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (tmp_path / "a.py").write_text("print('{}')\n")
+    source = "const MAX_TAGS = 5;\nconst SYSTEM_PROMPT = `Tag the note.`;\nmodule.exports = {};\n"
+    (src / "prompt.js").write_text(source)
+    config = AgentConfig.model_validate({
+        "prompts": [{"name": "system", "path": "src/prompt.js", "variable": "SYSTEM_PROMPT"}],
+        "suites": ["evals/x"], "adapter": "command", "command": ["python3", "a.py"]})
+    a = Agent("x", config, Project(tmp_path / "promptloop.toml", {"x": config}, {}))
+    before = adapter_variant(a, tmp_path)
+    (src / "prompt.js").write_text(source.replace("Tag the note.", "Tag the note briefly."))
+    assert adapter_variant(a, tmp_path) == before  # a candidate's prompt: same variant
+    (src / "prompt.js").write_text(source.replace("MAX_TAGS = 5", "MAX_TAGS = 0"))
+    assert adapter_variant(a, tmp_path) != before
