@@ -359,6 +359,7 @@ def test_an_external_proposer_with_two_candidates_edits_only_the_dart_literal(
         base_lines[start:start + hunk.source_length])
     [[region_hunk]] = PatchSet(entry.diff)
     assert region_hunk.source_start < hunk.source_start
+    assert it.file_diff == entry.file_diff  # what the terminal shows under the file's name
 
 
 def test_a_missing_prompt_file_names_the_prompts_array_key(repo: Path, tmp_path: Path) -> None:

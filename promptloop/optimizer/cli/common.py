@@ -49,7 +49,9 @@ AgentModelOpt = Annotated[
         envvar="PROMPTLOOP_AGENT_MODEL",
         metavar="MODEL",
         rich_help_panel=MODELS,
-        help="Agent model id: anthropic:<model>, openai:<model>, local:smollm2.",
+        show_default=False,
+        help="Agent model id: anthropic:<model>, openai:<model>, local:smollm2 (default: the "
+             "agent table's `model` in promptloop.toml, else local:smollm2).",
     ),
 ]
 JudgeModelOpt = Annotated[

@@ -752,9 +752,11 @@ def show_iteration(it: Any, *, every_row: bool = False, verbose: bool = False,
         say(f"the proposer's replies: {folder}/reply-attempt-*.md", indent=2)
     if it.hypothesis:
         say(f"idea: {it.hypothesis}", indent=2)
-    if it.diff:
+    if it.file_diff or it.diff:
         say("diff:", indent=2)
-        show_diff(it.diff, limit=None if verbose else DIFF_LINES, where=it.pr_body_path or "")
+        # a prompt inside a source file: the file's own line numbers, as the branch has them
+        show_diff(it.file_diff or it.diff, limit=None if verbose else DIFF_LINES,
+                  where=it.pr_body_path or "")
     if it.branch:
         say(f"branch: {it.branch}", indent=2)
     if it.pr_body_path:

@@ -218,7 +218,7 @@ class Iteration:
         c, it = self.c, self.it
         source = self.base.prompt_source
         if source is not None and source.region is not None:  # the PR shows the file's lines
-            self.file_diff = render_unified(
+            self.file_diff = it.file_diff = render_unified(
                 source.file_text, (cand.path / source.path).read_text(encoding="utf-8"),
                 source.path)
         self.opt.candidate_branches[new_prompt] = cand.branch  # its runs record the branch

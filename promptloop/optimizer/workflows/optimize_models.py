@@ -91,6 +91,9 @@ class IterationResult(BaseModel):
     outcome: str
     hypothesis: str = ""
     diff: str = ""
+    file_diff: str = ""
+    """For a prompt inside a source file: the change as a diff of the whole file (its own line
+    numbers, what the branch commits); `diff` is numbered from the region's first line."""
     reasons: list[str] = Field(default_factory=list)
     branch: str | None = None
     commit: str | None = None

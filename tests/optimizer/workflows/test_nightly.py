@@ -352,7 +352,15 @@ def test_a_bucket_whose_accepted_branch_awaits_review_is_not_optimized_again(
     assert not any(s.id.startswith("iterate:pkm_agent/skip_trivial") for s in cp.steps)
     assert any(s.startswith("pkm_agent/skip_trivial (accepted branch " + branch)
                for s in cp.skipped_buckets), cp.skipped_buckets
-    assert branch in second.paths["md"].read_text()
+    md = second.paths["md"].read_text()
+    assert branch in md
+    # a night whose every failing bucket is left out does not say none failed
+    from promptloop.optimizer.workflows.nightly.summary import render_markdown
+
+    alone = render_markdown(second.summary.model_copy(update={"ranking": []}))
+    heading = alone.split("## Buckets with failing trials")[1].split("## Accepted")[0]
+    assert "None to optimize: every one is left out (below)." in heading
+    assert "Not optimized: pkm_agent/skip_trivial" in heading and "\nNone.\n" not in heading
     # merged into the base, the bucket is fair game again
     _git(repo, "merge", "-q", "--no-edit", branch)
     third = night(repo, state)

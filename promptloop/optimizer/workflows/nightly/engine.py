@@ -292,7 +292,10 @@ class NightlyEngine:
             cp.ranking, cp.skipped_buckets = rank_buckets(baselines, self.c.max_buckets,
                                                           awaiting_review(self.c, cp.base_commit))
             self.save()
-        if not cp.ranking:
+        if not cp.ranking and cp.skipped_buckets:
+            self.say(f"nothing to optimize tonight: {len(cp.skipped_buckets)} bucket(s) with "
+                     "failing trials left out: " + "; ".join(cp.skipped_buckets))
+        elif not cp.ranking:
             self.say("no bucket has failing trials; nothing to optimize tonight")
         for rank in cp.ranking:
             if not await self._bucket_steps(rank, baselines[rank.suite]):

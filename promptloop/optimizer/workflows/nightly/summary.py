@@ -227,7 +227,9 @@ def render_markdown(s: NightSummary) -> str:
     lines += table_lines(budget_table(s.budget))
     lines += ["", *(f"- {r.role} (`{r.model}`): {r.tokens} tokens, {fmt.usd(r.usd)}"
                     for r in s.budget.roles), "", "## Buckets with failing trials", ""]
-    lines += table_lines(rank_table(s)) if s.ranking else ["None."]
+    lines += (table_lines(rank_table(s)) if s.ranking else
+              ["None to optimize: every one is left out (below)."] if s.skipped_buckets
+              else ["None."])
     if s.skipped_buckets:  # each says why: a regression-only bucket, or a branch in review
         lines += ["", "Not optimized: " + "; ".join(s.skipped_buckets)]
     lines += ["", f"## Accepted branches ({len(s.accepted)})", ""]
