@@ -130,11 +130,11 @@ def nightly(
 ) -> None:
     """Run one unattended night: baselines, then optimize iterations within the budgets.
 
-    Runs both suites' baselines (cached trials reused), ranks the buckets with failing trials
-    (most failing first, then lowest mean score) and runs optimize iterations on the worst
-    ones. Each step's cost is estimated first and the night stops cleanly when it would not
-    fit. A lock keeps a second run out; a checkpoint after every step lets --resume continue a
-    killed night. Writes <state>/nightly/<night>/summary.{md,json,html}.
+    Runs the baselines of the agents' suites (cached trials reused), ranks the buckets with
+    failing trials (most failing first, then lowest mean score) and runs optimize iterations
+    on the worst ones. Each step's cost is estimated first and the night stops cleanly when it
+    would not fit. A lock keeps a second run out; a checkpoint after every step lets --resume
+    continue a killed night. Writes <state>/nightly/<night>/summary.{md,json,html}.
 
     Exit codes: 0 the night finished (accepted or not, or stopped by a budget);
     1 configuration error, or another nightly run holds the lock;

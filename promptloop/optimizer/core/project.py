@@ -113,6 +113,20 @@ class AgentConfig(_Strict):
     trial's outcome only this agent knows how to show); default: `<entry>_views` of a python
     or session entry."""
 
+    @field_validator("model", "judge")
+    @classmethod
+    def _model_id(cls, value: str | None) -> str | None:
+        """A model id the providers know (`openai:gpt-4o-mini`), checked when the file loads,
+        not at the first trial."""
+        if value is not None:
+            from promptloop.agents.llm.registry import ModelConfigError, parse_model_id
+
+            try:
+                parse_model_id(value)
+            except ModelConfigError as err:
+                raise ValueError(str(err)) from None
+        return value
+
     @model_validator(mode="before")
     @classmethod
     def _fold(cls, data: Any) -> Any:
@@ -268,7 +282,8 @@ def _errors(where: str, name: str, err: ValidationError, table: dict[str, Any]) 
             needed = f" by adapter = {kind!r}" if raw[:1] == ("spec",) and kind else ""
             lines.append(f"{where}: [agents.{name}] key '{key}': required{needed}, missing")
         else:
-            lines.append(f"{where}: [agents.{name}] key '{key}': {e['msg']} "
+            msg = e["msg"].removeprefix("Value error, ")  # pydantic's wording, not ours
+            lines.append(f"{where}: [agents.{name}] key '{key}': {msg} "
                          f"(got {e.get('input')!r})")
     return "\n".join(lines)
 

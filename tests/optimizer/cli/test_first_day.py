@@ -168,6 +168,22 @@ def test_a_bare_model_name_hints_its_provider(
     assert code == 1 and "e.g. 'openai:gpt-4o'" in err
 
 
+def test_an_agents_model_id_is_checked_when_the_file_loads(tmp_path: Path) -> None:
+    """A team wrote model = "fake-1": `suites` said nothing and eval failed at its first trial
+    naming neither the file nor the key."""
+    from promptloop.optimizer.core.config import ConfigError
+    from promptloop.optimizer.core.project import parse_project
+
+    text = ('[agents.x]\nprompt = "p.md"\nsuites = ["evals/x"]\nadapter = "command"\n'
+            'command = ["python3", "a.py"]\nmodel = "fake-1"\njudge = "openai:gpt-4o-mini"\n')
+    with pytest.raises(ConfigError) as err:
+        parse_project(text, tmp_path / "promptloop.toml")
+    message = str(err.value)
+    assert "promptloop.toml: [agents.x] key 'model': unknown model provider 'fake-1'" in message
+    assert "Value error" not in message and "'openai:fake-1'" in message
+    assert "key 'judge'" not in message
+
+
 def test_a_mistyped_task_or_bucket_gets_a_did_you_mean_worded_one_way(
     repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
