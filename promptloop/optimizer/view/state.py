@@ -172,20 +172,20 @@ class StateFolder:
         return summary
 
     # --- ledger and optimize sessions -----------------------------------------------------
-    def ledger(self) -> list[LedgerEntry]:
+    def _ledger(self) -> Ledger | None:
         try:
-            path = self.confine(self.root / "ledger.jsonl")
+            return Ledger(self.confine(self.root / "ledger.jsonl"))
         except NotFoundError:
-            return []
-        return Ledger(path).entries()
+            return None
+
+    def ledger(self) -> list[LedgerEntry]:
+        found = self._ledger()
+        return found.entries() if found is not None else []
 
     def unclosed(self) -> list[LedgerOpen]:
         """Iterations opened and not closed: running now, or whose process died first."""
-        try:
-            path = self.confine(self.root / "ledger.jsonl")
-        except NotFoundError:
-            return []
-        return Ledger(path).unclosed()
+        found = self._ledger()
+        return found.unclosed() if found is not None else []
 
     def sessions(self) -> list[Session]:
         """Sessions newest first: from the ledger and from the folders under optimize/."""
