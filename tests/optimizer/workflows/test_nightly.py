@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -81,7 +82,10 @@ def test_uninterrupted_night_ranks_optimizes_and_summarizes(
     assert branch in md and "## Rejected proposals (3)" in md
     assert "already evaluated" in md
     # the broken tasks are named, with their failed trials and the test
-    assert "bucket 'short_fact' regressed: task 'dentist'" in md and "Bayes factor of a drop" in md
+    # (which of its tasks is called first depends on the break test's look: oat-milk's score
+    # test since the break factor mixes in a fall to the noise floor, dentist's before)
+    assert re.search(r"bucket 'short_fact' regressed: task '(dentist|oat-milk)'", md), md
+    assert "Bayes factor of a drop" in md
     assert f"git push origin {branch}" in md and "gh pr create --head" in md
     # the night refreshed suite health from tonight's base-prompt runs and proposes (never
     # applies) graduating the buckets mature over enough of them
