@@ -177,10 +177,12 @@ def nightly(
                     "--resume` continues it")
             stopped = latest_unfinished(cfg.state_dir)
             if as_json and stopped is not None:  # which night, for the script that stopped it
+                where = checkpoint_path(cfg.state_dir, stopped.night_id)
+                written = {ext: where.parent / f"summary.{ext}" for ext in ("json", "md", "html")}
                 ui.print_json({"night": stopped.night_id, "status": "stopped",
-                               "checkpoint": str(checkpoint_path(cfg.state_dir,
-                                                                 stopped.night_id)),
-                               "steps_done": [s.id for s in stopped.steps]})
+                               "checkpoint": str(where),
+                               "steps_done": [s.id for s in stopped.steps],
+                               "paths": {k: str(v) for k, v in written.items() if v.is_file()}})
             raise
         if as_json:
             ui.print_json({"night": result.checkpoint.night_id,

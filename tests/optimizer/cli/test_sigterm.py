@@ -36,7 +36,12 @@ def test_sigterm_during_a_night_exits_143_with_the_envelope(
     assert _git(repo, "worktree", "list").count("\n") == 1
     [night] = list((state / "nightly").iterdir())
     cp = json.loads((night / "checkpoint.json").read_text())
-    assert cp["status"] != "finished" and cp["steps"], cp  # resumable, baselines kept
+    assert cp["status"] == "stopped" and cp["steps"], cp  # resumable, baselines kept
+    # the summary is written on a stop too (docs/nightly.md), and the envelope names it
+    summary = json.loads((night / "summary.json").read_text())
+    assert summary["status"] == "stopped" and "--resume" in summary["stop_reason"]
+    assert set(stopped["paths"]) == {"json", "md", "html"}
+    assert "**Status: stopped**" in (night / "summary.md").read_text()
     # stopped, not killed: what the interrupted iteration spent was metered, so a resume
     # charges that rather than the step's worst-case estimate
     assert cp["pending"]["metered"] is not None, cp["pending"]

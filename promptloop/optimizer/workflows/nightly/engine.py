@@ -10,6 +10,7 @@ Nothing here prints: progress goes to `on_event` as typed events, results come b
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -188,7 +189,11 @@ class NightlyEngine:
                 self._models = models
                 self._book = StepBook(self.c, models, lambda: self.fresh)
                 self._wall0, self._t0 = cp.wall_seconds, time.monotonic()
-                await self._attempt(cp)
+                try:
+                    await self._attempt(cp)
+                except (KeyboardInterrupt, asyncio.CancelledError):
+                    self._summarise_stop(cp)
+                    raise
             if self.push and cp.status != "running":
                 publish_accepted(cp, self.repo, open_pr=self.open_pr, say=self.say)
                 self.save()
@@ -199,6 +204,16 @@ class NightlyEngine:
             return NightResult(cp, folder, summary, paths)
         finally:
             lock.release()
+
+    def _summarise_stop(self, cp: Checkpoint) -> None:
+        """A night stopped by Ctrl-C or SIGTERM still writes its summary (what it did so far,
+        status "stopped"; suite health is not refreshed): a scheduler that stops it reads the
+        same files as after a finished night. Never masks the stop."""
+        folder = checkpoint_path(self.state, cp.night_id).parent
+        try:
+            write_summary(cp, folder, self.repo, self.c.models, self.c.prices, None)
+        except (OSError, ValueError, GitOpsError) as err:
+            self.say(f"the stopped night's summary could not be written: {err}")
 
     def _lifecycle(self, cp: Checkpoint) -> NightLifecycle | None:
         """Suite health and graduation proposals; a failure here never fails the night."""
@@ -220,10 +235,16 @@ class NightlyEngine:
             message = f"{type(err).__name__}: {err}"
             cp.infra_errors.append(message)
             cp.stop_reason = f"infrastructure failure: {message}"
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            cp.status = "stopped"
+            cp.stop_reason = ("stopped by Ctrl-C or SIGTERM; `promptloop nightly --resume` "
+                              "continues it")
+            raise
         finally:
-            if cp.status == "running" and cp.pending is not None and self._book is not None:
+            if (cp.status in ("running", "stopped") and cp.pending is not None
+                    and self._book is not None):
                 cp.pending.metered = self._book.spent  # stopped, not killed: what it spent
-            self.save()  # a crash or Ctrl-C leaves status "running": resumable
+            self.save()  # a crash leaves status "running", a stop "stopped": resumable
 
     def _open(self) -> Checkpoint:
         cp = latest_unfinished(self.state) if self.resume else None

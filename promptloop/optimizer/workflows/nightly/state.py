@@ -26,7 +26,8 @@ from promptloop.optimizer.workflows.nightly.budget import TrialRate
 from promptloop.optimizer.workflows.optimize import IterationResult
 
 CHECKPOINT_VERSION = 1
-NightStatus = Literal["running", "finished", "failed"]
+NightStatus = Literal["running", "finished", "failed", "stopped"]
+"""A night is "stopped" by Ctrl-C or SIGTERM (resumable, like a failed or killed one)."""
 
 
 class LockHeldError(Exception):
