@@ -181,7 +181,9 @@ def load_lineage(store_dir: Path, suite_name: str, *, repo: Path | None = None,
                  window: int = DEFAULT_WINDOW, any_prompt: bool = False) -> Lineage:
     """Read the suite's runs from the store and select its lineage.
 
-    Runs are read newest first and reading stops once the window is full."""
+    Runs are read newest first and reading stops once the window is full: once it holds
+    `window` commands with fresh trials (as `select_lineage` counts it; runs served wholly from
+    the trial cache take no room, a command's later rounds share its place)."""
     if window < 1:
         raise LifecycleError(f"the window must hold at least one run, got {window}")
     entries = [e for e in list_runs(store_dir) if e.suite_name == suite_name]
@@ -201,8 +203,9 @@ def load_lineage(store_dir: Path, suite_name: str, *, repo: Path | None = None,
     model = spec.agent_model or ""
     runs: list[RunResult] = []
     skipped: dict[str, int] = {}
+    fresh: set[str] = set()  # the commands read so far that ran trials of their own
     for entry in sorted(entries, key=lambda e: e.started_at, reverse=True):
-        if len(runs) >= window:
+        if len(fresh) >= window and (entry.session is None or entry.session not in fresh):
             skipped["not read: the window was full"] = \
                 skipped.get("not read: the window was full", 0) + 1
             continue
@@ -210,6 +213,8 @@ def load_lineage(store_dir: Path, suite_name: str, *, repo: Path | None = None,
         reason = _exclusion(run, spec, model)
         if reason is None:
             runs.append(run)
+            if any(not t.cached for t in run.trials):
+                fresh.add(run.provenance.session or f"run:{run.run_name}")
         else:
             skipped[reason] = skipped.get(reason, 0) + 1
     lineage = select_lineage(runs, spec)

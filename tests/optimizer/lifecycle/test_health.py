@@ -282,3 +282,29 @@ def test_the_window_counts_commands_not_the_rounds_of_one() -> None:
     assert {t.task_id for t in h.tasks} == {"event-a", "event-b", "link-a"}
     event = next(b for b in h.buckets if b.bucket == "event")
     assert len(event.series) == 4  # three nights and the one optimize session
+
+
+def test_runs_copied_from_the_cache_leave_the_window_to_runs_with_evidence(
+        tmp_path: Path) -> None:
+    """A team's second night served its baseline from the cache, two profile runs ran one
+    task each; with the window read run by run, the copies and the profile runs filled it,
+    the first night's baseline (every task) was "not read: the window was full", and health
+    called the suite saturated on 2 of its 8 tasks."""
+    tasks = {f"{b}-{i}": [T, F] for b in ("event", "link") for i in range(4)}
+    first = run("night-1", tasks, day=0)
+    copy = run("night-2", {}, day=1, trials=[t.model_copy(update={"cached": True})
+                                             for t in first.trials])
+    profiles = [run(f"profile-{k}", {"event-0": [T]}, day=2 + k) for k in range(2)]
+    runs = [first, copy, *profiles]
+    runs = [r.model_copy(update={"provenance": r.provenance.model_copy(update={
+        "session": r.run_name})}) for r in runs]
+    state = tmp_path / "state"
+    save_all(state, runs)
+    lin = load_lineage(state / "runs", "card_agent_capability", window=3)
+    assert [r.run_name for r in lin.runs] == ["night-1", "profile-0", "profile-1"]
+    assert "not read: the window was full" not in lin.excluded
+    h = compute_health(lin)
+    assert h.summary.tasks_with_trials == 8 and not h.summary.saturated
+    # a window of 2 commands with evidence: the two profile runs (night-1 is not read)
+    two = load_lineage(state / "runs", "card_agent_capability", window=2)
+    assert [r.run_name for r in two.runs] == ["profile-0", "profile-1"]
