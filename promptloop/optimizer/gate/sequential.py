@@ -437,11 +437,17 @@ class SequentialGate:
     def _accept(self) -> Verdict:
         assert self._target_comp is not None
         held = f"; held-out: {self._heldout_text}" if self._heldout_text else ""
+        hidden = f"{self.target} (held-out)"
+        others = [s for s in self._statements if s.bucket not in (self.target, hidden)]
+        also = [what for name, what in ((self.target, "the target's passing tasks"),
+                                        (hidden, "the held-out target tasks"))
+                if any(s.bucket == name for s in self._statements)]
         return self._verdict("accept", "efficacy",
                              f"target bucket {self.target!r} improved on its visible tasks: "
                              f"{self._target_text}{held}",
                              f"no bucket regressed: every other bucket showed no harm "
-                             f"({len(self._statements)} bucket(s))")
+                             f"({len(others)} bucket(s)"
+                             + "".join(f"; so did {w}" for w in also) + ")")
 
     def _verdict(self, decision: Decision, stopped: str, *reasons: str) -> Verdict:
         self.stage = "done"

@@ -166,6 +166,10 @@ def test_verbose_prints_the_method_once_wrapped(
     assert "target bucket 'skip_trivial' improved" in stdout
     assert "visible target tasks" not in stdout
     assert " ".join(stdout.split()).count("every other bucket showed no harm") == 1
+    # the finding and the headline count the same other buckets (the held-out target tasks
+    # were counted as a fourth "bucket" by the finding)
+    flat_out = " ".join(stdout.split())
+    assert "every other bucket showed no harm (3 bucket(s)" in flat_out, flat_out
     # the PR body: the same sentence first, then each reason on its own line
     [body] = (state / "optimize").glob("*/iter-1/PR.md")
     text = body.read_text()

@@ -371,6 +371,25 @@ def test_a_good_patch_is_accepted_only_once_every_bucket_says_no_harm() -> None:
     assert v.ruled_out in v.reasons
 
 
+def test_the_accept_reason_counts_the_other_buckets_as_the_headline_does() -> None:
+    """A team's verdict said "no harm in the 2 other buckets" and then "every other bucket
+    showed no harm (3 bucket(s))": the finding counted the target's own passing task as a
+    bucket. t2 passes on the base (a passing target task, harm-tested)."""
+    from promptloop.optimizer.report.plain import optimize_headline
+
+    def outcome(key: TaskKey, side: str) -> bool:
+        if key[0] == "target":
+            return key[1] == "t2" or side == "cand"
+        return True
+
+    v, _ = drive(gate(), outcome)
+    assert isinstance(v, Verdict) and v.decision == "accept", v.reasons
+    assert "target" in {b.bucket for b in v.buckets}  # t2 was harm-tested
+    [reason] = [r for r in v.reasons if r.startswith("no bucket regressed")]
+    assert "(2 bucket(s); so did the target's passing tasks)" in reason, reason
+    assert "no harm in the 2 other buckets" in optimize_headline(v)
+
+
 def test_one_broken_task_elsewhere_rejects_and_is_named() -> None:
     v, reqs = drive(gate(), agent(fixed={"t0", "t1", "t2"}, broken={"o1"}))
     assert isinstance(v, Verdict) and v.decision == "reject" and v.stopped == "regression"
