@@ -820,9 +820,11 @@ def show_review_agent(a: Mapping[str, Any], *, every_row: bool = False,
     the per-bucket table with its legend, the newly failing trials; its findings and the
     method (each once) only with `verbose`."""
     comps = [BucketComparison.model_validate(c) for c in a["comparisons"]]
-    headline = plain.review_headline(a["decision"], comps, a.get("regressed", []),
-                                     a.get("improved", []), a.get("open", []),
-                                     reasons=a.get("reasons", []))
+    headline = plain.review_headline(
+        a["decision"], comps, a.get("regressed", []), a.get("improved", []), a.get("open", []),
+        reasons=a.get("reasons", []), moved=(len(a.get("fixed", [])),
+                                             len(a.get("newly_failing", [])),
+                                             a.get("paired_trials", 0)))
     tone = {"regresses": "red", "improves": "green", "inconclusive": "yellow"}.get(
         a["decision"], "")
     lead = f"{a['agent']} {a['decision']}"

@@ -168,11 +168,15 @@ OUTSIDE_REASON = "wrote outside their workspace"
 def review_headline(decision: str, comparisons: Sequence[BucketComparison],
                     regressed: Sequence[str], improved: Sequence[str],
                     open_: Sequence[str], where: Sequence[str] = (),
-                    reasons: Sequence[str] = ()) -> str:
+                    reasons: Sequence[str] = (),
+                    moved: tuple[int, int, int] | None = None) -> str:
     """One sentence on a reviewed prompt change: what moved, what was ruled out, what to do.
     A "broken" head names where (`where`: 'lib/p.dart line 14' per failing target); a head
     that regressed because its trials wrote outside their workspace says that first (the
-    reason review puts first, `reasons`), not a move of the scores."""
+    reason review puts first, `reasons`), not a move of the scores. `moved` (fixed, broken,
+    paired) counts the final runs, harm detection's trials included, as the comment's lists of
+    fixed and newly failing trials do; without it (or with 0 paired) the first round's
+    `comparisons` are counted."""
     if decision == "broken":
         files = names(where) if where else "a prompt's source file"
         return _short(f"the head breaks {files}, so no trial was run: fix the prompt's "
@@ -184,20 +188,22 @@ def review_headline(decision: str, comparisons: Sequence[BucketComparison],
     fixed = sum(c.fixed for c in comparisons)
     broken = sum(c.broken for c in comparisons)
     n = sum(c.n_pairs for c in comparisons)
-    moved = f"fixed {fixed} and broke {broken} of {n} paired trials"
+    if moved is not None and moved[2]:
+        fixed, broken, n = moved
+    said = f"fixed {fixed} and broke {broken} of {n} paired trials"
     if n == 0:
         return _short("nothing was compared: no paired trials ran; check the suites and rerun")
     if decision == "regresses":
-        text = (f"the change made {names(regressed)} worse ({moved}); do not merge it as is: "
+        text = (f"the change made {names(regressed)} worse ({said}); do not merge it as is: "
                 "see the newly failing trials")
     elif decision == "inconclusive":
         text = (f"no bucket got worse for sure, but harm to {names(open_)} was not ruled out "
-                f"({moved}); rerun with more --trials before merging")
+                f"({said}); rerun with more --trials before merging")
     elif decision == "improves":
         text = (f"the change improved {names(improved)} and the gate found no harm in any bucket "
-                f"({moved}); merge it")
+                f"({said}); merge it")
     else:
-        text = (f"no bucket changed beyond the thresholds and the gate found no harm ({moved}); "
+        text = (f"no bucket changed beyond the thresholds and the gate found no harm ({said}); "
                 "it can be merged")
     return _short(text)
 

@@ -65,6 +65,7 @@ from promptloop.optimizer.workflows.review_models import (
     ReviewResult,
     TrialChange,
     combine,
+    paired_count,
     trial_flips,
 )
 from promptloop.optimizer.workflows.review_trust import (
@@ -250,6 +251,8 @@ class Reviewer:
             head_cached_trials=sum(t.cached for r in head_runs for t in r.trials),
             newly_failing=broken,
             fixed=fixed,
+            paired_trials=sum(paired_count(b, h)
+                              for b, h in zip(base_final, head_final, strict=True)),
             seeded=seeded_pairing(base_final, head_final),
         )
 

@@ -85,6 +85,7 @@ class AgentReviewLike(Protocol):
     head_cached_trials: int
     seeded: bool
     harm_trials: int
+    paired_trials: int
 
     @property
     def buckets(self) -> Sequence[BucketVerdictLike]: ...
@@ -210,7 +211,8 @@ def _agent_section(a: AgentReviewLike, confirm_trials: int) -> list[str]:
     out = [f"### `{a.agent}` (`{a.prompt_path}`): {_BADGE[a.decision]}", ""]
     # in plain words first; the findings and the method follow
     said = review_headline(a.decision, a.comparisons, a.regressed, a.improved, a.open,
-                           reasons=a.reasons)
+                           reasons=a.reasons,
+                           moved=(len(a.fixed), len(a.newly_failing), a.paired_trials))
     out += [cell(said[:1].upper() + said[1:]) + ".", ""]
     out += [f"- {cell(r)}" for r in a.reasons]
     if a.confirmed_buckets:

@@ -97,6 +97,9 @@ class AgentReview(BaseModel):
     head_cached_trials: int
     newly_failing: list[TrialChange] = Field(default_factory=list)
     fixed: list[TrialChange] = Field(default_factory=list)
+    paired_trials: int = 0
+    """Counted trials paired base/head over the final runs (the first round and every trial
+    harm detection added): what `fixed` and `newly_failing` are counted out of."""
     seeded: bool = False
     """Every paired trial was sent the same seed on both sides (`results.seeded_pairing`)."""
     head_breaks: list[HeadBreak] = Field(default_factory=list)
@@ -141,6 +144,12 @@ def combine(decisions: list[ReviewOutcome]) -> ReviewOutcome:
     if "inconclusive" in decisions:
         return "inconclusive"
     return "improves" if "improves" in decisions else "neutral"
+
+
+def paired_count(base: RunResult, head: RunResult) -> int:
+    """Counted head trials with a counted base trial of the same task and index."""
+    before = {(t.task_id, t.trial_index) for t in base.trials if t.counts}
+    return sum(t.counts and (t.task_id, t.trial_index) in before for t in head.trials)
 
 
 def trial_flips(base: RunResult, head: RunResult) -> tuple[list[TrialChange], list[TrialChange]]:
