@@ -835,7 +835,8 @@ def show_review_agent(a: Mapping[str, Any], *, every_row: bool = False,
                     f"{a['base_cached_trials']} cached; head {a['head_trials']}, "
                     f"{a['head_cached_trials']} cached):", comps, cand="Head",
                     every_row=every_row,
-                    harm={b["bucket"]: b["state"] for b in a.get("buckets", [])})
+                    harm={b["bucket"]: b["state"] for b in a.get("buckets", [])}
+                    | dict.fromkeys(a.get("improved", []), "improved"))
     findings, method = plain.split_method(a["reasons"])
     statements = [f"[{b['state']}] {b['statement']}" for b in a.get("buckets", [])]
     if verbose:

@@ -273,12 +273,20 @@ def comparison_table(
     comparisons: Sequence[BucketComparison], target: str | None = None, cand: str = "Cand",
     harm: Mapping[str, str] | None = None,
 ) -> Table:
-    """`gate_table` straight from the gate's comparisons. `harm` (review: bucket -> its harm
-    statement) names a row the fixed-sample test left "inconclusive" by what harm detection
-    decided for it ("no harm", "harm not ruled out"), so the table never says inconclusive
-    where the verdict, from harm detection's added trials, said no harm."""
-    said = {b: s for b, s in (harm or {}).items() if s in ("no harm", "harm not ruled out")}
-    rows = [r.model_copy(update={"status": said[r.bucket]})
-            if r.status == "inconclusive" and r.bucket in said else r
-            for r in gate_rows(comparisons, target)]
+    """`gate_table` straight from the gate's comparisons. `harm` (review: bucket -> what the
+    verdict decided for it) names a row the fixed-sample test left "inconclusive" by harm
+    detection's finding ("no harm", "harm not ruled out"), and any row by a decision the
+    verdict rests on ("regressed"; "improved" by review's sequential efficacy looks), so the
+    table never says inconclusive, or no harm, where the verdict said otherwise."""
+    said = dict(harm or {})
+
+    def status(r: GateRow) -> str:
+        s = said.get(r.bucket)
+        if s in ("regressed", "improved"):
+            return s
+        if s in ("no harm", "harm not ruled out") and r.status == "inconclusive":
+            return s
+        return r.status
+
+    rows = [r.model_copy(update={"status": status(r)}) for r in gate_rows(comparisons, target)]
     return gate_table(rows, cand)

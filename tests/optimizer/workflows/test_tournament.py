@@ -270,7 +270,9 @@ def test_one_candidate_is_the_single_patch_loop(tmp_path: Path, gates: list[Gate
                     re.sub(r"-\d{8}T\d+", "-<time>", proposer.calls[0].messages[-1].content)))
         raw = json.loads((tmp_path / name / "state" / "ledger.jsonl").read_text()
                          .splitlines()[-1])
-        assert set(raw) == SINGLE_PATCH_RECORD | {"candidates", "screening"}
+        # later fields: the candidates, their screening, a region prompt's whole-file diff
+        assert set(raw) == SINGLE_PATCH_RECORD | {"candidates", "screening", "file_diff"}
+        assert raw["file_diff"] == ""  # a whole-file prompt
         assert raw["candidates"] == [] and raw["screening"] == []
         assert "different patches" not in out[-1][5]
     assert out[0] == out[1]
