@@ -17,7 +17,7 @@ from promptloop.optimizer.cli.common import (
     declared_models,
     flag_given,
 )
-from promptloop.optimizer.cli.util import EXIT_USER, guarded
+from promptloop.optimizer.cli.util import EXIT_INFRA, EXIT_USER, guarded
 from promptloop.optimizer.workflows.context import DEFAULT_AGENT_MODEL
 from promptloop.optimizer.workflows.doctor import DoctorReport, diagnose
 
@@ -64,7 +64,8 @@ def doctor(
     external proposer (--proposer-cmd) is isolated here (bwrap, unshare or none) and, for
     every suite, its tasks, buckets, trials and whether it needs a judge model. Exit 0 when
     everything needed to run with --agent-model (default: the model each agent's table in
-    promptloop.toml declares, else the offline local:smollm2) is present, 1 otherwise. With
+    promptloop.toml declares, else the offline local:smollm2) is present, 2 when all that is
+    missing is a server that does not answer at --base-url, 1 otherwise. With
     --fix, what was cleaned is listed (and under "cleaned" in --json); accepted and kept
     branches are never touched."""
 
@@ -87,8 +88,15 @@ def doctor(
         else:
             _show(report)
         if not report.ok:  # the envelope's error names what blocks a run
-            ui.ERRORS.extend(f"{p.what}: {p.fix}" for p in report.problems)
-            raise typer.Exit(EXIT_USER)
+            said = [f"{p.what}: {p.fix}" for p in report.problems]
+            if as_json:  # stderr still says it, one `Error:` line each (the report did above)
+                for line in said:
+                    ui.error(line)
+            else:
+                ui.ERRORS.extend(said)
+            # a server that does not answer is infrastructure (2), as eval says of it
+            infra = all(p.infra for p in report.problems)
+            raise typer.Exit(EXIT_INFRA if infra else EXIT_USER)
 
     guarded(body)
 

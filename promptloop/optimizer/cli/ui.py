@@ -77,8 +77,9 @@ class _Console(Console):
         raise BrokenPipeError
 
 
-out = _Console(soft_wrap=True)
-err = _Console(stderr=True, soft_wrap=True)
+# no emoji codes: a model id ("openai:x: nothing answers") or a user's text is never ":x:"
+out = _Console(soft_wrap=True, emoji=False)
+err = _Console(stderr=True, soft_wrap=True, emoji=False)
 
 
 ERRORS: list[str] = []
@@ -937,7 +938,7 @@ def names_width(names: list[str], width: int) -> int:
 def show_help(page: Page, console: Console | None = None) -> None:
     """Print a help page (cli/help.py): usage, description, option panels, the commands of a
     group, environment variables, examples."""
-    c = console or _Console()
+    c = console or _Console(emoji=False)
     parts: list[RenderableType] = [Text(page.usage, style="bold"), Text("")]
     for i, paragraph in enumerate(page.paragraphs):
         parts += [Text(paragraph, style="" if i == 0 else "dim"), Text("")]
@@ -966,6 +967,7 @@ def help_text(page: Page, width: int = 80) -> str:
     """A help page as plain text (`promptloop help --json`)."""
     import io
 
-    console = Console(file=io.StringIO(), width=width, color_system=None, record=True)
+    console = Console(file=io.StringIO(), width=width, color_system=None, record=True,
+                      emoji=False)
     show_help(page, console)
     return "\n".join(line.rstrip() for line in console.export_text().splitlines()).strip("\n")

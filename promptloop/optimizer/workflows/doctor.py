@@ -42,6 +42,9 @@ _PROVIDER_ENV = {
 class Problem(BaseModel):
     what: str
     fix: str
+    infra: bool = False
+    """Infrastructure, not configuration: a server that does not answer (doctor exits 2 when
+    every problem is one, as eval and optimize do for the same server)."""
 
 
 class ProviderStatus(BaseModel):
@@ -381,7 +384,8 @@ def _require_model(report: DoctorReport, model: str, base_url: str | None) -> No
         if unreachable:
             report.problems.append(Problem(
                 what=f"{model}: nothing answers at {status.base_url} (--base-url): {unreachable}",
-                fix="start the server, or correct --base-url (e.g. http://127.0.0.1:8000/v1)"))
+                fix="start the server, or correct --base-url (e.g. http://127.0.0.1:8000/v1)",
+                infra=True))
     if not status.key_set and not (provider == "openai" and is_local_url(url)):
         report.problems.append(
             Problem(

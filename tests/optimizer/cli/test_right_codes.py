@@ -273,7 +273,17 @@ def test_doctor_shows_and_checks_the_base_url(
     dead = runner.invoke(app, ["doctor", "--json", "--agent-model", "openai:fake",
                                "--base-url", "http://127.0.0.1:1/v1"])
     data = cli_result(dead.stdout)
-    assert dead.exit_code == 1
+    # infrastructure, as eval and optimize call the same server (it was 1, a user error)
+    assert [p["infra"] for p in data["problems"]] == [True], data["problems"]
+    assert dead.exit_code == 2
+    # --json: stderr still says it in an `Error:` line, the model id as written (rich read
+    # "openai:x: nothing" as the emoji code ":x:")
+    [line] = [x for x in dead.stderr.splitlines() if x.startswith("Error:")]
+    assert "openai:fake: nothing answers at http://127.0.0.1:1/v1" in line, line
+    shown = runner.invoke(app, ["doctor", "--agent-model", "openai:x", "--base-url",
+                                "http://127.0.0.1:1/v1"])
+    assert "openai:x: nothing answers" in " ".join(shown.output.split())
+    assert "\u274c" not in shown.output
     [problem] = [p for p in data["problems"] if "nothing answers" in p["what"]]
     assert "http://127.0.0.1:1/v1 (--base-url)" in problem["what"]
     openai = next(p for p in data["providers"] if p["provider"] == "openai")
