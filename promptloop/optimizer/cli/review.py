@@ -182,8 +182,12 @@ def review(
             code = {"regresses": EXIT_REGRESSION, "broken": EXIT_REGRESSION,
                     "inconclusive": EXIT_INCONCLUSIVE}.get(result.decision or "", 0)
             if code:  # the envelope's error says why the exit is not 0, not only its number
-                ui.ERRORS.append(f"the review's verdict is {result.decision!r} "
-                                 f"(--fail-on-regression exits {code})")
+                why = (f"the review's verdict is {result.decision!r} "
+                       f"(--fail-on-regression exits {code})")
+                if as_json:  # stderr says it too (the human output says it at its end)
+                    ui.error(why)
+                else:
+                    ui.ERRORS.append(why)
         data["exit_code"] = code
         if as_json:
             ui.print_json(data)

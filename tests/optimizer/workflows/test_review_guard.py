@@ -171,6 +171,9 @@ def test_broken_exits_3_with_fail_on_regression_and_says_where(
     assert data["decision"] == "broken" and envelope["exit_code"] == 3
     assert envelope["error"]["message"] == ("the review's verdict is 'broken' "
                                             "(--fail-on-regression exits 3)")
+    # stderr says it too, as every failing command does (docs/commands.md)
+    assert ("Error: the review's verdict is 'broken' (--fail-on-regression exits 3)"
+            in " ".join(failing.stderr.split()))
     assert data["agents"][0]["head_breaks"][0]["line"] == line
     assert not (dart_repo / MARK).exists()
 
