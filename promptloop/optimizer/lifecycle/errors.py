@@ -31,7 +31,10 @@ class LabelsError(LifecycleError):
     """A labels file line that cannot be used; the message names the file, line and field."""
 
     def __init__(self, path: str, line: int, field: str, problem: str) -> None:
-        super().__init__(f"{path}: line {line}: field '{field}': {problem}")
+        # line 0 is the file as a whole (missing, unreadable, no labels of the grader)
+        where = f"{path}: {problem}" if line == 0 else \
+            f"{path}: line {line}: field '{field}': {problem}"
+        super().__init__(where)
         self.path, self.line, self.field = path, line, field
 
 

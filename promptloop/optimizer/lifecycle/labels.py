@@ -127,7 +127,7 @@ def read_labels(path: Path, grader: str) -> LabelsFile:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise LabelsError(shown, 0, "(file)", "not found") from None
+        raise LabelsError(shown, 0, "(file)", "no such labels file (--labels)") from None
     except (OSError, UnicodeDecodeError) as err:
         raise LabelsError(shown, 0, "(file)", f"cannot read ({err})") from None
     out = LabelsFile(shown)

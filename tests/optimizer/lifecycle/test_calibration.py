@@ -123,8 +123,10 @@ def test_bad_label_lines_name_file_line_and_field(state: Path, tmp_path: Path, l
 
 
 def test_file_level_problems(state: Path, tmp_path: Path) -> None:
-    with pytest.raises(LabelsError, match="not found"):
+    with pytest.raises(LabelsError) as missing:
         run_calibration(state, GRADER, tmp_path / "missing.jsonl")
+    # the file as a whole: no "line 0: field '(file)'" (a team read it as a line of the file)
+    assert str(missing.value).endswith("missing.jsonl: no such labels file (--labels)")
     dup = write_labels(tmp_path / "dup.jsonl", [label("ins-a", (1, 1, 1)),
                                                 label("ins-a", (0, 0, 0))])
     with pytest.raises(LabelsError, match="line 2: field 'trial_id': trial already labelled"):
