@@ -431,9 +431,14 @@ def show_summary(summary: RunSummary, report_path: str | None = None) -> None:
         f"{failed_text(s)}, errored {s.errored_trials}{outside_text(s)}, cached "
         f"{s.cached_trials}")
     show_table(bucket_table(s))
+    # the trials' own records: a cached trial's calls were made by the run that cached it
+    made = ("" if not s.cached_trials else " (all recorded by cached trials: no call made now)"
+            if s.cached_trials >= s.num_trials else
+            f" ({s.cached_trials} of the {s.num_trials} trials' from the cache, made before)")
     say(f"tokens: {fmt.tokens(u.total_tokens)} (in {fmt.tokens(u.input_tokens)}, out "
-        f"{fmt.tokens(u.output_tokens)}), model calls {u.model_calls}, retries {u.retries}; "
-        f"est. cost: {fmt.usd(s.cost.total_usd)}")
+        f"{fmt.tokens(u.output_tokens)}), model calls {u.model_calls}, retries {u.retries}"
+        f"{made}; est. cost: {fmt.usd(s.cost.total_usd)}"
+        + (f", spent now {fmt.usd(s.cost.spent_usd)}" if s.cached_trials else ""))
     if report_path:
         say(f"report: {report_path}")
 

@@ -37,6 +37,11 @@ def test_eval_card_regression_then_cached_then_replay(state: Path) -> None:
     code, second = _eval(state, *CARD_REGRESSION)
     assert code == 0 and second["summary"]["cached_trials"] == 16
     assert second["summary"]["trial_pass_rate"] == s1["trial_pass_rate"]
+    # its closing line does not read as if it made the cached trials' calls now
+    plain = runner.invoke(app, ["eval", "--out", str(state), *CARD_REGRESSION])
+    said = " ".join(plain.output.split())
+    assert "(all recorded by cached trials: no call made now)" in said, said
+    assert "spent now $0.0000" in said
 
     # replay twice with no cache: identical per-bucket scores, no model needed
     scores = []
