@@ -434,7 +434,8 @@ def show_summary(summary: RunSummary, report_path: str | None = None) -> None:
     # the trials' own records: a cached trial's calls were made by the run that cached it
     made = ("" if not s.cached_trials else " (all recorded by cached trials: no call made now)"
             if s.cached_trials >= s.num_trials else
-            f" ({s.cached_trials} of the {s.num_trials} trials' from the cache, made before)")
+            f" ({s.cached_trials} of the {s.num_trials} trials from the cache: their calls "
+            "were made before)")
     say(f"tokens: {fmt.tokens(u.total_tokens)} (in {fmt.tokens(u.input_tokens)}, out "
         f"{fmt.tokens(u.output_tokens)}), model calls {u.model_calls}, retries {u.retries}"
         f"{made}; est. cost: {fmt.usd(s.cost.total_usd)}"
