@@ -27,6 +27,7 @@ from promptloop.optimizer.cli.common import (
     toml_only,
     use_toml,
 )
+from promptloop.optimizer.cli.optimize import ProposerFormat
 from promptloop.optimizer.cli.util import EXIT_USER, guarded, require_repo
 from promptloop.optimizer.report import fmt
 from promptloop.optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError
@@ -88,6 +89,10 @@ CandidatesOpt = Annotated[int | None, Opt(
     min=1, max=16, envvar="PROMPTLOOP_CANDIDATES",
     help="Patches asked per iteration, screened on the target; the winner is gated. "
     "[default: 1]")]
+ProposerFormatOpt = Annotated[ProposerFormat | None, Opt(
+    "--proposer-format", envvar="PROMPTLOOP_PROPOSER_FORMAT",
+    help="A unified diff, or JSON edits under a schema (for weak models), as optimize's "
+    "--proposer-format. [default: auto: edits for the embedded model]")]
 MaxBucketsOpt = Annotated[int | None, Opt(
     min=1, envvar="PROMPTLOOP_MAX_BUCKETS", help="Worst buckets to work on. [default: 3]")]
 MaxUsdOpt = Annotated[float | None, Opt(
@@ -117,6 +122,7 @@ def nightly(
     base: BaseOpt = None,
     iterations: IterationsOpt = None,
     candidates: CandidatesOpt = None,
+    proposer_format: ProposerFormatOpt = None,
     max_buckets: MaxBucketsOpt = None,
     trials: TrialsOpt = None,
     concurrency: ConcurrencyOpt = None,
@@ -148,6 +154,7 @@ def nightly(
         "proposer_model": proposer_model, "base_url": base_url, "base": base,
         "iterations_per_bucket": iterations, "max_buckets": max_buckets,
         "candidates": candidates,
+        "proposer_format": proposer_format.value if proposer_format is not None else None,
         "trials": trials, "concurrency": concurrency, "batch": batch, "max_usd": max_usd,
         "max_tokens": max_tokens, "max_wall_minutes": max_wall_minutes,
     }
@@ -215,7 +222,8 @@ def _dry_run(cfg: NightlyConfig, as_json: bool) -> int:
         ui.out.print(text, markup=False, highlight=False)
 
     say(f"base {plan.base_commit[:12]}; agents: {', '.join(plan.agents)}")
-    say("models: " + ", ".join(f"{k} {v}" for k, v in plan.models.items()))
+    say("models: " + ", ".join(f"{k} {v}" for k, v in plan.models.items())
+        + f"; proposer format {plan.proposer_format}")
     for b in plan.baselines:
         say(f"baseline {b.agent}: ~{b.tokens} tokens ({b.basis})")
     say(f"then at most {plan.iterations_at_most} optimize iteration(s), each estimated "
@@ -272,7 +280,9 @@ def _message(err: ValidationError) -> str:
     parts = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "nightly"
-        parts.append(f"nightly setting '{loc}': {e['msg']}")
+        if loc.split(".")[0] == "suites":  # what the command line calls it
+            loc = "--agent"
+        parts.append(f"nightly setting '{loc}': {e['msg'].removeprefix('Value error, ')}")
     return "; ".join(parts)
 
 

@@ -398,4 +398,12 @@ def test_dry_run_says_the_plan_and_touches_nothing(repo: Path, state: Path,
     plain = CliRunner().invoke(app, [a for a in args if a != "--json"])
     said = " ".join(plain.stdout.split())
     assert plain.exit_code == 0 and "nothing is run" in said and "~0 tokens" in said, said
+    # --proposer-format, as optimize has it (only the [nightly] key set it before)
+    assert plan["proposer_format"] == "auto"
+    edits = CliRunner().invoke(app, [*args, "--proposer-format", "edits"])
+    assert json.loads(edits.stdout)["result"]["proposer_format"] == "edits", edits.output
+    # an unknown agent is named as the flag that gave it, without pydantic's prefix
+    nobody = CliRunner().invoke(app, [*args, "--agent", "nobody"])
+    assert nobody.exit_code == 1
+    assert "nightly setting '--agent': unknown agent 'nobody'" in nobody.stderr, nobody.stderr
     assert f"left out: pkm_agent/skip_trivial ({branch}) awaits review" in said

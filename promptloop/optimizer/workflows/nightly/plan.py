@@ -34,6 +34,9 @@ class NightPlan(BaseModel):
     base_commit: str
     agents: list[str]
     models: dict[str, str]
+    proposer_format: str = "auto"
+    """How the proposer replies: a unified diff, JSON edits, or auto (edits for the embedded
+    model)."""
     baselines: list[PlannedBaseline]
     iterations_at_most: int
     awaiting_review: list[str]
@@ -59,7 +62,8 @@ def plan_night(c: NightlyConfig) -> NightPlan:
         baselines.append(PlannedBaseline(agent=agent, tokens=est.spend.tokens, basis=est.basis))
     need = sum(b.tokens for b in baselines)
     return NightPlan(
-        base_commit=base, agents=list(c.suites), models=c.models, baselines=baselines,
+        base_commit=base, agents=list(c.suites), models=c.models,
+        proposer_format=c.proposer_format, baselines=baselines,
         iterations_at_most=c.max_buckets * c.iterations_per_bucket * len(c.suites),
         awaiting_review=sorted(set(awaiting)),
         budgets={"max_usd": c.max_usd, "max_tokens": c.max_tokens,
