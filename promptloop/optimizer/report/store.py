@@ -85,11 +85,10 @@ class RunIndexEntry(BaseModel):
 
     @property
     def on_lineage(self) -> bool:
-        """The run evaluated a prompt of the lineage: not a candidate that was not accepted,
-        nor a review's head (a proposal under review)."""
-        if self.role == "candidate":
-            return self.verdict == "accepted"
-        return self.role != "review-head"
+        """The run evaluated a prompt of the lineage: no candidate (an accepted one waits on
+        its branch until merged; once merged, the next baseline or eval measures it) and no
+        review head (a proposal under review)."""
+        return self.role not in ("candidate", "review-head")
 
 
 def default_store_dir(state_dir: Path) -> Path:

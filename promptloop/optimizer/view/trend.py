@@ -117,7 +117,8 @@ class TrendPage:
 
 def suite_runs(entries: Sequence[RunIndexEntry], suite: str, limit: int) -> list[RunIndexEntry]:
     """The newest `limit` runs of `suite` on its lineage, oldest first: the runs of candidates
-    that were not accepted and of review heads are left out (`RunIndexEntry.on_lineage`)."""
+    (accepted ones too: not merged yet) and of review heads are left out
+    (`RunIndexEntry.on_lineage`)."""
     runs = sorted((e for e in entries if e.suite_name == suite and e.on_lineage),
                   key=lambda e: e.started_at)
     return runs[-limit:]
