@@ -189,8 +189,9 @@ def check_head_file(base_spec: RegionSpec, base_file: str, head_spec: RegionSpec
       as well, the edit outside it fails the guard as it does for optimize (`outside_region`:
       the head changes code, not only the prompt); so does any edit of a source file outside
       its region when the region is unchanged (an edit of the literal's own statement, its
-      opening or closing line or a line added right after it, is named as such); only a
-      Markdown or text file's lines outside its markers are `code_changed` (a note).
+      opening or closing line or a line added right after it, is named as such), and of a
+      YAML, JSON or TOML file outside its markers (the configuration the agent reads); only
+      a Markdown or text file's lines outside its markers are `code_changed` (a note).
 
     None when the base file has no such region (nothing to guard against: the review reads
     the base as before and says what is wrong there)."""
@@ -225,9 +226,18 @@ def check_head_file(base_spec: RegionSpec, base_file: str, head_spec: RegionSpec
     if not outside:
         return HeadCheck("ok", region=what)
     line = outside[0][2] + 1
-    if base.language == "other":  # a Markdown or text file: no code around the markers
-        return HeadCheck("code_changed", f"{base.path} changes outside {short} (line {line}): "
+    lines = sorted({j1 + 1 for _, _, j1 in outside})
+    at = (f"line {lines[0]}" if len(lines) == 1 else
+          "lines " + ", ".join(map(str, lines[:6])) + (", ..." if len(lines) > 6 else ""))
+    data = base.path.lower().endswith(DATA_SUFFIXES)
+    if base.language == "other" and not data:  # Markdown or text: nothing runs around it
+        return HeadCheck("code_changed", f"{base.path} changes outside {short} ({at}): "
                          "not the prompt; review does not evaluate it", line, what)
+    if data:  # a config file the agent reads: its other keys are behaviour too
+        return HeadCheck("outside_region", f"the head changes {base.path} outside {short} "
+                         f"({at}): it changes the configuration the agent reads, not only the "
+                         "prompt, and review evaluates prompts: put the configuration change "
+                         "in a pull request of its own", line, what)
     if head.text != base.text:
         return HeadCheck("outside_region", f"the head changes {base.path} outside {short} "
                          f"(line {line}): it changes code, not only the prompt; only the "
@@ -247,6 +257,11 @@ def check_head_file(base_spec: RegionSpec, base_file: str, head_spec: RegionSpec
                      f"(line {line}): it changes code, not only the prompt, and review "
                      "evaluates prompts, not code: put the code change in a pull request of "
                      "its own", line, what)
+
+
+DATA_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
+"""Files whose lines outside a marker region are configuration, not prose: an edit there is
+judged like an edit of code around a literal."""
 
 
 def _first_change(old: str, new: str) -> int:

@@ -21,6 +21,7 @@ import pytest
 from promptloop.agents.llm.registry import SCRIPTED_MODELS
 from promptloop.agents.llm.scripted import ScriptedModel, reply
 from promptloop.optimizer.workflows.review import ReviewConfig, ReviewResult, review
+from promptloop.optimizer.workflows.review_models import HeadBreak
 from tests.e2e.support import cli, commit_all, commit_branch, enter, git
 from tests.e2e.test_dart_region import (
     PERSON_LINE,
@@ -356,3 +357,26 @@ def test_a_yaml_head_indented_like_its_block_is_reviewed_with_trials(
     systems = {m.content for call in model.calls for m in call.messages if m.role == "system"}
     assert len(systems) == 2 and any("outage are urgent." in s for s in systems)
     assert all(s.startswith("You extract") and "\n  " not in s for s in systems), systems
+
+
+def test_a_yaml_head_that_changes_the_config_around_the_prompt_is_broken(
+    yaml_repo: Path, tmp_path: Path
+) -> None:
+    """A team's PR dropped a queue and changed the escalation address in the YAML file whose
+    block holds the prompt: review said "nothing to review" (a note naming line 1 only), but
+    the agent reads those keys. It is judged as code around a literal is."""
+    text = (YAML_SOURCE.replace("[billing, bugs, general]", "[billing, bugs]")
+            .replace("ops@example.com", "oncall@example.com"))
+    commit_branch(yaml_repo, "pr/config", {PROMPT_YAML: text})
+    state, model = tmp_path / "state", _js_model()
+    result = api_review(yaml_repo, state, "pr/config", model, "scripted:js-items")
+    [b] = assert_broken_parts(result, model)
+    assert b.path == PROMPT_YAML and b.line == 1
+    assert "(lines 1, 7)" in b.reason and "configuration the agent reads" in b.reason
+
+
+def assert_broken_parts(result: ReviewResult, model: ScriptedModel) -> list[HeadBreak]:
+    assert result.status == "reviewed" and result.decision == "broken", result.message
+    assert model.calls == []
+    [a] = result.agents
+    return list(a.head_breaks)
