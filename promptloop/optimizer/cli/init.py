@@ -51,6 +51,9 @@ def init(
                "tree at once), then run:")
         ui.say("  git add -A && git commit -m 'promptloop init'")
         for command in result.next_commands:
-            ui.say(f"  {command}")
+            # review compares the checked-out branch with the base: nothing to see on it yet
+            when = ("   (on a branch where you changed the prompt, committed)"
+                    if command.startswith("promptloop review") else "")
+            ui.say(f"  {command}{when}")
 
     guarded(body)

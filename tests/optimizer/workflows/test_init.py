@@ -159,3 +159,21 @@ def test_template_files_match_the_package_data() -> None:
     files = {p.as_posix() for p in template_files()}
     assert EXPECTED <= files
     assert all(not p.endswith((".pyc", ".tmp")) for p in files)
+
+
+def test_the_printed_review_step_says_when_it_applies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team ran the suggested review right after the suggested commit: "nothing to review"
+    (HEAD is the base). The printed step says it is for a branch with a prompt change."""
+    from typer.testing import CliRunner
+
+    from promptloop.optimizer.cli.app import app
+
+    repo = git_repo(tmp_path / "repo")
+    monkeypatch.chdir(repo)
+    result = CliRunner().invoke(app, ["init"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert ("promptloop review --agent example --base main (on a branch where you changed the "
+            "prompt, committed)") in said, said
