@@ -630,8 +630,10 @@ class LoopDisplay:
                 self.message(f"{step} iteration {event.iteration}: asking the proposer "
                              f"(package {escape(event.package)})")
                 self._tokens_in = self._tokens_out = 0
-                self._waiting("proposer", f"~{fmt.tokens(event.tokens)} tokens sent, waiting "
-                              "for its reply")
+                self._waiting("proposer", "running --proposer-cmd on the package (~"
+                              f"{fmt.tokens(event.tokens)} tokens), waiting for it to finish"
+                              if event.command else f"~{fmt.tokens(event.tokens)} tokens sent, "
+                              "waiting for its reply")
             case ProposerReplied():
                 self._replied(event)
             case TrialsEstimated():

@@ -104,6 +104,9 @@ class ProposalRequested(Event):
     """Size of the package sent to the proposer."""
     package: str
     """Path of the package on disk: exactly what the proposer saw."""
+    command: bool = False
+    """The proposer is an external command (--proposer-cmd) reading the package from disk,
+    not a model the package is sent to."""
 
 
 class ProposerReplied(Event):

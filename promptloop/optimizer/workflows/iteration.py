@@ -321,7 +321,8 @@ class Iteration:
         path = package.write(folder)
         self.it.package_path = str(path)  # also when no usable proposal comes back
         kill_point("package")
-        self.opt.emit(ProposalRequested(iteration=self.n, tokens=package.tokens, package=str(path)))
+        self.opt.emit(ProposalRequested(iteration=self.n, tokens=package.tokens, package=str(path),
+                                        command=bool(c.proposer_cmd)))
         if c.proposer_cmd:
             return await self._run_command(c.proposer_cmd, worktree, path, folder), str(path)
 

@@ -177,7 +177,7 @@ class Tournament:
         self.i.it.package_path = str(path)
         kill_point("package")
         self.opt.emit(ProposalRequested(iteration=self.i.n, tokens=sent.tokens,
-                                        package=str(path)))
+                                        package=str(path), command=bool(c.proposer_cmd)))
         if c.proposer_cmd:
             out: list[Proposal | Exception] = []
             for e in self.entrants:  # one after the other: the watch sees one at a time

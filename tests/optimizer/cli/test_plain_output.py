@@ -301,6 +301,13 @@ def test_a_terminal_gets_a_live_line_while_the_proposer_works() -> None:
         [task] = display.progress.tasks
         assert (task.description, task.total) == ("proposer", None)
         assert task.fields["status"] == "~3,244 tokens sent, waiting for its reply"
+        # an external command reads the package from disk: nothing is "sent" to a model
+        display.on_event(ProposalRequested(iteration=1, tokens=3244, package="/tmp/p.md",
+                                           command=True))
+        [task] = display.progress.tasks
+        assert task.fields["status"] == ("running --proposer-cmd on the package (~3,244 "
+                                         "tokens), waiting for it to finish")
+        display.on_event(ProposalRequested(iteration=1, tokens=3244, package="/tmp/p.md"))
         display.on_event(ProposerReplied(iteration=1, attempt=1, seconds=40, input_tokens=3300,
                                          output_tokens=20, problem="the reply contained no diff"))
         [task] = display.progress.tasks
