@@ -173,7 +173,8 @@ def eval_(
             ui.error(str(err))
             raise typer.Exit(EXIT_INFRA) from None
         errored = [t for t in run.trials if t.status == "errored"]
-        for line in errored_trials(errored):  # which trials, and why: not only a count
+        stuck = [t for t in run.trials if t.status in ("errored", "timedOut")]
+        for line in errored_trials(stuck):  # which trials, and why: not only a count
             ui.warn(line)
         if as_json:
             ui.print_json(

@@ -305,20 +305,22 @@ def interrupted(err: BaseException) -> str:
 
 def errored_trials(trials: Sequence[TrialResult], most: int = 8) -> list[str]:
     """One line per distinct reason trials errored (the infrastructure's, not the agent's:
-    failed in the first rates, left out of the errored-excluded ones), naming them as
+    failed in the first rates, left out of the errored-excluded ones) or timed out (the
+    agent's: a failed trial that says which), naming them as
     `task#trial` (at most `most` each): `1 trial errored: trip#0: no recording
     for this request ...`. A replay that misses one recording must say which."""
-    by: dict[str, list[str]] = {}
+    by: dict[tuple[str, str], list[str]] = {}
     for t in trials:
-        if t.status == "errored":
+        if t.status in ("errored", "timedOut"):
             name = f"{t.task_id}#{t.trial_index}"
             why = without_class_names(t.infra_error or t.failure_reason or "unknown error")
-            by.setdefault(why, []).append(name)
+            verb = "timed out" if t.status == "timedOut" else "errored"
+            by.setdefault((verb, why), []).append(name)
     lines = []
-    for why, ids in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+    for (verb, why), ids in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         shown = ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most
                                          else "")
-        lines.append(f"{len(ids)} trial{'s' if len(ids) != 1 else ''} errored: "
+        lines.append(f"{len(ids)} trial{'s' if len(ids) != 1 else ''} {verb}: "
                      f"{shown}: {why}")
     return lines
 

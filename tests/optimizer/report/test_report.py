@@ -517,3 +517,17 @@ def test_a_review_that_regressed_by_outside_writes_says_so_first() -> None:
                     "merge it as is"), said
     plain = review_headline("regresses", [], ["data"], [], [], reasons=["something else"])
     assert "wrote outside" not in plain
+
+
+def test_timed_out_trials_are_named_beside_errored_ones() -> None:
+    """A team's eval said only "1 timed out": which task hung was in the markdown report
+    alone. The closing lines name timed-out trials as they name errored ones."""
+    from promptloop.optimizer.report.plain import errored_trials
+
+    lines = errored_trials([
+        tr("hang", 0, "timedOut", failure_reason="exceeded 5s; process group killed"),
+        tr("boom", 1, "errored", infra_error="the agent printed no JSON"),
+        tr("fine", 0, "passed")])
+    assert "1 trial timed out: hang#0: exceeded 5s; process group killed" in lines
+    assert "1 trial errored: boom#1: the agent printed no JSON" in lines
+    assert len(lines) == 2
