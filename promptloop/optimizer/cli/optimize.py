@@ -185,8 +185,8 @@ def optimize(
         with listening(events, quiet=as_json, runs=runs) as emit:
             result = asyncio.run(ui.acknowledged(
                 run_optimize(config, on_event=emit),
-                "stopping: cleaning up the candidate branch and worktree... (Ctrl-C again "
-                "forces it)"))
+                "stopping: cleaning up (a candidate's branch and worktree, if any)... "
+                "(Ctrl-C again forces it)"))
         if as_json:
             ui.print_json(result.model_dump(mode="json"))
         else:

@@ -25,8 +25,8 @@ def test_ctrl_c_while_the_proposer_works_stops_within_5_s(
     assert child.returncode == 130, err
     assert took < 5, f"{took:.1f}s"
     lines = err.splitlines()
-    assert "stopping: cleaning up the candidate branch and worktree... (Ctrl-C again forces " \
-           "it)" in lines
+    assert ("stopping: cleaning up (a candidate's branch and worktree, if any)... (Ctrl-C "
+            "again forces it)") in lines
     assert lines.index(next(x for x in lines if x.startswith("stopping: "))) < \
         lines.index("Error: interrupted")
     assert "Error" not in err.replace("Error: interrupted", "")  # no class name, no traceback
