@@ -39,7 +39,8 @@ def calibrate(
     from promptloop.optimizer.workflows.context import state_dir
 
     def body() -> None:
-        report, path = run_calibration(state_dir(out), grader, labels, levels)
+        # read first (labels, runs); saving the calibration creates the folders it needs
+        report, path = run_calibration(state_dir(out, write=False), grader, labels, levels)
         status = status_of(report, grader)
         if as_json:
             ui.print_json({**report.model_dump(mode="json"), "path": str(path),

@@ -67,7 +67,7 @@ def health(
         chosen = f"{chosen}/{kind}"
 
     def body() -> None:
-        state = state_dir(out)
+        state = state_dir(out, write=False)  # read first; saving the health creates it
         name = stored_suite_name(chosen, kind)
         try:
             result = build_health(state, name, repo=repo_root(), ref=ref, agent_model=model,

@@ -287,3 +287,19 @@ def test_a_command_refused_for_a_bad_name_writes_nothing(
     assert code == 1 and "no promptloop.toml here" in said
     assert not (repo / ".promptloop").exists()
     assert (exclude.read_text() if exclude.exists() else "") == before
+
+
+@pytest.mark.parametrize("args", [
+    ["health", "--agent", "card_agent"],
+    ["calibrate", "--grader", "pkm_insight_quality", "--labels", "missing.jsonl"],
+])
+def test_a_read_command_that_fails_leaves_no_state_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """`health` and `calibrate` outside a project, with nothing to read, left an empty
+    .promptloop/ behind (a team found it in a folder that is no repository)."""
+    folder = tmp_path / "norepo"
+    folder.mkdir()
+    code, _ = run(folder, monkeypatch, *args)
+    assert code == 1
+    assert not (folder / ".promptloop").exists()
