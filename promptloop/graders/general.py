@@ -466,6 +466,10 @@ def scaled(raw: Any, low: float, high: float) -> float | None:
     return (min(high, max(low, float(raw))) - low) / (high - low)
 
 
+JUDGE_UNUSABLE = "judge_unusable"
+"""Score metadata: the judge replied, but nothing in the reply could be read as a score."""
+
+
 def rubric_score(config: RubricJudgeConfig, reply: str, model_id: str,
                  metadata: Mapping[str, Any]) -> Score:
     """The score of a judge reply: as graders.judge.judged_score, on the task's scale and
@@ -475,6 +479,9 @@ def rubric_score(config: RubricJudgeConfig, reply: str, model_id: str,
     threshold = config.pass_threshold
     meta = {**metadata, "judge_model": model_id, "judge_reply": clip(reply, 2000),
             "scale": [low, high], "threshold": threshold}
+    # a reply the grader cannot read decides nothing, and is no pass either: the trial is
+    # errored (`run.trial._decide`), not passed on the other graders alone
+    meta[JUDGE_UNUSABLE] = True
     data = parse_judge_json(reply)
     if data is None:
         return null_score(name, "judge reply was not JSON: no valid JSON object in its first "
@@ -492,6 +499,7 @@ def rubric_score(config: RubricJudgeConfig, reply: str, model_id: str,
     known = {d: v for d, v in values.items() if v is not None}
     if not known:
         return null_score(name, f"judge could not decide any dimension ({summary})", **meta)
+    del meta[JUDGE_UNUSABLE]
     value = sum(known.values()) / len(known)
     assertions = [Assertion(description=f"{d} >= {threshold:g} (normalised)",
                             passed=passes(v, threshold), actual=v) for d, v in known.items()]

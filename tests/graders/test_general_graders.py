@@ -300,6 +300,21 @@ async def test_rubric_judge_unknown_and_unparseable_replies() -> None:
         got = await grade("rubric_judge", rubric(), judge=judge_of(text))
         assert got.value is None and got.passed is None and why in got.rationale
         assert "error_type" not in got.metadata  # the judge answered: a null, not an error
+        assert got.metadata["judge_unusable"] is True
+        # ... and the trial is errored, never passed on the other graders alone (a team's
+        # judge replied in another shape: every trial of its bucket "passed" at score 0)
+        from promptloop.agents.transcript import Transcript
+        from promptloop.graders.base import Score
+        from promptloop.optimizer.run.trial import _Attempt, _decide
+
+        attempt = _Attempt(scores=[Score(grader="json_path", value=1.0, passed=True,
+                                         rationale="ok"), got])
+        _decide(attempt, 1.0, Transcript())
+        assert attempt.status == "errored" and "judge reply unusable (rubric_judge)" in (
+            attempt.reason or "")
+    decided = await grade("rubric_judge", rubric(),
+                          judge=judge_of('{"owners": 5, "dates": 5}'))
+    assert "judge_unusable" not in decided.metadata
 
 
 async def test_rubric_judge_shows_only_the_named_parts() -> None:

@@ -24,6 +24,7 @@ from promptloop.agents.registry import AgentOptions
 from promptloop.agents.runtime import TOOL_EXCEPTION, RuntimeConfig
 from promptloop.agents.transcript import Transcript
 from promptloop.graders.base import GradeContext, Score
+from promptloop.graders.general import JUDGE_UNUSABLE
 from promptloop.graders.registry import is_judge, run_grader, trial_passed
 from promptloop.optimizer.adapters.outcome import (
     AdapterConfigError,
@@ -372,6 +373,12 @@ def _decide(got: _Attempt, threshold: float, transcript: Transcript) -> None:
         # the judge could not be reached: infrastructure, not a 0 score for the agent
         got.status = "errored"
         got.infra = got.reason = f"judge failed: {judge_errors[0].rationale}"
+    elif unusable := [s for s in got.scores if s.metadata.get(JUDGE_UNUSABLE)]:
+        # the judge answered, but not a score: the trial's grade is unknown, not a pass on
+        # the other graders alone (`rubric_judge`; a reply in another shape, a model too weak)
+        got.status = "errored"
+        got.infra = got.reason = (f"judge reply unusable ({unusable[0].grader}): "
+                                  f"{unusable[0].rationale}")
     elif broken:
         # a grader that raised decides nothing: the original counts the trial as passed on its
         # other scores; we report it errored (a bug in promptloop or the task spec, never a pass)
