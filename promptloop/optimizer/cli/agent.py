@@ -26,7 +26,7 @@ from promptloop.optimizer.cli.common import (
     agent_models,
     listening,
 )
-from promptloop.optimizer.cli.util import guarded
+from promptloop.optimizer.cli.util import EXIT_INFRA, guarded
 from promptloop.optimizer.workflows.context import DEFAULT_AGENT_MODEL, ConfigError
 
 _AGENTS = "an agent promptloop.toml declares (card_agent, pkm_agent in promptloop's own)"
@@ -131,6 +131,9 @@ def agent(
         with listening(None, quiet=as_json) as emit:
             result = asyncio.run(run_agent_trial(request, emit))
         _show_trial(result.model_dump(mode="json"), as_json)
+        if result.status == "errored":  # infrastructure: the trial says nothing of the agent
+            ui.error(f"the trial errored: {result.failure_reason or 'no reason recorded'}")
+            raise typer.Exit(EXIT_INFRA)
 
     guarded(body)
 
