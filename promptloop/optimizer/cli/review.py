@@ -178,21 +178,20 @@ def review(
                 "stopping: the runs so far stay saved... (Ctrl-C again forces it)"))
         data: dict[str, Any] = result.model_dump(mode="json")
         code = _publish(result, data, config.repo or Path.cwd(), flags)
+        why = ""
         if fail_on_regression and code == 0:
             code = {"regresses": EXIT_REGRESSION, "broken": EXIT_REGRESSION,
                     "inconclusive": EXIT_INCONCLUSIVE}.get(result.decision or "", 0)
             if code:  # the envelope's error says why the exit is not 0, not only its number
                 why = (f"the review's verdict is {result.decision!r} "
                        f"(--fail-on-regression exits {code})")
-                if as_json:  # stderr says it too (the human output says it at its end)
-                    ui.error(why)
-                else:
-                    ui.ERRORS.append(why)
         data["exit_code"] = code
         if as_json:
             ui.print_json(data)
         else:
             _show(data, every_bucket, compare_commands(data, runs, state_dir), verbose)
+        if why:  # on stderr after the verdict, as every failing command ends
+            ui.error(why)
         return code
 
     code = guarded(body)

@@ -172,9 +172,14 @@ def test_broken_exits_3_with_fail_on_regression_and_says_where(
     assert data["decision"] == "broken" and envelope["exit_code"] == 3
     assert envelope["error"]["message"] == ("the review's verdict is 'broken' "
                                             "(--fail-on-regression exits 3)")
-    # stderr says it too, as every failing command does (docs/commands.md)
+    # stderr says it too, as every failing command does (docs/commands.md), with or without
+    # --json
     assert ("Error: the review's verdict is 'broken' (--fail-on-regression exits 3)"
             in " ".join(failing.stderr.split()))
+    human = cli(*args, "--fail-on-regression")
+    assert human.exit_code == 3
+    assert ("Error: the review's verdict is 'broken' (--fail-on-regression exits 3)"
+            in " ".join(human.stderr.split()))
     assert data["agents"][0]["head_breaks"][0]["line"] == line
     assert not (dart_repo / MARK).exists()
 
