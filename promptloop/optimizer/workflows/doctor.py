@@ -208,6 +208,10 @@ def check_suite(root: Path, agent_model: str, judge_model: str | None,
         return SuiteStatus(path=str(root), loads=False, error=str(err))
     judges = sorted({g.name for t in suite.tasks for g in t.spec.graders if is_judge(g.name)})
     prompt = _prompt_file(root, suite.agent_name)
+    # --judge-model, else the suite's agent's table `judge` (as eval judges), else the default
+    table = active_project().agents.get(suite.agent_name)
+    judge = judge_model or (table.judge if table is not None else None) or \
+        default_judge(agent_model)
     return SuiteStatus(
         path=str(root),
         loads=True,
@@ -218,7 +222,7 @@ def check_suite(root: Path, agent_model: str, judge_model: str | None,
         buckets=len(suite.buckets),
         trials=sum(t.spec.trials_per_run for t in suite.tasks),
         judge_graders=judges,
-        judge_model=(judge_model or default_judge(agent_model)) if judges else None,
+        judge_model=judge if judges else None,
         prompt_file=str(prompt),
         prompt_present=prompt.is_file(),
     )

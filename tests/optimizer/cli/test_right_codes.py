@@ -327,3 +327,31 @@ def test_agents_without_a_model_agree_with_one_declaring_the_default(
     with pytest.raises(ConfigError, match="declare different models"):
         agent_models(None, {"agent_model": None})
     assert agent_models("other", {"agent_model": None})["agent_model"] == "openai:gpt-4.1-mini"
+
+
+def test_doctor_checks_the_judge_the_agent_table_declares(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team's table said judge = "openai:fake-judge": eval judged with it, doctor showed
+    and checked openai:gpt-4.1 (the provider's default) unless --judge-model was given."""
+    from promptloop.optimizer.workflows.init import init_project
+    from tests.e2e.support import enter
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    init_project(root)
+    toml = root / "promptloop.toml"
+    toml.write_text(toml.read_text().replace('judge = "local:smollm2"',
+                                             'judge = "openai:fake-judge"'))
+    judged = {"name": "rubric_judge", "config": {"rubric": "A fitting category."}}
+    for task in (root / "evals").rglob("task.json"):
+        spec = json.loads(task.read_text())
+        spec["graders"].append(judged)
+        task.write_text(json.dumps(spec))
+    enter(root, monkeypatch)
+    data = cli_result(runner.invoke(app, ["doctor", "--json"]).stdout)
+    assert [s["judge_model"] for s in data["suites"]] == ["openai:fake-judge"], data["suites"]
+    given = cli_result(runner.invoke(app, ["doctor", "--json", "--judge-model",
+                                           "anthropic:claude-x"]).stdout)
+    assert [s["judge_model"] for s in given["suites"]] == ["anthropic:claude-x"]
