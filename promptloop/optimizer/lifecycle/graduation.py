@@ -84,6 +84,21 @@ class GraduationProposal(BaseModel):
     command: str
 
 
+MANUAL = "a JSONL suite: move the bucket's lines to its regression suite by hand"
+"""What stands for the command where graduate cannot move the tasks (JSONL suites)."""
+
+
+def graduate_command(agent: str, bucket: str) -> str:
+    """The command that graduates `bucket`, or `MANUAL` when the agent's suites are JSONL
+    files (graduation moves task folders)."""
+    from promptloop.optimizer.core.project import active_project
+
+    table = active_project().agents.get(agent)
+    if table is not None and all(s.endswith(".jsonl") for s in table.suites):
+        return MANUAL
+    return f"promptloop graduate --agent {agent} --bucket {bucket}"
+
+
 def propose_graduations(health: SuiteHealth) -> list[GraduationProposal]:
     """The buckets of a capability suite's health that are ready to graduate."""
     if health.suite_kind != "capability":
@@ -96,7 +111,7 @@ def propose_graduations(health: SuiteHealth) -> list[GraduationProposal]:
                 suite_name=health.suite_name, agent_name=health.agent_name, bucket=b.bucket,
                 task_ids=list(b.task_ids), streak=r.streak, pass_rate=r.pass_rate,
                 trials=r.trials, runs=[p.run_name for p in r.runs], reason=r.figures(),
-                command=f"promptloop graduate --suite {health.agent_name} --bucket {b.bucket}"))
+                command=graduate_command(health.agent_name, b.bucket)))
     return out
 
 

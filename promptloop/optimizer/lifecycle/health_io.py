@@ -21,6 +21,7 @@ from promptloop.optimizer.lifecycle.flaky import (
     grader_disagreements,
     human_disagreements,
 )
+from promptloop.optimizer.lifecycle.graduation import MANUAL, graduate_command
 from promptloop.optimizer.lifecycle.health import (
     HEALTH_FORMAT,
     BucketHealth,
@@ -64,6 +65,10 @@ def build_health(state_dir: Path, suite_name: str, *, repo: Path | None = None,
         items = [i for i in report.items if i.task_id in task_ids]
         ambiguous += human_disagreements(items, report.grader)
     return compute_health(lineage, policy, ambiguous)
+
+
+def _apply(command: str) -> str:
+    return f" ({command})." if command == MANUAL else f". Apply with `{command}`."
 
 
 def save_health(state_dir: Path, health: SuiteHealth) -> Path:
@@ -145,8 +150,7 @@ def health_markdown(health: SuiteHealth, *, heading_level: int = 2,
     if s.graduation_ready:
         lines += ["", f"Ready to graduate ({health.policy.graduation_runs} consecutive mature "
                   "runs): " + ", ".join(f"`{b}`" for b in s.graduation_ready)
-                  + ". Apply with `promptloop graduate --suite "
-                  f"{health.agent_name} --bucket <bucket>`."]
+                  + _apply(graduate_command(health.agent_name, "<bucket>"))]
     if s.stragglers:
         lines += ["", f"Stragglers (0% over >= {health.policy.straggler_trials} trials): "
                   + ", ".join(f"`{t}`" for t in s.stragglers)]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from promptloop.optimizer.lifecycle.flaky import AmbiguousTask, EvidenceRow
-from promptloop.optimizer.lifecycle.graduation import Readiness, readiness
+from promptloop.optimizer.lifecycle.graduation import Readiness, graduate_command, readiness
 from promptloop.optimizer.lifecycle.health import BucketHealth, SuiteHealth, TaskHealth, Trend
 from promptloop.optimizer.lifecycle.labels import parse_trial_id
 from promptloop.optimizer.report import fmt
@@ -160,7 +160,7 @@ def health_page(suite: str, health: SuiteHealth | None,
     for b in health.buckets:
         tasks = [t for t in health.tasks if t.bucket == b.bucket]
         ready = readiness(health, b.bucket, b.task_ids)
-        command = (f"promptloop graduate --suite {health.agent_name} --bucket {b.bucket}"
+        command = (graduate_command(health.agent_name, b.bucket)
                    if capability and ready.ready else None)
         views.append(BucketView(b, bucket_spark(b), ready, tasks,
                                 [t.task_id for t in tasks if t.straggler], command))

@@ -77,7 +77,7 @@ def test_readiness_and_proposals() -> None:
     assert "no counted trials of bucket nope" in readiness(h, "nope").figures()
     proposals = propose_graduations(h)
     assert [(p.bucket, p.streak) for p in proposals] == [("event", 5), ("link", 6)]
-    assert proposals[0].command == "promptloop graduate --suite card_agent --bucket event"
+    assert proposals[0].command == "promptloop graduate --agent card_agent --bucket event"
     regression = h.model_copy(update={"suite_kind": "regression"})
     assert propose_graduations(regression) == []
 
@@ -211,3 +211,20 @@ def test_graduate_and_health_commands(repo: Path, state: Path,
                               "--state-dir", str(state)])
     assert res.exit_code == 2 and "index.jsonl" in res.stderr
     assert "--bucket" in runner.invoke(app, ["graduate", "--help"]).stdout
+
+
+def test_a_jsonl_suite_is_not_offered_a_command_graduate_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team's health said "Ready to graduate: dietary" and offered `promptloop graduate
+    --suite recipe_bot --bucket dietary`, which refused: its suite is a JSONL file."""
+    from promptloop.optimizer.core.project import parse_project, use_project
+    from promptloop.optimizer.lifecycle.graduation import MANUAL, graduate_command
+
+    project = parse_project('[agents.bot]\nprompt = "p.md"\nsuites = ["evals/recipes.jsonl"]\n'
+                            'adapter = "command"\ncommand = ["python3", "bot.py"]\n',
+                            tmp_path / "promptloop.toml")
+    monkeypatch.setattr("promptloop.optimizer.core.project._ACTIVE", [project])
+    use_project(project)
+    assert graduate_command("bot", "dietary") == MANUAL
+    assert graduate_command("other", "x") == "promptloop graduate --agent other --bucket x"

@@ -231,7 +231,7 @@ def test_health_page_links_evidence_to_transcripts(tab: Watched, server: ViewSer
     page.get_by_role("link", name="Health", exact=True).click()
     page.locator("#health-table").get_by_role("link", name=JUDGED_SUITE, exact=True).click()
     expect(page.locator("#bucket-table tr[data-bucket=plain]")).to_contain_text(
-        "promptloop graduate --suite pkm_agent --bucket plain")
+        "promptloop graduate --agent pkm_agent --bucket plain")
     evidence = page.locator(".ambiguous[data-task=insight-b] table a").first
     name = evidence.inner_text()
     evidence.click()

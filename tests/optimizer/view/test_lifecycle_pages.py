@@ -60,8 +60,8 @@ def test_health_page_buckets_trend_flags_graduation_and_evidence(
     plain = next(r for r in buckets if 'data-bucket="plain"' in r)
     insight = next(r for r in buckets if 'data-bucket="insight"' in r)
     assert "<b>100.0%</b>" in plain and "6/5" in plain and ">mature<" in plain
-    assert "promptloop graduate --suite pkm_agent --bucket plain" in plain
-    assert "not ready" in insight and "graduate --suite" not in insight
+    assert "promptloop graduate --agent pkm_agent --bucket plain" in plain
+    assert "not ready" in insight and "graduate --agent" not in insight
     trend = next(b.trend for b in saved.buckets if b.bucket == "insight")
     assert trend.slope_per_run is not None and trend.low is not None and trend.high is not None
     shown = (f"{trend.slope_per_run * 100:+.1f} pp/run "

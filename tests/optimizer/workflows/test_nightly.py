@@ -93,7 +93,7 @@ def test_uninterrupted_night_ranks_optimizes_and_summarizes(
     grads = data["graduations"]
     assert all(g["pass_rate"] >= 0.95 and g["streak"] >= 5 for g in grads)
     assert f"## Graduation proposals ({len(grads)})" in md
-    assert all(f"promptloop graduate --suite {g['agent_name']} --bucket {g['bucket']}" in md
+    assert all(f"promptloop graduate --agent {g['agent_name']} --bucket {g['bucket']}" in md
                for g in grads)
     assert "skip_trivial" not in {g["bucket"] for g in grads}  # failing tonight: not mature
     assert not _git(repo, "status", "--porcelain").strip()  # nothing applied
