@@ -102,6 +102,8 @@ def select_lineage(runs: Sequence[RunResult], spec: LineageSpec) -> Lineage:
             # copies of earlier runs' trials: no evidence of its own, and no room in the window
             # (nightly re-evaluates an unchanged prompt from the cache every night)
             reason = "no fresh trial (all served from the trial cache)"
+        elif reason is None and run.trials and not any(t.counts for t in run.trials):
+            reason = "no counted trial (every trial errored)"  # a server down: no evidence
         if reason is None:
             kept.append(run)
         else:
@@ -213,7 +215,7 @@ def load_lineage(store_dir: Path, suite_name: str, *, repo: Path | None = None,
         reason = _exclusion(run, spec, model)
         if reason is None:
             runs.append(run)
-            if any(not t.cached for t in run.trials):
+            if any(not t.cached and t.counts for t in run.trials):
                 fresh.add(run.provenance.session or f"run:{run.run_name}")
         else:
             skipped[reason] = skipped.get(reason, 0) + 1

@@ -116,6 +116,16 @@ def test_cached_trials_count_once() -> None:
     assert compute_health(lineage_of([first, *nights])).buckets[0].trials == 2
 
 
+def test_a_run_whose_every_trial_errored_takes_no_room_in_the_window() -> None:
+    """A team's health listed two evals whose every trial errored (a service down) among the
+    window's runs, with nothing said of them."""
+    good = run("good", {"x-1": [T, T]}, day=0)
+    down = run("down", {"x-1": ["errored", "errored"]}, day=1)
+    lin = lineage_of([good, down], window=1)
+    assert [r.run_name for r in lin.runs] == ["good"]
+    assert lin.excluded == {"no counted trial (every trial errored)": 1}
+
+
 def test_errored_trials_never_count() -> None:
     r = run("e", {"x-1": [T, "errored", "errored"]})
     t = compute_health(lineage_of([r])).tasks[0]
