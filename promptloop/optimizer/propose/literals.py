@@ -340,6 +340,17 @@ class LiteralIndex:
         return [lit for lit in self.literals if id(lit) in hits]
 
 
+SHAPE_KEYS: dict[str, tuple[str, ...]] = {
+    "json_path": ("path",), "json_schema": ("schema",), "rubric_judge": ("show", "dimensions")}
+"""Grader config keys (and their sub-keys) that name the shape of the agent's output, not an
+answer: a prompt must be free to name the fields it asks for (`allergens` in
+`$.allergens[*]`), so these are no eval-set literals; the expected values stay."""
+
+
+def _shape_key(grader: str, key: str) -> bool:
+    return any(key == k or key.startswith(k + ".") for k in SHAPE_KEYS.get(grader, ()))
+
+
 def build_literal_index(suites: list[Suite], base_prompt: str, manual: str) -> LiteralIndex:
     """Collect distinctive literals of every task input and grader config of `suites`."""
     b = _Builder(base_prompt + "\n" + manual)
@@ -351,7 +362,8 @@ def build_literal_index(suites: list[Suite], base_prompt: str, manual: str) -> L
                 b.add("marker", spec.input.fact_id, f"{spec.id} (input fact_id)")
             for grader in spec.graders:
                 for key, value in _config_strings(grader.config):
-                    b.add_config_string(value, f"{spec.id} (grader {grader.name}.{key})")
+                    if not _shape_key(grader.name, key):
+                        b.add_config_string(value, f"{spec.id} (grader {grader.name}.{key})")
     literals = [EvalLiteral(text, kind, tuple(sources))
                 for (kind, _), (text, sources) in b.found.items()]
     return LiteralIndex.from_literals(literals)

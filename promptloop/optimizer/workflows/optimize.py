@@ -250,6 +250,10 @@ class Optimizer:
             baseline = await self.run_baseline()
         else:
             self._check_bucket(baseline.suites)
+            # a baseline made by another Optimizer (nightly's, one per bucket): its prompt
+            # source too, or this session's trials would get the source text, not the value
+            # (a YAML block's indentation, escapes)
+            self.prompt_source = self.prompt_source or baseline.prompt_source
         result = self._result(baseline)
         self.history = lineage_history(default_store_dir(c.state_dir), baseline.runs)
         self._draw_heldout(baseline)

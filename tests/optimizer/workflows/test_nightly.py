@@ -407,3 +407,24 @@ def test_dry_run_says_the_plan_and_touches_nothing(repo: Path, state: Path,
     assert nobody.exit_code == 1
     assert "nightly setting '--agent': unknown agent 'nobody'" in nobody.stderr, nobody.stderr
     assert f"left out: pkm_agent/skip_trivial ({branch}) awaits review" in said
+
+
+def test_a_nights_iterations_run_with_the_baselines_prompt_source(
+        repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A team's YAML prompt: optimize's trials got the prompt's value (the block's indentation
+    dropped), nightly's iteration trials got the source text. Each bucket's Optimizer was
+    handed the baseline without its prompt source."""
+    from promptloop.optimizer.workflows.optimize import Optimizer
+
+    seen: list[tuple[str, bool]] = []
+    real = Optimizer.run
+
+    async def run(self: Optimizer, suite: Any, prompt: str, label: str, *args: Any,
+                  **kw: Any) -> Any:
+        seen.append((label, self.prompt_source is not None))
+        return await real(self, suite, prompt, label, *args, **kw)
+
+    monkeypatch.setattr(Optimizer, "run", run)
+    night(repo, state)
+    candidates = [has for label, has in seen if not label.startswith("baseline")]
+    assert candidates and all(candidates), seen
