@@ -206,6 +206,23 @@ def test_config_numbers_too_short_to_be_distinctive_are_ignored() -> None:
     assert [lit.text for lit in idx.find("A cat named Kichi.")] == ["Kichi"]
 
 
+def test_the_fields_a_grader_reads_are_no_eval_set_literals() -> None:
+    """A team's proposal "Always list the allergens in an `allergens` array." was refused for
+    the eval-set word 'allergens' from a json_path grader's path: the prompt must be free to
+    name the output's fields. The values a grader expects stay protected."""
+    s = suite(task("al-peanut", "Peanut noodles for two", [
+        {"name": "json_path", "config": {"path": "$.allergens[*]", "contains": "groundnut"}},
+        {"name": "json_schema", "config": {"schema": {"type": "object",
+                                                      "required": ["substitutions"]}}},
+        {"name": "rubric_judge", "config": {"rubric": "Lists every allergen.",
+                                            "dimensions": ["thoroughness"],
+                                            "show": ["$.warnings"]}}]))
+    idx = build_literal_index([s], BASE, MANUAL)
+    assert idx.find("List the allergens in an `allergens` array, with substitutions, "
+                    "warnings and thoroughness.") == []
+    assert [lit.text for lit in idx.find("Peanut is a groundnut.")] == ["groundnut"]
+
+
 @pytest.mark.parametrize("agent", ["pkm_agent", "card_agent"])
 def test_general_rules_pass_against_the_real_suites(agent: str) -> None:
     roots = sorted((REPO_ROOT / "tasks" / agent).glob("*/suite.json"))
