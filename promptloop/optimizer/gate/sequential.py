@@ -94,8 +94,11 @@ def heldout_tasks(task_ids: Sequence[str], policy: GatePolicy, salt: str = "",
     # then the others
     k_fail = min(k, max(1, math.floor(len(failing) * policy.heldout_share))) \
         if len(failing) >= 2 else 0
-    rest = sorted((t for t in task_ids if t not in failing[:k_fail]), key=rank)
-    return frozenset(failing[:k_fail] + rest[:k - k_fail])
+    others = sorted((t for t in task_ids if t not in failing), key=rank)
+    picked = failing[:k_fail] + others[:k - k_fail]
+    # more failing tasks only where the passing ones run out, and never the last visible one
+    spare = failing[k_fail:max(k_fail, len(failing) - 1)]
+    return frozenset(picked + spare[:k - len(picked)])
 
 
 def record_rates(runs: Iterable[RunResult], ids: set[str]) -> dict[str, float]:

@@ -305,6 +305,12 @@ def test_heldout_tasks_are_drawn_among_failing_tasks_and_never_all_of_them() -> 
             assert held == heldout_tasks(ids, POLICY, salt=salt, rates=rates)  # seeded
     assert heldout_tasks(["a", "b"], POLICY) == frozenset()  # under heldout_min_tasks
     assert len(heldout_tasks(["a", "b", "c"], POLICY)) == 1
+    # a bucket with one failing task keeps it visible, whatever the salt (a team's bucket of
+    # 4 with one failing task: the draw held it out, and optimize said "no failing trials")
+    one = {t: (0.0 if t == "t3" else 1.0) for t in ids[:4]}
+    for salt in map(str, range(40)):
+        held = heldout_tasks(ids[:4], POLICY, salt=salt, rates=one)
+        assert held and "t3" not in held, (salt, held)
 
 
 # --- the gate, driven by a deterministic agent ---------------------------------------------------
