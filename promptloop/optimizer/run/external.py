@@ -63,14 +63,61 @@ def adapter_variant(agent: Agent, root: Path) -> str:
     if c.spec.adapter in ("command", "worker"):
         h.update(f"box={box.for_trials()}".encode())
     top = root.resolve()
+    folders: set[Path] = set()
     for arg in getattr(c.spec, "command", None) or []:
         path = (root / arg).resolve()
         if path.is_relative_to(top) and path.is_file():  # the agent's own files, not python3
             h.update(arg.encode())
             h.update(path.read_bytes())
+            folders.add(path.parent)
     for target in agent.targets():
         h.update(_code_around(target, root).encode())
+    skip = {(root / t.path).resolve() for t in agent.targets()}
+    skip |= {(root / s).resolve() for s in c.suites}
+    for rel, data in _code_beside(sorted(folders), top, skip):
+        h.update(rel.encode())
+        h.update(data)
     return h.hexdigest()[:16]
+
+
+CODE_SUFFIXES = frozenset({".py", ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".jsx", ".tsx",
+                           ".dart", ".rb", ".go", ".rs", ".java", ".kt", ".php", ".pl", ".lua",
+                           ".sh", ".json", ".yaml", ".yml", ".toml", ".ini", ".cfg"})
+"""Files beside an agent's command that may change what it does (its modules, its config)."""
+BESIDE_MAX_FILES, BESIDE_MAX_BYTES = 2000, 2 << 20
+SKIPPED_DIRS = frozenset({".git", ".promptloop", "node_modules", "__pycache__", ".venv", "venv",
+                          ".dart_tool", "build", "dist", ".mypy_cache", ".ruff_cache"})
+
+
+def _code_beside(folders: list[Path], top: Path, skip: set[Path]) -> list[tuple[str, bytes]]:
+    """The code and config files under the folders of the agent's command files (a module
+    its script imports, the YAML it reads): a change there is another trial, not a cached
+    one. Prompt files are left to the prompt hash and `_code_around`, suite folders to the
+    tasks' hashes; dependency and build folders are skipped; at most BESIDE_MAX_FILES files
+    of at most BESIDE_MAX_BYTES each."""
+    out: dict[str, bytes] = {}
+    for folder in folders:
+        for dirpath, dirnames, filenames in os.walk(folder):
+            here = Path(dirpath)
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS
+                                 and not d.startswith(".") and (here / d).resolve() not in skip)
+            for name in sorted(filenames):
+                path = here / name
+                if path.suffix not in CODE_SUFFIXES or path.resolve() in skip:
+                    continue
+                rel = path.resolve().relative_to(top).as_posix() if \
+                    path.resolve().is_relative_to(top) else str(path)
+                if rel in out:
+                    continue
+                try:
+                    if path.stat().st_size > BESIDE_MAX_BYTES:
+                        continue
+                    out[rel] = path.read_bytes()
+                except OSError:
+                    continue
+                if len(out) >= BESIDE_MAX_FILES:
+                    return sorted(out.items())
+    return sorted(out.items())
 
 
 def _code_around(target: PromptTarget, root: Path) -> str:

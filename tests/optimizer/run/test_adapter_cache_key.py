@@ -63,3 +63,28 @@ def test_code_beside_a_region_prompt_keys_the_trials(tmp_path: Path) -> None:
     assert adapter_variant(a, tmp_path) == before  # a candidate's prompt: same variant
     (src / "prompt.js").write_text(source.replace("MAX_TAGS = 5", "MAX_TAGS = 0"))
     assert adapter_variant(a, tmp_path) != before
+
+
+def test_a_module_beside_the_agent_keys_the_trials(tmp_path: Path) -> None:
+    """A team's worker.py imports rules.py: a changed rule was served 7 trials from the cache
+    (57.1%; --fresh 71.4%), and optimize's baseline later reused those stale trials. The code
+    and config beside the command's files key the trials; the suites and the prompt's own
+    text do not (their tasks and the prompt hash do)."""
+    agent_dir = tmp_path / "agent"
+    (agent_dir / "node_modules" / "dep").mkdir(parents=True)
+    (tmp_path / "evals" / "tasks").mkdir(parents=True)
+    (agent_dir / "worker.py").write_text("import rules\n")
+    (agent_dir / "rules.py").write_text("URGENT = 'high'\n")
+    (agent_dir / "prompt.md").write_text("Triage the mail.\n")
+    (tmp_path / "evals" / "tasks" / "t.json").write_text("{}")
+    config = AgentConfig.model_validate({
+        "prompt": "agent/prompt.md", "suites": ["evals"], "adapter": "worker",
+        "command": ["python3", "agent/worker.py"]})
+    a = Agent("x", config, Project(tmp_path / "promptloop.toml", {"x": config}, {}))
+    before = adapter_variant(a, tmp_path)
+    (agent_dir / "prompt.md").write_text("Triage the mail briefly.\n")  # the prompt hash's
+    (tmp_path / "evals" / "tasks" / "t.json").write_text('{"x": 1}')  # the task's own hash
+    (agent_dir / "node_modules" / "dep" / "i.js").write_text("1")  # dependencies: not read
+    assert adapter_variant(a, tmp_path) == before
+    (agent_dir / "rules.py").write_text("URGENT = 'low'\n")
+    assert adapter_variant(a, tmp_path) != before
