@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import shutil
@@ -154,6 +155,22 @@ async def read_into(stream: asyncio.StreamReader | None, out: bytearray, cap: in
             raise Oversize
 
 
+LIVE_GROUPS: set[int] = set()
+"""Process groups `spawn` started and `kill_group` has not ended: what `kill_live` ends when
+the process leaves without its clean-up (a second Ctrl-C forces the exit)."""
+
+
+def kill_live() -> None:
+    """SIGKILL every process group still registered (the trials a forced exit abandons: an
+    agent that hangs must not outlive the command). Safe to call more than once."""
+    for pid in list(LIVE_GROUPS):
+        signal_group(pid, signal.SIGKILL)
+    LIVE_GROUPS.clear()
+
+
+atexit.register(kill_live)
+
+
 def signal_group(pid: int, sig: int) -> bool:
     """Send `sig` to the process group `pid` leads; False when no such group is left."""
     try:
@@ -181,6 +198,7 @@ async def kill_group(proc: asyncio.subprocess.Process, exited: asyncio.Event,
             os.kill(proc.pid, signal.SIGKILL)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(exited.wait(), KILL_GRACE_S)
+    LIVE_GROUPS.discard(proc.pid)
     if close:
         await close_pipes(proc)
 
@@ -239,7 +257,9 @@ async def spawn(
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
     )
-    return asyncio.subprocess.Process(transport, protocol, loop), protocol.exited
+    process = asyncio.subprocess.Process(transport, protocol, loop)
+    LIVE_GROUPS.add(process.pid)
+    return process, protocol.exited
 
 
 async def feed(proc: asyncio.subprocess.Process, data: bytes, close: bool = True) -> None:

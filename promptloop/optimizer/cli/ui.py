@@ -224,6 +224,9 @@ def exit_now(code: int) -> None:
     """End a process whose command was stopped by Ctrl-C, once its clean-up ran: without the
     interpreter's own shutdown, which waits for what the stop abandoned (the embedded model
     still generating a reply nobody reads keeps both cores busy meanwhile)."""
+    from promptloop.optimizer.adapters.process import kill_live
+
+    kill_live()  # os._exit runs no atexit: a trial a forced stop abandoned must not outlive it
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
