@@ -374,3 +374,21 @@ def test_a_missing_prompt_file_names_the_prompts_array_key(repo: Path, tmp_path:
     assert result.exit_code == 1, said
     assert "[[agents.card_agent.prompts]] 'system' key 'path'" in said, said
     assert "key 'prompt'" not in said
+
+
+def test_a_refused_region_patch_keeps_the_files_diff_too(repo: Path, tmp_path: Path) -> None:
+    """A patch refused by another guard than the literal's (here an eval-set URL) still
+    splices: the ledger keeps its diff with the file's own line numbers, as for an evaluated
+    one (a team's refused iteration showed region-relative hunks under the file's name)."""
+    state = tmp_path / "state"
+    patch = proposal(repo, "  For example https://example.org/essays/attention is a link.")
+    result = run_optimize(repo, state, ScriptedModel(lambda req: reply(patch)), card_model())
+    [it] = result.iterations
+    assert it.outcome == "refused" and "example.org" in " ".join(it.reasons), it.reasons
+    [entry] = Ledger(state / "ledger.jsonl").entries()
+    [[hunk]] = PatchSet(entry.file_diff)
+    base_lines = git(repo, "show", f"main:{PROMPTS_DART}").splitlines()
+    start = hunk.source_start - 1
+    assert [line.value.rstrip("\n") for line in hunk.source_lines()] == (
+        base_lines[start:start + hunk.source_length])
+    assert it.file_diff == entry.file_diff

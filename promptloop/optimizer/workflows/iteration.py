@@ -10,6 +10,7 @@ closed by the next run's sweep (workflows/sweep.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import uuid
@@ -40,7 +41,7 @@ from promptloop.optimizer.core.ledger import (
 )
 from promptloop.optimizer.core.prompt_target import region_spec
 from promptloop.optimizer.core.redact import redact
-from promptloop.optimizer.core.regions import writing_rules
+from promptloop.optimizer.core.regions import RegionError, writing_rules
 from promptloop.optimizer.core.results import RunResult
 from promptloop.optimizer.gate.compare import BucketComparison
 from promptloop.optimizer.gate.sequential import TrialAsk
@@ -188,7 +189,7 @@ class Iteration:
         violations = self.violations(prepared)
         kill_point("guards")
         if violations:
-            self._refuse(violations, prepared.diff)
+            self._refuse(violations, prepared.diff, prepared.new_text)
             return
         spliced = splice_prompt(self.base, cand.path, prepared.new_text)
         if isinstance(spliced, RegionRefusal):
@@ -197,10 +198,18 @@ class Iteration:
         self.opt.emit(CandidateEvaluating(iteration=self.n, branch=cand.branch))
         await self.conclude(cand, prepared.new_text)
 
-    def _refuse(self, violations: list[dict[str, str]], diff: str = "") -> None:
-        """Refuse the proposal before any evaluation, for the guards' `violations`."""
+    def _refuse(self, violations: list[dict[str, str]], diff: str = "",
+                new_text: str | None = None) -> None:
+        """Refuse the proposal before any evaluation, for the guards' `violations`; with the
+        region's `new_text`, its diff with the file's own line numbers too (where it splices:
+        a text the literal refuses has none)."""
         it = self.it
         it.outcome = "refused"
+        source = self.base.prompt_source
+        if new_text is not None and source is not None and source.region is not None:
+            with contextlib.suppress(RegionError):
+                self.file_diff = it.file_diff = render_unified(
+                    source.file_text, source.splice(new_text), source.path)
         it.reasons = [v["message"] for v in violations]
         it.summary = refusal_headline(it.reasons)
         self.entry = {
@@ -210,6 +219,7 @@ class Iteration:
             "hypothesis": it.hypothesis,
             "diff": diff,
             "diff_hash": diff_hash(diff) if diff else "",
+            "file_diff": self.file_diff,
         }
         self.opt.emit(ProposalRefused(iteration=self.n, reasons=it.reasons))
 
