@@ -233,7 +233,12 @@ def check_head_file(base_spec: RegionSpec, base_file: str, head_spec: RegionSpec
     if base.language == "other" and not data:  # Markdown or text: nothing runs around it
         return HeadCheck("code_changed", f"{base.path} changes outside {short} ({at}): "
                          "not the prompt; review does not evaluate it", line, what)
-    if data:  # a config file the agent reads: its other keys are behaviour too
+    if data and head.text == base.text:  # a configuration-only change: nothing to gate
+        return HeadCheck("code_changed", f"{base.path} changes the configuration the agent "
+                         f"reads outside {short} ({at}), not the prompt: review does not "
+                         "evaluate it (`promptloop eval` on the branch shows its effect)",
+                         line, what)
+    if data:  # with the prompt: the configuration's effect would be read as the prompt's
         return HeadCheck("outside_region", f"the head changes {base.path} outside {short} "
                          f"({at}): it changes the configuration the agent reads, not only the "
                          "prompt, and review evaluates prompts: put the configuration change "

@@ -364,20 +364,27 @@ def test_a_yaml_head_indented_like_its_block_is_reviewed_with_trials(
     assert all(s.startswith("You extract") and "\n  " not in s for s in systems), systems
 
 
-def test_a_yaml_head_that_changes_the_config_around_the_prompt_is_broken(
+def test_a_yaml_head_that_changes_the_config_with_the_prompt_is_broken(
     yaml_repo: Path, tmp_path: Path
 ) -> None:
     """A team's PR dropped a queue and changed the escalation address in the YAML file whose
-    block holds the prompt: review said "nothing to review" (a note naming line 1 only), but
-    the agent reads those keys. It is judged as code around a literal is."""
-    text = (YAML_SOURCE.replace("[billing, bugs, general]", "[billing, bugs]")
-            .replace("ops@example.com", "oncall@example.com"))
-    commit_branch(yaml_repo, "pr/config", {PROMPT_YAML: text})
+    block holds the prompt, and changed the prompt: the configuration's effect would be read
+    as the prompt's. Broken, every changed line named. The same keys changed alone are a
+    configuration change: nothing to review, a note naming them (not "broken" with advice
+    to split what is already apart)."""
+    config = (YAML_SOURCE.replace("[billing, bugs, general]", "[billing, bugs]")
+              .replace("ops@example.com", "oncall@example.com"))
+    both = config.replace("Answer with JSON only", "Answer briefly with JSON only")
+    commit_branch(yaml_repo, "pr/both", {PROMPT_YAML: both})
     state, model = tmp_path / "state", _js_model()
-    result = api_review(yaml_repo, state, "pr/config", model, "scripted:js-items")
+    result = api_review(yaml_repo, state, "pr/both", model, "scripted:js-items")
     [b] = assert_broken_parts(result, model)
     assert b.path == PROMPT_YAML and b.line == 1
     assert "(lines 1, 7)" in b.reason and "configuration the agent reads" in b.reason
+    commit_branch(yaml_repo, "pr/config", {PROMPT_YAML: config})
+    alone = api_review(yaml_repo, tmp_path / "state2", "pr/config", model, "scripted:js-items")
+    assert alone.status == "nothing_to_review", alone.message
+    assert any("(lines 1, 7)" in n and "not the prompt" in n for n in alone.notes), alone.notes
 
 
 def assert_broken_parts(result: ReviewResult, model: ScriptedModel) -> list[HeadBreak]:
