@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from promptloop.graders.registry import judge_graders
+from promptloop.graders.registry import get_grader, judge_graders
+from promptloop.optimizer.core.project import active_project
 from promptloop.optimizer.core.results import RunResult, TrialResult
 from promptloop.optimizer.lifecycle.calibration import (
     DEFAULT_LEVELS,
@@ -43,7 +44,11 @@ def state_label(status: CalibrationStatus) -> str:
 
 
 def registered_judges() -> list[str]:
-    return judge_graders()
+    """The judge graders this project's agents can name: the general ones and those of its
+    agents (a team's page listed the bundled PKM agent's four judges as "uncalibrated")."""
+    agents = set(active_project().agents)
+    return [g for g in judge_graders()
+            if (owner := get_grader(g).agent) is None or owner in agents]
 
 
 # --- calibration pages --------------------------------------------------------------------

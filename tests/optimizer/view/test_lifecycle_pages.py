@@ -179,3 +179,21 @@ def test_labeling_page_embeds_the_trials_and_dimensions_calibrate_reads(
     assert f'<option value="{JUDGE}"' in picker and "Pick a judge grader" in picker
     none = page(app, "/label?" + urlencode({"grader": JUDGE, "run": view_state.base}))
     assert "has a <span class=\"mono\">pkm_insight_quality</span> score" in none
+
+
+def test_the_calibration_list_names_only_judges_the_project_can_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team with one agent of its own saw the bundled PKM agent's four judges listed as
+    "uncalibrated" beside its own rubric_judge."""
+    from promptloop.optimizer.core.project import parse_project
+    from promptloop.optimizer.view.judges import registered_judges
+
+    own = parse_project('[agents.bot]\nprompt = "p.md"\nsuites = ["evals"]\n'
+                        'adapter = "command"\ncommand = ["python3", "bot.py"]\n',
+                        tmp_path / "promptloop.toml")
+    monkeypatch.setattr("promptloop.optimizer.core.project._ACTIVE", [own])
+    assert registered_judges() == ["rubric_judge"]
+    monkeypatch.setattr("promptloop.optimizer.core.project._ACTIVE", [])
+    monkeypatch.chdir(tmp_path)  # no promptloop.toml: the bundled agents and their judges
+    assert "pkm_insight_quality" in registered_judges()
