@@ -315,7 +315,40 @@ def diagnose(
             local.check = LocalCheck(ok=False, error="the embedded model is not installed")
     _check_git_and_suites(report, where)
     _check_committed(report)
+    _check_http_agents(report)
     return report
+
+
+def _check_http_agents(report: DoctorReport) -> None:
+    """An `http` agent's service is started by its team, not by promptloop: one that does
+    not answer at its `url` would error every trial (a team's doctor said "ready" with its
+    service down, and eval then exited 2)."""
+    for name, agent in active_project().agents.items():
+        url = getattr(agent.spec, "url", None)
+        if agent.spec.adapter != "http" or not url:
+            continue
+        why = _refused(url)
+        if why:
+            report.problems.append(Problem(
+                what=f"agent {name}: nothing answers at {public_url(url)} (its table's url): "
+                f"{why}",
+                fix="start the agent's service before a run (docs/agents.md, the http "
+                "adapter), or correct [agents." + name + "] url", infra=True))
+
+
+def _refused(url: str, timeout: float = 2.0) -> str | None:
+    """Why nothing accepts a connection at `url`'s host and port, or None when something does
+    (whatever it would answer)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=timeout):
+            return None
+    except OSError as err:
+        return err.strerror or type(err).__name__
 
 
 def _check_committed(report: DoctorReport) -> None:

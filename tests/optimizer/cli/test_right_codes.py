@@ -355,3 +355,32 @@ def test_doctor_checks_the_judge_the_agent_table_declares(
     given = cli_result(runner.invoke(app, ["doctor", "--json", "--judge-model",
                                            "anthropic:claude-x"]).stdout)
     assert [s["judge_model"] for s in given["suites"]] == ["anthropic:claude-x"]
+
+
+def test_doctor_checks_that_an_http_agents_service_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team's doctor said "ready" with its http agent's service down; eval then exited 2."""
+    import socket
+
+    from tests.e2e.support import enter
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "promptloop.toml").write_text(
+        '[agents.svc]\nprompt = "p.md"\nsuites = ["evals"]\nadapter = "http"\n'
+        f'url = "http://127.0.0.1:{port}/trial"\n')
+    enter(root, monkeypatch)
+    data = cli_result(runner.invoke(app, ["doctor", "--json"]).stdout)
+    [down] = [p for p in data["problems"] if p["what"].startswith("agent svc:")]
+    assert f"nothing answers at http://127.0.0.1:{port}/trial" in down["what"]
+    assert down["infra"] and "start the agent's service" in down["fix"]
+    with socket.socket() as listening:  # something listens: no such problem
+        listening.bind(("127.0.0.1", port))
+        listening.listen()
+        up = cli_result(runner.invoke(app, ["doctor", "--json"]).stdout)
+    assert not [p for p in up["problems"] if p["what"].startswith("agent svc:")]
