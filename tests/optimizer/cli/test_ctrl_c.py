@@ -6,6 +6,8 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import pytest
+
 from promptloop.optimizer.core.ledger import Ledger
 from tests.optimizer.cli.stopping import start_until_asked, stop
 from tests.optimizer.workflows.test_optimize import _git
@@ -35,3 +37,27 @@ def test_ctrl_c_while_the_proposer_works_stops_within_5_s(
     [entry] = Ledger(state / "ledger.jsonl").entries()
     assert entry.outcome == "abandoned"
     assert entry.reasons == ["interrupted (Ctrl-C or a stop signal)"]
+
+
+def test_ctrl_c_while_the_cli_imports_ends_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Ctrl-C in the first half second (the CLI's imports) printed a 16-frame traceback."""
+    import builtins
+    import sys
+
+    import promptloop.__main__ as entry
+
+    real = builtins.__import__
+
+    def interrupted(name: str, *args: object, **kw: object) -> object:
+        if name == "promptloop.optimizer.cli.app":
+            raise KeyboardInterrupt
+        return real(name, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.delitem(sys.modules, "promptloop.optimizer.cli.app", raising=False)
+    monkeypatch.setattr(builtins, "__import__", interrupted)
+    with pytest.raises(SystemExit) as done:
+        entry.run()
+    assert done.value.code == 130
+    assert capsys.readouterr().err == "Error: interrupted\n"
