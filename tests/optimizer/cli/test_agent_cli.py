@@ -105,30 +105,17 @@ def test_an_ungraded_trial_says_why_under_grades(monkeypatch: pytest.MonkeyPatch
 def test_a_trial_that_errors_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A team's http agent was down: `agent NAME --task T` printed "status: errored: could not
     reach ..." and exited 0 ("ok": true in --json), where eval exits 2 for the same."""
-    import json
     import socket
-    import subprocess
 
     from tests.cli_json import cli_envelope
     from tests.e2e.support import enter
+    from tests.one_task_repo import one_task_repo
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    repo = tmp_path / "repo"
-    task = repo / "evals" / "tasks" / "b" / "t1"
-    task.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    (repo / "p.md").write_text("Be brief.\n")
-    (repo / "evals" / "suite.json").write_text(json.dumps(
-        {"name": "down", "agent_name": "down", "kind": "capability"}))
-    (task / "task.json").write_text(json.dumps({
-        "id": "t1", "trials_per_run": 1, "metadata": {"failure_bucket": "b"},
-        "input": {"content": "hi"},
-        "graders": [{"name": "json_schema", "config": {"schema": {"type": "object"}}}]}))
-    (repo / "promptloop.toml").write_text(
-        '[agents.down]\nprompt = "p.md"\nsuites = ["evals"]\nadapter = "http"\n'
-        f'url = "http://127.0.0.1:{port}/trial"\nmodel = "local:smollm2"\n')
+    repo = one_task_repo(tmp_path / "repo", "down", 'adapter = "http"\n'
+                         f'url = "http://127.0.0.1:{port}/trial"\nmodel = "local:smollm2"\n')
     enter(repo, monkeypatch)
     result = runner.invoke(app, ["agent", "down", "--task", "t1", "--json"])
     envelope = cli_envelope(result.stdout)

@@ -4,13 +4,14 @@ the command. A team's worker hung in `sleep 600`; after Ctrl-C twice, the agent,
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from tests.one_task_repo import one_task_repo
 
 ROOT = Path(__file__).resolve().parents[3]
 AGENT = """import json, os, signal, subprocess, sys, time
@@ -32,22 +33,10 @@ def _alive(pid: int) -> bool:
 
 
 def test_ctrl_c_twice_leaves_no_trial_process(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    task = repo / "evals" / "tasks" / "b" / "t1"
-    task.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    repo = one_task_repo(tmp_path / "repo", "hang", 'adapter = "command"\n'
+                         'command = ["python3", "agent.py"]\nenv = ["HANG_PIDS"]\n'
+                         'timeout = 300\nmodel = "local:smollm2"\n')
     (repo / "agent.py").write_text(AGENT)
-    (repo / "p.md").write_text("Be brief.\n")
-    (repo / "evals" / "suite.json").write_text(json.dumps(
-        {"name": "hang", "agent_name": "hang", "kind": "capability"}))
-    (task / "task.json").write_text(json.dumps({
-        "id": "t1", "trials_per_run": 1, "metadata": {"failure_bucket": "b"},
-        "input": {"content": "hi"},
-        "graders": [{"name": "json_schema", "config": {"schema": {"type": "object"}}}]}))
-    (repo / "promptloop.toml").write_text(
-        '[agents.hang]\nprompt = "p.md"\nsuites = ["evals"]\nadapter = "command"\n'
-        'command = ["python3", "agent.py"]\nenv = ["HANG_PIDS"]\ntimeout = 300\n'
-        'model = "local:smollm2"\n')
     pids = tmp_path / "pids.txt"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HANG_PIDS": str(pids),
            "PROMPTLOOP_SANDBOX": "off", "PROMPTLOOP_HOME": str(tmp_path / "state")}
