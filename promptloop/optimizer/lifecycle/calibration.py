@@ -50,7 +50,9 @@ CALIBRATION_DIR = "calibration"
 DEFAULT_LEVELS = 5
 DEFAULT_MIN_ALPHA = 0.667
 DEFAULT_MIN_ITEMS = 20
-OVERALL = "overall"
+OVERALL = "all dimensions"
+"""The name of the agreement over every dimension at once (not "overall": that is the name of
+a rubric_judge's one default dimension, and the two rows read alike)."""
 
 
 class ConfusionCounts(BaseModel):

@@ -172,7 +172,7 @@ def test_calibrate_command(state: Path, tmp_path: Path) -> None:
     assert data["status"]["state"] == "insufficient"
     text = runner.invoke(app, ["calibrate", "--grader", GRADER, "--labels", str(labels),
                                "--state-dir", str(state)])
-    assert text.exit_code == 0 and "Alpha" in text.stdout and "overall" in text.stdout
+    assert text.exit_code == 0 and "Alpha" in text.stdout and "all dimensions" in text.stdout
     bad = write_labels(tmp_path / "bad.jsonl", ["{oops"])
     res = runner.invoke(app, ["calibrate", "--grader", GRADER, "--labels", str(bad),
                               "--state-dir", str(state)])

@@ -98,7 +98,7 @@ def test_calibration_pages_show_agreement_confusion_and_state(
     text = page(app, f"/calibration/{JUDGE}")
     table = rows(text, "agreement-table")
     assert [re.search(r'data-dimension="([^"]+)"', r).group(1) for r in table] == [  # type: ignore[union-attr]
-        "overall", *JUDGE_DIMS]
+        "all dimensions", *JUDGE_DIMS]
     g = next(d for d in report.dimensions if d.name == "groundedness")
     ground = table[1]
     assert f">{g.n}<" in ground and f">{g.mean_absolute_error:.3f}<" in ground
