@@ -74,9 +74,8 @@ def adapter_variant(agent: Agent, root: Path) -> str:
         h.update(_code_around(target, root).encode())
     skip = {(root / t.path).resolve() for t in agent.targets()}
     skip |= {(root / s).resolve() for s in c.suites}
-    for rel, data in _code_beside(sorted(folders), top, skip):
-        h.update(rel.encode())
-        h.update(data)
+    for rel, digest in _code_beside(sorted(folders), top, skip):
+        h.update(f"{rel}\0{digest}".encode())
     return h.hexdigest()[:16]
 
 
@@ -89,35 +88,45 @@ SKIPPED_DIRS = frozenset({".git", ".promptloop", "node_modules", "__pycache__", 
                           ".dart_tool", "build", "dist", ".mypy_cache", ".ruff_cache"})
 
 
-def _code_beside(folders: list[Path], top: Path, skip: set[Path]) -> list[tuple[str, bytes]]:
-    """The code and config files under the folders of the agent's command files (a module
-    its script imports, the YAML it reads): a change there is another trial, not a cached
-    one. Prompt files are left to the prompt hash and `_code_around`, suite folders to the
-    tasks' hashes; dependency and build folders are skipped; at most BESIDE_MAX_FILES files
-    of at most BESIDE_MAX_BYTES each."""
-    out: dict[str, bytes] = {}
+def _code_beside(folders: list[Path], top: Path, skip: set[Path]) -> list[tuple[str, str]]:
+    """(path, content digest) of the code and config files under the folders of the agent's
+    command files (a module its script imports, the YAML it reads): a change there is another
+    trial, not a cached one. Prompt files are left to the prompt hash and `_code_around`,
+    suite folders to the tasks' hashes; dependency and build folders are skipped; at most
+    BESIDE_MAX_FILES files of at most BESIDE_MAX_BYTES each. A file is read again only when its
+    size or mtime changed (every run of a session asks: `_digest`)."""
+    out: dict[str, str] = {}
     for folder in folders:
         for dirpath, dirnames, filenames in os.walk(folder):
             here = Path(dirpath)
             dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS
                                  and not d.startswith(".") and (here / d).resolve() not in skip)
             for name in sorted(filenames):
-                path = here / name
-                if path.suffix not in CODE_SUFFIXES or path.resolve() in skip:
+                path = (here / name).resolve()
+                if path.suffix not in CODE_SUFFIXES or path in skip:
                     continue
-                rel = path.resolve().relative_to(top).as_posix() if \
-                    path.resolve().is_relative_to(top) else str(path)
-                if rel in out:
-                    continue
+                rel = path.relative_to(top).as_posix() if path.is_relative_to(top) else str(path)
                 try:
-                    if path.stat().st_size > BESIDE_MAX_BYTES:
-                        continue
-                    out[rel] = path.read_bytes()
+                    st = path.stat()
                 except OSError:
                     continue
+                if rel in out or st.st_size > BESIDE_MAX_BYTES:
+                    continue
+                digest = _digest(path, st.st_mtime_ns, st.st_size)
+                if digest is not None:
+                    out[rel] = digest
                 if len(out) >= BESIDE_MAX_FILES:
                     return sorted(out.items())
     return sorted(out.items())
+
+
+@functools.lru_cache(maxsize=4096)
+def _digest(path: Path, mtime_ns: int, size: int) -> str | None:
+    """sha256 of a file's bytes, once per version of the file (its mtime and size)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def _code_around(target: PromptTarget, root: Path) -> str:
