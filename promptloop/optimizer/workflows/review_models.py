@@ -12,6 +12,7 @@ from promptloop.optimizer.core.buckets import bucket_prefix
 from promptloop.optimizer.core.names import AgentName
 from promptloop.optimizer.core.results import RunResult
 from promptloop.optimizer.gate.compare import BucketComparison, GatePolicy
+from promptloop.optimizer.gate.pairing import pair_runs
 from promptloop.optimizer.gate.verdict import BucketVerdict, ReviewDecision
 from promptloop.optimizer.propose.package import FailingTrial, export_failing
 from promptloop.optimizer.run.models import AgentJudgeModels
@@ -147,9 +148,8 @@ def combine(decisions: list[ReviewOutcome]) -> ReviewOutcome:
 
 
 def paired_count(base: RunResult, head: RunResult) -> int:
-    """Counted head trials with a counted base trial of the same task and index."""
-    before = {(t.task_id, t.trial_index) for t in base.trials if t.counts}
-    return sum(t.counts and (t.task_id, t.trial_index) in before for t in head.trials)
+    """The trials the gate pairs between the two runs (`gate.pairing.pair_runs`)."""
+    return sum(len(pairs) for pairs in pair_runs(base, head).values())
 
 
 def trial_flips(base: RunResult, head: RunResult) -> tuple[list[TrialChange], list[TrialChange]]:
