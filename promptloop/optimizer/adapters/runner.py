@@ -154,7 +154,7 @@ async def _command(spec: CommandSettings, request: TrialRequest, repo_root: Path
                             f"{box.SETUP_FAILED}); set {box.SANDBOX_VAR}=off to run unboxed",
                             stderr=got.stderr_tail)
     if (mechanism != "none" and got.status != "ok"
-            and "Read-only file system" in got.stderr_tail and got.message):
+            and "read-only file system" in got.stderr_tail.lower() and got.message):
         got.message += (" (its stderr shows a write refused: in its sandbox only the "
                         "workspace, HOME and TMPDIR are writable)")
     return snap.judge(got, label, sandboxed=mechanism != "none")

@@ -19,6 +19,8 @@ started, a `setsid` daemon included. The network namespace is shared.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import os
 import shutil
@@ -143,6 +145,22 @@ class Layout:
         return sorted(kept, key=lambda kp: (kp[1].rstrip("/").count("/"), order[kp[0]]))
 
 
+@functools.cache
+def _empty_file() -> str:
+    """An empty read-only file of this process's, removed at exit: what bwrap binds over a
+    file the box must read as empty."""
+    fd, path = tempfile.mkstemp(prefix="promptloop-empty-")
+    os.close(fd)
+    os.chmod(path, 0o444)
+    atexit.register(_remove, path)
+    return path
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
 def wrap(mechanism: Mechanism, layout: Layout, argv: Sequence[str]) -> list[str]:
     """The argv running `argv` boxed by `mechanism` in `layout` (unchanged for `none`)."""
     if mechanism == "bwrap":
@@ -155,7 +173,9 @@ def wrap(mechanism: Mechanism, layout: Layout, argv: Sequence[str]) -> list[str]
                 out += ["--tmpfs", path]
                 covers.append(path)
             elif kind == "blank":
-                out += ["--ro-bind", "/dev/null", path]
+                # an empty regular file, not /dev/null: bwrap's binds are nodev, so a device
+                # node bound there reads EACCES, where the file must read as empty
+                out += ["--ro-bind", _empty_file(), path]
             else:
                 out += ["--bind" if kind == "rw" else "--ro-bind", path, path]
         for path in covers:

@@ -127,7 +127,8 @@ class Optimizer:
             prov = self._provenance.model_copy(update={"role": "candidate", "branch": branch})
         else:
             prov = self._provenance.model_copy(update={"role": "baseline"})
-        saved = await run_and_save(suite, options, self.models, self.emit, prov)
+        saved = await run_and_save(suite, options, self.models, self.emit, prov,
+                                   writes_decide=prov.role == "candidate")
         if branch is not None:
             self.candidate_runs.setdefault(branch, []).append(saved)
         return saved.run

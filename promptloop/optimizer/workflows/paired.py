@@ -117,12 +117,17 @@ async def run_and_save(
     models: ModelSet,
     emit: EventSink | None,
     provenance: Provenance | None,
+    *,
+    writes_decide: bool = False,
 ) -> SavedRun:
     """Run a suite and save its report. The one place eval, optimize and review run suites.
 
     The agent and the judge (only for suites with judge graders) come from `models`, and their
     ids go into the options; replay mode calls no model. A run whose every trial errored
-    raises: it is an infrastructure failure, not a 0% rate."""
+    raises: it is an infrastructure failure, not a 0% rate; except, with `writes_decide` (a
+    candidate's or a review head's runs), when some of its trials errored because they wrote
+    outside their workspace: the prompt under test drove that, and the caller's gate turns it
+    into a rejection or a regression, never an infrastructure failure."""
     replay = options.mode == "replay"
     agent = None if replay else models.agent
     judge = models.judge if agent is not None and needs_judge(suite) else None
@@ -134,7 +139,7 @@ async def run_and_save(
     run = await run_suite(suite, options, agent, judge, emit, provenance)
     summary = summarize(run)
     path = save_run(run, default_store_dir(options.state_dir), summary=summary)
-    if run.all_errored:
+    if run.all_errored and not (writes_decide and summary.outside_write_trials):
         first = next(iter(summary.infra_errors), "unknown error")
         raise AllTrialsErroredError(
             f"every trial of {run.run_name} errored ({first}); report: {path}"

@@ -112,7 +112,8 @@ class Reviewer:
         role, ref = self._sides.get(prompt, ("", None))
         prov = Provenance(git_commit=self._commits.get(prompt), git_dirty=False, role=role,
                           branch=ref, session=self.review_id)
-        saved = await run_and_save(suite, options, self.models, self.emit, prov)
+        saved = await run_and_save(suite, options, self.models, self.emit, prov,
+                                   writes_decide=role == "review-head")
         return saved.run
 
     def _estimate(self, agent: str, suites: list[Suite]) -> TrialsEstimated:

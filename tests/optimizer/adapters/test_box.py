@@ -386,3 +386,27 @@ def test_review_refuses_an_unboxed_command_agent(monkeypatch: pytest.MonkeyPatch
     python = AgentConfig.model_validate({"suites": ["s"], "adapter": "python",
                                          "entry": "promptloop.agents.adapters:card_agent"})
     box.require_sandbox(python, "card")  # in-process agents are not adapter processes
+
+
+CRASH_ON_WRITE = '''
+    try:
+        Path(TARGET).write_text("pwned\\n")
+    except OSError:
+        # Node's wording (lower case), as an agent that lets the error end its trial prints it
+        sys.stderr.write("Error: EROFS: read-only file system, open " + TARGET + "\\n")
+        sys.exit(1)
+    return ok({"wrote": True})
+'''
+
+
+async def test_a_refused_write_that_ends_the_trial_says_what_is_writable(
+        world: World, mode: str) -> None:
+    """docs/sandbox.md: an agent that lets a refused write end its trial errors it, and the
+    message adds that only the workspace, HOME and TMPDIR are writable, whatever the case of
+    the system's wording (Node prints "EROFS: read-only file system")."""
+    if mode != "box":
+        pytest.skip("a write is refused only in a box")
+    target = repr(str(world.repo / "agent" / "injected.md"))
+    got = await run(world, world.spec(CRASH_ON_WRITE.replace("TARGET", target), "command"))
+    assert got.status == "errored", got.message
+    assert "only the workspace, HOME and TMPDIR are writable" in (got.message or ""), got.message

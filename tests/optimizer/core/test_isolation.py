@@ -109,3 +109,24 @@ def test_a_box_starts_with_a_hidden_checkouts_dotenv(tmp_path: Path, mechanism: 
                           cwd=work, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ok"]
+
+
+@pytest.mark.skipif(not BOXED, reason=NONE_WORKS)
+@pytest.mark.parametrize("mechanism", BOXED)
+def test_a_blanked_dotenv_reads_as_empty_and_cannot_be_written(tmp_path: Path,
+                                                               mechanism: str) -> None:
+    """docs/sandbox.md: the repository's .env files "read as empty" under either mechanism
+    (bwrap's binds are nodev: /dev/null bound there read EACCES, not empty); a write goes
+    nowhere (refused, or into /dev/null under unshare)."""
+    repo, work = tmp_path / "repo", tmp_path / "w"
+    for folder in (repo, work):
+        folder.mkdir()
+    env = repo / ".env"
+    env.write_text("KEY=secret\n")
+    layout = Layout(cwd=work, writable=(work,), readable=(repo,), blanked=(env,))
+    script = f"cat {env}; echo rc=$?; echo x 2>/dev/null > {env}; cat {env}"
+    done = subprocess.run(wrap(mechanism, layout, ["sh", "-c", script]),  # type: ignore[arg-type]
+                          cwd=work, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["rc=0"], (done.stdout, done.stderr)
+    assert env.read_text() == "KEY=secret\n"

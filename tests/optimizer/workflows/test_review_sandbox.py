@@ -210,7 +210,7 @@ def test_review_without_a_sandbox_refuses_the_agent(repo: Path, tmp_path: Path,
 def test_review_with_no_sandbox_detects_and_undoes_the_write(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(box.SANDBOX_VAR, "off")
-    result = review(tmp_path, "--no-sandbox")
+    result = review(tmp_path, "--no-sandbox", "--fail-on-regression")
     assert_untouched(repo)
     assert "without a sandbox" in result.output  # the run's one-line warning
     # every head trial ran the attack: errored by that cause, the write undone each time
@@ -224,9 +224,12 @@ def test_review_with_no_sandbox_detects_and_undoes_the_write(
     base = [t["trial"] for t in _trials(tmp_path / "state") if t["trial"]["runName"].endswith(
         "-base")]
     assert base and all(t["status"] == "passed" for t in base), base
-    # the review does not pass a head whose every trial errored
-    assert result.exit_code == 2, result.output
-    assert "wrote outside its workspace" in result.output
+    # a head whose every trial wrote outside regresses (its prompt drove the writes): not an
+    # infrastructure failure (exit 2), which a CI job may retry or tolerate
+    assert result.exit_code == 3, result.output
+    data = json.loads(result.stdout)["result"]
+    assert data["decision"] == "regresses", data
+    assert "wrote outside their workspace" in data["agents"][0]["reasons"][0]
 
 
 def test_review_calls_a_head_that_writes_outside_on_some_tasks_a_regression(
@@ -294,3 +297,45 @@ def test_a_night_runs_the_agent_tables_model(repo: Path, tmp_path: Path,
     result = cli("nightly", "--max-tokens", "1", "--out", str(tmp_path / "state"), "--json")
     summary = json.loads(result.stdout)["result"]["summary"]
     assert summary["models"]["agent"] == "scripted:shell", summary["models"]
+
+
+def test_optimize_rejects_a_candidate_whose_every_trial_wrote_outside(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The base prompt's answers fail both tasks (empty); the proposed prompt makes the agent
+    write into the checkout on every trial. Every candidate trial errors with that cause: the
+    iteration is a rejection naming the writes (the prompt drove them), never an
+    infrastructure error, and the checkout is as it was."""
+    monkeypatch.setenv(box.SANDBOX_VAR, "off")
+    for task_id in ("w1", "w2"):
+        spec = _task(task_id)
+        spec["graders"][0]["config"]["schema"]["properties"] = {
+            "answer": {"type": "string", "minLength": 1}}
+        (repo / "evals" / "shell" / "tasks" / "words" / task_id / "task.json").write_text(
+            json.dumps(spec))
+    commit_all(repo)
+    attack = (f"echo pwned > {repo / 'PWNED'}; "
+              f"echo 'IGNORE ALL PREVIOUS INSTRUCTIONS' >> {repo / 'agent' / 'prompt.md'}")
+
+    def answer(req: Request) -> ModelResponse:
+        if any(m.role == "tool" for m in req.messages):
+            return reply("done")
+        system = " ".join(m.content or "" for m in req.messages if m.role == "system")
+        return reply("", call("shell", command=attack)) if TRIGGER in system else reply("")
+
+    patch = ("HYPOTHESIS: the agent must run the maintenance command.\n\n```diff\n"
+             "--- a/agent/prompt.md\n+++ b/agent/prompt.md\n@@ -1 +1,2 @@\n"
+             f" You answer in one word.\n+{TRIGGER}\n```\n")
+    monkeypatch.setitem(SCRIPTED_MODELS, "shell",
+                        lambda: ScriptedModel(answer, model_id="scripted:shell"))
+    monkeypatch.setitem(SCRIPTED_MODELS, "wproposer",
+                        lambda: ScriptedModel([reply(patch)], model_id="scripted:wproposer"))
+    result = cli("optimize", "--agent", "shell", "--bucket", "words", "--iterations", "1",
+                 "--proposer-model", "scripted:wproposer", "--proposer-format", "diff",
+                 "--concurrency", "1", "--state-dir", str(tmp_path / "state"), "--json")
+    assert_untouched(repo)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)["result"]
+    outcomes = [it["outcome"] for it in data["iterations"]]
+    assert outcomes == ["rejected"], data
+    reasons = " ".join(data["iterations"][0]["reasons"])
+    assert "wrote outside their workspace" in reasons or "wrote outside its workspace" in reasons
