@@ -164,14 +164,16 @@ def judged_score(
 
 
 async def ask_judge(ctx: GradeContext, prompt: str) -> tuple[str, str, dict[str, int]]:
-    """Send the rendered rubric to the judge; returns (reply text, model id, token usage)."""
+    """Send the rendered rubric to the judge; returns (reply text, model id, token usage).
+    The model id is the one the run names (`openai:gpt-4.1-mini`), not the name the provider
+    answers with (`gpt-4.1-mini-2025-04-14`): calibration and run pages compare the two."""
     assert ctx.judge is not None
     settings: ModelSettings = ctx.judge_settings
     if settings.temperature is None:
         settings = settings.model_copy(update={"temperature": 0.0})
     response = await ctx.judge.complete([Message.user(prompt)], settings=settings)
     usage = response.usage.model_dump()
-    return response.text, response.model or ctx.judge.model_id, usage
+    return response.text, ctx.judge.model_id or response.model, usage
 
 
 # --- graders ------------------------------------------------------------------------------

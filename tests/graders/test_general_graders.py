@@ -265,7 +265,7 @@ async def test_rubric_judge_scores_on_the_scale_and_keeps_dimensions() -> None:
     assert got.value == pytest.approx((1.0 + 0.5) / 2) and got.passed
     assert got.metadata["dimensions"] == {"owners": 1.0, "dates": 0.5}
     assert got.metadata["raw_dimensions"] == {"owners": 5, "dates": "3"}
-    assert got.metadata["judge_model"] == "scripted" and got.metadata["scale"] == [1.0, 5.0]
+    assert got.metadata["judge_model"] == "scripted:judge" and got.metadata["scale"] == [1.0, 5.0]
     assert got.rationale == "owners=5/5, dates=3/5; one date is missing"
     (asked,) = judge.calls
     assert asked.settings is not None and asked.settings.temperature == 0.0
@@ -387,7 +387,13 @@ async def test_rubric_judge_is_calibrated_like_the_pkm_judges(tmp_path: Path) ->
     report, _ = run_calibration(tmp_path, "rubric_judge", labels)
     assert report.overall.n == 4 and report.overall.mean_absolute_error == 0
     assert [d.name for d in report.dimensions] == ["owners", "dates"]
-    assert report.judge_models == ["scripted"]
+    # the id the run names (what run pages compare with), not the name the model answers with
+    assert report.judge_models == ["scripted:judge"]
+    from promptloop.optimizer.lifecycle.calibration import calibration_status
+    used = calibration_status(tmp_path, "rubric_judge", judge_model="scripted:judge", min_items=4)
+    assert used.state == "calibrated", used.message
+    other = calibration_status(tmp_path, "rubric_judge", judge_model="scripted:other", min_items=4)
+    assert other.state == "other_judge_model", other.message
 
 
 # --- command ---------------------------------------------------------------------------------

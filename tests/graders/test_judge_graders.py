@@ -159,7 +159,7 @@ async def test_insight_plus_judged_with_evidence_in_prompt() -> None:
     )
     assert s.value == pytest.approx(0.7) and s.passed is True
     assert "groundedness=0.90" in s.rationale and "ties to the log" in s.rationale
-    assert s.metadata["judge_model"] == "scripted" and s.metadata["threshold"] == 0.6
+    assert s.metadata["judge_model"] == "scripted:judge" and s.metadata["threshold"] == 0.6
     (request,) = judge.calls
     assert request.settings is not None and request.settings.temperature == 0.0
     assert request.settings.max_tokens == 600

@@ -243,7 +243,7 @@ def status_of(report: CalibrationReport | None, grader: str, *, is_judge: bool =
         state = "below_threshold"
         msg = f"agreement alpha {fmt.num(alpha)} is below {min_alpha:.3f}"
     elif judge_model is not None and report.judge_models and \
-            judge_model not in report.judge_models:
+            not any(same_model(judge_model, m) for m in report.judge_models):
         state = "other_judge_model"
         msg = f"calibrated for {', '.join(report.judge_models)}, not {judge_model}"
     else:
@@ -258,6 +258,15 @@ def status_of(report: CalibrationReport | None, grader: str, *, is_judge: bool =
         calibrated_at=report.created_at if report else None,
         judge_models=report.judge_models if report else [],
         weakest_dimension=weakest.name if weakest else None, message=f"{grader}: {msg}")
+
+
+def same_model(used: str, calibrated: str) -> bool:
+    """Whether a judge model in use is the one a calibration recorded: the same id, or the
+    same model name where the calibration recorded it without its provider (labels joined
+    with trials of promptloop before 2026-11-29 carried the name the provider answered)."""
+    if used == calibrated:
+        return True
+    return ":" not in calibrated and used.split(":", 1)[-1] == calibrated
 
 
 def calibration_status(state_dir: Path, grader: str, *, judge_model: str | None = None,

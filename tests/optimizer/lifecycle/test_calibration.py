@@ -181,3 +181,14 @@ def test_calibrate_command(state: Path, tmp_path: Path) -> None:
                               "--state-dir", str(state)])
     assert res.exit_code == 1 and "unknown judge grader 'insight'" in res.stderr
     assert "--labels" in runner.invoke(app, ["calibrate", "--help"]).stdout
+
+
+def test_a_calibration_recorded_under_the_providers_bare_name_matches_its_id() -> None:
+    """Labels joined before judge ids were recorded with their provider carried the name the
+    provider answered (`fake-judge`); a run naming `openai:fake-judge` is that judge, while
+    another provider's model of another name is not."""
+    from promptloop.optimizer.lifecycle.calibration import same_model
+    assert same_model("openai:fake-judge", "fake-judge")
+    assert same_model("openai:fake-judge", "openai:fake-judge")
+    assert not same_model("openai:fake-judge", "anthropic:fake-judge")
+    assert not same_model("openai:other", "fake-judge")
