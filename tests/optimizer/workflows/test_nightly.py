@@ -428,3 +428,23 @@ def test_a_nights_iterations_run_with_the_baselines_prompt_source(
     night(repo, state)
     candidates = [has for label, has in seen if not label.startswith("baseline")]
     assert candidates and all(candidates), seen
+
+
+def test_a_failing_regression_bucket_is_not_pooled_with_its_capability_namesake(
+        tmp_path: Path) -> None:
+    """Bucket ids are unique per agent with their kind (docs/suites.md): a failing regression
+    bucket `links` is not the passing capability bucket `links`. The night ranked the two
+    pooled as one failing target, then found nothing to do on it (no step, no note), where
+    a regression-only failure is listed apart and never optimized."""
+    from tests.optimizer.workflows.nightly_support import write_card_suite
+    repo = make_repo(tmp_path / "repo")
+    write_card_suite(repo / "tasks" / "card_agent" / "regression", "regression",
+                     {"links": [("link-as-mood", "Read later https://example.org/essay",
+                                 ["mood"])]}, 80)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "a failing regression bucket named like a capability one")
+    result = night(repo, tmp_path / "state")
+    cp = result.checkpoint
+    assert ("card_agent", "links") not in [(r.suite, r.bucket) for r in cp.ranking or []]
+    assert any(s.startswith("card_agent/regression/links (no capability trials")
+               for s in cp.skipped_buckets), cp.skipped_buckets

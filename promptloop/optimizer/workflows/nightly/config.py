@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from promptloop.agents.llm.types import Usage
+from promptloop.optimizer.core.buckets import qualified
 from promptloop.optimizer.core.config import STATE_FOLDER, ConfigError
 from promptloop.optimizer.core.names import AgentName, agent_names
 from promptloop.optimizer.core.pricing import ModelPrice, price_for
@@ -130,9 +131,11 @@ def rank_buckets(
     awaiting = awaiting or {}
     ranks, skipped = [], []
     for suite, b in baselines.items():
+        # namespaced: a regression bucket `links` is not the capability bucket `links`
         targetable = {t.bucket for s in b.suites if s.config.kind == "capability" for t in s.tasks}
-        for bucket in sorted({t.bucket for r in b.runs for t in r.trials}):
-            trials = [t for r in b.runs for t in r.trials if t.bucket == bucket and t.counts]
+        named = [(qualified(r.suite_kind, t.bucket), t) for r in b.runs for t in r.trials]
+        for bucket in sorted({name for name, _ in named}):
+            trials = [t for name, t in named if name == bucket and t.counts]
             failing = sum(t.status in ("failed", "timedOut") for t in trials)
             if not failing:
                 continue
