@@ -508,6 +508,20 @@ def rubric_score(config: RubricJudgeConfig, reply: str, model_id: str,
     return value_score(name, value, threshold, assertions, rationale, meta)
 
 
+BUNDLED_INPUT_KEYS = frozenset({"content", "fact_id", "fixture_dir", "base_fixture"})
+"""Input keys of the bundled agents' task shape: an input of these alone shows its text."""
+
+
+def shown_input(ctx: GradeContext) -> str:
+    """The task's input as the judge sees it: its text where it is one (`content`, as the
+    bundled agents' tasks give it), else the input as the task declares it, as JSON (an
+    object of any keys: docs/suites.md)."""
+    own = {k: v for k, v in ctx.input.items() if k not in BUNDLED_INPUT_KEYS}
+    if not own:
+        return ctx.input_content or "(empty input)"
+    return json.dumps(dict(ctx.input), indent=2, ensure_ascii=False, default=str)
+
+
 @register("rubric_judge", kind="model", threshold=RUBRIC_JUDGE_THRESHOLD,
           config=RubricJudgeConfig, agent=None)
 async def rubric_judge(ctx: GradeContext, config: RubricJudgeConfig) -> Score:
@@ -519,7 +533,7 @@ async def rubric_judge(ctx: GradeContext, config: RubricJudgeConfig) -> Score:
                for i, d in enumerate(config.dimensions)}
     prompt = render(load_rubric("rubric_judge"), {
         "rubric": config.rubric.strip(),
-        "input": ctx.input_content or "(empty input)",
+        "input": shown_input(ctx),
         "outcome": _shown_outcome(ctx, config),
         "transcript": _shown_transcript(ctx) if config.show_transcript else "",
         "dimensions": "\n".join(f"- `{d}`" for d in config.dimensions),

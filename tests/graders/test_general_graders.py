@@ -524,3 +524,16 @@ def test_command_config_and_declaration_errors() -> None:
         set_command_graders({"bad": []})
     with pytest.raises(ValueError, match="'bad'"):
         set_command_graders({"bad": "python3 x.py"})
+
+
+async def test_rubric_judge_shows_an_input_of_its_own_keys_as_json() -> None:
+    """A generic task's input is an object of any keys (docs/suites.md): the judge sees it,
+    not "(empty input)" because it has no `content`."""
+    from dataclasses import replace as with_
+    judge = judge_of('{"owners": 5, "dates": 5}')
+    c = with_(ctx(OUTCOME, agent="example", judge=judge, content=""),
+              input={"ingredients": ["2 cups flour"], "servings_to": 3})
+    await run_grader("rubric_judge", rubric(), c)
+    prompt = judge.calls[0].messages[0].content
+    assert "(empty input)" not in prompt
+    assert '"ingredients"' in prompt and "2 cups flour" in prompt and '"servings_to": 3' in prompt

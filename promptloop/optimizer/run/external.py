@@ -207,7 +207,7 @@ class AgentLink:
         target = source.target if source is not None else self.agent.target()
         request = TrialRequest(
             agent=self.agent.name,
-            task=task.spec.model_dump(mode="json", by_alias=False),
+            task=task.spec.model_dump(mode="json", by_alias=False, exclude_unset=True),
             prompt=PromptInfo(name=target.name, text=source.value(prompt) if source else prompt,
                               path=target.path,
                               ref=source.ref if source is not None else None,

@@ -23,7 +23,8 @@ import json, sys
 req = json.loads(sys.stdin.read())
 print(json.dumps({"contract": "promptloop.trial/1",
                   "outcome": {"published_at": req["published_at"],
-                              "input": req["task"]["input"]}}))
+                              "input": req["task"]["input"],
+                              "task_keys": sorted(req["task"])}}))
 """
 FACT_DAY = '## <id:ts_5> 21:15:42 "{}"\n\nDinner with Ana tomorrow at 7pm.\n'
 GRADERS = [{"name": "json_path", "config": {"path": "$.published_at", "matches": "^2026-"}}]
@@ -78,8 +79,9 @@ def test_the_adapter_request_has_the_bundled_agents_publish_time(
         assert sent["fact"].startswith("2026-05-25T21:15:42")
         assert sent["generic"].startswith("2026-03-14T09:30:00")  # the default suite clock
     inputs = {t.task_id: t.outcome["input"] for t in run.trials}
-    assert inputs["own"]["ticket"] == "Refund please"  # an input key of its own reaches it
-    assert inputs["generic"]["content"] == "Refund please"
+    # the input as the task declares it (docs/agents.md), no keys of the bundled agents added
+    assert inputs["own"] == {"ticket": "Refund please"}
+    assert inputs["generic"] == {"content": "Refund please"}  # a string is short for content
 
 
 def test_a_generic_task_gives_the_bundled_agent_a_fact_id_of_its_day(tmp_path: Path) -> None:
