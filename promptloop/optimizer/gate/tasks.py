@@ -84,6 +84,11 @@ class TaskRecord:
     shift: float = 0.0
     """Suite-wide drift of graded scores since the record (subtracted from the candidate's
     graded scores before any comparison; 0 for pass/fail tasks)."""
+    scored: bool | None = None
+    """Whether a grader of the task gives scores between 0 and 1 (a judge, partial credit):
+    the task is then decided on its scores. None: inferred from the trials' scores, which
+    are means over graders (a task whose two pass/fail graders split reads 0.5, and would
+    pass for a graded one: `graded_trial` says it from each grader's own score)."""
 
     @property
     def reference(self) -> list[float]:
@@ -101,6 +106,8 @@ class TaskRecord:
 
     @property
     def graded(self) -> bool:
+        if self.scored is not None:
+            return self.scored
         return any(s not in (0.0, 1.0) for s, _ in (*self.history, *self.base.values(),
                                                     *self.cand.values()))
 

@@ -128,6 +128,15 @@ def history_records(history: Sequence[RunResult], base_runs: Sequence[RunResult]
     return out
 
 
+def graded_trial(t: TrialResult) -> bool:
+    """Whether a grader gave this trial a score between 0 and 1 (a judge, partial credit):
+    its task is decided on its scores. A trial's own score is the mean over its graders, so
+    two pass/fail graders that split read 0.5 there: the task is still a pass/fail one, and
+    its pass rate is what harm detection tests (issue 31, a team's review: a second grader
+    had turned a pass/fail task's drop into a mean-score test that cleared it)."""
+    return any(s.value is not None and 0.0 < s.value < 1.0 for s in t.scores)
+
+
 def observations(base: Sequence[RunResult], cand: Sequence[RunResult | None],
                  history: Mapping[TaskKey, Mapping[TrialId, tuple[float, bool]]]
                  ) -> dict[TaskKey, TaskRecord]:
@@ -151,8 +160,9 @@ def observations(base: Sequence[RunResult], cand: Sequence[RunResult | None],
                 key = (prefix + r.task_buckets.get(t.task_id, t.bucket), t.task_id)
                 rec = out.get(key)
                 if rec is None:
-                    rec = out[key] = TaskRecord(key, past(key))
+                    rec = out[key] = TaskRecord(key, past(key), scored=False)
                 getattr(rec, side)[t.trial_index] = (t.score, t.passed)
+                rec.scored = rec.scored or graded_trial(t)
     for key in history:
         out.setdefault(key, TaskRecord(key, past(key)))
     return out

@@ -34,6 +34,7 @@ from promptloop.optimizer.run.cache import text_hash
 from promptloop.optimizer.run.models import AgentJudgeModels, ModelSet
 from promptloop.optimizer.run.runner import needs_judge
 from promptloop.optimizer.run.settings import RunSettings
+from promptloop.optimizer.workflows.gating import graded_trial
 from promptloop.optimizer.workflows.paired import agent_suites, run_and_save
 from promptloop.optimizer.workflows.sources import RepoSource
 
@@ -111,7 +112,9 @@ def lineage_records(store_dir: Path, suites: list[Suite], prompt_hash: str, agen
                 continue
             seen.add(copy)
             key = (prefix + run.task_buckets.get(t.task_id, t.bucket), t.task_id)
-            out.records.setdefault(key, TaskRecord(key)).history.append((t.score, t.passed))
+            rec = out.records.setdefault(key, TaskRecord(key, scored=False))
+            rec.history.append((t.score, t.passed))
+            rec.scored = rec.scored or graded_trial(t)
     for suite in suites:  # tasks never run have an empty record (worth a full bit)
         prefix = bucket_prefix(suite.config.kind)
         for task in suite.tasks:
