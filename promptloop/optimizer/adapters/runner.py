@@ -139,7 +139,9 @@ async def _command(spec: CommandSettings, request: TrialRequest, repo_root: Path
     if mechanism == "none":
         box.warn_unsandboxed()
     elif shutil.which(argv[0], path=env.get("PATH")) is None:
-        return label.errored(f"could not start {spec.command[0]!r}: No such file or directory")
+        why = ("not executable" if os.path.isfile(argv[0]) and not os.access(argv[0], os.X_OK)
+               else "No such file or directory")
+        return label.errored(f"could not start {spec.command[0]!r}: {why}")
     else:
         layout = box.trial_layout(repo_root, workspace, (workspace, scratch), argv)
         argv = box.wrap(mechanism, layout, argv)

@@ -194,10 +194,11 @@ def optimize(
             ui.show_optimize(result, every_row=every_bucket, compare=compare, verbose=verbose)
             if config.agent_model.startswith("local:"):
                 ui.info(ui.LOCAL_HINT)
-        failed = [it.iteration for it in result.iterations if it.outcome == "error"]
+        failed = [it for it in result.iterations if it.outcome == "error"]
         if failed:  # something broke (not a verdict): the infrastructure exit code
-            if not as_json:
-                ui.error(f"iteration {', '.join(map(str, failed))} ended in error (see above)")
+            for it in failed:  # the cause, also as the --json envelope's error message
+                why = next((r for r in it.reasons if r), "see above")
+                ui.error(f"iteration {it.iteration} ended in error: {why}")
             raise typer.Exit(EXIT_INFRA)
 
     guarded(body)

@@ -53,6 +53,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+def inside_repo(v: str) -> str:
+    """A prompt path as promptloop.toml may give it: relative to the repository root, inside
+    it (optimize patches it on a branch of that repository)."""
+    p = Path(v)
+    if not v.strip() or p.is_absolute() or ".." in p.parts:
+        raise ValueError("must be a path relative to the repository root, inside it")
+    return p.as_posix()
+
+
 class PromptTarget(_Strict):
     """One prompt promptloop may patch: a whole file, a string literal named by `variable`, or
     the lines between the `begin` and `end` marker lines."""
@@ -66,10 +75,7 @@ class PromptTarget(_Strict):
     @field_validator("path")
     @classmethod
     def _relative(cls, v: str) -> str:
-        p = Path(v)
-        if not v.strip() or p.is_absolute() or ".." in p.parts:
-            raise ValueError("must be a path relative to the repository root, inside it")
-        return p.as_posix()
+        return inside_repo(v)
 
     def describe(self) -> str:
         if self.variable:
@@ -112,6 +118,13 @@ class AgentConfig(_Strict):
     """Any adapter: `package.module:function`, the agent's failure-package hook (views of a
     trial's outcome only this agent knows how to show); default: `<entry>_views` of a python
     or session entry."""
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_inside(cls, value: str | None) -> str | None:
+        """The short form's path, checked as a [[prompts]] table's (a path outside raised
+        from `targets()` later, as a traceback of every command)."""
+        return None if value is None else inside_repo(value)
 
     @field_validator("model", "judge")
     @classmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -127,14 +128,25 @@ def check_command(agent: str) -> None:
     command: list[str] = list(getattr(cfg.spec, "command", None) or []) if cfg else []
     if not command or root is None or project.path is None:
         return
+    key = f"{project.where}: [agents.{agent}] key 'command'"
+    program = command[0]
+    if program and "/" not in program and shutil.which(program) is None:
+        raise ConfigError(f"{key}: the program {program!r} is not found on PATH (give an "
+                          "installed program, e.g. python3 or node, or a path relative to "
+                          "the repository root such as ./run.sh)")
     for i, arg in enumerate(command):
         if (not arg or arg.startswith("-") or os.path.isabs(arg) or "=" in arg
                 or "://" in arg or (i == 0 and "/" not in arg)):
             continue
         if ("/" in arg or _SCRIPT.search(arg)) and not (root / arg).exists():
-            raise ConfigError(f"{project.where}: [agents.{agent}] key 'command': {arg!r} does not "
-                              f"exist in {root} (paths in 'command' are relative to the "
-                              "repository root)")
+            raise ConfigError(f"{key}: {arg!r} does not exist in {root} (paths in 'command' "
+                              "are relative to the repository root)")
+        if i == 0 and (root / arg).is_dir():
+            raise ConfigError(f"{key}: {arg!r} is a folder, not a program to run")
+        if i == 0 and (root / arg).exists() and not os.access(root / arg, os.X_OK):
+            raise ConfigError(f"{key}: {arg!r} is not executable: make it so (chmod +x {arg}, "
+                              f"and commit that) or run it through its interpreter, e.g. "
+                              f"[\"python3\", \"{arg}\"]")
 
 
 def extra_settings(command: str) -> list[str]:

@@ -98,6 +98,8 @@ class RepoSource:
 
     def __init__(self, root: Path | None, ref: str | None, cache_dir: Path,
                  ops: GitOps | None = None) -> None:
+        if root is None:
+            _refuse_a_project_outside_git()
         self.root, self.ref, self.cache_dir = root, ref, cache_dir
         self._owned = ops is None and root is not None
         self.ops = ops if ops is not None else (GitOps(root) if root is not None else None)
@@ -182,7 +184,10 @@ class RepoSource:
             origin = Origin("worktree", note=self._file_note(rel, text))
             return self._serve(Sourced(rel, origin, text, kind=kind))
         if not bundled:
-            raise ConfigError(f"{rel} does not exist in {self.root or Path.cwd()}")
+            where = self.root or Path.cwd()
+            if (where / rel).is_dir():
+                raise ConfigError(f"{rel} is a folder in {where}, not a file")
+            raise ConfigError(f"{rel} does not exist in {where}")
         return self._bundled_file(rel, "not in this repository" if self.root else
                                   "no git repository here")
 
@@ -473,6 +478,19 @@ class RepoSource:
                 shutil.copytree(fixture, tmp / fixture.name)
         shutil.rmtree(dest, ignore_errors=True)
         return _publish(tmp, dest, f"{rel} of the working tree at {self.root}\n")
+
+
+def _refuse_a_project_outside_git() -> None:
+    """A ConfigError when the active project is a promptloop.toml of the user's outside any
+    git repository: its agents would otherwise be looked up in promptloop's bundled copy
+    (the fallback for promptloop's own agents), with messages about files that are there."""
+    project = active_project()
+    if project.path is None:
+        return
+    raise ConfigError(
+        f"{project.path} is not in a git repository: promptloop reads an agent's prompts and "
+        f"suites as a git repository holds them (optimize patches them on a branch). Run "
+        f"`git init && git add -A && git commit -m init` in {project.path.parent}")
 
 
 def project_suite(agent: str, kind: str, start: Path | None = None) -> Path:

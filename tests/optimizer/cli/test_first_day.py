@@ -303,3 +303,73 @@ def test_a_read_command_that_fails_leaves_no_state_folder(
     code, _ = run(folder, monkeypatch, *args)
     assert code == 1
     assert not (folder / ".promptloop").exists()
+
+
+@pytest.mark.parametrize("path", ["../elsewhere/prompt.md", "/etc/prompt.md"])
+def test_a_prompt_path_outside_the_repository_is_named_by_its_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """The short form `prompt = ...` is checked as a [[prompts]] table's path: exit 1 naming
+    the key, one --json envelope; it was a traceback from every command, --help included."""
+    repo = fresh(tmp_path / "repo", commit=False)
+    init(repo, monkeypatch)
+    toml = repo / "promptloop.toml"
+    toml.write_text(toml.read_text().replace('"example_agent/prompt.md"', json.dumps(path)))
+    code, out, err = scripted(repo, monkeypatch, "suites", "--json")
+    assert code == 1, err
+    envelope = json.loads(out)
+    assert envelope["ok"] is False
+    assert "[agents.example] key 'prompt'" in envelope["error"]["message"]
+    assert "inside it" in envelope["error"]["message"]
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("command", "said"), [
+    ('["example_agent/agent.py"]', "is not executable"),
+    ('["pythonn3", "example_agent/agent.py"]', "is not found on PATH"),
+    ('["./example_agent"]', "is a folder"),
+])
+def test_a_command_that_cannot_start_is_named_before_any_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, said: str
+) -> None:
+    repo = fresh(tmp_path / "repo", commit=False)
+    init(repo, monkeypatch)
+    (repo / "example_agent" / "agent.py").chmod(0o644)
+    toml = repo / "promptloop.toml"
+    text = toml.read_text()
+    start = text.index("command = [")
+    end = text.index("]", start) + 1
+    toml.write_text(text[:start] + "command = " + command + text[end:])
+    code, _, err = scripted(repo, monkeypatch, "eval", "--agent", "example", "--state-dir",
+                            str(tmp_path / "s"))
+    assert code == 1, err
+    assert "[agents.example] key 'command'" in err and said in err
+    assert not (tmp_path / "s" / "runs").exists()
+
+
+def test_a_prompt_path_that_is_a_folder_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = fresh(tmp_path / "repo", commit=False)
+    init(repo, monkeypatch)
+    toml = repo / "promptloop.toml"
+    toml.write_text(toml.read_text().replace('"example_agent/prompt.md"', '"example_agent"'))
+    code, _, err = scripted(repo, monkeypatch, "eval", "--agent", "example", "--state-dir",
+                            str(tmp_path / "s"))
+    assert code == 1 and "example_agent is a folder" in err, err
+
+
+def test_a_project_outside_any_git_repository_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its agents were looked up in promptloop's bundled copy, with messages saying files
+    that are there do not exist."""
+    repo = fresh(tmp_path / "repo", commit=False)
+    init(repo, monkeypatch)
+    subprocess.run(["rm", "-rf", str(repo / ".git")], check=True)
+    state = ["--state-dir", str(tmp_path / "s")]
+    for args in (["eval", "--agent", "example", *state],
+                 ["eval", "--suite", "evals/example", *state], ["suites"]):
+        code, _, err = scripted(repo, monkeypatch, *args)
+        assert code == 1, (args, err)
+        assert "is not in a git repository" in err and "git init" in err, (args, err)

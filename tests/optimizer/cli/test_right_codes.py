@@ -142,6 +142,9 @@ def test_a_proposer_command_that_fails_makes_the_iteration_error_and_exits_2(
     [it] = cli_result(result.stdout)["iterations"]
     assert it["outcome"] == "error"
     assert any("exited with 3" in r for r in it["reasons"]), it["reasons"]
+    # the envelope's error says why (it said "exited with code 2")
+    error = json.loads(result.stdout)["error"]["message"]
+    assert error.startswith("iteration 1 ended in error: ") and "exited with 3" in error, error
     shown = runner.invoke(app, args)
     assert shown.exit_code == 2 and "ended in error" in _flat(shown.output)
 
