@@ -332,5 +332,6 @@ def index_docs(run: RunResult, summary: RunSummary) -> tuple[dict[str, Any], dic
         "candidateCommit": run.provenance.candidate_commit,
         "verdict": run.provenance.verdict,
         "session": run.provenance.session,
+        "freshTrials": sum(t.counts and not t.cached for t in run.trials),
     }
     return line, extras

@@ -82,6 +82,9 @@ class RunIndexEntry(BaseModel):
     session: str | None = None
     """The command run that made it (`Provenance.session`: an optimize session's id for its
     runs); None for runs indexed before sessions were."""
+    fresh_trials: int | None = None
+    """Counted trials not served from the trial cache (None: indexed before this was kept).
+    A run without any is no evidence of its own (`lifecycle.lineage` leaves it out)."""
 
     @property
     def on_lineage(self) -> bool:

@@ -62,7 +62,10 @@ def newer_runs(health: SuiteHealth, entries: Sequence[RunIndexEntry]) -> int:
     if not used:
         return 0
     last = max(r.started_at for r in used)
-    return sum(e.suite_name == health.suite_name and e.started_at > last for e in entries)
+    # a run without a fresh counted trial (nightly's cached baseline, a server down) is never
+    # in a health's window (lifecycle.lineage): refreshing could not take it in
+    return sum(e.suite_name == health.suite_name and e.started_at > last
+               and e.fresh_trials != 0 for e in entries)
 
 
 def health_rows(entries: Sequence[RunIndexEntry],

@@ -485,8 +485,8 @@ def _refuse_a_project_outside_git() -> None:
     git repository: its agents would otherwise be looked up in promptloop's bundled copy
     (the fallback for promptloop's own agents), with messages about files that are there."""
     project = active_project()
-    if project.path is None:
-        return
+    if project.path is None or repo_root(project.path.parent) is not None:
+        return  # promptloop's own agents, or a suite given by a path outside the repository
     raise ConfigError(
         f"{project.path} is not in a git repository: promptloop reads an agent's prompts and "
         f"suites as a git repository holds them (optimize patches them on a branch). Run "
