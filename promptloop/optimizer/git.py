@@ -336,6 +336,13 @@ class GitOps:
         except GitOpsError:
             return None
 
+    def message(self, ref: str) -> str:
+        """The whole message of the commit `ref` names ("" if unknown)."""
+        try:
+            return self._git("log", "-1", "--format=%B", ref, "--")
+        except GitOpsError:
+            return ""
+
     def diff_files(self, base_ref: str, head_ref: str, paths: Sequence[str]) -> str:
         """Unified diff between two refs restricted to `paths` ('' when they are equal)."""
         return self._git("diff", "--no-color", "--no-ext-diff", "--no-textconv",

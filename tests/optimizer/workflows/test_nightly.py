@@ -448,3 +448,17 @@ def test_a_failing_regression_bucket_is_not_pooled_with_its_capability_namesake(
     assert ("card_agent", "links") not in [(r.suite, r.bucket) for r in cp.ranking or []]
     assert any(s.startswith("card_agent/regression/links (no capability trials")
                for s in cp.skipped_buckets), cp.skipped_buckets
+
+
+def test_an_accepted_branch_awaits_review_even_with_a_fresh_state_folder(
+        repo: Path, state: Path, tmp_path: Path) -> None:
+    """A night whose state folder is new (a CI cache lost) has no ledger naming the branch:
+    the repository's own accepted branch (its tip's verdict trailer) still keeps the bucket
+    out, never a duplicate PR."""
+    first = night(repo, state)
+    [branch] = [a.branch for a in first.summary.accepted]
+    second = night(repo, tmp_path / "fresh-state")
+    cp = second.checkpoint
+    assert not any(s.id.startswith("iterate:pkm_agent/skip_trivial") for s in cp.steps)
+    assert any(s.startswith("pkm_agent/skip_trivial (accepted branch " + branch)
+               for s in cp.skipped_buckets), cp.skipped_buckets

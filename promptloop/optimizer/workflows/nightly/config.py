@@ -102,19 +102,29 @@ class NightlyConfig(CommandModels):
 def awaiting_review(c: NightlyConfig, base: str) -> dict[tuple[str, str], str]:
     """(agent, bucket) -> an accepted branch of an earlier session of the night's agents that
     still exists and is not merged into `base`: its patch awaits review (the night leaves the
-    bucket out; `nightly --dry-run` lists it)."""
+    bucket out; `nightly --dry-run` lists it). The ledger names them; so does the repository
+    itself: a `promptloop/<agent>/<bucket>/<id>` branch whose tip carries an accept verdict
+    (a night with a fresh state folder, e.g. a CI cache lost, must not open a second PR)."""
     from promptloop.optimizer.core.ledger import Ledger
-    from promptloop.optimizer.git import GitOps
+    from promptloop.optimizer.git import BRANCH_PREFIX, GitOps
+    from promptloop.optimizer.git_sweep import verdict_in
 
     entries = [e for e in Ledger(c.state_dir / "ledger.jsonl").entries()
                if e.outcome == "accepted" and e.branch and e.agent in c.suites]
     out: dict[tuple[str, str], str] = {}
-    if not entries or c.repo is None:
+    if c.repo is None:
         return out
     with GitOps(c.repo) as git:
         for e in entries:
             if e.branch and git.branch_exists(e.branch) and not git.is_ancestor(e.branch, base):
                 out[(e.agent, e.bucket)] = e.branch
+        for branch in git.list_branches(BRANCH_PREFIX):
+            parts = branch.removeprefix(BRANCH_PREFIX).split("/")
+            if len(parts) != 3 or parts[0] not in c.suites or tuple(parts[:2]) in out:
+                continue
+            if (verdict_in(branch, git.message(branch)) == "accept"
+                    and not git.is_ancestor(branch, base)):
+                out[(parts[0], parts[1])] = branch
     return out
 
 
