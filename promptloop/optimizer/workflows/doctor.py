@@ -415,13 +415,17 @@ def _require_model(report: DoctorReport, model: str, base_url: str | None) -> No
     from promptloop.agents.llm.providers.common import is_local_url
 
     url = base_url or status.base_url
-    if base_url:  # shown where the run will send its calls, and checked that something answers
-        status.base_url = public_url(base_url)
-        unreachable = _unreachable(status.base_url or base_url)  # no credentials sent
+    url_var = _PROVIDER_ENV[provider][1] if provider in _PROVIDER_ENV else ""
+    from_env = (os.environ.get(url_var, "").strip() or None) if url_var and not base_url else None
+    if base_url or from_env:  # where the run will send its calls: checked that something answers
+        given = base_url or from_env or ""
+        status.base_url = public_url(given)
+        where = "--base-url" if base_url else f"${url_var}"
+        unreachable = _unreachable(status.base_url or given)  # no credentials sent
         if unreachable:
             report.problems.append(Problem(
-                what=f"{model}: nothing answers at {status.base_url} (--base-url): {unreachable}",
-                fix="start the server, or correct --base-url (e.g. http://127.0.0.1:8000/v1)",
+                what=f"{model}: nothing answers at {status.base_url} ({where}): {unreachable}",
+                fix=f"start the server, or correct {where} (e.g. http://127.0.0.1:8000/v1)",
                 infra=True))
     if not status.key_set and not (provider == "openai" and is_local_url(url)):
         report.problems.append(

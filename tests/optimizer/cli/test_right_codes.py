@@ -304,6 +304,22 @@ def test_doctor_shows_and_checks_the_base_url(
     assert "secret" not in alive.stdout
 
 
+def test_doctor_checks_a_providers_base_url_from_the_environment(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ANTHROPIC_BASE_URL at a dead server was 'ready' (exit 0) and eval then failed (exit
+    2): the URL a run will call is checked wherever it comes from."""
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-dummy")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:1")
+    dead = runner.invoke(app, ["doctor", "--json", "--agent-model",
+                               "anthropic:claude-haiku-4-5"])
+    assert dead.exit_code == 2, dead.output
+    data = cli_result(dead.stdout)
+    [problem] = [p for p in data["problems"] if "nothing answers" in p["what"]]
+    assert "http://127.0.0.1:1 ($ANTHROPIC_BASE_URL)" in problem["what"] and problem["infra"]
+
+
 def test_agents_without_a_model_agree_with_one_declaring_the_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
