@@ -49,7 +49,13 @@ def split_agent_suite(agent: str | None, suite: str | None) -> tuple[str | None,
 
 def warn_unused_base_url(base_url: str | None, *models: str | None) -> None:
     """`--base-url` serves `openai:<model>` ids only (agent, judge and proposer alike): a
-    warning when none of the command's models is one (e.g. the embedded local:smollm2)."""
+    warning when none of the command's models is one (e.g. the embedded local:smollm2). The
+    ids are checked first: a malformed one is the error, not a warning about it."""
+    from promptloop.agents.llm.registry import parse_model_id
+
+    for m in models:
+        if m:
+            parse_model_id(m)  # ModelConfigError: exit 1, before any estimate or warning
     if base_url and not any(m and m.startswith("openai:") for m in models):
         used = ", ".join(dict.fromkeys(m for m in models if m))
         ui.warn(f"--base-url {base_url} is not used: it serves openai:<model> ids only, and "

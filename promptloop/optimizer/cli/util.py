@@ -9,12 +9,18 @@ from typing import TypeVar
 import typer
 from pydantic import ValidationError
 
-from promptloop.agents.llm.errors import CredentialsError, ModelError
+from promptloop.agents.llm.errors import CredentialsError, ModelConfigError, ModelError
 from promptloop.optimizer.cli import ui
 from promptloop.optimizer.lifecycle.errors import LifecycleError
 from promptloop.optimizer.report.store import ReportError, RunNotFoundError
 from promptloop.optimizer.run.runner import AllTrialsErroredError
-from promptloop.optimizer.workflows.context import ConfigError, GitOpsError, SuiteError
+from promptloop.optimizer.workflows.context import (
+    CREATED,
+    ConfigError,
+    GitOpsError,
+    SuiteError,
+    drop_empty_state,
+)
 
 T = TypeVar("T")
 EXIT_OK, EXIT_USER, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -28,7 +34,9 @@ def guarded(fn: Callable[[], T]) -> T:
     1 for user/configuration errors (unknown names and runs, refused graduations, bad labels,
     git refs, a model key that is not set), 2 for infrastructure failures (models, every
     trial errored, the disk, an unreadable report or index in the state folder), 130 for
-    Ctrl-C, 143 for SIGTERM. The one mapping every command uses."""
+    Ctrl-C, 143 for SIGTERM. The one mapping every command uses. A user error removes the
+    state folder the command created while it is still empty."""
+    CREATED.clear()
     try:
         return fn()
     except CredentialsError as err:
@@ -36,7 +44,10 @@ def guarded(fn: Callable[[], T]) -> T:
         ui.error(str(err))
         raise typer.Exit(EXIT_USER if err.missing else EXIT_INFRA) from None
     except (ConfigError, SuiteError, RunNotFoundError, GitOpsError, LifecycleError,
-            ValueError) as err:
+            ModelConfigError, ValueError) as err:
+        # ModelConfigError: a malformed model id, a model package not installed (as doctor
+        # says it: configuration, exit 1)
+        drop_empty_state()
         ui.error(str(err))  # ui.error escapes: a name from a user's file may look like markup
         raise typer.Exit(EXIT_USER) from None
     except BrokenPipeError:

