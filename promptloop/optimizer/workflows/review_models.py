@@ -153,15 +153,25 @@ def paired_count(base: RunResult, head: RunResult) -> int:
 
 
 def trial_flips(base: RunResult, head: RunResult) -> tuple[list[TrialChange], list[TrialChange]]:
-    """(newly failing, fixed) paired trials, in task order; errored trials are not evidence."""
+    """(newly failing, fixed) trials, in task order; errored trials are not evidence. A head
+    trial is compared with the base's trial of the same index; one without (harm detection's
+    later trials) with the task's base trials when they all agree: a failure of a task that
+    always passed on the base is newly failing, a pass of one that always failed is fixed."""
     prefix = bucket_prefix(base.suite_kind)
     before = {(t.task_id, t.trial_index): t for t in base.trials if t.counts}
+    record: dict[str, set[bool]] = {}
+    for t in base.trials:
+        if t.counts:
+            record.setdefault(t.task_id, set()).add(t.passed)
     rank = {tid: i for i, tid in enumerate(head.task_ids)}
     broken: list[TrialChange] = []
     fixed: list[TrialChange] = []
     for t in sorted(head.trials, key=lambda t: (rank.get(t.task_id, 1 << 30), t.trial_index)):
+        if not t.counts:
+            continue
         b = before.get((t.task_id, t.trial_index))
-        if b is None or not t.counts or b.passed == t.passed:
+        was = {b.passed} if b is not None else record.get(t.task_id, set())
+        if len(was) != 1 or t.passed in was:
             continue
         change = TrialChange(
             bucket=prefix + head.task_buckets.get(t.task_id, t.bucket),
