@@ -132,7 +132,8 @@ def estimate_cost(
         return CostEstimate(
             model=model_id,
             usd=None,
-            note=f"no price known for {model_id}; add it to the price overrides for an estimate",
+            note=(f"no price known for {model_id}; give it in promptloop.toml's "
+                  f"[nightly.prices.\"{model_id}\"] table (docs/nightly.md) for an estimate"),
         )
     return CostEstimate(model=model_id, usd=price.cost(usage))
 

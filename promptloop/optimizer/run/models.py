@@ -137,8 +137,11 @@ class ModelSet:
         agent: ModelClient | None = None,
         judge: ModelClient | None = None,
         proposer: ModelClient | None = None,
+        prices: Mapping[str, ModelPrice] | None = None,
     ) -> None:
         self.ids = ids
+        self.prices = prices
+        """Price overrides (`[nightly.prices]`) `usd()` applies when given none."""
         register_secret(ids.base_url)  # its password, if any, never reaches a file
         self.meter = Meter()
         given: dict[Role, ModelClient | None] = {
@@ -219,7 +222,7 @@ class ModelSet:
         """Estimated dollars so far (None once a model's price is unknown)."""
         used = {batch_role_of(key)[0] for key in self.meter.spend.usage}
         models: dict[str, str] = {role: self._key(role)[0] for role in ROLES if role in used}
-        return self.meter.spend.usd(models, prices)
+        return self.meter.spend.usd(models, prices if prices is not None else self.prices)
 
     # --- lifetime ---------------------------------------------------------------------------
     async def aclose(self) -> None:

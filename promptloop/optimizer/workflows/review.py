@@ -338,7 +338,8 @@ class Reviewer:
         base, head = (f"{r} {s[:7]}" for r, s in ((self.c.base, result.base_commit),
                                                   (self.c.head, result.head_commit)))
         for *_, target in changed:
-            result.sources.append(f"prompt: {target.describe()} @ {base} vs {head}")
+            # the target, not its lines: those are the head's, and may differ on the base
+            result.sources.append(f"prompt: {target.target.describe()} @ {base} vs {head}")
         self._warn_unevaluated([target.path for *_, target in changed], result)
         for line in result.sources:
             self.emit(Phase(message=line))

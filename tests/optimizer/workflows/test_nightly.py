@@ -462,3 +462,16 @@ def test_an_accepted_branch_awaits_review_even_with_a_fresh_state_folder(
     assert not any(s.id.startswith("iterate:pkm_agent/skip_trivial") for s in cp.steps)
     assert any(s.startswith("pkm_agent/skip_trivial (accepted branch " + branch)
                for s in cp.skipped_buckets), cp.skipped_buckets
+
+
+def test_a_nights_ledger_prices_its_iterations_with_the_nights_prices(
+        repo: Path, state: Path) -> None:
+    """[nightly.prices] priced the night's summary but not its ledger records (cost n/a in the
+    viewer's ledger while the summary said $0.0122: a team's nightly on a model with no
+    known price)."""
+    from promptloop.optimizer.core.ledger import Ledger
+
+    night(repo, state, prices=PRICES)
+    entries = [e for e in Ledger(state / "ledger.jsonl").entries() if e.outcome != "refused"]
+    assert entries, "the night evaluated no candidate"
+    assert all(e.cost_usd is not None and e.cost_usd > 0 for e in entries), entries

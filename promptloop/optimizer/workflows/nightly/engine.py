@@ -184,7 +184,7 @@ class NightlyEngine:
                 )
             cp = self._open()
             self.c.check_prices()  # configuration problems end the run before any state is
-            async with ModelSet(self.c.model_ids, **self._given) as models:
+            async with ModelSet(self.c.model_ids, **self._given, prices=self.c.prices) as models:
                 models.build()  # written or any money is spent
                 self._models = models
                 self._book = StepBook(self.c, models, lambda: self.fresh)
