@@ -107,8 +107,9 @@ def lineage_history(store_dir: Path, base_runs: Sequence[RunResult],
 
 TrialId = tuple[str, int, str]
 """(task id, trial index, start time): one trial, whichever run holds it (a cached copy too)."""
-Past = dict[TaskKey, dict[TrialId, tuple[float, bool]]]
-"""(qualified bucket, task) -> each history trial (by its id) -> (score, passed)."""
+Past = dict[TaskKey, dict[TrialId, tuple[float, bool, bool]]]
+"""(qualified bucket, task) -> each history trial (by its id) -> (score, passed, whether a
+grader scored it between 0 and 1: `graded_trial`)."""
 
 
 def history_records(history: Sequence[RunResult], base_runs: Sequence[RunResult]) -> Past:
@@ -124,7 +125,7 @@ def history_records(history: Sequence[RunResult], base_runs: Sequence[RunResult]
                 continue
             seen.add(key)
             bucket = prefix + run.task_buckets.get(t.task_id, t.bucket)
-            out.setdefault((bucket, t.task_id), {})[key] = (t.score, t.passed)
+            out.setdefault((bucket, t.task_id), {})[key] = (t.score, t.passed, graded_trial(t))
     return out
 
 
@@ -138,7 +139,7 @@ def graded_trial(t: TrialResult) -> bool:
 
 
 def observations(base: Sequence[RunResult], cand: Sequence[RunResult | None],
-                 history: Mapping[TaskKey, Mapping[TrialId, tuple[float, bool]]]
+                 history: Mapping[TaskKey, Mapping[TrialId, tuple[float, bool, bool]]]
                  ) -> dict[TaskKey, TaskRecord]:
     """One record per task: history, baseline and candidate trials (counted ones only), each
     trial once: a fresh baseline trial the cache served again (a second review, a resumed
@@ -146,7 +147,10 @@ def observations(base: Sequence[RunResult], cand: Sequence[RunResult | None],
     again = {trial_key(t) for r in base for t in r.trials}
 
     def past(key: TaskKey) -> list[tuple[float, bool]]:
-        return [obs for tid, obs in history.get(key, {}).items() if tid not in again]
+        return [(s, ok) for tid, (s, ok, _) in history.get(key, {}).items() if tid not in again]
+
+    def graded_past(key: TaskKey) -> bool:
+        return any(g for tid, (_, _, g) in history.get(key, {}).items() if tid not in again)
 
     out: dict[TaskKey, TaskRecord] = {}
     for runs, side in ((base, "base"), (cand, "cand")):
@@ -160,11 +164,11 @@ def observations(base: Sequence[RunResult], cand: Sequence[RunResult | None],
                 key = (prefix + r.task_buckets.get(t.task_id, t.bucket), t.task_id)
                 rec = out.get(key)
                 if rec is None:
-                    rec = out[key] = TaskRecord(key, past(key), scored=False)
+                    rec = out[key] = TaskRecord(key, past(key), scored=graded_past(key))
                 getattr(rec, side)[t.trial_index] = (t.score, t.passed)
                 rec.scored = rec.scored or graded_trial(t)
     for key in history:
-        out.setdefault(key, TaskRecord(key, past(key)))
+        out.setdefault(key, TaskRecord(key, past(key), scored=graded_past(key)))
     return out
 
 
