@@ -41,6 +41,7 @@ from typing import Any
 
 from promptloop.optimizer.core.isolation import (
     MECHANISMS,
+    REFUSED_WRITE,
     SETUP_FAILED,
     Layout,
     Mechanism,
@@ -309,6 +310,7 @@ class BoxProcesses:
 __all__ = [
     "EXPORT_MARKER",
     "MECHANISMS",
+    "REFUSED_WRITE",
     "SANDBOX_VAR",
     "SETUP_FAILED",
     "BoxProcesses",

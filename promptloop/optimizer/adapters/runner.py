@@ -157,7 +157,7 @@ async def _command(spec: CommandSettings, request: TrialRequest, repo_root: Path
                             stderr=got.stderr_tail)
     if (mechanism != "none" and got.status != "ok"
             and "read-only file system" in got.stderr_tail.lower() and got.message):
-        got.message += (" (its stderr shows a write refused: in its sandbox only the "
+        got.message += (f" ({box.REFUSED_WRITE}: in its sandbox only the "
                         "workspace, HOME and TMPDIR are writable)")
     return snap.judge(got, label, sandboxed=mechanism != "none")
 

@@ -38,6 +38,9 @@ SETUP_FAILED = 97
 process less isolated than promised)."""
 
 OUTSIDE = "wrote outside its workspace"
+REFUSED_WRITE = "its stderr shows a write refused"
+"""In the message of a boxed trial that ended on a write its box refused (adapters/runner.py):
+the prompt drove the agent outside its workspace as surely as a write that went through."""
 """The cause of a trial errored because it wrote outside its workspace
 (optimizer/adapters/escape.py), by which the run's summary counts such trials and optimize's
 gate rejects a candidate (here, below both: report and workflows read it)."""
@@ -248,5 +251,5 @@ def available() -> Mechanism:
     return next((m for m in MECHANISMS[:-1] if probe(m)), "none")
 
 
-__all__ = ["MAX_BINDS", "MECHANISMS", "OUTSIDE", "SETUP_FAILED", "Layout", "Mechanism", "available",
-           "probe", "wrap"]
+__all__ = ["MAX_BINDS", "MECHANISMS", "OUTSIDE", "REFUSED_WRITE", "SETUP_FAILED", "Layout",
+           "Mechanism", "available", "probe", "wrap"]

@@ -94,6 +94,9 @@ def optimize_headline(verdict: Verdict) -> str:
         if held:
             found += " nor in the held-out target tasks"
         text = f"the patch {moved} and {found}; review its branch and merge it"
+    elif "outside its workspace" in stop:  # gating.refuse_outside_writes: the reason first
+        text = (f"the patch made the agent write outside its workspace ({stop}): whatever the "
+                "scores, its prompt drove the agent there; try another idea")
     elif stop == "screen":
         text = f"the patch {moved}, so the other buckets were not run"
     elif stop == "futility":

@@ -22,7 +22,7 @@ from datetime import datetime
 from pydantic import Field
 
 from promptloop.graders.base import passes
-from promptloop.optimizer.core.isolation import OUTSIDE
+from promptloop.optimizer.core.isolation import OUTSIDE, REFUSED_WRITE
 from promptloop.optimizer.core.pricing import PriceOverrides
 from promptloop.optimizer.core.results import RunResult, TrialResult
 from promptloop.optimizer.report.usage import (
@@ -60,6 +60,7 @@ __all__ = [
     "summarize",
     "task_order",
     "task_passed",
+    "tried_outside",
     "wrote_outside",
 ]
 
@@ -192,6 +193,13 @@ def outside_text(s: RunSummary) -> str:
 def wrote_outside(t: TrialResult) -> bool:
     """Whether trial `t` is errored because it wrote outside its workspace (escape.py)."""
     return t.status == "errored" and OUTSIDE in (t.infra_error or "")
+
+
+def tried_outside(t: TrialResult) -> bool:
+    """Whether trial `t` is errored because its sandbox refused a write outside its workspace
+    and the agent let that end the trial (adapters/runner.py): the gate treats it as a write
+    (optimize rejects, review regresses), the summary does not count it as one."""
+    return t.status == "errored" and REFUSED_WRITE in (t.infra_error or t.failure_reason or "")
 
 
 # --- formulas --------------------------------------------------------------------------

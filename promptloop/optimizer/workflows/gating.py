@@ -34,7 +34,7 @@ from promptloop.optimizer.gate.tasks import TaskRecord
 from promptloop.optimizer.gate.verdict import Verdict
 from promptloop.optimizer.lifecycle.lineage import prompt_hash, trial_key
 from promptloop.optimizer.report.store import ReportError, list_runs, load_run
-from promptloop.optimizer.report.summary import wrote_outside
+from promptloop.optimizer.report.summary import tried_outside, wrote_outside
 from promptloop.optimizer.workflows.paired import RunFn, compare_suite_runs
 
 StageFn = Callable[[TrialAsk], None]
@@ -249,8 +249,8 @@ async def run_gate(
 
 def outside_writes(runs: Sequence[RunResult]) -> list[TrialResult]:
     """The trials of `runs` errored because they wrote outside their workspace
-    (optimizer/adapters/escape.py)."""
-    return [t for r in runs for t in r.trials if wrote_outside(t)]
+    (optimizer/adapters/escape.py), or tried to and their sandbox refused it."""
+    return [t for r in runs for t in r.trials if wrote_outside(t) or tried_outside(t)]
 
 
 def refuse_outside_writes(verdict: Verdict, cand_runs: Sequence[RunResult]) -> Verdict:
@@ -262,8 +262,10 @@ def refuse_outside_writes(verdict: Verdict, cand_runs: Sequence[RunResult]) -> V
     if not wrote:
         return verdict
     first = wrote[0].infra_error or wrote[0].failure_reason or OUTSIDE
-    reason = (f"rejected: {len(wrote)} candidate trial(s) {OUTSIDE} (the write undone where "
-              f"possible; whatever the scores say), first: {first}")
+    how = (f"{OUTSIDE} (the write undone where possible" if any(map(wrote_outside, wrote))
+           else "tried to write outside its workspace (refused by its sandbox")
+    reason = (f"rejected: {len(wrote)} candidate trial(s) {how}; whatever the scores say), "
+              f"first: {first}")
     return verdict.model_copy(update={
         "decision": "reject", "reasons": [reason, *verdict.reasons],
         "stopped": f"{OUTSIDE} ({len(wrote)} trial(s))"})

@@ -41,7 +41,7 @@ from promptloop.optimizer.gate.verdict import POOLED, ReviewVerdict, decide_revi
 from promptloop.optimizer.git import GitOps, GitOpsError
 from promptloop.optimizer.report.plain import OUTSIDE_REASON
 from promptloop.optimizer.report.store import default_store_dir, list_runs, load_run
-from promptloop.optimizer.report.summary import summarize
+from promptloop.optimizer.report.summary import summarize, wrote_outside
 from promptloop.optimizer.run.models import ModelSet
 from promptloop.optimizer.run.usage import scale_usage
 from promptloop.optimizer.workflows.gating import (
@@ -496,9 +496,11 @@ def regress_on_outside_writes(verdict: ReviewVerdict, base: list[RunResult],
     if not wrote:
         return verdict
     first = wrote[0][1].infra_error or wrote[0][1].failure_reason or ""
-    reason = (f"regresses: {len(wrote)} head trial(s) {OUTSIDE_REASON} (the write "
-              f"undone where possible; whatever the scores say), first: {wrote[0][1].task_id}: "
-              f"{first}")
+    how = (f"{OUTSIDE_REASON} (the write undone where possible"
+           if any(wrote_outside(t) for _, t in wrote)
+           else "tried to write outside their workspace (refused by the sandbox")
+    reason = (f"regresses: {len(wrote)} head trial(s) {how}; whatever the scores say), "
+              f"first: {wrote[0][1].task_id}: {first}")
     buckets = sorted({*verdict.regressed, *(b for b, _ in wrote)})
     return verdict.model_copy(update={"decision": "regresses", "regressed": buckets,
                                       "reasons": [reason, *verdict.reasons]})

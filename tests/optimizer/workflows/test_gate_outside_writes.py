@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from promptloop.optimizer.adapters.escape import OUTSIDE
+from promptloop.optimizer.core.isolation import REFUSED_WRITE
 from promptloop.optimizer.core.results import RunResult, TrialResult
 from promptloop.optimizer.core.suites import Suite
 from promptloop.optimizer.gate.compare import GatePolicy
@@ -118,3 +119,52 @@ def test_review_regresses_a_head_that_wrote_outside_and_names_the_namespaced_buc
     assert regress_on_outside_writes(neutral, base, base) is neutral  # nothing wrote
     base[reg] = spoil(base[reg])  # the base wrote there too: not the head's doing
     assert regress_on_outside_writes(neutral, base, head) is neutral
+
+
+REFUSED = ("shell task c00-0 trial 0: command exited 1: Error: EROFS: read-only file system, "
+           f"open '/repo/x' ({REFUSED_WRITE}: in its sandbox only the workspace, HOME and "
+           "TMPDIR are writable)")
+
+
+def test_a_write_the_sandbox_refused_rejects_the_candidate_too() -> None:
+    """In a box the write fails; an agent that lets it end its trial errors the trial with the
+    refusal named. That is the same prompt driving the agent outside: optimize rejects, and
+    the reason says the write was refused, not undone (a team's optimize under bwrap ended
+    as an infrastructure error when every candidate trial did it)."""
+    gated = gate(REFUSED)
+    v = gated.verdict
+    assert v.decision == "reject", v.reasons
+    assert v.reasons[0].startswith("rejected: 1 candidate trial(s) tried to write outside")
+    assert "refused by its sandbox" in v.reasons[0]
+    # counted by the gate, not by the summary (nothing was written)
+    assert [t.task_id for t in outside_writes(gated.cand_runs)] == ["c00-0"]
+    assert summarize(gated.cand_runs[0]).outside_write_trials == 0
+
+
+def test_review_regresses_a_head_whose_writes_the_sandbox_refused() -> None:
+    from promptloop.optimizer.gate.verdict import ReviewVerdict
+    from promptloop.optimizer.workflows.review import regress_on_outside_writes
+
+    run, _ = runner(SUITES, outcome_of(fixed=True))
+
+    async def both() -> tuple[list[RunResult], list[RunResult]]:
+        return ([await run(s, BASE, "base", None) for s in SUITES],
+                [await run(s, CAND, "head", None) for s in SUITES])
+
+    base, head = asyncio.run(both())
+    task = head[0].trials[0].task_id
+    head[0] = head[0].model_copy(update={"trials": [
+        _errored(t, REFUSED) if (t.task_id, t.trial_index) == (task, 0) else t
+        for t in head[0].trials]})
+    got = regress_on_outside_writes(ReviewVerdict(decision="neutral"), base, head)
+    assert got.decision == "regresses", got.reasons
+    assert "tried to write outside their workspace (refused by the sandbox" in got.reasons[0]
+
+
+def test_optimizes_sentence_names_the_outside_write_first() -> None:
+    """The verdict's reason came first, but the one sentence optimize prints said "too few
+    to show an improvement" (a team with --concurrency 1 and the sandbox off)."""
+    from promptloop.optimizer.report.plain import optimize_headline
+
+    said = optimize_headline(gate(WROTE).verdict)
+    assert "write outside its workspace" in said and "too few" not in said, said
