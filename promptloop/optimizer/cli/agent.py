@@ -120,8 +120,10 @@ def agent(
     def _trial(name: str) -> None:
         from promptloop.optimizer.run.models import ModelIds
         from promptloop.optimizer.workflows.agent_trial import AgentTrialRequest, run_agent_trial
+        from promptloop.optimizer.workflows.context import check_command
         from promptloop.optimizer.workflows.context import state_dir as resolve_state
 
+        check_command(name)  # a command that cannot start is the key's error, before the trial
         picked = agent_models(name, {"agent_model": agent_model, "judge_model": judge_model})
         request = AgentTrialRequest(
             agent=name, state_dir=resolve_state(state_dir), task_id=task, suite=suite,

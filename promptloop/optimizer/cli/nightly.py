@@ -170,6 +170,10 @@ def nightly(
         settings["suites"] = _agents(suites, suite)
         settings.update(agent_models(settings["suites"], settings))  # the agents' tables
         cfg = _config(settings, state_dir)
+        from promptloop.optimizer.workflows.context import check_command
+
+        for agent_name in cfg.suites:  # a command that cannot start: before any state is made
+            check_command(agent_name)
         if dry_run:
             return _dry_run(cfg, as_json)
         try:

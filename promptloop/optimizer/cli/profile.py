@@ -56,10 +56,13 @@ def profile(
     flags = dict(locals())
 
     def body() -> None:
+        from promptloop.optimizer.workflows.context import check_command
         from promptloop.optimizer.workflows.context import state_dir as resolve_state
         from promptloop.optimizer.workflows.profile import ProfileConfig
         from promptloop.optimizer.workflows.profile import profile as run_profile
 
+        if flags["agent"]:
+            check_command(flags["agent"])  # a command that cannot start, before any trial
         picked = agent_models(flags["agent"], flags)  # the agent table's model and judge
         try:
             config = ProfileConfig.model_validate({

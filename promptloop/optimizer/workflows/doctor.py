@@ -316,7 +316,21 @@ def diagnose(
     _check_git_and_suites(report, where)
     _check_committed(report)
     _check_http_agents(report)
+    _check_commands(report)
     return report
+
+
+def _check_commands(report: DoctorReport) -> None:
+    """A `command` or `worker` agent whose program cannot start (not on PATH, not executable,
+    a folder, missing): eval refuses it by its key; doctor says it too (it said "ready")."""
+    from promptloop.optimizer.workflows.context import check_command
+
+    for name in active_project().agents:
+        try:
+            check_command(name)
+        except ConfigError as err:
+            report.problems.append(Problem(
+                what=str(err), fix=f"correct [agents.{name}] command in promptloop.toml"))
 
 
 def _check_http_agents(report: DoctorReport) -> None:
@@ -421,7 +435,9 @@ def _require_model(report: DoctorReport, model: str, base_url: str | None) -> No
     if base_url or from_env:  # where the run will send its calls: checked that something answers
         given = base_url or from_env or ""
         status.base_url = public_url(given)
-        where = "--base-url" if base_url else f"${url_var}"
+        # --base-url reads $OPENAI_BASE_URL when no flag is given: name what the user set
+        where = ("--base-url" if base_url and base_url != os.environ.get(url_var)
+                 else f"${url_var}")
         unreachable = _unreachable(status.base_url or given)  # no credentials sent
         if unreachable:
             report.problems.append(Problem(

@@ -14,6 +14,7 @@ command's output and the run's provenance.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -176,8 +177,13 @@ class RepoSource:
                                            kind=kind))
             except GitOpsError as err:
                 if not bundled:
-                    raise GitOpsError(f"{rel} does not exist at {self._at_ref().describe()}"
-                                      ) from err
+                    at = self._at_ref().describe()
+                    inside: dict[str, str] = {}
+                    with contextlib.suppress(GitOpsError):
+                        inside = self.ops.list_files(self.sha, rel)
+                    if any(n.startswith(rel.rstrip("/") + "/") for n in inside):
+                        raise GitOpsError(f"{rel} is a folder at {at}, not a file") from err
+                    raise GitOpsError(f"{rel} does not exist at {at}") from err
                 return self._bundled_file(rel, f"not at {self.ref}")
         if self.root is not None and (self.root / rel).is_file():
             text = (self.root / rel).read_text(encoding="utf-8")

@@ -405,3 +405,43 @@ def test_a_malformed_model_id_is_the_error_not_a_warning_about_it(
                      "--base-url", "http://127.0.0.1:9/v1")
     assert code == 1 and "has no model name" in said, said
     assert "Warning" not in said and "about" not in said.split("Error")[0], said
+
+
+@pytest.mark.parametrize("args", [
+    ["agent", "example", "--content", "my invoice is wrong"],
+    ["profile", "--agent", "example", "--budget", "2"],
+    ["nightly", "--agent", "example"],
+    ["doctor", "--agent-model", "scripted:x"],
+])
+def test_every_command_names_a_command_that_cannot_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """eval and optimize named `command = ["pythonn3", ...]` by its key; agent, profile and
+    nightly ran it (exit 2, state written) and doctor said ready."""
+    repo = fresh(tmp_path / "repo", commit=True)
+    init(repo, monkeypatch)
+    toml = repo / "promptloop.toml"
+    toml.write_text(toml.read_text().replace('command = ["python3"', 'command = ["pythonn3"'))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "init")
+    code, said = run(repo, monkeypatch, *args)
+    assert code == 1, said
+    assert "[agents.example] key 'command'" in said and "not found on PATH" in said, said
+    if args[0] != "doctor":
+        assert not (repo / ".promptloop").exists() or not any((repo / ".promptloop").iterdir())
+
+
+def test_a_committed_prompt_folder_says_so_at_the_ref(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """optimize reads the prompt at HEAD: a folder there was 'does not exist at HEAD'."""
+    repo = fresh(tmp_path / "repo", commit=True)
+    init(repo, monkeypatch)
+    toml = repo / "promptloop.toml"
+    toml.write_text(toml.read_text().replace('"example_agent/prompt.md"', '"example_agent"'))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "init")
+    code, said = run(repo, monkeypatch, "optimize", "--agent", "example", "--bucket", "urgency",
+                     "--agent-model", "scripted:pkm", "--state-dir", str(tmp_path / "s"))
+    assert code == 1, said
+    assert "example_agent is a folder at" in said, said

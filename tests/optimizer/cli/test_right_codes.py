@@ -318,6 +318,12 @@ def test_doctor_checks_a_providers_base_url_from_the_environment(
     data = cli_result(dead.stdout)
     [problem] = [p for p in data["problems"] if "nothing answers" in p["what"]]
     assert "http://127.0.0.1:1 ($ANTHROPIC_BASE_URL)" in problem["what"] and problem["infra"]
+    # --base-url reads $OPENAI_BASE_URL: the variable is what the user set, not the flag
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+    dead = runner.invoke(app, ["doctor", "--json", "--agent-model", "openai:fake"])
+    [problem] = [p for p in cli_result(dead.stdout)["problems"] if "nothing answers" in p["what"]]
+    assert "($OPENAI_BASE_URL)" in problem["what"] and "--base-url" not in problem["what"]
 
 
 def test_agents_without_a_model_agree_with_one_declaring_the_default(

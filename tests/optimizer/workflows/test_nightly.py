@@ -268,6 +268,24 @@ def test_cli_prints_an_error_line_when_the_night_fails(
     assert len(errors) == 1 and "was rejected" in errors[0], out.stderr
 
 
+def test_a_night_without_its_key_is_a_configuration_error(repo: Path, state: Path) -> None:
+    """No key set is the user's to fix (exit 1, as agent, profile and doctor say it); the
+    night exited 2, 'infrastructure failure: CredentialsError'."""
+    from promptloop.agents.llm.errors import CredentialsError
+
+    class NoKey(ScriptedModel):
+        async def preflight(self) -> None:  # as a provider's client says it, before any call
+            raise CredentialsError("OPENAI_API_KEY", "no API key", missing=True)
+
+    failed = night(repo, state, agent=NoKey(policies.card_policy,
+                                            model_id="scripted:night-agent"),
+                   suites=["card_agent"])
+    cp = failed.checkpoint
+    assert failed.exit_code == 1, cp.stop_reason
+    assert cp.stop_reason and cp.stop_reason.startswith("configuration error: ")
+    assert "OPENAI_API_KEY" in cp.stop_reason and not cp.infra_errors
+
+
 def test_the_profile_step_grows_the_records_the_iterations_read(
     reference: tuple[Path, Path, NightResult],
 ) -> None:

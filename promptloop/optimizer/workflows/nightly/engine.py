@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from promptloop.agents.llm.errors import ModelError
+from promptloop.agents.llm.errors import CredentialsError, ModelConfigError, ModelError
 from promptloop.agents.llm.types import ModelClient
 from promptloop.optimizer.core.events import (
     BudgetStopped,
@@ -80,6 +80,10 @@ RESUME_KEEPS = ("agent_model", "judge_model", "proposer_model", "suites", "trial
                 "iterations_per_bucket", "max_buckets", "base")
 
 
+CONFIG_FAILURE = "configuration error"
+"""How a night stopped by the user's configuration begins its stop reason (exit 1)."""
+
+
 @dataclass(frozen=True)
 class NightResult:
     checkpoint: Checkpoint
@@ -90,9 +94,13 @@ class NightResult:
 
     @property
     def exit_code(self) -> int:
-        """0 finished (patches accepted or not); 2 an infrastructure failure happened."""
+        """0 finished (patches accepted or not); 1 a configuration error stopped it (no key
+        set, a model id or package wrong); 2 an infrastructure failure happened."""
         cp = self.checkpoint
         publish_failed = any(p.push_error or p.pr == "failed" for p in cp.published)
+        if (cp.status == "failed" and not cp.infra_errors and not publish_failed
+                and (cp.stop_reason or "").startswith(CONFIG_FAILURE)):
+            return 1
         return 2 if cp.status == "failed" or cp.infra_errors or publish_failed else 0
 
 
@@ -230,6 +238,14 @@ class NightlyEngine:
             self.save()
             await self._night()
             cp.status = "finished"
+        except (CredentialsError, ModelConfigError) as err:
+            if isinstance(err, CredentialsError) and not err.missing:
+                cp.status = "failed"  # a key the provider rejects: as any provider failure
+                cp.infra_errors.append(f"{type(err).__name__}: {err}")
+                cp.stop_reason = f"infrastructure failure: {err}"
+            else:  # no key set, a model id or package wrong: the user's to fix (exit 1)
+                cp.status = "failed"
+                cp.stop_reason = f"{CONFIG_FAILURE}: {err}"
         except (ModelError, AllTrialsErroredError) as err:
             cp.status = "failed"
             message = f"{type(err).__name__}: {err}"
