@@ -184,10 +184,12 @@ def review_headline(decision: str, comparisons: Sequence[BucketComparison],
         files = names(where) if where else "a prompt's source file"
         return _short(f"the head breaks {files}, so no trial was run: fix the prompt's "
                       "source before merging")
-    wrote = next((r for r in reasons if OUTSIDE_REASON in r), None)
+    wrote = next((r for r in reasons if r.startswith("regresses: ")
+                  and "outside their workspace" in r), None)
     if decision == "regresses" and wrote is not None:
-        count = wrote.removeprefix("regresses: ").split(OUTSIDE_REASON)[0]
-        return _short(f"{count}{OUTSIDE_REASON}, whatever the scores; do not merge it as is")
+        # "N head trial(s) wrote outside their workspace" (or "tried to write ...": refused)
+        what = wrote.removeprefix("regresses: ").split(" (", 1)[0]
+        return _short(f"{what}, whatever the scores; do not merge it as is")
     fixed = sum(c.fixed for c in comparisons)
     broken = sum(c.broken for c in comparisons)
     n = sum(c.n_pairs for c in comparisons)

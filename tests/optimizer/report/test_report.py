@@ -517,6 +517,10 @@ def test_a_review_that_regressed_by_outside_writes_says_so_first() -> None:
                     "merge it as is"), said
     plain = review_headline("regresses", [], ["data"], [], [], reasons=["something else"])
     assert "wrote outside" not in plain
+    refused = ("regresses: 3 head trial(s) tried to write outside their workspace (refused by "
+               "the sandbox; whatever the scores say), first: data-only: ...")
+    said = review_headline("regresses", [], ["data"], [], [], reasons=[refused])
+    assert said.startswith("3 head trial(s) tried to write outside their workspace, whatever"), said
 
 
 def test_timed_out_trials_are_named_beside_errored_ones() -> None:
