@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +43,12 @@ from promptloop.optimizer.propose import watch
 
 if TYPE_CHECKING:
     from promptloop.optimizer.adapters.outcome import AdapterOutcome, TrialLabel
+
+UNDONE: list[tuple[float, str]] = []
+"""(monotonic time, path) of each write a trial's check undid in this process: a trial that
+ran meanwhile finds the file as it was before its own start, so a write of its own to the
+same file would go unseen; it is blamed too (`Snapshot.judge`)."""
+UNDONE_KEPT_S = 6 * 3600.0
 
 IGNORED_AT_ROOT = frozenset({".promptloop", ".git", "__pycache__", ".dart_tool"})
 """promptloop's own state folder and git's, which promptloop itself writes during a run, and
@@ -160,6 +167,8 @@ class Deep:
             path = w.root / rel
             ok = _undo(path, how, self.checkouts.get(w.root), rel, self) if undo else False
             out.append(f"{path}" + ("" if ok or not undo else f" ({how}, not undone)"))
+            if ok:
+                UNDONE.append((time.monotonic(), str(path)))
         return out
 
 
@@ -204,6 +213,7 @@ class Snapshot:
     parent: frozenset[str]
     root: frozenset[str]
     deep: Deep | None = None
+    started: float = field(default_factory=time.monotonic)
 
     @classmethod
     def take(cls, workspace: Path, repo_root: Path, deep: bool = False) -> Snapshot:
@@ -242,8 +252,20 @@ class Snapshot:
         """Every write outside the workspace since the snapshot, undone where possible. In a
         sandbox the repository is read-only: a new entry there is not the trial's."""
         if self.deep is not None:
-            return [*map(str, self.strays(root=False)), *self.deep.changes()]
+            own = [*map(str, self.strays(root=False)), *self.deep.changes()]
+            return own + self._undone_by_others(own)
         return [str(p) for p in self.strays(root=not sandboxed)]
+
+    def _undone_by_others(self, own: list[str]) -> list[str]:
+        """Writes another trial's check undid while this one ran: this trial may have written
+        the same file (its own check then finds it as it was), so it is told too, as a trial
+        running beside a writer may be blamed for it (the module's docstring)."""
+        now = time.monotonic()
+        UNDONE[:] = [(t, p) for t, p in UNDONE if now - t < UNDONE_KEPT_S]
+        mine = {o.split(" (", 1)[0] for o in own}
+        seen = [p for t, p in UNDONE if t >= self.started and p not in mine]
+        return [f"{p} (a trial running beside it wrote there too; undone)"
+                for p in dict.fromkeys(seen)]
 
     def judge(self, got: AdapterOutcome, label: TrialLabel,
               sandboxed: bool = False) -> AdapterOutcome:

@@ -76,3 +76,31 @@ def test_writes_to_the_export_and_the_checkout_are_errored_and_undone(
     assert _git(checkout, "status", "--porcelain", "--untracked-files=all") == ""
     assert (tree / "agent" / "agent.py").read_text() == "print('hi')\n"
     assert (workspace / "answer.txt").exists()
+
+
+def test_a_write_a_sibling_trials_check_undid_is_not_missed(
+        review_like: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """Without a box, two trials at once both append to a new file of the checkout: the
+    first one's check removes it, the second then finds the checkout as it was when it
+    started and was graded as a clean trial (a team: 5 of 6 writing trials errored at
+    --concurrency 2)."""
+    checkout, _, workspace = review_like
+    other = tmp_path / "trial2" / "workspace"
+    other.mkdir(parents=True)
+    first = Snapshot.take(workspace, checkout, deep=True)
+    second = Snapshot.take(other, checkout, deep=True)
+    notes = checkout / "agent_notes.txt"
+    with notes.open("a") as f:
+        f.write("first\n")  # the first trial's write
+    with notes.open("a") as f:
+        f.write("second\n")  # the second's, before any check
+    label = TrialLabel("shell", World.make(tmp_path / "w").request())
+    a = first.judge(AdapterOutcome(status="ok"), label)
+    b = second.judge(AdapterOutcome(status="ok"), label)
+    assert a.status == b.status == "errored", (a.message, b.message)
+    assert b.message is not None and "agent_notes.txt" in b.message
+    assert "a trial running beside it wrote there too" in b.message
+    assert _git(checkout, "status", "--porcelain", "--untracked-files=all") == ""
+    # a trial that starts after the check is not blamed for it
+    later = Snapshot.take(other, checkout, deep=True)
+    assert later.judge(AdapterOutcome(status="ok"), label).status == "ok"
