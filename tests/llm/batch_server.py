@@ -45,6 +45,8 @@ class BatchServer:
         self.agent_direct = 0
         """Direct (not batched) agent calls answered by `agent`."""
         self.polls_before_end = polls_before_end
+        self.openai_status: str | None = None
+        """When set, every OpenAI batch ends in this status (`failed`, `expired`)."""
         self.creates: list[dict[str, Any]] = []
         """Every batch create call (Anthropic body, or OpenAI body + the uploaded lines)."""
         self.polls: dict[str, int] = {}
@@ -105,6 +107,8 @@ class BatchServer:
             "input_file_id": batch["input_file_id"], "completion_window": "24h",
             "created_at": 0, "status": "completed" if ended else "in_progress",
         }
+        if ended and self.openai_status is not None:
+            return body | {"status": self.openai_status}
         if ended:
             out, err = [], []
             for line in batch["lines"]:

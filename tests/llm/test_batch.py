@@ -184,3 +184,23 @@ def test_ended_state_files_are_pruned_once_old_and_submitted_ones_kept(tmp_path:
     assert not old_ended.exists() and old_open.exists() and recent.exists()
     assert folder.find("anthropic", "claude-fake", {"b"}) is not None  # a rerun resumes it
     assert folder.find("anthropic", "claude-fake", {"c"}) is not None
+
+
+@pytest.mark.parametrize("status", ["failed", "expired"])
+def test_a_failed_batch_is_not_resumed_by_a_rerun(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: str
+) -> None:
+    """A batch that failed or expired as a whole kept its state file 'submitted', and every
+    rerun polled the same dead batch again and failed the same way (a team's CI stayed red
+    until the files were deleted by hand): it is marked failed and a rerun submits anew."""
+    server.openai_status = status
+    judge = BatchJudge(_client("openai", server, monkeypatch), tmp_path, sleep=_no_wait)
+    got = asyncio.run(judge.run(_requests("aaa", "bbb")))
+    assert all(isinstance(e, ModelError) for e in got.values())
+    [state] = list(tmp_path.glob("*.json"))
+    assert json.loads(state.read_text())["state"] == "failed"
+    server.openai_status = None  # the provider is well again
+    again = BatchJudge(_client("openai", server, monkeypatch), tmp_path, sleep=_no_wait)
+    got = asyncio.run(again.run(_requests("aaa", "bbb")))
+    assert len(server.creates) == 2 and not again.report.resumed
+    assert all(isinstance(r, ModelResponse) for r in got.values())

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from promptloop.agents.llm.batch_backends import Backend, Outcome, backend_for
-from promptloop.agents.llm.batch_state import FORMAT, StateFolder
+from promptloop.agents.llm.batch_state import FAILED, FORMAT, StateFolder
 from promptloop.agents.llm.errors import BatchTimeoutError, ModelError, ProviderError
 from promptloop.agents.llm.types import Message, ModelClient, ModelResponse, ModelSettings, ToolSpec
 
@@ -120,6 +120,12 @@ class BatchJudge:
         return {key: self._result(outcomes.get(cid)) for cid, key in ids.items()
                 if key in unique}
 
+    def _mark_failed(self, batch_id: str) -> None:
+        found = next((s for _, s in self.state.files.values()
+                      if s is not None and s.batch_id == batch_id), None)
+        if found is not None:
+            self._save(batch_id, found.requests, FAILED)
+
     def _save(self, batch_id: str, ids: Mapping[str, str], state: str) -> None:
         assert self.backend is not None
         self.state.save(self.backend.provider, self.backend.model, batch_id, ids, state)
@@ -132,6 +138,8 @@ class BatchJudge:
             poll = await self.backend.poll(batch_id)
             self.report.polls += 1
             if poll.failed:
+                # never resumed: a rerun submits a new batch (it would fail the same way)
+                self._mark_failed(batch_id)
                 raise ProviderError(f"batch {batch_id}: {poll.failed}")
             if poll.done:
                 return await self.backend.results(batch_id)

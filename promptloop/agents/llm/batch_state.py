@@ -24,6 +24,9 @@ from promptloop.agents.files import write_atomic
 
 FORMAT = "promptloop.batch/1"
 KEEP_ENDED_S = 7 * 24 * 3600.0
+FAILED = "failed"
+"""The state of a batch that failed, expired or was cancelled as a whole: never resumed (a
+rerun submits a new one), pruned as an ended one is."""
 """How long an ended batch's state file is kept: a rerun within that time reads the same
 results again instead of paying for a new batch (providers keep results about 29-30 days)."""
 
@@ -114,7 +117,7 @@ class StateFolder:
         for name in sorted(names):
             saved = self.files[name][1]
             if (saved is None or saved.provider != provider or saved.model != model
-                    or not keys <= set(saved.requests.values())):
+                    or saved.state == FAILED or not keys <= set(saved.requests.values())):
                 continue
             if best is None or saved.created_at > best.created_at:
                 best = saved
@@ -139,7 +142,7 @@ class StateFolder:
                     self.reads += 1
                     self._index(entry.name, stat, _read(Path(entry.path)))
                 saved = self.files[entry.name][1]
-                if (saved is not None and saved.state == "ended"
+                if (saved is not None and saved.state in ("ended", FAILED)
                         and time.time() - stat.st_mtime > KEEP_ENDED_S):
                     Path(entry.path).unlink(missing_ok=True)
                     seen.discard(entry.name)

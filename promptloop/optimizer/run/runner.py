@@ -167,6 +167,11 @@ async def _warn_and_preflight(
                 "scores are not independent; pass --judge-model for a stronger judge"
             )
         )
+    if (options.batch and options.mode != "replay" and agent is not None
+            and backend_for(agent) is not None and not batches_agent_turns(suite.agent_name)):
+        emit(RunWarning(message=f"--batch: {suite.agent_name}'s model calls go direct (an "
+                        "agent behind the gateway keeps its own time limit, which a batch's "
+                        "hours would run out); its judge calls are batched"))
     if options.mode != "replay":
         assert agent is not None, "a live or record run needs an agent model"
         await agent.preflight()
@@ -198,7 +203,7 @@ async def run_suite(
     run_name = options.run_name or make_run_name(suite.name)
     started = datetime.now(UTC)
     emit(RunStarted(run=run_name, label=options.label, suite=suite.name, total=len(plan)))
-    agent = _agent_rounds(options, agent, len(plan))
+    agent = _agent_rounds(options, agent, len(plan), suite.agent_name)
     trial = _TrialRunner(suite, options, prompt, agent, judge, run_name, emit, len(plan))
     try:
         trials = await trial.finish(await asyncio.gather(*(trial(t, i) for t, i in plan)))
@@ -346,12 +351,24 @@ class _TrialRunner:
         return out
 
 
-def _agent_rounds(options: RunOptions, agent: ModelClient | None, planned: int
-                  ) -> ModelClient | None:
+def batches_agent_turns(agent_name: str) -> bool:
+    """Whether `--batch` batches this agent's turns: only an agent on promptloop's own loop
+    (the `session` adapter, the bundled agents), whose trial clock stops while a turn waits
+    in a batch. An agent behind the gateway (command, worker, http, python) keeps its own time
+    limit, which hours in a provider's queue would run out, and its calls carry no trial
+    identity to key them apart: it calls its model directly (its judge calls are batched)."""
+    project = active_project()
+    declared = project.agents.get(agent_name)
+    return declared is None or declared.spec.adapter == "session"
+
+
+def _agent_rounds(options: RunOptions, agent: ModelClient | None, planned: int,
+                  agent_name: str = "") -> ModelClient | None:
     """The agent behind a RoundBatchingClient when `options.batch` applies (a live or record
-    run of an Anthropic or OpenAI model), else `agent` itself."""
+    run of an Anthropic or OpenAI model, an agent on promptloop's loop), else `agent`."""
     if (not options.batch or agent is None or options.mode == "replay" or planned < 1
-            or backend_for(agent) is None):
+            or backend_for(agent) is None
+            or (agent_name and not batches_agent_turns(agent_name))):
         return agent
 
     def key(messages: Sequence[Message], tools: Sequence[ToolSpec],

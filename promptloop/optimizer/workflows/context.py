@@ -8,6 +8,7 @@ agent model, and the errors a command turns into exit codes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -42,10 +43,18 @@ CREATED: list[tuple[Path, Path]] = []
 
 
 def drop_empty_state() -> None:
-    """Remove the state folders this process created while they are still empty (a command
-    refused for a user error leaves no empty `.promptloop` behind)."""
+    """Remove the state folders this command created (a command refused for a user error
+    leaves no `.promptloop` behind: a mistyped bucket made one, with the prompt sources it had
+    read); a folder that was there before is never touched. No run report is ever removed: a
+    folder holding one stays."""
+    from promptloop.agents import trees
+
     while CREATED:
         top, path = CREATED.pop()
+        reports = path / "runs" / "reports"
+        if path.is_dir() and not (reports.is_dir() and any(reports.iterdir())):
+            with contextlib.suppress(OSError):
+                trees.remove_tree(path)
         for folder in (path, *path.parents):
             try:
                 folder.rmdir()  # only an empty folder goes

@@ -379,6 +379,8 @@ def test_a_project_outside_any_git_repository_says_so(
     ["eval", "--agent", "example", "--bucket", "nosuch"],
     ["eval", "--agent", "example", "--task", "nosuch"],
     ["eval", "--agent", "example", "--agent-model", "openai"],
+    ["optimize", "--agent", "example", "--bucket", "nosuch", "--agent-model", "scripted:pkm"],
+    ["nightly", "--agent", "example", "--agent-model", "openai"],
 ])
 def test_an_eval_refused_for_a_user_error_leaves_no_state_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]

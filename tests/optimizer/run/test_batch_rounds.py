@@ -136,3 +136,31 @@ def test_an_errored_request_errors_only_its_trial(
     reasons = [t["trial"].get("failureReason") or "" for t in report["trials"]
                if t["trial"]["taskId"] == POISONED]
     assert all("agent fell over" in r for r in reasons), reasons
+
+
+def test_an_agent_behind_the_gateway_calls_its_model_directly_in_batch_mode(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command agent's turns were batched with no trial identity in their keys: trials of
+    one run, of other runs and of other agents shared replies, a rerun served days-old ones,
+    and every call was a batch of one (a team's CI). Such an agent keeps its own time limit, so
+    its calls go direct, said once; the judge's stay batched."""
+    import subprocess
+
+    from tests.e2e.support import enter
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    enter(repo, monkeypatch)
+    assert runner.invoke(app, ["init"]).exit_code == 0
+    for args in (["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm",
+                                 "init"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+    result = runner.invoke(app, ["eval", "--agent", "example", "--agent-model",
+                                 "openai:gpt-fake", "--base-url", f"{server.url}/v1",
+                                 "--trials", "2", "--batch", "--state-dir",
+                                 str(tmp_path / "state")])
+    assert "--batch: example's model calls go direct" in result.output, result.output
+    assert _agent_batches(server) == []
+    assert server.direct == 1 + 6 * 2, server.direct  # the key check, then each trial's call
