@@ -5,7 +5,10 @@ exceptions other than the limit, a stop or a model error are the agent's (`Agent
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import inspect
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +39,40 @@ def python_entry(entry: str, root: Any = None) -> Callable[..., Any]:
     return fn
 
 
+async def in_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` in a daemon thread of its own, awaited. Not the loop's default executor:
+    a function that never returns past its time limit (a thread cannot be killed) would hold
+    one of that pool's few threads, starve the other trials, and keep the command from
+    exiting (asyncio.run joins the pool). A daemon thread is left behind when the process
+    ends; `contextvars` go with it, as with `asyncio.to_thread`."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    ctx = contextvars.copy_context()
+
+    def settle(ok: bool, value: Any) -> None:
+        if future.done():  # the trial timed out or was stopped meanwhile
+            return
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+    def work() -> None:
+        try:
+            value = ctx.run(fn, *args)
+        except BaseException as err:  # handed to the awaiting trial (a SystemExit too)
+            raised = err if isinstance(err, Exception) else RuntimeError(
+                f"{type(err).__name__}: {err}")
+            with contextlib.suppress(RuntimeError):  # the loop may be gone at exit
+                loop.call_soon_threadsafe(settle, False, raised)
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, True, value)
+
+    threading.Thread(target=work, name="promptloop-python-trial", daemon=True).start()
+    return await future
+
+
 async def run_python(fn: Callable[..., Any], request: TrialRequest,
                      context: TrialContext | None, *, label: TrialLabel) -> AdapterOutcome:
     async with asyncio.timeout(request.timeout_s):
@@ -43,7 +80,7 @@ async def run_python(fn: Callable[..., Any], request: TrialRequest,
             if inspect.iscoroutinefunction(fn):
                 value = await fn(request, context)
             else:
-                value = await asyncio.to_thread(fn, request, context)
+                value = await in_daemon_thread(fn, request, context)
                 if inspect.isawaitable(value):
                     value = await value
         except (TimeoutError, asyncio.CancelledError, ModelError):
