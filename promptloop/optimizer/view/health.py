@@ -31,8 +31,8 @@ def health_command(suite: str) -> str:
 
 def trend_text(t: Trend) -> str:
     """`+2.5 pp/run [-1.0, +6.0]`, or why there is no slope."""
-    if t.slope_per_run is None:
-        return f"n/a ({t.runs} run(s); a trend needs 3)"
+    if t.slope_per_run is None or t.direction == "unknown":
+        return f"unknown ({t.runs} run(s); a trend needs 3)"
     return fmt.slope(t.slope_per_run, t.low, t.high)
 
 

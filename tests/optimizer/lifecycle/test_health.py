@@ -223,6 +223,18 @@ def test_trend_cell_stays_on_one_line_at_80_columns() -> None:
     assert sum(trend in line for line in console.export_text().splitlines()) == 3
 
 
+def test_two_runs_show_no_trend_in_the_table() -> None:
+    """A line through two runs read "-33.3 pp/run" in the table while the JSON said the
+    direction is unknown (a team: one eval and one optimize's extra baseline trials)."""
+    from promptloop.optimizer.lifecycle.health_io import bucket_table
+
+    runs = [run(f"d{i}", {"event-a": r}, day=i) for i, r in enumerate([[T, T, T], [T, F, F]])]
+    health = compute_health(lineage_of(runs))
+    assert health.buckets[0].trend.direction == "unknown"
+    cell = bucket_table(health.buckets).rows[0][4]
+    assert cell.text == "unknown (2 run(s); a trend needs 3)" and cell.tone == ""
+
+
 def test_one_tone_rule_for_deltas_slopes_and_trends() -> None:
     from promptloop.optimizer.report import fmt
 
