@@ -480,7 +480,14 @@ def state_dir(explicit: Path | None = None) -> Path:
     untracked change in the user's checkout.
     """
     if explicit is not None or os.environ.get(STATE_ENV):
-        return state_folder(None, explicit)
+        chosen = state_folder(None, explicit)
+        root = repo_root()
+        if root is not None:  # inside the checkout (a CI job's $PROMPTLOOP_HOME): excluded too
+            with contextlib.suppress(ValueError, OSError):
+                rel = chosen.resolve().relative_to(root.resolve()).as_posix()
+                if rel not in ("", "."):
+                    add_exclude(root, f"/{rel}/")
+        return chosen
     root = repo_root()
     if root is not None:
         add_exclude(root, f"{STATE_FOLDER}/")

@@ -247,7 +247,9 @@ def _publish(result: ReviewResult, data: dict[str, Any], root: Path, flags: dict
             "command": posted.command,
             "pr": posted.pr,
         }
-        if posted.failed:
+        if not posted.posted:  # asked to post and nothing was posted: never a green check
+            # (gh missing or not logged in, no PR found, gh failing: the comment file is kept)
+            ui.error(f"--post: nothing was posted: {posted.message} {posted.command}")
             code = EXIT_INFRA
     elif flags["post"]:
         data["post"] = {"posted": False, "message": "nothing to post", "command": "", "pr": pr}

@@ -447,3 +447,20 @@ def test_a_committed_prompt_folder_says_so_at_the_ref(
                      "--agent-model", "scripted:pkm", "--state-dir", str(tmp_path / "s"))
     assert code == 1, said
     assert "example_agent is a folder at" in said, said
+
+
+def test_a_state_folder_inside_the_checkout_is_excluded_however_it_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The review workflow sets PROMPTLOOP_HOME=$GITHUB_WORKSPACE/.promptloop: git status then
+    showed `?? .promptloop/` (only the default folder was added to .git/info/exclude)."""
+    from promptloop.optimizer.workflows.context import state_dir
+
+    repo = fresh(tmp_path / "repo", commit=True)
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("PROMPTLOOP_HOME", str(repo / "ci-state"))
+    folder = state_dir()
+    (folder / "x.json").write_text("{}")
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo,
+                            capture_output=True, text=True, check=True).stdout
+    assert status == "", status

@@ -260,17 +260,21 @@ def test_post_without_usable_gh_says_what_to_run(
     human_branch(repo, "human/greetings", GOOD_LINE)
     monkeypatch.setattr("promptloop.optimizer.workflows.github.find_gh", lambda: None)
     result = reviewer.run("human/greetings", "--post", "--pr", "5", "--trials", "1")
-    assert result.exit_code == 0, result.output
-    assert "not installed" in result.output
+    # asked to post and nothing was posted: a CI check must not go green without its comment
+    # (review -h: "2 infrastructure failure (... gh failed to post)")
+    assert result.exit_code == 2, result.output
+    assert "not installed" in result.output and "--post: nothing was posted" in result.output
     joined = " ".join(result.output.replace(" \\\n", " ").split())  # a command may continue
     assert "gh pr comment 5 --body-file" in joined and "comment.md" in result.output
 
     monkeypatch.undo()
     _fake_gh(tmp_path / "bin", tmp_path / "gh.log", authenticated=False)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    code, data = reviewer.json("human/greetings", "--post", "--trials", "1")
-    assert code == 0 and data["post"]["posted"] is False
+    result = reviewer.run("human/greetings", "--json", "--post", "--trials", "1")
+    code, data = result.exit_code, cli_result(result.stdout)
+    assert code == 2 and data["post"]["posted"] is False
     assert "not authenticated" in data["post"]["message"]
+    assert Path(data["comment_path"]).is_file()  # the comment is kept, to post by hand
     assert data["post"]["command"].startswith("gh pr comment '<PR-number>' --body-file ")
 
 
