@@ -30,7 +30,7 @@ def test_workflow_uses_existing_options(name: str, command: str) -> None:
 def test_review_workflow_runs_on_prompt_changes_and_fails_on_regression() -> None:
     flow = yaml.safe_load((DOCS / "github-actions-review.yml").read_text(encoding="utf-8"))
     on = flow[True] if True in flow else flow["on"]  # YAML 1.1 reads `on` as true
-    assert on["pull_request"]["paths"] == ["prompts/**"]
+    assert on["pull_request"]["paths"] == ["prompts/**", "promptloop.toml"]
     run = next(s["run"] for s in flow["jobs"]["review"]["steps"]
                if "promptloop" in s.get("run", ""))
     assert "--fail-on-regression" in run and "--post" in run
