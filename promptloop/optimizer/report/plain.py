@@ -38,6 +38,11 @@ def _fixed(c: BucketComparison | None) -> str:
     if c is None or not c.n_pairs:
         return "ran no paired target trial"
     broke = f" and broke {c.broken}" if c.broken else ""
+    failing = round(c.n_pairs * (1.0 - c.base_pass_rate)) if c.base_pass_rate is not None \
+        else c.n_pairs
+    if 0 < failing < c.n_pairs:  # trials that passed on the base had nothing to fix
+        return (f"fixed {c.fixed} of the {failing} target trials that failed on the base"
+                f"{broke.replace(' and broke', '; broke')}")
     return f"fixed {c.fixed}{broke} of {c.n_pairs} target trials"
 
 

@@ -535,3 +535,15 @@ def test_timed_out_trials_are_named_beside_errored_ones() -> None:
     assert "1 trial timed out: hang#0: exceeded 5s; process group killed" in lines
     assert "1 trial errored: boom#1: the agent printed no JSON" in lines
     assert len(lines) == 2
+
+
+def test_the_target_sentence_counts_only_trials_that_failed_on_the_base() -> None:
+    """"fixed 1 of 2 target trials" read as half the failures left, where the other pair's
+    task already passed on the base (a team's accepted patch that fixed both failures)."""
+    from promptloop.optimizer.gate.compare import BucketComparison
+    from promptloop.optimizer.report.plain import _fixed
+
+    some = BucketComparison(bucket="urgency", n_pairs=2, fixed=1, base_pass_rate=0.5)
+    assert _fixed(some) == "fixed 1 of the 1 target trials that failed on the base"
+    every = BucketComparison(bucket="urgency", n_pairs=4, fixed=3, base_pass_rate=0.0)
+    assert _fixed(every) == "fixed 3 of 4 target trials"
