@@ -45,6 +45,8 @@ class BatchServer:
         self.agent_direct = 0
         """Direct (not batched) agent calls answered by `agent`."""
         self.polls_before_end = polls_before_end
+        self.answered: dict[str, Any] = {}
+        """Batch id -> its results once ended (Anthropic's JSONL, OpenAI's file ids): fixed."""
         self.openai_status: str | None = None
         """When set, every OpenAI batch ends in this status (`failed`, `expired`)."""
         self.creates: list[dict[str, Any]] = []
@@ -86,6 +88,8 @@ class BatchServer:
         }
 
     def _anthropic_results(self, batch_id: str) -> str:
+        if batch_id in self.answered:  # a provider's results do not change once ended
+            return str(self.answered[batch_id])
         lines = []
         for item in self.batches[batch_id]["requests"]:
             text = self.answer(_prompt(item["params"]))
@@ -96,7 +100,8 @@ class BatchServer:
                 result = {"type": "succeeded",
                           "message": anthropic_message({"type": "text", "text": text})}
             lines.append(json.dumps({"custom_id": item["custom_id"], "result": result}))
-        return "\n".join(lines) + "\n"
+        self.answered[batch_id] = "\n".join(lines) + "\n"
+        return str(self.answered[batch_id])
 
     # --- OpenAI -----------------------------------------------------------------------------
     def _openai_batch(self, batch_id: str) -> dict[str, Any]:
@@ -109,6 +114,8 @@ class BatchServer:
         }
         if ended and self.openai_status is not None:
             return body | {"status": self.openai_status}
+        if ended and batch_id in self.answered:  # its output files are written once
+            return body | dict(self.answered[batch_id])
         if ended:
             out, err = [], []
             for line in batch["lines"]:
@@ -137,6 +144,8 @@ class BatchServer:
                     file_id = f"file-{key}-{batch_id}"
                     self.files[file_id] = "\n".join(json.dumps(r) for r in rows) + "\n"
                     body[key] = file_id
+            self.answered[batch_id] = {k: body[k] for k in ("output_file_id", "error_file_id")
+                                       if k in body}
         return body
 
     def _upload(self, headers: dict[str, str], raw: bytes) -> dict[str, Any]:

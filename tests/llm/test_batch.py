@@ -204,3 +204,25 @@ def test_a_failed_batch_is_not_resumed_by_a_rerun(
     got = asyncio.run(again.run(_requests("aaa", "bbb")))
     assert len(server.creates) == 2 and not again.report.resumed
     assert all(isinstance(r, ModelResponse) for r in got.values())
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_request_that_errored_in_an_ended_batch_is_sent_again(
+    provider: str, server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rerun read an ended batch's replies back, its errored ones too: a request the
+    provider failed alone (a 500, a rate limit) stayed errored on every rerun for the 7 days
+    the state file is kept (a team's judge). It goes out again, alone, in a new batch."""
+    requests = [*_requests("aaa"), BatchRequest("key-bad", [Message.user("poison")],
+                                                ModelSettings(temperature=0.0))]
+    first = BatchJudge(_client(provider, server, monkeypatch), tmp_path, sleep=_no_wait)
+    got = asyncio.run(first.run(requests))
+    assert isinstance(got["key-bad"], ModelError) and isinstance(got["key-aaa"], ModelResponse)
+    server.answer = lambda _prompt: json.dumps({"coherence": 0.8, "rationale": "fine now"})
+    again = BatchJudge(_client(provider, server, monkeypatch), tmp_path, sleep=_no_wait)
+    got = asyncio.run(again.run(requests))
+    assert all(isinstance(r, ModelResponse) for r in got.values()), got
+    assert len(server.creates) == 2  # the ended batch read again, one new batch for the error
+    new = server.creates[1]
+    sent = new.get("requests") or new.get("lines")
+    assert len(sent) == 1

@@ -95,13 +95,15 @@ class BatchJudge:
             self.report.note = str(err)
             return dict.fromkeys(unique, err)
 
-    async def _batched(self, unique: dict[str, BatchRequest]
+    async def _batched(self, unique: dict[str, BatchRequest], skip: frozenset[str] = frozenset()
                        ) -> dict[str, ModelResponse | ModelError]:
         assert self.backend is not None
-        found = self.state.find(self.backend.provider, self.backend.model, set(unique))
+        found = self.state.find(self.backend.provider, self.backend.model, set(unique), skip)
         if found is not None:
             batch_id, ids = found.batch_id, found.requests
             self.report.resumed = True
+            if found.state == "ended":
+                return await self._ended(batch_id, ids, unique, skip)
         else:
             ids = {f"r{n}": key for n, key in enumerate(unique)}
             try:
@@ -119,6 +121,19 @@ class BatchJudge:
         self._save(batch_id, ids, "ended")
         return {key: self._result(outcomes.get(cid)) for cid, key in ids.items()
                 if key in unique}
+
+    async def _ended(self, batch_id: str, ids: Mapping[str, str],
+                     unique: dict[str, BatchRequest], skip: frozenset[str]
+                     ) -> dict[str, ModelResponse | ModelError]:
+        """The replies of a batch an earlier run read to its end; the requests that came back
+        errored there (a rate limit, a 500 of that request alone) are sent again, in a new
+        batch, never read back as the same error on every rerun."""
+        outcomes = await self._wait(batch_id)
+        got = {key: self._result(outcomes.get(cid)) for cid, key in ids.items() if key in unique}
+        again = {k: unique[k] for k, v in got.items() if isinstance(v, ModelError)}
+        if again:  # never this batch again for them (nor one already tried in this call)
+            got.update(await self._batched(again, skip=skip | {batch_id}))
+        return got
 
     def _mark_failed(self, batch_id: str) -> None:
         found = next((s for _, s in self.state.files.values()

@@ -107,8 +107,10 @@ class StateFolder:
         self._index(path.name, path.stat(), Saved(provider, model, batch_id, state,
                                                   old.created_at if old else now, dict(ids)))
 
-    def find(self, provider: str, model: str, keys: set[str]) -> Saved | None:
-        """The newest saved batch of this model whose requests cover every key."""
+    def find(self, provider: str, model: str, keys: set[str],
+             skip: frozenset[str] = frozenset()) -> Saved | None:
+        """The newest saved batch of this model whose requests cover every key (not one of
+        the batch ids in `skip`)."""
         if not keys:
             return None
         self.refresh()
@@ -117,7 +119,8 @@ class StateFolder:
         for name in sorted(names):
             saved = self.files[name][1]
             if (saved is None or saved.provider != provider or saved.model != model
-                    or saved.state == FAILED or not keys <= set(saved.requests.values())):
+                    or saved.state == FAILED or saved.batch_id in skip
+                    or not keys <= set(saved.requests.values())):
                 continue
             if best is None or saved.created_at > best.created_at:
                 best = saved

@@ -249,7 +249,8 @@ def _publish(result: ReviewResult, data: dict[str, Any], root: Path, flags: dict
         }
         if not posted.posted:  # asked to post and nothing was posted: never a green check
             # (gh missing or not logged in, no PR found, gh failing: the comment file is kept)
-            ui.error(f"--post: nothing was posted: {posted.message} {posted.command}")
+            ui.error(f"--post: nothing was posted (the review's verdict is "
+                     f"{result.decision!r}): {posted.message} {posted.command}")
             code = EXIT_INFRA
     elif flags["post"]:
         data["post"] = {"posted": False, "message": "nothing to post", "command": "", "pr": pr}

@@ -264,6 +264,7 @@ def test_post_without_usable_gh_says_what_to_run(
     # (review -h: "2 infrastructure failure (... gh failed to post)")
     assert result.exit_code == 2, result.output
     assert "not installed" in result.output and "--post: nothing was posted" in result.output
+    assert "the review's verdict is" in result.output  # a regression is not hidden by it
     joined = " ".join(result.output.replace(" \\\n", " ").split())  # a command may continue
     assert "gh pr comment 5 --body-file" in joined and "comment.md" in result.output
 
