@@ -848,7 +848,8 @@ def show_review_agent(a: Mapping[str, Any], *, every_row: bool = False,
                     f"{a['head_cached_trials']} cached):", comps, cand="Head",
                     every_row=every_row,
                     harm={b["bucket"]: b["state"] for b in a.get("buckets", [])}
-                    | dict.fromkeys(a.get("improved", []), "improved"))
+                    | dict.fromkeys(a.get("improved", []), "improved")
+                    | dict.fromkeys(a.get("regressed", []), "regressed"))
     findings, method = plain.split_method(a["reasons"])
     statements = [f"[{b['state']}] {b['statement']}" for b in a.get("buckets", [])]
     if verbose:

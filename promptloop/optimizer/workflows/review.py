@@ -502,5 +502,12 @@ def regress_on_outside_writes(verdict: ReviewVerdict, base: list[RunResult],
     reason = (f"regresses: {len(wrote)} head trial(s) {how}; whatever the scores say), "
               f"first: {wrote[0][1].task_id}: {first}")
     buckets = sorted({*verdict.regressed, *(b for b, _ in wrote)})
+    hit = {b for b, _ in wrote}
+    # the bucket table says it too (it read "inconclusive", its writing trials dropped)
+    states = [bv.model_copy(update={"state": "regressed", "statement": f"bucket {bv.bucket!r}: "
+                                    f"regressed: {reason.removeprefix('regresses: ')}"})
+              if bv.bucket in hit else bv for bv in verdict.buckets]
     return verdict.model_copy(update={"decision": "regresses", "regressed": buckets,
+                                      "open": [b for b in verdict.open if b not in hit],
+                                      "buckets": states,
                                       "reasons": [reason, *verdict.reasons]})

@@ -225,7 +225,8 @@ def _agent_section(a: AgentReviewLike, confirm_trials: int) -> list[str]:
         f"head {a.head_trials} ({a.head_cached_trials} reused)"
     )
     out.append(f"- {pairing_text(a.seeded)}")
-    harm = {b.bucket: b.state for b in a.buckets} | dict.fromkeys(a.improved, "improved")
+    harm = ({b.bucket: b.state for b in a.buckets} | dict.fromkeys(a.improved, "improved")
+            | dict.fromkeys(a.regressed, "regressed"))
     return [*out, "", bucket_table(a.comparisons, harm), "", *harm_lines(a), ""]
 
 

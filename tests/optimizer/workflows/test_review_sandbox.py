@@ -266,6 +266,12 @@ def test_review_calls_a_head_that_writes_outside_on_some_tasks_a_regression(
     head = [t["trial"] for t in _trials(tmp_path / "state") if t["trial"]["runName"].endswith(
         "-head")]
     assert {t["taskId"] for t in head if t["status"] == "passed"} == {"w2"}
+    # the comment's bucket table says it too (its row read "inconclusive": the writing
+    # trials dropped out of the pairs)
+    comment = Path(data["comment_path"]).read_text()
+    [row] = [line for line in comment.splitlines() if line.startswith("| words ")
+             or line.startswith("| `words`")]
+    assert "regressed" in row and "inconclusive" not in row, row
 
 
 def test_the_agent_tables_model_is_used_unless_a_flag_names_one(
