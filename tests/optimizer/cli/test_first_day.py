@@ -46,6 +46,21 @@ def init(cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert code == 0
 
 
+def edited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old: str, new: str, *,
+           commit: bool = False) -> Path:
+    """A fresh repository after `promptloop init`, its promptloop.toml with `old` replaced by
+    `new` (everything committed when `commit`)."""
+    repo = fresh(tmp_path / "repo", commit=commit)
+    init(repo, monkeypatch)
+    toml = repo / "promptloop.toml"
+    assert old in toml.read_text()
+    toml.write_text(toml.read_text().replace(old, new))
+    if commit:
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", "init")
+    return repo
+
+
 def test_optimize_after_init_without_a_commit_says_commit_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -311,10 +326,7 @@ def test_a_prompt_path_outside_the_repository_is_named_by_its_key(
 ) -> None:
     """The short form `prompt = ...` is checked as a [[prompts]] table's path: exit 1 naming
     the key, one --json envelope; it was a traceback from every command, --help included."""
-    repo = fresh(tmp_path / "repo", commit=False)
-    init(repo, monkeypatch)
-    toml = repo / "promptloop.toml"
-    toml.write_text(toml.read_text().replace('"example_agent/prompt.md"', json.dumps(path)))
+    repo = edited(tmp_path, monkeypatch, '"example_agent/prompt.md"', json.dumps(path))
     code, out, err = scripted(repo, monkeypatch, "suites", "--json")
     assert code == 1, err
     envelope = json.loads(out)
@@ -350,10 +362,7 @@ def test_a_command_that_cannot_start_is_named_before_any_trial(
 def test_a_prompt_path_that_is_a_folder_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    repo = fresh(tmp_path / "repo", commit=False)
-    init(repo, monkeypatch)
-    toml = repo / "promptloop.toml"
-    toml.write_text(toml.read_text().replace('"example_agent/prompt.md"', '"example_agent"'))
+    repo = edited(tmp_path, monkeypatch, '"example_agent/prompt.md"', '"example_agent"')
     code, _, err = scripted(repo, monkeypatch, "eval", "--agent", "example", "--state-dir",
                             str(tmp_path / "s"))
     assert code == 1 and "example_agent is a folder" in err, err
@@ -387,10 +396,7 @@ def test_an_eval_refused_for_a_user_error_leaves_no_state_folder(
 ) -> None:
     """A mistyped bucket or task created an empty .promptloop/ before the refusal (a team
     trying configuration mistakes one at a time)."""
-    repo = fresh(tmp_path / "repo", commit=True)
-    init(repo, monkeypatch)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "init")
+    repo = edited(tmp_path, monkeypatch, "[agents.example]", "[agents.example]", commit=True)
     code, said = run(repo, monkeypatch, *args)
     assert code == 1, said
     assert not (repo / ".promptloop").exists()
@@ -399,10 +405,7 @@ def test_an_eval_refused_for_a_user_error_leaves_no_state_folder(
 def test_a_malformed_model_id_is_the_error_not_a_warning_about_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    repo = fresh(tmp_path / "repo", commit=True)
-    init(repo, monkeypatch)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "init")
+    repo = edited(tmp_path, monkeypatch, "[agents.example]", "[agents.example]", commit=True)
     code, said = run(repo, monkeypatch, "eval", "--agent", "example", "--agent-model", "openai",
                      "--base-url", "http://127.0.0.1:9/v1")
     assert code == 1 and "has no model name" in said, said
@@ -420,12 +423,8 @@ def test_every_command_names_a_command_that_cannot_start(
 ) -> None:
     """eval and optimize named `command = ["pythonn3", ...]` by its key; agent, profile and
     nightly ran it (exit 2, state written) and doctor said ready."""
-    repo = fresh(tmp_path / "repo", commit=True)
-    init(repo, monkeypatch)
-    toml = repo / "promptloop.toml"
-    toml.write_text(toml.read_text().replace('command = ["python3"', 'command = ["pythonn3"'))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "init")
+    repo = edited(tmp_path, monkeypatch, 'command = ["python3"', 'command = ["pythonn3"',
+                  commit=True)
     code, said = run(repo, monkeypatch, *args)
     assert code == 1, said
     assert "[agents.example] key 'command'" in said and "not found on PATH" in said, said
@@ -437,12 +436,8 @@ def test_a_committed_prompt_folder_says_so_at_the_ref(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """optimize reads the prompt at HEAD: a folder there was 'does not exist at HEAD'."""
-    repo = fresh(tmp_path / "repo", commit=True)
-    init(repo, monkeypatch)
-    toml = repo / "promptloop.toml"
-    toml.write_text(toml.read_text().replace('"example_agent/prompt.md"', '"example_agent"'))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "init")
+    repo = edited(tmp_path, monkeypatch, '"example_agent/prompt.md"', '"example_agent"',
+                  commit=True)
     code, said = run(repo, monkeypatch, "optimize", "--agent", "example", "--bucket", "urgency",
                      "--agent-model", "scripted:pkm", "--state-dir", str(tmp_path / "s"))
     assert code == 1, said
