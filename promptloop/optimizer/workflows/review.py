@@ -388,6 +388,13 @@ class Reviewer:
             for note in self._projects.ignored:
                 result.notes.append(note)
                 self.emit(RunWarning(message=note))
+            if (self.c.suite and self.c.suite not in self._projects.head.agents
+                    and self.c.suite not in self._projects.base.agents):
+                declared = ", ".join(self._projects.base.agent_names()) or "none"
+                raise ConfigError(
+                    f"agent {self.c.suite!r} is not declared at the base ({self.c.base}): "
+                    "review runs an agent's commands as the base declares them; declare it "
+                    f"there first, or pass --trust-head. Agents at the base: {declared}")
             # the region guard, before any trial: a broken head is not evaluated
             guard = guard_heads(git, [self.c.suite] if self.c.suite else
                                 list(self._projects.head.agent_names()), self._projects.base,

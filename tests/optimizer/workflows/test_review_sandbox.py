@@ -336,3 +336,18 @@ def test_optimize_rejects_a_candidate_whose_every_trial_wrote_outside(
     assert outcomes == ["rejected"], data
     reasons = " ".join(data["iterations"][0]["reasons"])
     assert "wrote outside their workspace" in reasons or "wrote outside its workspace" in reasons
+
+
+def test_reviewing_an_agent_the_base_lacks_names_the_base(repo: Path, tmp_path: Path) -> None:
+    """The error blamed the head's file ("promptloop.toml@pr: no table [agents.other]"), where
+    the table is: the base is what lacks it."""
+    other = TOML.replace("[agents.shell]", "[agents.other]")
+    commit_branch(repo, "pr/other", {"promptloop.toml": TOML + "\n" + other,
+                                     "agent/prompt.md": HEAD_PROMPT})
+    git(repo, "checkout", "-q", "pr/other")  # the PR's checkout declares it
+    result = cli("review", "--base", "main", "--head", "pr/other", "--agent", "other",
+                 "--agent-model", "scripted:shell", "--out", str(tmp_path / "state"))
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    assert "agent 'other' is not declared at the base (main)" in said, said
+    assert "Agents at the base: shell" in said
