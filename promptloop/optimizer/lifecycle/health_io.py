@@ -102,7 +102,7 @@ def load_health(state_dir: Path, suite_name: str) -> SuiteHealth | None:
 
 def _trend_cell(t: Trend) -> Cell:
     if t.direction == "unknown":  # a line through two runs is no trend (lifecycle.md)
-        return Cell(f"unknown ({t.runs} run(s); a trend needs 3)", None)
+        return Cell(f"unknown ({t.runs} of 3 runs)", None)
     return Cell(fmt.slope(t.slope_per_run, t.low, t.high), t.slope_per_run,
                 tone=fmt.tone(t.slope_per_run, t.low, t.high))
 

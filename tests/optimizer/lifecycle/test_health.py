@@ -232,7 +232,7 @@ def test_two_runs_show_no_trend_in_the_table() -> None:
     health = compute_health(lineage_of(runs))
     assert health.buckets[0].trend.direction == "unknown"
     cell = bucket_table(health.buckets).rows[0][4]
-    assert cell.text == "unknown (2 run(s); a trend needs 3)" and cell.tone == ""
+    assert cell.text == "unknown (2 of 3 runs)" and cell.tone == ""
 
 
 def test_one_tone_rule_for_deltas_slopes_and_trends() -> None:
