@@ -145,6 +145,10 @@ def _usage(s: RunSummary) -> list[str]:
 def _provenance(run: RunResult) -> list[str]:
     p = run.provenance
     commit = (p.git_commit or "unknown")[:12] + (" (dirty)" if p.git_dirty else "")
+    if p.candidate_commit:  # a candidate's run: its own commit, on the base it was made from
+        commit = f"{p.candidate_commit[:12]} (candidate, on base {commit})"
+    if p.role:
+        commit += f"; role: {p.role}" + (f", branch {p.branch}" if p.branch else "")
     hashes = ", ".join(f"{k} {v[:12]}" for k, v in sorted(p.prompt_hashes.items())) or "n/a"
     return [
         "", "## Provenance", "",

@@ -112,7 +112,12 @@ def provenance(run: RunResult, base: RunResult | None) -> list[tuple[str, str, s
         ("agent", run.agent_name, run.agent_name), ("kind", run.suite_kind, run.suite_kind),
         ("agent model", p.agent_model or "?", p.agent_model or "?"),
         ("judge model", p.judge_model or "none", p.judge_model or "none"),
-        ("mode", p.mode, p.mode), ("commit", commit[:12] + dirty, commit),
+        ("mode", p.mode, p.mode),
+        *((("candidate commit", p.candidate_commit[:12], p.candidate_commit),
+           ("base commit", commit[:12] + dirty, commit)) if p.candidate_commit
+          else (("commit", commit[:12] + dirty, commit),)),
+        *((("role", p.role + (f" ({p.branch})" if p.branch else ""), p.role),)
+          if p.role else ()),
         *((f"prompt {name}", h[:12], h) for name, h in sorted(p.prompt_hashes.items())),
         ("suite hash", p.suite_hash[:12] or "?", p.suite_hash),
         ("started", f"{run.started_at:%Y-%m-%d %H:%M:%S} UTC", ""),
