@@ -176,6 +176,18 @@ def diff_hash(diff: str) -> str:
     return hashlib.sha256("\n".join(changed).encode()).hexdigest()[:16]
 
 
+def idea_key(diff: str) -> frozenset[str]:
+    """What a diff changes, loosely: its added and removed lines, whitespace collapsed, each
+    once, in any order. Two diffs of the same idea that differ only by a repeated line, the
+    order of their lines or their spacing have one key (a tiny proposer sent the same rule
+    twice, then once, and both were evaluated)."""
+    return frozenset(
+        ln[0] + " ".join(ln[1:].split())
+        for ln in diff.splitlines()
+        if ln[:1] in "+-" and not ln.startswith(("+++", "---")) and ln[1:].strip()
+    )
+
+
 def parse_record(line: str) -> Record | None:
     """One ledger line as its record; None for a blank, torn or unreadable line."""
     try:
@@ -270,10 +282,15 @@ class Ledger:
             if idea.outcome in ("rejected", "refused", "inconclusive")
         ]
 
-    def seen_diff(self, agent: str, bucket: str, digest: str) -> LedgerEntry | None:
+    def seen_diff(self, agent: str, bucket: str, digest: str,
+                  diff: str = "") -> LedgerEntry | None:
+        """An idea of this bucket already decided with the same change: the same changed
+        lines (`digest`), or the same `idea_key` of `diff`."""
+        key = idea_key(diff) if diff else None
         for e in self.for_bucket(agent, bucket):
             for idea in e.ideas():
-                if idea.diff_hash == digest and idea.outcome not in (
-                        "error", "inconclusive", "abandoned"):
+                if idea.outcome in ("error", "inconclusive", "abandoned"):
+                    continue
+                if idea.diff_hash == digest or (key and idea.diff and idea_key(idea.diff) == key):
                     return idea
         return None

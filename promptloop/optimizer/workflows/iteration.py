@@ -385,7 +385,8 @@ class Iteration:
     def violations(self, prepared: PreparedPatch) -> list[dict[str, str]]:
         """Guard refusals of a prepared patch, plus a repeat of an idea already in the ledger."""
         out = [{"code": v.code, "message": v.message} for v in prepared.violations]
-        seen = self.opt.ledger.seen_diff(self.c.suite, self.c.bucket, diff_hash(prepared.diff))
+        seen = self.opt.ledger.seen_diff(self.c.suite, self.c.bucket, diff_hash(prepared.diff),
+                                         prepared.diff)
         if seen is not None and not out:
             out.append(
                 {

@@ -84,3 +84,18 @@ def test_a_torn_line_that_is_the_whole_file_is_removed(tmp_path: Path) -> None:
     Ledger(path).append(closed("s-1"))
     [line] = path.read_text().splitlines()
     assert json.loads(line)["id"] == "s-1"
+
+
+def test_the_same_idea_with_a_repeated_line_or_other_spacing_is_a_repeat(tmp_path: Path) -> None:
+    """A tiny proposer's second iteration sent the first's rule minus a line it had written
+    twice: another diff hash, the same idea, evaluated again (a team's first hour)."""
+    twice = ("--- a/p.md\n+++ b/p.md\n@@ -1 +1,3 @@\n Answer with JSON.\n"
+             "+Never invent a time.\n+Never invent a time.\n")
+    once = "--- a/p.md\n+++ b/p.md\n@@ -1 +1,2 @@\n Answer with JSON.\n+Never  invent a time. \n"
+    other = "--- a/p.md\n+++ b/p.md\n@@ -1 +1,2 @@\n Answer with JSON.\n+Never guess a time.\n"
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append(closed("s-1", diff=twice))
+    assert diff_hash(once) != diff_hash(twice)
+    seen = ledger.seen_diff("pkm_agent", "skip_trivial", diff_hash(once), once)
+    assert seen is not None and seen.id == "s-1"
+    assert ledger.seen_diff("pkm_agent", "skip_trivial", diff_hash(other), other) is None
