@@ -40,10 +40,15 @@ def estimate(what: str, agent_model: str, state_dir: Path, suites: Sequence[tupl
     total = sum(n for _, n in suites)
     store = default_store_dir(state_dir)
     latest: dict[str, str] = {}
+    timed: dict[str, str] = {}
+    """Suite -> its newest run with a fresh trial (a run served from the trial cache is no
+    measure of time: an optimize after an eval must not fall back to the prior)."""
     with contextlib.suppress(Exception):  # an unreadable index just leaves no figure
         for e in list_runs(store):  # oldest first: the last one wins
             if e.agent_model == agent_model and e.num_trials:
                 latest[e.suite_name] = e.run_name
+                if e.fresh_trials != 0:  # None: indexed before it was kept
+                    timed[e.suite_name] = e.run_name
     spend, seconds, measured = Usage(), 0.0, 0
     for suite, n in suites:
         if suite.name not in latest:
@@ -56,6 +61,8 @@ def estimate(what: str, agent_model: str, state_dir: Path, suites: Sequence[tupl
                          cache_write_tokens=u.cache_write_tokens)
             spend = spend + scale_usage(used, n / max(1, len(run.trials)))
             fresh = [t for t in run.trials if not t.cached]
+            if not fresh and timed.get(suite.name, run.run_name) != run.run_name:
+                fresh = [t for t in load_run(store, timed[suite.name]).trials if not t.cached]
             if fresh:
                 wall = (max(t.ended_at for t in fresh)
                         - min(t.started_at for t in fresh)).total_seconds()

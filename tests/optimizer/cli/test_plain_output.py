@@ -532,3 +532,27 @@ def test_a_log_hears_the_time_left_of_a_long_run(capsys: pytest.CaptureFixture[s
     assert "  baseline: 5/20 trials done, ~8 min left" in shown  # 15 more at 30 s
     assert "  baseline: 10/20 trials done, ~5 min left" in shown
     assert ui.duration(5400) == "1 h 30 min" and ui.duration(40) == "40 s"
+
+
+def test_a_cached_last_run_times_the_estimate_by_the_run_before(tmp_path: Path) -> None:
+    """optimize after an eval: the last run (the baseline) came wholly from the cache, and the
+    estimate fell back to the embedded model's ~45 s a trial ("~11 min") while saying it used
+    the last run's time (a team: the trials took under a second)."""
+    from datetime import timedelta
+
+    from promptloop.optimizer.core.suites import load_suite
+    from promptloop.optimizer.workflows.estimate import estimate
+    from tests.optimizer.lifecycle.helpers import T0, save_all, trial
+    from tests.optimizer.lifecycle.helpers import run as make_run
+
+    here = Path(__file__).resolve().parents[3]
+    suite = load_suite(here / "tasks" / "pkm_agent" / "regression")
+    ids = [t.id for t in suite.tasks]
+    quick = [trial(t, "b", 0, True, T0 + timedelta(seconds=i)) for i, t in enumerate(ids)]
+    cached = [trial(t, "b", 0, True, T0 + timedelta(days=1), cached=True) for t in ids]
+    runs = [make_run(n, {key: [True] for key in ids}, suite=suite.name, model="local:smollm2",
+                     trials=tr, day=d) for n, tr, d in (("eval-1", quick, 0),
+                                                         ("base-2", cached, 1))]
+    save_all(tmp_path, runs)
+    event = estimate("optimize", "local:smollm2", tmp_path, [(suite, len(ids))])
+    assert event.seconds is not None and event.seconds < 10 * len(ids), event
