@@ -87,7 +87,8 @@ FailOnRegressionOpt = Annotated[bool, Opt(
     "out (inconclusive), for CI checks.")]
 OutputOpt = Annotated[Path | None, Opt(
     "--output", "-o", envvar="PROMPTLOOP_REVIEW_OUTPUT", metavar="FILE",
-    rich_help_panel=PUBLISH, help="Also write the comment Markdown here.")]
+    rich_help_panel=PUBLISH, help="Also write the comment Markdown here (when no prompt "
+    "changed, a line saying so).")]
 PostOpt = Annotated[bool, Opt(
     "--post", envvar="PROMPTLOOP_REVIEW_POST", rich_help_panel=PUBLISH,
     help="Comment on the PR with the gh CLI.")]
@@ -238,6 +239,11 @@ def _publish(result: ReviewResult, data: dict[str, Any], root: Path, flags: dict
     code = 0
     if result.comment_path and output is not None:
         output.write_text(Path(result.comment_path).read_text(encoding="utf-8"), "utf-8")
+        data["output"] = str(output)
+    elif output is not None and result.status == "nothing_to_review":
+        # --output asked for the comment: a job that reads or uploads it finds one saying why
+        # no trial ran (none is posted: --post has nothing to post)
+        output.write_text(f"### promptloop review\n\n{result.message}.\n", "utf-8")
         data["output"] = str(output)
     if flags["post"] and result.comment_path:
         posted = _post(Path(result.comment_path), root, flags["head"], pr)

@@ -160,6 +160,12 @@ def test_unchanged_prompt_has_nothing_to_review(
     assert data["unchanged"] == ["pkm_agent"] and data["comment_path"] is None
     assert "prompts/pkm_agent.md is unchanged" in data["message"]
     assert not (state / "review").exists()
+    # --output still writes a comment: a CI job reading or uploading it finds why (it wrote
+    # nothing, a team simulating the review workflow)
+    out = repo.parent / "review-comment.md"
+    code, data = reviewer.json("human/docs", "--suite", "pkm_agent", "--output", str(out))
+    assert code == 0 and data["output"] == str(out)
+    assert "nothing to review" in out.read_text() and "unchanged" in out.read_text()
 
 
 def test_usage_errors_exit_1(repo: Path, reviewer: Reviewer) -> None:
