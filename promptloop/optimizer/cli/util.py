@@ -19,7 +19,7 @@ from promptloop.optimizer.workflows.context import (
     ConfigError,
     GitOpsError,
     SuiteError,
-    drop_empty_state,
+    drop_created_state,
 )
 
 T = TypeVar("T")
@@ -35,7 +35,7 @@ def guarded(fn: Callable[[], T]) -> T:
     git refs, a model key that is not set), 2 for infrastructure failures (models, every
     trial errored, the disk, an unreadable report or index in the state folder), 130 for
     Ctrl-C, 143 for SIGTERM. The one mapping every command uses. A user error removes the
-    state folder the command created while it is still empty."""
+    state folder the command created (unless it holds a run report)."""
     CREATED.clear()
     try:
         return fn()
@@ -47,7 +47,7 @@ def guarded(fn: Callable[[], T]) -> T:
             ModelConfigError, ValueError) as err:
         # ModelConfigError: a malformed model id, a model package not installed (as doctor
         # says it: configuration, exit 1)
-        drop_empty_state()
+        drop_created_state()
         ui.error(str(err))  # ui.error escapes: a name from a user's file may look like markup
         raise typer.Exit(EXIT_USER) from None
     except BrokenPipeError:

@@ -198,9 +198,12 @@ def review_headline(decision: str, comparisons: Sequence[BucketComparison],
     fixed = sum(c.fixed for c in comparisons)
     broken = sum(c.broken for c in comparisons)
     n = sum(c.n_pairs for c in comparisons)
-    if moved is not None and moved[2]:
-        fixed, broken, n = moved
     said = f"fixed {fixed} and broke {broken} of {n} paired trials"
+    if moved is not None and moved[2]:
+        # the comment's lists: paired trials, and harm detection's later head trials against
+        # their task's base trials, so the counts are not "of N paired" alone
+        fixed, broken, n = moved
+        said = f"fixed {fixed} and broke {broken} trials ({n} paired)"
     if n == 0:
         return _short("nothing was compared: no paired trials ran; check the suites and rerun")
     if decision == "regresses":

@@ -49,6 +49,7 @@ __all__ = [
     "TaskSummary",
     "UsageSummary",
     "bucket_of",
+    "escaped",
     "failed_text",
     "original_rates",
     "original_task_passed",
@@ -200,6 +201,12 @@ def tried_outside(t: TrialResult) -> bool:
     and the agent let that end the trial (adapters/runner.py): the gate treats it as a write
     (optimize rejects, review regresses), the summary does not count it as one."""
     return t.status == "errored" and REFUSED_WRITE in (t.infra_error or t.failure_reason or "")
+
+
+def escaped(t: TrialResult) -> bool:
+    """Whether trial `t` wrote outside its workspace or tried to and its sandbox refused it:
+    what the gate holds against the prompt (optimize rejects, review regresses)."""
+    return wrote_outside(t) or tried_outside(t)
 
 
 # --- formulas --------------------------------------------------------------------------

@@ -39,10 +39,11 @@ from promptloop.optimizer.git import GitOpsError, repo_root
 from promptloop.optimizer.git import state_dir as _state_dir
 
 CREATED: list[tuple[Path, Path]] = []
-"""(topmost folder created, state folder) of each state folder this process created."""
+"""(topmost folder created, state folder) of each state folder this command created
+(`drop_created_state` removes them after a user error)."""
 
 
-def drop_empty_state() -> None:
+def drop_created_state() -> None:
     """Remove the state folders this command created (a command refused for a user error
     leaves no `.promptloop` behind: a mistyped bucket made one, with the prompt sources it had
     read); a folder that was there before is never touched. No run report is ever removed: a

@@ -34,7 +34,7 @@ from promptloop.optimizer.gate.tasks import TaskRecord
 from promptloop.optimizer.gate.verdict import Verdict
 from promptloop.optimizer.lifecycle.lineage import prompt_hash, trial_key
 from promptloop.optimizer.report.store import ReportError, list_runs, load_run
-from promptloop.optimizer.report.summary import tried_outside, wrote_outside
+from promptloop.optimizer.report.summary import escaped, wrote_outside
 from promptloop.optimizer.workflows.paired import RunFn, compare_suite_runs
 
 StageFn = Callable[[TrialAsk], None]
@@ -250,7 +250,7 @@ async def run_gate(
 def outside_writes(runs: Sequence[RunResult]) -> list[TrialResult]:
     """The trials of `runs` errored because they wrote outside their workspace
     (optimizer/adapters/escape.py), or tried to and their sandbox refused it."""
-    return [t for r in runs for t in r.trials if wrote_outside(t) or tried_outside(t)]
+    return [t for r in runs for t in r.trials if escaped(t)]
 
 
 def refuse_outside_writes(verdict: Verdict, cand_runs: Sequence[RunResult]) -> Verdict:

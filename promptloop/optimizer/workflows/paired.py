@@ -19,12 +19,7 @@ from promptloop.optimizer.core.suites import Suite, check_runnable, load_suite, 
 from promptloop.optimizer.gate.compare import BucketComparison, GatePolicy, compare_runs
 from promptloop.optimizer.gate.pairing import merge_runs
 from promptloop.optimizer.report.store import default_store_dir, save_run
-from promptloop.optimizer.report.summary import (
-    RunSummary,
-    summarize,
-    tried_outside,
-    wrote_outside,
-)
+from promptloop.optimizer.report.summary import RunSummary, escaped, summarize
 from promptloop.optimizer.run.models import ModelSet
 from promptloop.optimizer.run.runner import (
     AllTrialsErroredError,
@@ -144,8 +139,7 @@ async def run_and_save(
     run = await run_suite(suite, options, agent, judge, emit, provenance)
     summary = summarize(run)
     path = save_run(run, default_store_dir(options.state_dir), summary=summary)
-    if run.all_errored and not (writes_decide and any(
-            wrote_outside(t) or tried_outside(t) for t in run.trials)):
+    if run.all_errored and not (writes_decide and any(map(escaped, run.trials))):
         first = next(iter(summary.infra_errors), "unknown error")
         raise AllTrialsErroredError(
             f"every trial of {run.run_name} errored ({first}); report: {path}"

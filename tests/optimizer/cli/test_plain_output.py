@@ -225,10 +225,10 @@ def test_a_review_verdict_reads_in_plain_words_first(
     # the headline counts every paired trial the review ran (the sequential looks' too), as
     # the comment's list of fixed trials does (it said 4 of 16 above a list of 8)
     assert first == ("pkm_agent improves: the change improved skip_trivial and the gate found "
-                     "no harm in any bucket (fixed 8 and broke 0 of 20 paired trials); merge it")
+                     "no harm in any bucket (fixed 8 and broke 0 trials (20 paired)); merge it")
     assert "H.mean = head mean score" in paragraph(stdout, "columns: ")
     [comment] = (state / "review").glob("*/comment.md")
-    assert "the gate found no harm in any bucket (fixed 8 and broke 0 of 20 paired trials); " \
+    assert "the gate found no harm in any bucket (fixed 8 and broke 0 trials (20 paired)); " \
            "merge it.\n" in comment.read_text()
     assert "### Trials fixed (8)" in comment.read_text()
     assert not TEST_NAMES.search(stdout)
