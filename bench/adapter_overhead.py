@@ -180,11 +180,11 @@ async def main() -> None:
     print("\n| adapter | sandbox | median ms | p90 ms | max ms | first trial ms | target |")
     print("|---|---|---|---|---|---|---|")
     ok = True
-    mechanisms = [m for m in (box.available(), "none") if m != "none"] + ["none"]
+    mechanisms = [m for m in ("bwrap", "unshare") if box.probe(m)] + ["none"]
     runs = [(name, spec, mech) for name, spec in cases
             for mech in (mechanisms if spec.adapter in ("command", "worker") else ["-"])]
     for name, spec, mech in runs:
-        os.environ[box.SANDBOX_VAR] = "off" if mech == "none" else "on"
+        os.environ[box.SANDBOX_VAR] = "off" if mech == "none" else mech
         got = await measure(spec, repo, args.trials)
         rest = got[1:] if spec.adapter == "worker" else got
         kind = spec.adapter

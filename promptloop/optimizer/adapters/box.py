@@ -51,19 +51,53 @@ from promptloop.optimizer.core.isolation import (
 )
 
 SANDBOX_VAR = "PROMPTLOOP_SANDBOX"
-"""`off` (or `0`, `no`, `none`): run agent trials without a sandbox (tests of the fallback;
-never for untrusted prompts)."""
+"""Which box agent trials run in: unset or `auto`, the strongest mechanism that works (else
+none, with a warning); `off` (or `0`, `no`, `none`, `false`) none (tests of the fallback,
+debugging; never for untrusted prompts); `on` (or `1`, `yes`, `true`, `required`) the
+strongest that works, and no trial runs when none does; `bwrap` or `unshare` that mechanism,
+and no trial runs when it does not work here."""
+_OFF = ("off", "0", "no", "none", "false")
+_ON = ("on", "1", "yes", "true", "required")
+
+
+class SandboxUnavailable(OSError):
+    """$PROMPTLOOP_SANDBOX asks for a box that does not work here (or is not a known value):
+    no trial runs (each errors with this message) rather than run less isolated than asked."""
 
 
 def disabled() -> bool:
     """Whether $PROMPTLOOP_SANDBOX turns the trial sandbox off."""
-    return os.environ.get(SANDBOX_VAR, "").strip().lower() in ("off", "0", "no", "none",
-                                                               "false")
+    return os.environ.get(SANDBOX_VAR, "").strip().lower() in _OFF
 
 
 def for_trials() -> Mechanism:
-    """The mechanism agent trials run under: `available()`, or none when disabled."""
-    return "none" if disabled() else available()
+    """The mechanism agent trials run under, as $PROMPTLOOP_SANDBOX asks (`SANDBOX_VAR`);
+    raises `SandboxUnavailable` when it insists on a box that does not work here."""
+    raw = os.environ.get(SANDBOX_VAR, "")
+    value = raw.strip().lower()
+    if value in _OFF:
+        return "none"
+    if value in ("", "auto"):
+        return available()
+    if value in ("bwrap", "unshare"):
+        if probe(value):  # type: ignore[arg-type]
+            return value  # type: ignore[return-value]
+        tools = "bwrap" if value == "bwrap" else "unshare and setpriv (util-linux)"
+        raise SandboxUnavailable(
+            f"{SANDBOX_VAR}={value} asks for the {value} sandbox, which does not work here "
+            f"(needs {tools} on PATH and unprivileged user namespaces); unset it to use the "
+            f"strongest box that works, or see `promptloop doctor`")
+    if value in _ON:
+        mechanism = available()
+        if mechanism == "none":
+            raise SandboxUnavailable(
+                f"{SANDBOX_VAR}={value} insists on a sandbox and neither bwrap nor unshare "
+                "user namespaces work here: install bubblewrap or allow unprivileged user "
+                "namespaces (docs/sandbox.md)")
+        return mechanism
+    raise SandboxUnavailable(
+        f"{SANDBOX_VAR}={raw.strip()!r} is not a known value: auto (the default), on, off, "
+        "bwrap or unshare")
 
 
 _DESCRIPTION: dict[Mechanism, str] = {
@@ -112,7 +146,13 @@ def require_sandbox(config: Any, agent: str) -> None:
     AgentConfig) where no sandbox works, unless `--no-sandbox` was given."""
     from promptloop.optimizer.core.config import ConfigError
 
-    if getattr(config, "adapter", None) in ("command", "worker") and for_trials() == "none":
+    if getattr(config, "adapter", None) not in ("command", "worker"):
+        return
+    try:
+        mechanism = for_trials()
+    except SandboxUnavailable as err:
+        raise ConfigError(f"review: agent {agent!r}: {err}") from None
+    if mechanism == "none":
         raise ConfigError(
             f"review: agent {agent!r} runs a {config.adapter} adapter and no sandbox works "
             f"here ({unsandboxed_warning().split('(', 1)[1].split(')')[0]}): the PR's prompt "
@@ -316,6 +356,7 @@ __all__ = [
     "BoxProcesses",
     "Layout",
     "Mechanism",
+    "SandboxUnavailable",
     "available",
     "checkout_of",
     "describe",

@@ -135,7 +135,10 @@ async def _command(spec: CommandSettings, request: TrialRequest, repo_root: Path
         extra[RESULT_VAR] = str(result_file)
     env = build_env(spec, request, repo_root, scratch, extra)
     argv = resolve_argv(spec.command, repo_root)
-    mechanism = box.for_trials()
+    try:
+        mechanism = box.for_trials()
+    except box.SandboxUnavailable as err:
+        return label.errored(str(err))
     if mechanism == "none":
         box.warn_unsandboxed()
     elif shutil.which(argv[0], path=env.get("PATH")) is None:

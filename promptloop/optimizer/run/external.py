@@ -61,7 +61,11 @@ def adapter_variant(agent: Agent, root: Path) -> str:
     passed = getattr(c.spec, "env", None) or []
     h.update(json.dumps({n: os.environ.get(n) for n in passed}, sort_keys=True).encode())
     if c.spec.adapter in ("command", "worker"):
-        h.update(f"box={box.for_trials()}".encode())
+        try:
+            mechanism: str = box.for_trials()
+        except box.SandboxUnavailable:  # no trial runs: each errors, keyed apart
+            mechanism = "unavailable"
+        h.update(f"box={mechanism}".encode())
     top = root.resolve()
     folders: set[Path] = set()
     for arg in getattr(c.spec, "command", None) or []:

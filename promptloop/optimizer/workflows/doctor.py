@@ -295,8 +295,17 @@ def diagnose(
     )
     report.proposer_isolation = sandbox_isolation()
     report.proposer_isolation_note = describe(report.proposer_isolation)
-    report.trial_sandbox = box.for_trials()
-    report.trial_sandbox_note = box.describe(report.trial_sandbox)
+    try:
+        mechanism = box.for_trials()
+        report.trial_sandbox = mechanism
+        report.trial_sandbox_note = box.describe(mechanism)
+    except box.SandboxUnavailable as err:
+        report.trial_sandbox = "unavailable"
+        report.trial_sandbox_note = str(err)
+        report.problems.append(Problem(
+            what=f"no agent trial can run: {err}",
+            fix=f"unset {box.SANDBOX_VAR} (or set it to auto, on, off, bwrap or unshare, one "
+                "that works here)"))
     needed = {agent_model, *more_models} | {s.judge_model for s in suites if s.judge_model}
     for model in sorted(needed):
         _require_model(report, model, base_url)

@@ -410,3 +410,56 @@ async def test_a_refused_write_that_ends_the_trial_says_what_is_writable(
     got = await run(world, world.spec(CRASH_ON_WRITE.replace("TARGET", target), "command"))
     assert got.status == "errored", got.message
     assert "only the workspace, HOME and TMPDIR are writable" in (got.message or ""), got.message
+
+
+@pytest.mark.parametrize("mechanism", ["bwrap", "unshare"])
+def test_the_variable_picks_a_mechanism_that_works(monkeypatch: pytest.MonkeyPatch,
+                                                   mechanism: str) -> None:
+    """docs/sandbox.md: PROMPTLOOP_SANDBOX=bwrap or =unshare runs trials in that box."""
+    if not box.probe(mechanism):  # type: ignore[arg-type]
+        pytest.skip(f"{mechanism} does not work on this system")
+    monkeypatch.setenv(box.SANDBOX_VAR, mechanism)
+    assert box.for_trials() == mechanism
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("value", ["bwrap", "unshare", "on", "sandbox-please"])
+async def test_an_insisted_box_that_does_not_work_runs_no_trial(
+        world: World, monkeypatch: pytest.MonkeyPatch, kind: str, value: str) -> None:
+    """docs/sandbox.md: `on`, `bwrap` and `unshare` insist; where the box does not work (or
+    the value is unknown) the trial errors, naming the variable, and the agent never runs
+    (it would have written a file), rather than run less isolated than asked."""
+    monkeypatch.setattr(box, "probe", lambda mechanism: False)
+    monkeypatch.setattr(box, "available", lambda: "none")
+    monkeypatch.setenv(box.SANDBOX_VAR, value)
+    box.reset_warning()
+    with pytest.raises(box.SandboxUnavailable, match=box.SANDBOX_VAR):
+        box.for_trials()
+    marker = world.workspace / "ran"
+    got = await run(world, world.spec(f'''
+    Path({str(marker)!r}).write_text("yes")
+    return ok({{"answer": 1}})
+''', kind))
+    assert got.status == "errored"
+    assert f"{box.SANDBOX_VAR}=" in (got.message or ""), got.message
+    assert ("not a known value" in (got.message or "")) == (value == "sandbox-please")
+    assert not marker.exists()
+
+
+def test_auto_and_off_never_insist(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(box, "available", lambda: "none")
+    for value in ("", "auto", "AUTO ", "off", "0", "none"):
+        monkeypatch.setenv(box.SANDBOX_VAR, value)
+        assert box.for_trials() == "none"
+
+
+def test_review_refuses_an_insisted_box_that_does_not_work(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from promptloop.optimizer.core.config import ConfigError
+
+    monkeypatch.setattr(box, "probe", lambda mechanism: False)
+    monkeypatch.setenv(box.SANDBOX_VAR, "bwrap")
+    table = AgentConfig.model_validate({"suites": ["s"], "adapter": "worker",
+                                        "command": ["./agent"]})
+    with pytest.raises(ConfigError, match="PROMPTLOOP_SANDBOX=bwrap"):
+        box.require_sandbox(table, "shell-agent")
