@@ -185,8 +185,10 @@ def candidate_folder() -> Path:
 
 
 def sanitize_ref_component(text: str) -> str:
-    """One path component of a branch name that `git check-ref-format` accepts."""
-    s = re.sub(r"[^A-Za-z0-9._-]+", "-", text.strip())
+    """One path component of a branch name that `git check-ref-format` accepts: letters and
+    digits of any script kept (a bucket named in Chinese names its branch too), every other
+    run of characters a hyphen."""
+    s = re.sub(r"[^\w.-]+", "-", text.strip())
     s = re.sub(r"\.{2,}", ".", s)
     s = re.sub(r"-{2,}", "-", s).strip(".-")
     while s.endswith(".lock"):

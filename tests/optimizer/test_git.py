@@ -271,5 +271,8 @@ def test_branch_names_are_sanitised_valid_and_unique(repo: git.Repo) -> None:
     for raw in ["", "...", "a..b", "x.lock", "-lead", "with space", "ünïcode", "a//b"]:
         component = sanitize_ref_component(raw)
         repo.git.check_ref_format("--branch", f"promptloop/{component}/b/c")
+    # a bucket in another script keeps its name (it was "x", the same for every such bucket)
+    assert sanitize_ref_component("回声 bucket") == "回声-bucket"
+    assert sanitize_ref_component("ünïcode") == "ünïcode"
     with pytest.raises(GitOpsError, match="already exists"), ops.candidate("main", name):
         pass

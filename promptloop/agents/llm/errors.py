@@ -6,6 +6,8 @@ never an agent failure: the runner records trials that hit one as `errored`, not
 
 from __future__ import annotations
 
+from promptloop.agents.secrets import dotenv_source
+
 
 class ModelError(Exception):
     """Base class: something outside the agent's control went wrong."""
@@ -22,7 +24,9 @@ class CredentialsError(ModelError):
     variable (the CLI exits 1); a key the provider rejects stays an infrastructure failure."""
 
     def __init__(self, variable: str, detail: str, *, missing: bool = False) -> None:
+        source = dotenv_source(variable)
         hint = f": set the environment variable {variable}" if missing else (
+            f" ({variable}, read from {source})" if source else
             f" (environment variable {variable})")
         super().__init__(f"{detail}{hint}")
         self.variable = variable

@@ -12,7 +12,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -34,6 +34,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -60,6 +61,7 @@ from promptloop.optimizer.core.events import (
     TrialsEstimated,
     VerdictReached,
 )
+from promptloop.optimizer.core.redact import redact
 from promptloop.optimizer.gate.compare import BucketComparison
 from promptloop.optimizer.report import fmt, plain
 from promptloop.optimizer.report.summary import RunSummary, failed_text, outside_text
@@ -75,6 +77,11 @@ class _Console(Console):
     def on_broken_pipe(self) -> None:
         self.quiet = True
         raise BrokenPipeError
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        # what a command prints is redacted as its files are (core/redact.py): a secret in a
+        # model's hypothesis, an agent's output or an error never reaches a terminal or a log
+        return redact(super()._render_buffer(buffer))
 
 
 # no emoji codes: a model id ("openai:x: nothing answers") or a user's text is never ":x:"
@@ -296,7 +303,7 @@ def write_envelope(command: str, code: int) -> None:
         return
     JSON.printed = True
     doc = envelope(command, code, JSON.result, ERRORS)
-    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(redact(json.dumps(doc, indent=2, ensure_ascii=False, default=str)) + "\n")
     sys.stdout.flush()
 
 

@@ -36,8 +36,8 @@ from pydantic import (
     ConfigDict,
     Field,
     TypeAdapter,
+    ValidationInfo,
     field_validator,
-    model_validator,
 )
 from pydantic.fields import FieldInfo
 
@@ -73,21 +73,23 @@ class AdapterSettingsBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     adapter: str = runs_code()
-    env: list[str] = runs_code(default_factory=list)
-    """Names of promptloop's environment variables passed through to the agent's process."""
     pass_provider_keys: bool = runs_code(False, validation_alias=AliasChoices(
         "pass-provider-keys", "pass_provider_keys"))
     """Let `env` name a provider key (unsafe: the agent reaches its model through the
-    gateway; agents.secrets.refuse_provider_keys)."""
+    gateway; agents.secrets.refuse_provider_keys). Before `env`, whose check reads it."""
+    env: list[str] = runs_code(default_factory=list)
+    """Names of promptloop's environment variables passed through to the agent's process."""
     timeout: float | None = plain(None, gt=0)
     """Seconds per trial (None: the task's timeout_seconds)."""
     max_output_bytes: int = plain(DEFAULT_MAX_OUTPUT, gt=0)
     """The largest result accepted (stdout, result file, worker line, HTTP body)."""
 
-    @model_validator(mode="after")
-    def _keys(self) -> AdapterSettingsBase:
-        refuse_provider_keys(self.env, self.pass_provider_keys)
-        return self
+    @field_validator("env")
+    @classmethod
+    def _keys(cls, env: list[str], info: ValidationInfo) -> list[str]:
+        # a field validator, so the error names the key 'env' (not the table's 'adapter')
+        refuse_provider_keys(env, bool(info.data.get("pass_provider_keys")))
+        return env
 
     @property
     def in_process(self) -> bool:

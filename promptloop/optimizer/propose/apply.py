@@ -9,6 +9,7 @@ line's own number in the file, so lines that genuinely start with digits still m
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -165,7 +166,16 @@ def apply_diff(original: str, diff: ParsedDiff | str, target_path: str) -> str:
         trailing = False
     elif (at_end and at_end[-1].old_no_newline) or (original == "" and lines):
         trailing = True
-    return join_lines(lines, trailing)
+    return same_line_endings(original, join_lines(lines, trailing))
+
+
+def same_line_endings(original: str, new: str) -> str:
+    """`new` with CRLF line endings where `original` uses CRLF throughout (a proposer writes
+    LF: its lines would leave the file with mixed endings); else `new` as it is."""
+    crlf = original.count("\r\n")
+    if not crlf or crlf != original.count("\n"):
+        return new
+    return re.sub(r"(?<!\r)\n", "\r\n", new)
 
 
 def render_unified(original: str, new: str, path: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from promptloop.optimizer.core.redact import redact
 from promptloop.optimizer.propose.apply import LineStats, apply_diff, line_stats, render_unified
 from promptloop.optimizer.propose.literals import EvalLiteral, LiteralIndex
 from promptloop.optimizer.propose.patch import (
@@ -30,7 +31,7 @@ from promptloop.optimizer.propose.textmatch import hidden_characters
 GuardCode = Literal[
     "other_file", "path_escape", "git_internal", "created", "deleted", "renamed", "mode_change",
     "symlink", "binary", "hidden_text", "too_large", "too_much_removed", "too_many_lines",
-    "eval_literal", "no_change", "outside_write", "breaks_literal", "outside_region"]
+    "eval_literal", "no_change", "outside_write", "breaks_literal", "outside_region", "secret"]
 DEFAULT_MAX_CHANGED_LINES = 40
 DEFAULT_MAX_REMOVED_SHARE = 0.3
 DEFAULT_MAX_ADDED_CHARS = 6000
@@ -180,6 +181,10 @@ def content_violations(
     if hidden:
         out.append(GuardViolation("hidden_text", "added lines contain invisible or control "
                                   f"characters ({', '.join(hidden[:5])}); write plain text"))
+    if any(redact(line) != line for line in stats.added_lines):
+        out.append(GuardViolation("secret", "an added line holds a secret promptloop knows (an "
+                                  "API key, token or password from the environment or .env): "
+                                  "a prompt is committed, pushed and sent to models; refused"))
     added_chars = sum(len(line) + 1 for line in stats.added_lines)
     if added_chars > max_added_chars:
         out.append(GuardViolation("too_large", f"the patch adds {added_chars:,} characters (at "

@@ -84,6 +84,11 @@ class Proposal:
     usage: Usage = field(default_factory=Usage)
     fmt: str = "diff"
 
+    def __post_init__(self) -> None:
+        # the hypothesis becomes a commit subject, a PR body and output: no secret in it (a
+        # secret in the diff is the guards' to refuse, `guards.content_violations`)
+        object.__setattr__(self, "hypothesis", redact(self.hypothesis))
+
 
 def estimate_tokens(text: str) -> int:
     """Rough token count: CJK characters ~1 token each, other text ~4 characters a token."""

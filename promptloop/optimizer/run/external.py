@@ -215,7 +215,8 @@ class AgentLink:
             prompt=PromptInfo(name=target.name, text=source.value(prompt) if source else prompt,
                               path=target.path,
                               ref=source.ref if source is not None else None,
-                              region=source.describe() if source is not None else None),
+                              region=(source.describe() if source is not None
+                                      and source.region is not None else None)),
             workspace=str(workspace),
             model=ModelEndpoint(base_url=gateway.base_url_for(token) if gateway else "",
                                 model=model_id, api_key=token),

@@ -119,6 +119,7 @@ def load_dotenv(root: Path | None) -> list[str]:
     """Provider keys from `<root>/.env` (`NAME=value`, `export NAME=value`, quoted or not,
     `#` comments) into the environment, where a variable already set wins; every value read
     is registered for redaction (never stored: core/redact.py). The names set are returned."""
+    from promptloop.agents.secrets import FROM_DOTENV
     from promptloop.optimizer.core.redact import register_secret
 
     if root is None:
@@ -142,6 +143,7 @@ def load_dotenv(root: Path | None) -> list[str]:
         if value and name not in os.environ:
             os.environ[name] = value
             loaded.append(name)
+            FROM_DOTENV[name] = (str(path), value)
     return loaded
 
 

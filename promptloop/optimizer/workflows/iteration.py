@@ -31,6 +31,7 @@ from promptloop.optimizer.core.events import (
     ProposerReplied,
     VerdictReached,
 )
+from promptloop.optimizer.core.files import atomic_write_text
 from promptloop.optimizer.core.killpoint import kill_point
 from promptloop.optimizer.core.ledger import (
     CandidateRecord,
@@ -229,7 +230,7 @@ class Iteration:
         source = self.base.prompt_source
         if source is not None and source.region is not None:  # the PR shows the file's lines
             self.file_diff = it.file_diff = render_unified(
-                source.file_text, (cand.path / source.path).read_text(encoding="utf-8"),
+                source.file_text, (cand.path / source.path).read_bytes().decode("utf-8"),
                 source.path)
         self.opt.candidate_branches[new_prompt] = cand.branch  # its runs record the branch
         verdict, comps, base_for_pr, cand_runs = await self._evaluate(new_prompt)
@@ -476,7 +477,7 @@ class Iteration:
         )
         path = self.opt.session_dir / f"iter-{self.n}" / "PR.md"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(body, encoding="utf-8")
+        atomic_write_text(path, body)  # redacted: a PR body is posted
         return path
 
 

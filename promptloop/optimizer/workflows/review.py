@@ -23,6 +23,7 @@ from promptloop.optimizer.adapters.box import require_sandbox
 from promptloop.optimizer.core.buckets import qualified
 from promptloop.optimizer.core.config import ConfigError
 from promptloop.optimizer.core.events import EventSink, Phase, RunWarning, TrialsEstimated, ignore
+from promptloop.optimizer.core.files import atomic_write_text
 from promptloop.optimizer.core.killpoint import kill_point
 from promptloop.optimizer.core.pricing import estimate_cost
 from promptloop.optimizer.core.project import project_scope
@@ -455,10 +456,9 @@ class Reviewer:
         result.review_dir = str(self.review_dir)
         comment = self.review_dir / "comment.md"
         result.comment_path = str(comment)
-        comment.write_text(render_comment(result), encoding="utf-8")
-        (self.review_dir / "result.json").write_text(
-            result.model_dump_json(indent=2), encoding="utf-8"
-        )
+        # redacted, as every state file: a comment is posted to the PR
+        atomic_write_text(comment, render_comment(result))
+        atomic_write_text(self.review_dir / "result.json", result.model_dump_json(indent=2))
 
 
 async def review(

@@ -186,7 +186,7 @@ class RepoSource:
                     raise GitOpsError(f"{rel} does not exist at {at}") from err
                 return self._bundled_file(rel, f"not at {self.ref}")
         if self.root is not None and (self.root / rel).is_file():
-            text = (self.root / rel).read_text(encoding="utf-8")
+            text = _text(self.root / rel) or ""
             origin = Origin("worktree", note=self._file_note(rel, text))
             return self._serve(Sourced(rel, origin, text, kind=kind))
         if not bundled:
@@ -236,7 +236,8 @@ class RepoSource:
             committed = self.ops.read_file(head, rel)
         except GitOpsError:
             return "not committed"
-        return f"{'same as' if committed == text else 'differs from'} HEAD {head[:7]}"
+        same = _same_text(committed, text)
+        return f"{'same as' if same else 'differs from'} HEAD {head[:7]}"
 
     def uncommitted_edit(self, rel: str) -> bool:
         """The working tree's `rel` differs from HEAD: an edit not committed (yet)."""
@@ -253,7 +254,7 @@ class RepoSource:
             at_ref = self.ops.read_file(self.sha, rel)
         except GitOpsError:
             at_ref = None
-        if at_ref == _text(self.root / rel):
+        if at_ref is not None and _same_text(at_ref, _text(self.root / rel)):
             return None
         uses = f"{command} uses {self._at_ref().describe()}"
         if self.uncommitted_edit(rel):
@@ -404,7 +405,7 @@ class RepoSource:
             path = self.root / rel
             if not path.is_file():
                 return None
-            origin = Origin("worktree", note=self._file_note(rel, path.read_text(encoding="utf-8")))
+            origin = Origin("worktree", note=self._file_note(rel, _text(path) or ""))
             return self._serve(Sourced(rel, origin, folder=path))
         bundled = _bundled(rel)
         if bundled is None or not bundled.is_file():
@@ -565,8 +566,17 @@ def _bundled(rel: str) -> Path | None:
     return None
 
 
+def _same_text(a: str, b: str | None) -> bool:
+    """The same file as git sees it: equal but for CRLF against LF (a checkout with
+    core.autocrlf holds CRLF where the blob holds LF, and `git status` calls it clean)."""
+    return b is not None and (a == b or a.replace("\r\n", "\n") == b.replace("\r\n", "\n"))
+
+
 def _text(path: Path) -> str | None:
-    return path.read_text(encoding="utf-8") if path.is_file() else None
+    """A working-tree file's text as git holds it: bytes decoded, line endings untouched
+    (`read_text` turns CRLF into LF, and a committed CRLF prompt then read as edited and
+    reached the agent with other bytes than at a ref)."""
+    return path.read_bytes().decode("utf-8") if path.is_file() else None
 
 
 __all__ = ["MANUAL", "Origin", "RepoSource", "Sourced", "project_suite", "project_suites"]

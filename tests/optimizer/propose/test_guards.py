@@ -307,3 +307,17 @@ def test_word_frequencies_come_from_wordfreq() -> None:
 
     assert zipf("deadline") >= COMMON_ZIPF > zipf("Nguyen") > 0
     assert zipf("Okafor") < 3 and zipf("xqzvbn") == 0.0
+
+
+def test_a_patch_that_writes_a_known_secret_is_refused(
+        index: LiteralIndex, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proposer (a model that saw a key, or an external proposer given one by
+    --proposer-env) writing a key into the prompt: the branch would commit it, the PR body
+    show it. Refused like any guard, and the message does not repeat it."""
+    key = "sk-test-Zq81XpL4mN7vR2tY9wK3bH6jD0fG5sA1cE8uI"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    for line in (f"Authenticate with API key {key}.", f"Use key {key.replace('-', ' ')}."):
+        got = guard(add_rule(line), index)
+        assert [v.code for v in got] == ["secret"], got
+        assert key not in got[0].message and "Zq81XpL4" not in got[0].message
+    assert guard(add_rule(GENERAL_RULE), index) == []

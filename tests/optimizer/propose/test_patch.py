@@ -303,3 +303,22 @@ def test_git_extended_headers_are_read() -> None:
     assert (link.source, link.target, link.new_mode) == (None, "prompts/tést.md", "120000")
     assert parse_diff(text).paths == (TARGET, "prompts/v2.md", "run.sh", "logo.png",
                                       "prompts/tést.md")
+
+
+def test_a_patch_to_a_crlf_file_keeps_its_line_endings() -> None:
+    """A proposer writes LF lines: inserted into a CRLF file, they left it with mixed line
+    endings (and the PR's diff, read back with LF, rewrote every line)."""
+    from promptloop.optimizer.propose.apply import apply_diff, render_unified
+
+    original = "# Prompt\r\nAnswer with JSON only.\r\nUse the keys reply and lang.\r\n"
+    diff = ("--- a/p.md\n+++ b/p.md\n@@ -1,3 +1,4 @@\n # Prompt\n Answer with JSON only.\n"
+            "+Repeat the user's text verbatim.\n Use the keys reply and lang.\n")
+    new = apply_diff(original, diff, "p.md")
+    assert new == ("# Prompt\r\nAnswer with JSON only.\r\nRepeat the user's text verbatim.\r\n"
+                   "Use the keys reply and lang.\r\n")
+    shown = render_unified(original, new, "p.md")
+    body = shown.splitlines()[3:]  # past ---, +++ and @@
+    assert [x[0] for x in body] == [" ", " ", "+", " "]
+    lf = "a\nb\n"
+    assert apply_diff(lf, "--- a/p.md\n+++ b/p.md\n@@ -1,2 +1,3 @@\n a\n+c\n b\n", "p.md") \
+        == "a\nc\nb\n"

@@ -231,3 +231,29 @@ def test_review_takes_the_marked_keys_from_the_base_and_the_rest_from_the_head()
     other = parse_project(table + 'adapter = "http"\nurl = "http://127.0.0.1:1/x"\n',
                           None).agents["a"]
     assert _with_base_code(other, base).spec == base.spec  # another kind: the base's adapter
+
+
+def test_a_whole_file_prompt_has_no_region_in_the_request(tmp_path: Path) -> None:
+    """docs/agents.md: `prompt.region` is null for a whole file (it read the file's path)."""
+    (tmp_path / "agent.py").write_text(
+        "import json, sys\nrequest = json.load(sys.stdin)\n"
+        'print(json.dumps({"outcome": {"region": request["prompt"]["region"]}}))\n')
+    (tmp_path / "p.md").write_text("prompt\n")
+    (tmp_path / "lit.py").write_text('SYSTEM = "prompt"\n')
+    project = _project(tmp_path, f"""
+[agents.echo]
+prompts = [{{name = "system", path = "p.md"}},
+           {{name = "lit", path = "lit.py", variable = "SYSTEM"}}]
+suites = ["evals"]
+adapter = "command"
+command = ["{sys.executable}", "agent.py"]
+""")
+    echo = sb.suite(tmp_path / "echo", [sb.task("echo", "anything", 2, trials=1)], agent="echo")
+    agent = project.agent("echo")
+    whole = open_target(agent, agent.target("system"), "prompt\n")
+    literal = open_target(agent, agent.target("lit"), 'SYSTEM = "prompt"\n')
+    with project_scope(project):
+        got = _run(echo, tmp_path / "state", {"prompt_source": whole, "prompt_text": "prompt\n"})
+        lit = _run(echo, tmp_path / "state2", {"prompt_source": literal, "prompt_text": "prompt"})
+    assert got.trials[0].outcome == {"region": None}, got.trials[0].failure_reason
+    assert "SYSTEM" in (lit.trials[0].outcome or {}).get("region", ""), lit.trials[0].outcome

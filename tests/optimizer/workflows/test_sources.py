@@ -183,3 +183,22 @@ def test_an_exported_suite_hashes_like_the_working_tree(tmp_path: Path, state: P
                for t in base.tasks)
     assert [t.content_hash for t in base.tasks] == [t.content_hash for t in work.tasks]
     assert base.content_hash == work.content_hash
+
+
+def test_a_committed_crlf_prompt_reads_the_same_bytes_everywhere(repo: Path,
+                                                                 state: Path) -> None:
+    """A prompt committed with CRLF line endings: the working tree used to be read with its
+    line endings translated, so a clean checkout said "differs from HEAD", optimize warned of
+    an uncommitted edit, and the agent got other bytes than at a ref."""
+    crlf = PROMPT.replace("\n", "\r\n")
+    (repo / PROMPT_PATH).write_bytes(crlf.encode())
+    _git(repo, "commit", "-qam", "crlf prompt")
+    sha = _head(repo)
+    with RepoSource(repo, None, state / "sources") as wt:
+        got = wt.read(PROMPT_PATH)
+        assert got.text == crlf
+        assert got.describe().endswith(f"(same as HEAD {sha[:7]})")
+        assert not wt.uncommitted_edit(PROMPT_PATH)
+    with RepoSource(repo, "HEAD", state / "sources") as at:
+        assert at.read(PROMPT_PATH).text == crlf
+        assert at.unevaluated_warning(PROMPT_PATH, "optimize") is None
