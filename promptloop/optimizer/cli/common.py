@@ -310,6 +310,23 @@ def agent_models(agent: str | Sequence[str] | None, flags: dict[str, Any]) -> di
     return out
 
 
+def models_by_agent(flags: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Each agent's table `model` and `judge` where the flags were not given (review of
+    every agent whose prompt changed, when the tables disagree: each runs on its own)."""
+    from promptloop.optimizer.workflows.context import DEFAULT_AGENT_MODEL, active_project
+
+    out: dict[str, dict[str, str]] = {}
+    for name, table in active_project().agents.items():
+        own: dict[str, str] = {}
+        for key, field, default in (("agent_model", "model", DEFAULT_AGENT_MODEL),
+                                    ("judge_model", "judge", None)):
+            value = getattr(table, field) or default
+            if value and not flag_given(key, flags.get(key), default):
+                own[key] = value
+        out[name] = own
+    return out
+
+
 # --- promptloop.toml ----------------------------------------------------------------------------
 
 

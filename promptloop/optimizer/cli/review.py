@@ -34,6 +34,7 @@ from promptloop.optimizer.cli.common import (
     VerboseOpt,
     agent_models,
     listening,
+    models_by_agent,
 )
 from promptloop.optimizer.cli.common import AgentOpt as AgentNameOpt
 from promptloop.optimizer.cli.report import compare_command
@@ -215,7 +216,13 @@ def _config(flags: dict[str, Any]) -> ReviewConfig:
     named, which = split_suite(flags["agent"], flags["suite"])
     fields["suite"] = named or which  # review runs every suite of an agent
     fields["confirm_trials"] = flags["confirm_trials"]
-    fields |= agent_models(fields["suite"], flags)
+    try:
+        fields |= agent_models(fields["suite"], flags)
+    except ConfigError:
+        if fields["suite"] is not None:
+            raise
+        # every agent whose prompt changed, on its own table's model (they disagree)
+        fields["models_by_agent"] = models_by_agent(flags)
     try:
         return ReviewConfig.model_validate(
             fields

@@ -86,6 +86,11 @@ class Reviewer:
     ) -> None:
         self.c = config
         self.models = models
+        self._clients: tuple[ModelClient | None, ModelClient | None] = (None, None)
+        """Injected agent and judge clients (tests), for an agent on its own models too."""
+        self._own_tokens = 0
+        self._agent_models: list[str] = []
+        """Agent models of the agents reviewed on their own models."""
         self.repo = config.repo or Path.cwd()
         self.emit = on_event or ignore
         self.review_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
@@ -175,6 +180,26 @@ class Reviewer:
 
     async def _review_agent(self, agent: str, base_text: str, head_text: str,
                             target: PromptSource | None = None) -> AgentReview:
+        """One agent's review, on its own table's models where the agents declare different
+        ones (`ReviewConfig.models_by_agent`): its own config and model clients meanwhile."""
+        own = self.c.models_by_agent.get(agent, {})
+        if all(getattr(self.c, k) == v for k, v in own.items()):
+            return await self._review_one(agent, base_text, head_text, target)
+        outer_c, outer_m = self.c, self.models
+        self.c = self.c.model_copy(update=own)
+        try:
+            async with ModelSet(self.c.model_ids, agent=self._clients[0],
+                                judge=self._clients[1]) as models:
+                self.models = models
+                got = await self._review_one(agent, base_text, head_text, target)
+                self._own_tokens += models.usage.total_tokens
+                self._agent_models.append(self.c.agent_model)
+                return got
+        finally:
+            self.c, self.models = outer_c, outer_m
+
+    async def _review_one(self, agent: str, base_text: str, head_text: str,
+                          target: PromptSource | None = None) -> AgentReview:
         self._target = target
         if self._projects is not None and not self.c.no_sandbox:
             require_sandbox(self._projects.head.agents.get(agent), agent)
@@ -432,7 +457,12 @@ class Reviewer:
         result.notes += self._notes
         result.sources += [s.line() for s in self.source.served]
         result.decision = combine([a.decision for a in result.agents])
-        result.tokens = self.models.usage.total_tokens
+        result.tokens = self.models.usage.total_tokens + self._own_tokens
+        if self._agent_models:
+            used = list(dict.fromkeys([*self._agent_models,
+                                       *([] if len(self._agent_models) == len(changed)
+                                         else [self.c.agent_model])]))
+            result.agent_model = ", ".join(used)
         regressed = result.regressed_buckets
         improved = [f"{a.agent}:{b}" for a in result.agents for b in a.improved]
         open_ = [f"{a.agent}:{b}" for a in result.agents for b in a.open]
@@ -470,7 +500,9 @@ async def review(
 ) -> ReviewResult:
     """Run one review; clients may be injected (tests), the others are built from the ids."""
     async with ModelSet(config.model_ids, agent=agent, judge=judge) as models:
-        return await Reviewer(config, models, on_event=on_event).review()
+        reviewer = Reviewer(config, models, on_event=on_event)
+        reviewer._clients = (agent, judge)
+        return await reviewer.review()
 
 
 __all__ = [

@@ -43,6 +43,9 @@ class ReviewConfig(AgentJudgeModels, RunSettings):
     base's are used, so a PR cannot run code in the reviewer's CI (unsafe for forks)."""
     no_sandbox: bool = False
     """Run command and worker agents without a sandbox where none works (unsafe for forks)."""
+    models_by_agent: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """Agent -> its table's `agent_model` / `judge_model`, where the agents declare different
+    ones and no flag chose one: each agent under review runs on its own (the CLI fills it)."""
 
 
 class TrialChange(BaseModel):

@@ -432,3 +432,51 @@ def test_the_embedded_model_not_installed_is_a_configuration_error(
     assert result.exit_code == 1, result.output
     error = json.loads(result.stdout)["error"]
     assert error["kind"] == "user" and "pipx runpip promptloop install" in error["message"]
+
+
+def test_review_runs_each_changed_agent_on_its_own_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team's repository: init's example (local:smollm2) beside an agent on an OpenAI
+    model; a PR changes only the second one's prompt. `review --base main` exited 1 ("the
+    agents declare different models ... name one with --agent"): the unchanged agent's model
+    counted against the change. Each agent under review now runs on its own table's model."""
+    from promptloop.optimizer.workflows.init import init_project
+    from tests.e2e.support import enter
+    from tests.llm.agent_server import AgentServer, FaultPlan
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
+    init_project(root)
+    (root / "other").mkdir()
+    (root / "other" / "prompt.md").write_text("Triage the message.\n")
+    shutil.copytree(root / "evals" / "example", root / "evals" / "other")
+    suite_json = root / "evals" / "other" / "suite.json"
+    suite = json.loads(suite_json.read_text())
+    suite_json.write_text(json.dumps(suite | {"name": "other", "agent_name": "other"}))
+    toml = root / "promptloop.toml"
+    toml.write_text(toml.read_text() + (
+        '\n[agents.other]\nprompt = "other/prompt.md"\nsuites = ["evals/other"]\n'
+        'adapter = "command"\ncommand = ["python3", "example_agent/agent.py"]\n'
+        'model = "openai:fake-agent"\njudge = "openai:fake-agent"\n'))
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "two agents"], check=True)
+    subprocess.run([*git, "checkout", "-qb", "pr"], check=True)
+    (root / "other" / "prompt.md").write_text("Triage the message. Be brief.\n")
+    subprocess.run([*git, "commit", "-qam", "other: be brief"], check=True)
+    subprocess.run([*git, "checkout", "-q", "main"], check=True)
+    enter(root, monkeypatch)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy-0000")
+    monkeypatch.setenv("PROMPTLOOP_HOME", str(tmp_path / "state"))
+    with AgentServer(FaultPlan(every=0)) as api:
+        got = runner.invoke(app, ["review", "--base", "main", "--head", "pr", "--trials", "1",
+                                  "--base-url", f"{api.url}/v1", "--json"])
+        models = {r.body.get("model") for r in api.requests if r.body}
+    assert "declare different models" not in got.output, got.output
+    assert got.exit_code in (0, 3), got.output
+    doc = cli_result(got.stdout)
+    assert [a["agent"] for a in doc["agents"]] == ["other"]
+    assert doc["agent_model"] == "openai:fake-agent"
+    assert models == {"fake-agent"}, models
