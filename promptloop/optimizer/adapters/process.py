@@ -20,13 +20,13 @@ import contextlib
 import os
 import shutil
 import signal
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from promptloop.optimizer.adapters.contract import TrialRequest
 from promptloop.optimizer.adapters.spec import MB, AdapterSpec
+from promptloop.optimizer.core.files import owned_dir
 from promptloop.optimizer.core.redact import redact
 
 BASE_VARS = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
@@ -88,8 +88,9 @@ def build_env(
 
 
 def new_scratch(prefix: str = "promptloop-adapter-") -> Path:
-    """A private folder (mode 0700) for one process's HOME, TMPDIR and contract files."""
-    return Path(tempfile.mkdtemp(prefix=prefix))
+    """A private folder (mode 0700) for one process's HOME, TMPDIR and contract files, named
+    after this process (a killed run's is swept: `run.workspaces.stale_folders`)."""
+    return owned_dir(prefix)
 
 
 def remove_scratch(path: Path) -> None:

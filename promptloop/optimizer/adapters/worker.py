@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +50,7 @@ from promptloop.optimizer.adapters.process import (
     spawn,
 )
 from promptloop.optimizer.adapters.spec import AdapterSpec
+from promptloop.optimizer.core.files import owned_dir
 
 REAP_S = 1.0
 """How long a worker that closed its stdout gets to exit (for its exit code and stderr)."""
@@ -148,8 +148,7 @@ class WorkerPool:
                 raise FileNotFoundError(2, "No such file or directory")
             # beside the trial folders: a workspace moves in and out by a rename
             near = Path(request.workspace).parent.parent
-            slot.folder = Path(tempfile.mkdtemp(prefix="promptloop-slot-",
-                                                dir=near if near.is_dir() else None))
+            slot.folder = owned_dir("promptloop-slot-", near if near.is_dir() else None)
             layout = box.trial_layout(self.repo_root, self.repo_root,
                                       (slot.folder, slot.scratch), argv)
             argv = box.wrap(mechanism, layout, argv)

@@ -61,12 +61,12 @@ from promptloop.optimizer.core.events import (
     TrialsEstimated,
     VerdictReached,
 )
-from promptloop.optimizer.core.redact import redact
 from promptloop.optimizer.gate.compare import BucketComparison
 from promptloop.optimizer.report import fmt, plain
 from promptloop.optimizer.report.summary import RunSummary, failed_text, outside_text
 from promptloop.optimizer.report.table import Table as TableView
 from promptloop.optimizer.report.table import bucket_table, comparison_table, gate_table
+from promptloop.optimizer.workflows.context import redact
 
 T = TypeVar("T")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 from promptloop.agents.files import write_atomic
@@ -14,4 +16,10 @@ def atomic_write_text(path: Path, text: str) -> Path:
     return write_atomic(path, redact(text))
 
 
-__all__ = ["atomic_write_text"]
+def owned_dir(prefix: str, where: str | Path | None = None) -> Path:
+    """A fresh private folder (mode 0700) named after this process (`<prefix><pid>-...`), so
+    a sweep can tell a dead process's leftovers (`run.workspaces.stale_folders`)."""
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=where))
+
+
+__all__ = ["atomic_write_text", "owned_dir"]

@@ -169,6 +169,12 @@ def error_headline(what: str) -> str:
                   "with `promptloop doctor`")
 
 
+def trials_error_headline(what: str) -> str:
+    """The candidate's trials all errored (a provider down mid-gate): no verdict."""
+    return _short(f"the candidate's trials failed, so no verdict was reached: {what}; check the "
+                  "model with `promptloop doctor`, then rerun (the idea is not counted as tried)")
+
+
 OUTSIDE_REASON = "wrote outside their workspace"
 """How review's reason names head trials that wrote outside (`review.regress_on_outside_writes`)."""
 
@@ -368,5 +374,6 @@ __all__ = [
     "review_headline",
     "session_headline",
     "split_method",
+    "trials_error_headline",
     "without_class_names",
 ]

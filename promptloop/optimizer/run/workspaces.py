@@ -12,6 +12,7 @@ from pathlib import Path
 
 from promptloop.agents import trees
 from promptloop.agents.workspace import Workspace
+from promptloop.optimizer.core.files import owned_dir
 from promptloop.optimizer.core.suites import LoadedTask
 
 TRIAL_DIR_VAR = "PROMPTLOOP_TRIAL_DIR"
@@ -51,24 +52,45 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+SCRATCH_PREFIXES = ("promptloop-adapter-", "promptloop-worker-", "promptloop-slot-")
+"""The private folders of agent processes (HOME, TMPDIR, contract files; a worker slot's
+folder), named `<prefix><pid>-<random>` like trial folders, so a sweep can tell whose they are."""
+
+
+def stale_folders() -> list[Path]:
+    """Trial workspaces and agent processes' private folders left by promptloop processes that
+    died (kill -9, a second Ctrl-C skip every cleanup; on tmpfs they hold memory until
+    reboot): the trial root's and the system temp folder's, whose pid no longer runs."""
+    bases = {Path(trial_root() or tempfile.gettempdir()), Path(tempfile.gettempdir())}
+    found: list[Path] = []
+    for base in sorted(bases):
+        for prefix in (TRIAL_PREFIX, *SCRATCH_PREFIXES):
+            for path in base.glob(f"{prefix}*"):
+                pid = path.name[len(prefix):].split("-", 1)[0]
+                if pid.isdigit() and not pid_alive(int(pid)) and path.is_dir():
+                    found.append(path)
+    return found
+
+
+def sweep_stale_folders() -> list[Path]:
+    """Remove `stale_folders()`; the ones removed."""
+    gone = []
+    for path in stale_folders():
+        trees.remove_tree(path)
+        if not path.exists():
+            gone.append(path)
+    return gone
+
+
 @functools.cache
 def sweep_stale_trials() -> int:
-    """Remove trial workspaces left by processes that died (kill -9 skips every cleanup;
-    on tmpfs they would hold memory until reboot). Returns how many were removed."""
-    base = Path(trial_root() or tempfile.gettempdir())
-    removed = 0
-    for path in base.glob(f"{TRIAL_PREFIX}*"):
-        pid = path.name[len(TRIAL_PREFIX) :].split("-", 1)[0]
-        if not pid.isdigit() or pid_alive(int(pid)):
-            continue
-        trees.remove_tree(path)
-        removed += 1
-    return removed
+    """`sweep_stale_folders` once per process (the first run of a suite); how many went."""
+    return len(sweep_stale_folders())
 
 
 def new_trial_dir() -> Path:
     """A fresh folder for one trial, named after this process so a sweep can tell it is ours."""
-    return Path(tempfile.mkdtemp(prefix=f"{TRIAL_PREFIX}{os.getpid()}-", dir=trial_root()))
+    return owned_dir(TRIAL_PREFIX, trial_root())
 
 
 def fill_workspace(task: LoadedTask, dest: Path) -> Path:
@@ -98,6 +120,7 @@ async def remove_tree(path: Path) -> None:
 
 
 __all__ = [
+    "SCRATCH_PREFIXES",
     "TRIAL_DIR_VAR",
     "TRIAL_PREFIX",
     "build_workspace",
@@ -105,6 +128,8 @@ __all__ = [
     "new_trial_dir",
     "pid_alive",
     "remove_tree",
+    "stale_folders",
+    "sweep_stale_folders",
     "sweep_stale_trials",
     "trial_root",
 ]

@@ -27,6 +27,7 @@ from promptloop.optimizer.core.project import (
     use_project,
     with_own_agents,
 )
+from promptloop.optimizer.core.redact import redact
 from promptloop.optimizer.core.suites import (
     TASKS_DIR,
     SuiteError,
@@ -210,6 +211,8 @@ def split_suite(agent: str | None, suite: str | None) -> tuple[str | None, str |
     path = Path(suite)
     if agent is None and sep and head in names and not is_suite(path):
         return head, tail
+    if agent is not None and sep and head == agent and not is_suite(path):
+        return agent, tail  # --agent A --suite A/SUITE: the same spelling, said twice
     if agent is not None and suite == agent:
         return agent, None
     if is_suite(path):
@@ -277,6 +280,7 @@ __all__ = [
     "load_suite",
     "load_toml",
     "open_project",
+    "redact",
     "repo_root",
     "resolve_suite_path",
     "split_suite",

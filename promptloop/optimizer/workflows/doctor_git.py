@@ -13,6 +13,7 @@ from promptloop.optimizer.core.config import state_folder
 from promptloop.optimizer.core.events import IterationAbandoned
 from promptloop.optimizer.git import GitOpsError, repo_root
 from promptloop.optimizer.git_sweep import Sweeper
+from promptloop.optimizer.run.workspaces import sweep_stale_folders
 from promptloop.optimizer.workflows.sweep import (
     StrayCleanup,
     fix_strays,
@@ -73,6 +74,9 @@ class Cleanup(BaseModel):
 
     abandoned: list[IterationAbandoned] = Field(default_factory=list)
     strays: StrayCleanup = Field(default_factory=StrayCleanup)
+    scratch: list[str] = Field(default_factory=list)
+    """Trial workspaces and agent processes' private folders of promptloop processes that
+    died (`run.workspaces.sweep_stale_folders`)."""
 
     @property
     def lines(self) -> list[str]:
@@ -80,7 +84,8 @@ class Cleanup(BaseModel):
         return ([e.describe() for e in self.abandoned]
                 + [f"removed stray worktree {w}" for w in s.worktrees]
                 + [f"removed leftover folder {f}" for f in s.folders]
-                + [f"deleted unfinished branch {b}" for b in s.branches])
+                + [f"deleted unfinished branch {b}" for b in s.branches]
+                + [f"removed a killed run's trial folder {f}" for f in self.scratch])
 
 
 def _branch_state(verdict: str | None) -> BranchState:
@@ -125,11 +130,13 @@ def check_git(start: Path | None = None, state_dir: Path | None = None) -> GitSt
 def fix_git(start: Path | None = None, state_dir: Path | None = None) -> Cleanup:
     """`doctor --fix`: the crash sweep of the ledger, then worktrees, folders and unfinished
     branches no ledger knows about."""
+    scratch = [str(p) for p in sweep_stale_folders()]
     root = repo_root(start)
     if root is None:
-        return Cleanup()
+        return Cleanup(scratch=scratch)
     state = state_folder(root, state_dir)
-    return Cleanup(abandoned=sweep_abandoned(state), strays=fix_strays(root, state))
+    return Cleanup(abandoned=sweep_abandoned(state), strays=fix_strays(root, state),
+                   scratch=scratch)
 
 
 __all__ = [

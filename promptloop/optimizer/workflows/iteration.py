@@ -75,8 +75,10 @@ from promptloop.optimizer.report.plain import (
     optimize_headline,
     proposer_failure,
     refusal_headline,
+    trials_error_headline,
 )
 from promptloop.optimizer.report.table import verdict_table
+from promptloop.optimizer.run.runner import AllTrialsErroredError
 from promptloop.optimizer.workflows.gating import run_gate
 from promptloop.optimizer.workflows.judges import judge_notes, judge_statuses
 from promptloop.optimizer.workflows.optimize_models import Baseline, IterationHost, IterationResult
@@ -233,7 +235,18 @@ class Iteration:
                 source.file_text, (cand.path / source.path).read_bytes().decode("utf-8"),
                 source.path)
         self.opt.candidate_branches[new_prompt] = cand.branch  # its runs record the branch
-        verdict, comps, base_for_pr, cand_runs = await self._evaluate(new_prompt)
+        try:
+            verdict, comps, base_for_pr, cand_runs = await self._evaluate(new_prompt)
+        except AllTrialsErroredError as err:
+            # the provider (or the agent's infrastructure) failed under the candidate: no
+            # verdict; the idea is kept in the ledger (not a repeat: it was never evaluated)
+            it.outcome, it.reasons = "error", [str(err)]
+            it.summary = trials_error_headline(str(err))
+            self.entry = {"outcome": "error", "reasons": it.reasons,
+                          "hypothesis": it.hypothesis, "diff": it.diff,
+                          "diff_hash": diff_hash(it.diff) if it.diff else "",
+                          "file_diff": self.file_diff}
+            return
         kill_point("gate")
         message = commit_message(c.suite, c.bucket, it.hypothesis, verdict, comps,
                                  branch=cand.branch, ledger_id=self.ledger_id)

@@ -379,16 +379,32 @@ def test_stale_trial_workspaces_of_dead_processes_are_swept(
 
     from promptloop.optimizer.run import workspaces
 
-    monkeypatch.setattr(workspaces, "trial_root", lambda: str(tmp_path))
+    import tempfile
+
+    shm, tmp = tmp_path / "shm", tmp_path / "tmp"
+    monkeypatch.setattr(workspaces, "trial_root", lambda: str(shm))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    stale = tmp_path / f"{workspaces.TRIAL_PREFIX}{dead}-abc"
-    live = tmp_path / f"{workspaces.TRIAL_PREFIX}{os.getpid()}-def"
-    other = tmp_path / "unrelated"
-    for folder in (stale, live, other):
-        (folder / "PKM").mkdir(parents=True)
-    assert workspaces.sweep_stale_trials.__wrapped__() == 1
-    assert not stale.exists() and live.exists() and other.exists()
+    stale = shm / f"{workspaces.TRIAL_PREFIX}{dead}-abc"
+    live = shm / f"{workspaces.TRIAL_PREFIX}{os.getpid()}-def"
+    other = shm / "unrelated"
+    # a killed run's agent processes' private folders (HOME, TMPDIR; a worker slot's) too:
+    # a team found them left in TMPDIR after kill -9 and a second Ctrl-C
+    scratch = [tmp / f"{p}{dead}-xyz" for p in workspaces.SCRATCH_PREFIXES]
+    mine = tmp / f"promptloop-worker-{os.getpid()}-xyz"
+    for folder in (stale, live, other, *scratch, mine):
+        (folder / "home").mkdir(parents=True)
+    assert workspaces.sweep_stale_trials.__wrapped__() == 4
+    assert not stale.exists() and live.exists() and other.exists() and mine.exists()
+    assert not any(p.exists() for p in scratch)
+    from promptloop.optimizer.adapters.process import new_scratch
+
+    made = new_scratch("promptloop-worker-")
+    try:  # named after this process, so the sweep can tell it is not a dead one's
+        assert made.name.startswith(f"promptloop-worker-{os.getpid()}-")
+    finally:
+        made.rmdir()
 
 
 def test_a_grader_that_raises_errors_the_trial_instead_of_passing_it(

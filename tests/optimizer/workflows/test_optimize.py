@@ -479,3 +479,29 @@ def test_an_error_after_the_verdict_keeps_no_branch(
     assert entry.outcome == "abandoned" and entry.branch is None
     assert entry.reasons == ["interrupted: No space left on device"]  # no class name
     assert ledger.unclosed() == []
+
+
+def test_a_provider_outage_under_the_candidate_is_an_error_with_its_idea_kept(
+        repo: Path, state: Path) -> None:
+    """A team's provider went down after the proposer answered: every candidate trial errored.
+    The iteration read "abandoned: interrupted", with no verdict and the hypothesis and diff
+    gone from the ledger. It is an error now (the README's row: a model failed), its idea is
+    recorded (and not counted as tried), and no branch is kept."""
+    from promptloop.agents.llm.errors import ProviderError
+
+    def down_for_the_candidate(req: Request) -> ModelResponse:
+        if policies.GOOD_SKIP_RULE in req.messages[0].content.lower():
+            raise ProviderError("HTTP 500 after 4 retries")
+        return policies.pkm_policy(req)
+
+    result, _, _ = run(repo, state, [GOOD],
+                       agent=ScriptedModel(down_for_the_candidate, model_id="scripted:pkm"))
+    it = result.iterations[0]
+    assert it.outcome == "error", (it.outcome, it.reasons)
+    assert "errored" in it.reasons[0] and "no verdict" in (it.summary or "")
+    entry = Ledger(state / "ledger.jsonl").entries()[-1]
+    assert entry.outcome == "error" and entry.diff_hash and "only a greeting" in entry.diff
+    assert entry.hypothesis == it.hypothesis != ""
+    assert _git(repo, "branch", "--list", "promptloop/*").strip() == ""
+    ledger = Ledger(state / "ledger.jsonl")
+    assert ledger.seen_diff("pkm_agent", "skip_trivial", entry.diff_hash, entry.diff) is None
