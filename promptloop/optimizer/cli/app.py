@@ -7,6 +7,7 @@ promptloop.toml (see cli/common.py for the precedence). One module per command.
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -120,6 +121,9 @@ for _name, _fn in COMMANDS:
 def main() -> None:
     """Console-script entry point."""
     keep_from_proc()  # a same-user process cannot read our keys from /proc (issue 30)
+    # asyncio's own warnings ("Loop ... that handles pid ... is closed" when a second Ctrl-C
+    # forces the stop with agent processes still exiting) are no news to a user
+    logging.getLogger("asyncio").setLevel(logging.ERROR)
     try:
         app()
     except KeyboardInterrupt:

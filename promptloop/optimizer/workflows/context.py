@@ -151,14 +151,26 @@ def load_dotenv(root: Path | None) -> list[str]:
 _SCRIPT = re.compile(r"\.(?:py|js|mjs|cjs|ts|sh|rb|dart|php|pl|exe|jar)$")
 
 
-def check_command(agent: str) -> None:
-    """The files the agent's `command` names (`example_agent/agent.py`, `./run.sh`) exist
-    under the repository root it runs from: else a ConfigError naming promptloop.toml's key,
-    before any trial (a trial would blame a path in a temporary folder)."""
+def check_command(agent: str, sandbox: bool = True) -> None:
+    """Before any trial, what would make every trial of `agent` fail for its configuration,
+    as a ConfigError naming promptloop.toml's key (or the variable): the files its `command`
+    names (`example_agent/agent.py`, `./run.sh`) exist under the repository root it runs from
+    (a trial would blame a path in a temporary folder), its `views` module can be found, and
+    $PROMPTLOOP_SANDBOX names a box that works here (unless `sandbox` is False: doctor says
+    that once, not per agent)."""
     project = active_project()
     cfg = project.agents.get(agent)
     root = project.root
+    if cfg is not None and project.path is not None:
+        _check_views(project.where, agent, cfg.views, root)
     command: list[str] = list(getattr(cfg.spec, "command", None) or []) if cfg else []
+    if command and sandbox:
+        from promptloop.optimizer.adapters.box import SandboxUnavailable, for_trials
+
+        try:
+            for_trials()
+        except SandboxUnavailable as err:
+            raise ConfigError(str(err)) from None
     if not command or root is None or project.path is None:
         return
     key = f"{project.where}: [agents.{agent}] key 'command'"
@@ -180,6 +192,37 @@ def check_command(agent: str) -> None:
             raise ConfigError(f"{key}: {arg!r} is not executable: make it so (chmod +x {arg}, "
                               f"and commit that) or run it through its interpreter, e.g. "
                               f"[\"python3\", \"{arg}\"]")
+
+
+def _check_views(where: str, agent: str, views: str | None, root: Path | None) -> None:
+    """`views = "package.module:function"`: its module is found under the repository top or
+    installed (found, not imported: review reads the key from the base, and importing runs
+    code), else a ConfigError naming the key (a team's `agents.adapters:...`, copied from an
+    older doc, failed only at `report --failing`)."""
+    if not views or ":" not in views:
+        return
+    module = views.split(":", 1)[0]
+    parts = module.split(".")
+    top = root / Path(*parts) if root is not None else None
+    if top is not None and (top.with_suffix(".py").is_file() or (top / "__init__.py").is_file()):
+        return
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        spec = None
+    found = spec is not None
+    if found and len(parts) > 1 and spec is not None:
+        places = [Path(p) for p in (spec.submodule_search_locations or [])]
+        rest = Path(*parts[1:])
+        found = any((p / rest).with_suffix(".py").is_file() or (p / rest / "__init__.py").is_file()
+                    for p in places)
+    if not found:
+        hint = (f" (promptloop's own: 'promptloop.{views}')"
+                if parts[0] == "agents" else "")
+        raise ConfigError(f"{where}: [agents.{agent}] key 'views': module {module!r} is found "
+                          f"neither under the repository top nor installed{hint}")
 
 
 def extra_settings(command: str) -> list[str]:

@@ -336,10 +336,11 @@ def _check_commands(report: DoctorReport) -> None:
 
     for name in active_project().agents:
         try:
-            check_command(name)
+            check_command(name, sandbox=False)  # the sandbox variable: said once, above
         except ConfigError as err:
             report.problems.append(Problem(
-                what=str(err), fix=f"correct [agents.{name}] command in promptloop.toml"))
+                what=str(err), fix=f"correct the key named in [agents.{name}] of "
+                                   "promptloop.toml"))
 
 
 def _check_http_agents(report: DoctorReport) -> None:

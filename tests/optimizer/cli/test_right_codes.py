@@ -480,3 +480,47 @@ def test_review_runs_each_changed_agent_on_its_own_model(
     assert [a["agent"] for a in doc["agents"]] == ["other"]
     assert doc["agent_model"] == "openai:fake-agent"
     assert models == {"fake-agent"}, models
+
+
+def test_a_mistyped_sandbox_variable_or_views_module_is_exit_1_before_any_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two configuration slips a team made: `PROMPTLOOP_SANDBOX=bogus` errored every trial
+    and exited 2 (infrastructure); `views = "agents.adapters:card_agent_views"` (an older
+    doc's spelling) ran eval and failed only at `report --failing`. Both are exit 1 now,
+    naming the variable or the key, with no trial run."""
+    from promptloop.optimizer.workflows.context import ConfigError, check_command, open_project
+    from promptloop.optimizer.workflows.init import init_project
+    from tests.e2e.support import enter
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    init_project(root)
+    enter(root, monkeypatch)
+    state = tmp_path / "state"
+    monkeypatch.setenv("PROMPTLOOP_HOME", str(state))
+    monkeypatch.setenv("PROMPTLOOP_SANDBOX", "bogus")
+    got = runner.invoke(app, ["eval", "--agent", "example", "--json"])
+    assert got.exit_code == 1, got.output
+    assert "PROMPTLOOP_SANDBOX='bogus' is not a known value" in json.loads(
+        got.stdout)["error"]["message"]
+    assert not (state / "runs").exists()
+    monkeypatch.delenv("PROMPTLOOP_SANDBOX")
+    toml = root / "promptloop.toml"
+    table = "[agents.example]\n"
+    text = toml.read_text()
+    toml.write_text(text.replace(table, table + 'views = "no_such_views_pkg.mod:views"\n'))
+    open_project(toml)
+    with pytest.raises(ConfigError, match=r"key 'views': module 'no_such_views_pkg\.mod'"):
+        check_command("example")
+    got = runner.invoke(app, ["eval", "--agent", "example", "--json"])
+    assert got.exit_code == 1 and "key 'views'" in json.loads(got.stdout)["error"]["message"]
+    toml.write_text(text.replace(
+        table, table + 'views = "promptloop.agents.adapters:card_agent_views"\n'))
+    open_project(toml)
+    check_command("example")  # installed: found
+    (root / "my_views.py").write_text("def views(outcome):\n    return None\n")
+    toml.write_text(text.replace(table, table + 'views = "my_views:views"\n'))
+    open_project(toml)
+    check_command("example")  # under the repository top: found, not imported
