@@ -376,10 +376,9 @@ def test_stale_trial_workspaces_of_dead_processes_are_swept(
     import os
     import subprocess
     import sys
+    import tempfile
 
     from promptloop.optimizer.run import workspaces
-
-    import tempfile
 
     shm, tmp = tmp_path / "shm", tmp_path / "tmp"
     monkeypatch.setattr(workspaces, "trial_root", lambda: str(shm))
