@@ -274,7 +274,27 @@ class GitOps:
                              f"{ref}^{{commit}}").strip()
         except GitOpsError as err:
             raise GitOpsError(f"unknown git ref {ref!r} in {self.root} (not a branch, tag or "
-                              "commit)") from err
+                              f"commit){self._fetch_hint(ref)}") from err
+
+    def _fetch_hint(self, ref: str) -> str:
+        """How to get `ref` where a CI clone lacks it: a shallow or single-branch clone
+        (actions/checkout's default) holds only the PR's branch, and `git fetch origin main`
+        there updates FETCH_HEAD, not origin/main."""
+        remote, _, branch = ref.partition("/")
+        try:
+            remotes = self._git("remote").split()
+            shallow = self._git("rev-parse", "--is-shallow-repository").strip() == "true"
+        except GitOpsError:
+            return ""
+        if branch and remote in remotes:
+            return (f": fetch it first, e.g. `git fetch {remote} "
+                    f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}`"
+                    + (" (this clone is shallow: add --depth=50 or more, or use "
+                       "fetch-depth: 0 with actions/checkout)" if shallow else ""))
+        if shallow:
+            return (": this clone is shallow (only the newest commits are here); fetch more "
+                    "history (git fetch --deepen=50, or fetch-depth: 0 with actions/checkout)")
+        return ""
 
     def is_ancestor(self, ref: str, of: str) -> bool:
         """Whether commit `ref` is in `of`'s history (a branch merged into it)."""
@@ -283,6 +303,15 @@ class GitOps:
         except GitOpsError:
             return False
         return True
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        """The best common ancestor of two commits; None when the history here has none (a
+        shallow clone, unrelated histories)."""
+        try:
+            out = self._git("merge-base", self.resolve(a), self.resolve(b)).strip()
+        except GitOpsError:
+            return None
+        return out or None
 
     def read_file(self, ref: str, path: str) -> str:
         """The text of `path` at `ref`, from the object database (never the working tree)."""

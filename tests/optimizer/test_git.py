@@ -276,3 +276,27 @@ def test_branch_names_are_sanitised_valid_and_unique(repo: git.Repo) -> None:
     assert sanitize_ref_component("ünïcode") == "ünïcode"
     with pytest.raises(GitOpsError, match="already exists"), ops.candidate("main", name):
         pass
+
+
+def test_an_unknown_base_in_a_ci_clone_says_what_to_fetch(tmp_path: Path) -> None:
+    """actions/checkout clones the PR's branch alone, shallow: `review --base origin/main`
+    said only "unknown git ref"; the error now gives the fetch that makes it known."""
+    import subprocess
+
+    src = tmp_path / "src"
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(src)], check=True)
+    (src / "p.md").write_text("one\n")
+    subprocess.run(["git", "-C", str(src), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(src), *ident, "commit", "-qm", "one"], check=True)
+    subprocess.run(["git", "-C", str(src), "checkout", "-qb", "pr"], check=True)
+    (src / "p.md").write_text("two\n")
+    subprocess.run(["git", "-C", str(src), *ident, "commit", "-qam", "two"], check=True)
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "pr",
+                    f"file://{src}", str(clone)], check=True)
+    with GitOps(clone) as ops, pytest.raises(GitOpsError) as got:
+        ops.resolve("origin/main")
+    said = str(got.value)
+    assert "git fetch origin +refs/heads/main:refs/remotes/origin/main" in said
+    assert "shallow" in said

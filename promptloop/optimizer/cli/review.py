@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -212,6 +213,7 @@ def _config(flags: dict[str, Any]) -> ReviewConfig:
     if not uncommitted(root, "HEAD")[0]:  # not "unknown git ref 'HEAD'" for --base master
         raise ConfigError(f"this repository ({root}) has no commit yet: review compares the "
                           f"prompt at two commits (--base, --head). Commit first: {COMMIT_HINT}")
+    _check_output(flags["output"])
     fields = {k: flags[k] for k in CONFIG_OPTIONS}
     named, which = split_suite(flags["agent"], flags["suite"])
     fields["suite"] = named or which  # review runs every suite of an agent
@@ -238,6 +240,21 @@ def _config(flags: dict[str, Any]) -> ReviewConfig:
         )
     except ValidationError as err:
         raise ConfigError(option_errors(err)) from None
+
+
+def _check_output(output: Path | None) -> None:
+    """--output names a file promptloop can write, before any trial (a team's missing folder
+    failed after every trial, exit 2, the verdict unprinted and nothing posted)."""
+    if output is None:
+        return
+    parent = output.parent
+    if output.is_dir():
+        raise ConfigError(f"--output {output} is a folder: give the comment file's path")
+    if not parent.is_dir():
+        raise ConfigError(f"--output {output}: the folder {parent} does not exist (create it "
+                          "first)")
+    if not os.access(parent, os.W_OK):
+        raise ConfigError(f"--output {output}: the folder {parent} is not writable")
 
 
 def _publish(result: ReviewResult, data: dict[str, Any], root: Path, flags: dict[str, Any]) -> int:

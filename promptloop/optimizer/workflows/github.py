@@ -1,7 +1,9 @@
 """Posting the review comment on a pull request with the GitHub CLI (`gh`).
 
 When gh is missing, unauthenticated or the PR cannot be found, nothing fails: the result says
-what to run by hand. The PR is found from the branch behind the head ref.
+what to run by hand. The PR is found from the branch behind the head ref. A PR's review
+comment is one comment: a later review edits the one carrying `MARKER` (found through
+`gh api`), or posts a new one where that fails.
 """
 
 from __future__ import annotations
@@ -66,6 +68,22 @@ def detect_pr(gh: str, repo: Path, head_ref: str) -> int | None:
     return number if isinstance(number, int) else None
 
 
+MARKER = "<!-- promptloop-review -->"
+"""The first line of every review comment: a later review of the same PR edits the comment
+that carries it instead of adding another (a review runs on every push)."""
+
+
+def own_comment(gh: str, repo: Path, pr: int) -> int | None:
+    """The id of the newest comment on PR `pr` carrying `MARKER`; None when there is none or
+    gh cannot list them (a new comment is posted then)."""
+    proc = run_gh(repo, "api", f"repos/{{owner}}/{{repo}}/issues/{pr}/comments", "--paginate",
+                  "--jq", f'.[] | select(.body | startswith("{MARKER}")) | .id', gh=gh)
+    if proc.returncode != 0:
+        return None
+    ids = [line.strip() for line in proc.stdout.splitlines() if line.strip().isdigit()]
+    return int(ids[-1]) if ids else None
+
+
 def post_comment(body_file: Path, *, repo: Path, head_ref: str, pr: int | None) -> PostResult:
     """Comment `body_file` on the PR through gh; when gh is missing, unauthenticated or the PR
     is unknown, say what to run instead."""
@@ -105,6 +123,15 @@ def post_comment(body_file: Path, *, repo: Path, head_ref: str, pr: int | None) 
                     command(None),
                     None,
                 )
+        earlier = own_comment(gh, repo, pr)
+        if earlier is not None:  # the review of an earlier push: updated in place
+            proc = run_gh(repo, "api", "-X", "PATCH",
+                          f"repos/{{owner}}/{{repo}}/issues/comments/{earlier}",
+                          "-F", f"body=@{body_file}", "--jq", ".html_url", gh=gh)
+            if proc.returncode == 0:
+                url = proc.stdout.strip()
+                return PostResult(True, f"updated the review comment on PR #{pr}"
+                                  + (f": {url}" if url else ""), command(pr), pr)
         proc = run_gh(repo, "pr", "comment", str(pr), "--body-file", str(body_file), gh=gh)
     except subprocess.TimeoutExpired:
         return PostResult(

@@ -34,12 +34,13 @@ from promptloop.optimizer.core.results import (
     TrialResult,
     seeded_pairing,
 )
-from promptloop.optimizer.core.suites import Suite
+from promptloop.optimizer.core.suites import Suite, is_jsonl_suite
 from promptloop.optimizer.gate.compare import BucketComparison
 from promptloop.optimizer.gate.policy import harm_method_text
 from promptloop.optimizer.gate.sequential import TrialAsk
 from promptloop.optimizer.gate.verdict import POOLED, ReviewVerdict, decide_review
 from promptloop.optimizer.git import GitOps, GitOpsError
+from promptloop.optimizer.git_read import tree_files
 from promptloop.optimizer.report.plain import OUTSIDE_REASON
 from promptloop.optimizer.report.store import default_store_dir, list_runs, load_run
 from promptloop.optimizer.report.summary import summarize, wrote_outside
@@ -352,6 +353,79 @@ class Reviewer:
             assert target is not None
             changed.append((agent, base_text, head_text, target))
 
+    def _suite_changes(self, git: GitOps, agent: str, base_sha: str, head_sha: str
+                       ) -> list[str]:
+        """A note per suite of `agent` the head changes beside its prompt: the verdict grades
+        the head on the head's tasks, so a PR that edits or removes tasks can loosen its own
+        grading (a team's PR rewrote every expected answer to what its prompt now said, and
+        review said "improves ... merge it" without a word about the tasks)."""
+        assert self._projects is not None
+        notes = []
+        for entry in self._projects.head.agent(agent).config.suites:
+            entry = entry.strip("/")
+            if is_jsonl_suite(entry):
+                texts: list[str | None] = []
+                for sha in (base_sha, head_sha):
+                    try:
+                        texts.append(git.read_file(sha, entry))
+                    except GitOpsError:
+                        texts.append(None)
+                if texts[0] == texts[1]:
+                    continue
+                if texts[0] is None:
+                    notes.append(f"{agent}: the suite {entry} is new in the head")
+                    continue
+                old, new = (set((t or "").splitlines()) for t in texts)
+                notes.append(f"{agent}: the head also changes its suite {entry} "
+                             f"({len(new - old)} task line(s) added or edited, "
+                             f"{len(old - new)} removed or edited): the verdict grades the "
+                             "head on its own tasks; review the task changes with the prompt")
+                continue
+            before = tree_files(git, base_sha, entry) or {}
+            after = tree_files(git, head_sha, entry) or {}
+            if before == after:
+                continue
+            def task_of(path: str) -> str:
+                """The task folder a file is in (`.../tasks/<bucket>/<id>/...`), else itself."""
+                parts = path.split("/")
+                at = parts.index("tasks") if "tasks" in parts else -1
+                return "/".join(parts[:at + 3]) if 0 <= at < len(parts) - 3 else path
+            added = sorted({task_of(p) for p in after.keys() - before.keys()})
+            removed = sorted({task_of(p) for p in before.keys() - after.keys()})
+            edited = sorted({task_of(p) for p in before.keys() & after.keys()
+                             if before[p] != after[p]} - set(added) - set(removed))
+            parts = [f"{len(xs)} {what} ({', '.join(x.rsplit('/', 1)[-1] for x in xs[:5])}"
+                     f"{', ...' if len(xs) > 5 else ''})"
+                     for what, xs in (("edited", edited), ("removed", removed),
+                                      ("added", added)) if xs]
+            notes.append(f"{agent}: the head also changes its suite {entry}: "
+                         + "; ".join(parts) + ": the verdict grades the head on its own "
+                         "tasks; review the task changes with the prompt")
+        return notes
+
+    def _fork_point(self, git: GitOps, base: str, head: str) -> tuple[str, str] | None:
+        """Where the head left the base, when the base moved on since (`--base origin/main` in
+        CI is main's tip, with commits the PR never saw): (their merge base, the note saying
+        so). Comparing with the tip would show main's newer prompt edits undone by the PR, as
+        GitHub's own diff does not. None when the base is in the head's history, or no merge
+        base is here (a shallow clone: the base is used as given, and the note says so)."""
+        if base == head or git.is_ancestor(base, head):
+            return None
+        fork = git.merge_base(base, head)
+        if fork is None:
+            note = (f"{self.c.base} ({base[:10]}) is not in {self.c.head}'s history and no "
+                    "common ancestor is in this clone (shallow?): the prompt is compared with "
+                    f"{self.c.base} as it is now, so edits made there since the head branched "
+                    "read as undone by the head; fetch more history to compare from their "
+                    "merge base")
+            return (base, note)
+        if fork == head:  # the head is behind the base: compared as given
+            return None
+        return (fork, f"{self.c.base} ({base[:10]}) moved on since {self.c.head} branched "
+                      f"from it: compared from their merge base {fork[:10]}, as the pull "
+                      "request's own diff is (the base's newer commits are not the head's "
+                      "doing)")
+
     async def review(self) -> ReviewResult:
         try:
             return await self._review()
@@ -396,6 +470,9 @@ class Reviewer:
         sweep_abandoned(self.c.state_dir, self.emit)  # what killed optimize runs left behind
         with GitOps(self.repo) as git:
             base_sha, head_sha = git.resolve(self.c.base), git.resolve(self.c.head)
+            moved = self._fork_point(git, base_sha, head_sha)
+            if moved is not None:
+                base_sha = moved[0]
             result = ReviewResult(
                 status="reviewed",
                 message="",
@@ -414,6 +491,9 @@ class Reviewer:
             for note in self._projects.ignored:
                 result.notes.append(note)
                 self.emit(RunWarning(message=note))
+            if moved is not None:
+                result.notes.append(moved[1])
+                self.emit(RunWarning(message=moved[1]))
             if (self.c.suite and self.c.suite not in self._projects.head.agents
                     and self.c.suite not in self._projects.base.agents):
                 declared = ", ".join(self._projects.base.agent_names()) or "none"
@@ -431,10 +511,15 @@ class Reviewer:
                 result.status = "nothing_to_review"
                 which = (self._projects.head.agent(self.c.suite).prompt_path if self.c.suite
                          else "no agent prompt")
+                new = [n.split("'")[1] for n in self._projects.ignored
+                       if "is not declared at the base" in n and n.count("'") >= 2]
                 result.message = (
                     f"nothing to review: {which} {'is unchanged' if self.c.suite else 'changed'}"
                     f" between {self.c.base} ({base_sha[:10]}) and {self.c.head} "
                     f"({head_sha[:10]})"
+                    + (f" (new in the head, so with no base prompt to compare: "
+                       f"{', '.join(new)}; evaluate it with `promptloop eval`, and review "
+                       "its later prompt changes)" if new else "")
                 )
                 # nothing changed between the refs, but the working tree may: say so
                 head_project = self._projects.head
@@ -446,6 +531,10 @@ class Reviewer:
                 base_sha, head_sha, sorted({t.path for *_, t in changed} | {*guard.paths})
             )
             self._announce(changed, result)
+            for agent in dict.fromkeys(a for a, *_ in changed):
+                for note in self._suite_changes(git, agent, base_sha, head_sha):
+                    result.notes.append(note)
+                    self.emit(RunWarning(message=note))
         with project_scope(self._projects.head):
             for agent, base_text, head_text, target in changed:
                 self._commits[base_text], self._commits[head_text] = base_sha, head_sha

@@ -20,6 +20,7 @@ from promptloop.optimizer.report.fmt import num, short
 from promptloop.optimizer.report.markdown import STATUS_WORDS, cell, table_lines
 from promptloop.optimizer.report.plain import review_headline
 from promptloop.optimizer.report.table import comparison_table
+from promptloop.optimizer.workflows.github import MARKER
 from promptloop.optimizer.workflows.review_models import ReviewOutcome
 
 MAX_COMMENT_CHARS = 60_000
@@ -246,6 +247,7 @@ def render_comment(result: ReviewLike, max_chars: int = MAX_COMMENT_CHARS) -> st
     decision = r.decision or "neutral"
     evaluated = any(a.decision != "broken" for a in r.agents)
     head = [
+        MARKER,
         f"## promptloop review: {_BADGE[decision]}",
         "",
         f"Prompt change `{r.base_ref}` (`{r.base_commit[:10]}`) → `{r.head_ref}` "

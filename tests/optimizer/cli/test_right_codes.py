@@ -524,3 +524,30 @@ def test_a_mistyped_sandbox_variable_or_views_module_is_exit_1_before_any_trial(
     toml.write_text(text.replace(table, table + 'views = "my_views:views"\n'))
     open_project(toml)
     check_command("example")  # under the repository top: found, not imported
+
+
+def test_a_pr_that_introduces_an_agent_says_it_is_new(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team's PR added promptloop (init) to a repository: review said only "no agent prompt
+    changed", though a prompt was added. It names the new agent and what to do instead."""
+    from promptloop.optimizer.workflows.init import init_project
+    from tests.e2e.support import enter
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
+    (root / "README.md").write_text("an app\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "app"], check=True)
+    init_project(root)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "promptloop init"], check=True)
+    enter(root, monkeypatch)
+    monkeypatch.setenv("PROMPTLOOP_HOME", str(tmp_path / "state"))
+    got = runner.invoke(app, ["review", "--base", "HEAD~1", "--json"])
+    assert got.exit_code == 0, got.output
+    doc = cli_result(got.stdout)
+    assert doc["status"] == "nothing_to_review"
+    assert "new in the head" in doc["message"] and "example" in doc["message"]

@@ -223,7 +223,10 @@ def test_base_side_reused_from_the_trial_cache(repo: Path, state: Path) -> None:
     assert first.review_id != second.review_id
 
 
-def _fake_gh(bin_dir: Path, log: Path, *, authenticated: bool = True) -> None:
+def _fake_gh(bin_dir: Path, log: Path, *, authenticated: bool = True,
+             earlier: int | None = None) -> None:
+    """A `gh` logging its arguments; `earlier`: the id of a promptloop comment already on the
+    PR (listed by `gh api .../comments`, edited by `gh api -X PATCH`)."""
     bin_dir.mkdir(exist_ok=True)
     script = bin_dir / "gh"
     script.write_text(
@@ -233,7 +236,11 @@ def _fake_gh(bin_dir: Path, log: Path, *, authenticated: bool = True) -> None:
         'if [ "$1 $2" = "pr view" ]; then echo \'{"number": 42}\'; exit 0; fi\n'
         'if [ "$1 $2" = "pr comment" ]; then cp "$5" "' + str(log) + '.body"; '
         "echo https://github.example/o/r/pull/$3#comment; exit 0; fi\n"
-        "exit 9\n"
+        + ("" if earlier is None else
+           f'if [ "$1 $2" = "api -X" ]; then cp "${{6#body=@}}" "{log}.body"; '
+           f"echo https://github.example/o/r/pull/42#issuecomment-{earlier}; exit 0; fi\n"
+           f'if [ "$1" = api ]; then echo 11; echo {earlier}; exit 0; fi\n')
+        + "exit 9\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
 
@@ -250,14 +257,35 @@ def test_post_detects_the_pr_of_the_head_branch(
     calls = log.read_text().splitlines()
     assert calls[0] == "auth status"
     assert calls[1] == "pr view human/greetings --json number"
-    assert calls[2] == f"pr comment 42 --body-file {data['comment_path']}"
+    assert calls[2].startswith("api repos/{owner}/{repo}/issues/42/comments --paginate")
+    assert calls[3] == f"pr comment 42 --body-file {data['comment_path']}"
     assert Path(f"{log}.body").read_text() == Path(data["comment_path"]).read_text()
 
     # an explicit --pr skips the detection
     log.unlink()
     code, data = reviewer.json("human/greetings", "--post", "--pr", "7", "--trials", "1")
     assert code == 0 and data["post"]["pr"] == 7
-    assert log.read_text().splitlines()[1].startswith("pr comment 7 --body-file ")
+    assert log.read_text().splitlines()[2].startswith("pr comment 7 --body-file ")
+
+
+def test_a_later_review_edits_its_comment_instead_of_adding_one(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch, reviewer: Reviewer, tmp_path: Path
+) -> None:
+    """A team's CI reviewed on every push and each run added a full comment to the PR: the
+    comment carrying promptloop's marker is edited in place."""
+    human_branch(repo, "human/greetings", GOOD_LINE)
+    log = tmp_path / "gh.log"
+    _fake_gh(tmp_path / "bin", log, earlier=77)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    code, data = reviewer.json("human/greetings", "--post", "--pr", "42", "--trials", "1")
+    assert code == 0 and data["post"]["posted"] is True
+    assert "updated the review comment on PR #42" in data["post"]["message"]
+    calls = log.read_text().splitlines()
+    assert not any(c.startswith("pr comment") for c in calls), calls
+    assert calls[-1].startswith("api -X PATCH repos/{owner}/{repo}/issues/comments/77 -F body=@")
+    body = Path(f"{log}.body").read_text()
+    assert body == Path(data["comment_path"]).read_text()
+    assert body.startswith("<!-- promptloop-review -->\n")
 
 
 def test_post_without_usable_gh_says_what_to_run(
@@ -345,3 +373,59 @@ def test_fixed_bucket_improves_within_fewer_head_trials(
                for r in agent["reasons"]), agent["reasons"]
     comment = Path(data["comment_path"]).read_text()
     assert said[0] in comment and "Ruled out:" in comment
+
+
+def test_an_output_in_a_missing_folder_is_refused_before_any_trial(
+    repo: Path, state: Path, reviewer: Reviewer, tmp_path: Path
+) -> None:
+    """A team's `--output nodir/x.md` ran every trial, then failed with a raw errno, exit 2,
+    the verdict unprinted and nothing posted: a user error now, before anything runs."""
+    human_branch(repo, "human/greetings", GOOD_LINE)
+    result = reviewer.run("human/greetings", "--output", str(tmp_path / "nodir" / "x.md"))
+    assert result.exit_code == 1, result.output
+    assert "does not exist (create it first)" in result.output
+    assert not (state / "review").exists()  # no review was started
+
+
+def test_a_base_that_moved_on_is_compared_from_the_merge_base(repo: Path, state: Path) -> None:
+    """CI's `--base origin/main` is main's tip: a team's PR, branched before main changed the
+    prompt, was shown deleting main's newer line (a change it never made). The prompt is now
+    compared from their merge base, as the pull request's own diff is, and a note says so."""
+    fork = _git(repo, "rev-parse", "HEAD").strip()
+    human_branch(repo, "human/greetings", GOOD_LINE)
+    newer = "Never answer in French."
+    (repo / "prompts" / "pkm_agent.md").write_text(PROMPT + f"\n{newer}\n")
+    _git(repo, "commit", "-qam", "main moves on")
+    result = api(repo, state, "human/greetings", trials=1)
+    assert result.base_commit == fork
+    assert newer not in result.diff and GOOD_LINE in result.diff
+    assert any("compared from their merge base" in n for n in result.notes), result.notes
+
+
+def test_a_head_that_also_changes_its_suite_is_named_in_the_comment(
+        repo: Path, state: Path) -> None:
+    """A team's PR changed the prompt and rewrote its tasks' expected answers to match; the
+    verdict graded the head on its own tasks and the comment said nothing of them. It still
+    grades the head's tasks (docs/agents.md), and now says which the head changed."""
+    import shutil
+
+    _git(repo, "checkout", "-q", "-b", "human/and-tasks")
+    (repo / "prompts" / "pkm_agent.md").write_text(
+        PROMPT.replace("## Skipping\n", f"## Skipping\n{GOOD_LINE}\n"))
+    skip = repo / "tasks" / "pkm_agent" / "capability" / "tasks" / "skip_trivial"
+    edited = skip / "greet-hi" / "task.json"
+    edited.write_text(edited.read_text().replace("skip_trivial: greet-hi", "edited", 1))
+    shutil.rmtree(skip / "emoji-thumb")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "prompt and tasks")
+    _git(repo, "checkout", "-q", "main")
+    result = api(repo, state, "human/and-tasks", trials=1)
+    [note] = [n for n in result.notes if "also changes its suite" in n]
+    assert "its suite tasks/pkm_agent" in note
+    assert "1 edited (greet-hi)" in note and "1 removed (emoji-thumb)" in note
+    from promptloop.optimizer.workflows.review_comment import render_comment
+
+    assert "also changes its suite" in render_comment(result)
+    human_branch(repo, "human/greetings", GOOD_LINE)  # the prompt alone: no such note
+    alone = api(repo, state, "human/greetings", trials=1)
+    assert not any("also changes its suite" in n for n in alone.notes)
