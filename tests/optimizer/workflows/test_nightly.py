@@ -24,6 +24,7 @@ from tests.optimizer.workflows.nightly_support import (
     PRICES,
     accepted,
     agent_model,
+    agent_policy,
     make_repo,
     night,
     outcomes,
@@ -493,3 +494,32 @@ def test_a_nights_ledger_prices_its_iterations_with_the_nights_prices(
     entries = [e for e in Ledger(state / "ledger.jsonl").entries() if e.outcome != "refused"]
     assert entries, "the night evaluated no candidate"
     assert all(e.cost_usd is not None and e.cost_usd > 0 for e in entries), entries
+
+
+def test_a_provider_outage_under_a_candidate_is_retried_by_resume(
+        repo: Path, state: Path) -> None:
+    """The provider went down under a candidate: the iteration ends in error (optimize's
+    outcome), the night goes on, ends failed (exit 2) and resumable, and `--resume` runs that
+    bucket's iteration again (the errored one was no try: its patch was never judged)."""
+    from promptloop.agents.llm.errors import ProviderError
+
+    def down_for_candidates(req: Request) -> ModelResponse:
+        system = req.messages[0].content.lower()
+        if policies.BROAD_SKIP_RULE in system or policies.GOOD_SKIP_RULE in system:
+            raise ProviderError("503 from the provider after 4 retries", status=503)
+        return agent_policy(req)
+
+    sick = ScriptedModel(down_for_candidates, model_id="scripted:night-agent")
+    first = night(repo, state, agent=sick, suites=["pkm_agent"], iterations_per_bucket=1,
+                  max_buckets=1)
+    cp = first.checkpoint
+    iterations = [s for s in cp.steps if s.kind == "iteration"]
+    assert [s.outcome for s in iterations] == ["error"], (outcomes(first), cp.stop_reason)
+    assert cp.status == "failed" and first.exit_code == 2
+    assert "--resume" in (cp.stop_reason or "")
+    again = night(repo, state, suites=["pkm_agent"], iterations_per_bucket=1, max_buckets=1,
+                  resume=True)
+    steps = [s for s in again.checkpoint.steps if s.kind == "iteration"]
+    assert again.checkpoint.night_id == cp.night_id and again.exit_code == 0, outcomes(again)
+    assert [s.outcome != "error" for s in steps] == [False, True]
+    assert steps[1].bucket == steps[0].bucket and steps[1].iteration == 2

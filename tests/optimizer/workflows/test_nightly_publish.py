@@ -119,3 +119,38 @@ def test_open_pr_with_a_gh_on_path(
     assert lines[1].startswith(f"pr create --head {acc['branch']} --title promptloop(")
     assert lines[1].endswith(f"--body-file {acc['pr_body_path']}")
     assert _git(bare, "branch", "--list").strip() == acc["branch"]
+
+
+def test_a_night_whose_push_failed_is_resumed_and_pushes(
+    repo: Path, state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team's night exited 2 on a failed push (docs: "the night can be resumed"), but it was
+    recorded finished: `--resume` started a new night, and the accepted branch was never
+    pushed (a later night saw it "awaiting review"). The night is failed and resumable now,
+    its summary names the failure, and the resumed night pushes the branch."""
+    monkeypatch.setitem(SCRIPTED_MODELS, "night-agent", agent_model)
+    monkeypatch.setitem(SCRIPTED_MODELS, "night-proposer", proposer_model)
+    (repo / "night.toml").write_text(
+        '[nightly]\nsuites = ["pkm_agent"]\nagent_model = "scripted:night-agent"\n'
+        'judge_model = "scripted:judge"\nproposer_model = "scripted:night-proposer"\n'
+        'proposer_format = "diff"\ntrials = 1\nconfirm_trials = 1\n')
+    _git(repo, "remote", "add", "origin", str(tmp_path / "missing.git"))
+    monkeypatch.chdir(repo)
+    args = ["nightly", "--config", "night.toml", "--push", "--json", "--state-dir", str(state),
+            "--max-buckets", "1"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 2, first.output
+    night = cli_result(first.stdout)["summary"]
+    [acc] = night["accepted"]
+    assert night["status"] == "failed" and "publishing" in (night["stop_reason"] or "")
+    assert any("push of" in e for e in night["infra_errors"]), night["infra_errors"]
+    md = (state / "nightly" / night["night_id"] / "summary.md").read_text()
+    assert "**Push failed:**" in md and "To publish by hand:" in md
+    bare = _origin(repo, tmp_path)
+    second = CliRunner().invoke(app, [*args, "--resume"])
+    assert second.exit_code == 0, second.output
+    again = cli_result(second.stdout)["summary"]
+    assert again["night_id"] == night["night_id"] and again["status"] == "finished"
+    assert _git(bare, "rev-parse", acc["branch"]).strip() == acc["commit"]
+    md = (state / "nightly" / night["night_id"] / "summary.md").read_text()
+    assert "Push failed" not in md and "To publish by hand:" not in md

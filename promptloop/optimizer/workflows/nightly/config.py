@@ -91,11 +91,12 @@ class NightlyConfig(CommandModels):
                     "tokens) to promptloop.toml"
                 )
 
-    def optimize_config(self, suite: str, bucket: str, base: str, first: int = 1) -> OptimizeConfig:
+    def optimize_config(self, suite: str, bucket: str, base: str, first: int = 1,
+                        last: int | None = None) -> OptimizeConfig:
         shared = self.model_dump(include=_SHARED_WITH_OPTIMIZE)
         return OptimizeConfig.model_validate(
             shared | {"suite": suite, "bucket": bucket, "base": base, "first_iteration": first,
-                      "iterations": self.iterations_per_bucket}
+                      "iterations": self.iterations_per_bucket if last is None else last}
         )
 
 

@@ -204,6 +204,13 @@ class NightlyEngine:
                     raise
             if self.push and cp.status != "running":
                 publish_accepted(cp, self.repo, open_pr=self.open_pr, say=self.say)
+                failed = [p for p in cp.published if p.push_error or p.pr == "failed"]
+                if failed and cp.status == "finished":  # resumable: --resume publishes again
+                    p = failed[0]
+                    cp.status = "failed"
+                    cp.stop_reason = (f"publishing {p.branch} failed: "
+                                      f"{p.push_error or p.pr_error}; `promptloop nightly "
+                                      "--resume` publishes again")
                 self.save()
             folder = checkpoint_path(self.state, cp.night_id).parent
             life = self._lifecycle(cp)
@@ -237,7 +244,12 @@ class NightlyEngine:
             recover_pending(cp, self.repo, self.state, self.say, swept)
             self.save()
             await self._night()
-            cp.status = "finished"
+            if cp.infra_errors:  # an iteration's provider failed: resumable, to retry it
+                cp.status = "failed"
+                cp.stop_reason = (f"infrastructure failure: {cp.infra_errors[0]}; "
+                                  "`promptloop nightly --resume` retries what failed")
+            else:
+                cp.status = "finished"
         except (CredentialsError, ModelConfigError) as err:
             if isinstance(err, CredentialsError) and not err.missing:
                 cp.status = "failed"  # a key the provider rejects: as any provider failure
@@ -338,9 +350,10 @@ class NightlyEngine:
             if not await self._bucket_steps(rank, baselines[rank.suite]):
                 return
 
-    def _optimizer(self, suite: str, bucket: str, first: int = 1, **hooks: Any) -> Optimizer:
+    def _optimizer(self, suite: str, bucket: str, first: int = 1, last: int | None = None,
+                   **hooks: Any) -> Optimizer:
         return Optimizer(
-            self.c.optimize_config(suite, bucket, self._cp().base_commit, first),
+            self.c.optimize_config(suite, bucket, self._cp().base_commit, first, last),
             self.models,
             on_event=self._on_event,
             command="nightly",
@@ -454,7 +467,10 @@ class NightlyEngine:
             for s in cp.steps
             if s.kind == "iteration" and s.suite == rank.suite and s.bucket == rank.bucket
         ]
-        if any(s.outcome == "accepted" for s in done) or len(done) >= self.c.iterations_per_bucket:
+        # an iteration that ended in error (its provider failed) is not a try: a resumed
+        # night runs it again, as an iteration of its own
+        tries = sum(s.outcome != "error" for s in done)
+        if any(s.outcome == "accepted" for s in done) or tries >= self.c.iterations_per_bucket:
             return True
         session = cp.sessions.setdefault(
             key,
@@ -491,6 +507,7 @@ class NightlyEngine:
             rank.suite,
             rank.bucket,
             first,
+            first - 1 + self.c.iterations_per_bucket - tries,
             before_iteration=before,
             after_iteration=after,
             session=session,

@@ -159,9 +159,22 @@ def build_summary(
         started_at=cp.started_at, updated_at=cp.updated_at, attempts=cp.attempts,
         base_commit=cp.base_commit, suites=list(cfg.get("suites", [])), models=dict(models),
         ranking=cp.ranking or [], skipped_buckets=cp.skipped_buckets, accepted=accepted,
-        rejected=rejected, budget=budget, infra_errors=cp.infra_errors, notes=cp.notes,
+        rejected=rejected, budget=budget,
+        infra_errors=[*cp.infra_errors, *publish_errors(cp)], notes=cp.notes,
         steps=steps, health_markdown=life.health_markdown if life else "",
         graduations=life.graduations if life else [])
+
+
+def publish_errors(cp: Checkpoint) -> list[str]:
+    """Each push or PR that failed, as an infrastructure error of the night (exit 2)."""
+    out = []
+    for p in cp.published:
+        if p.push_error:
+            out.append(f"push of {p.branch} failed: {p.push_error}")
+        elif p.pr == "failed":
+            out.append(f"opening the PR of {p.branch} failed: "
+                       f"{p.pr_error or 'gh pr create failed'}")
+    return out
 
 
 def _limit(v: Any, unit: str = "") -> str:
@@ -212,10 +225,20 @@ def rejected_table(s: NightSummary) -> Table:
 def _accepted_markdown(a: AcceptedBranch) -> list[str]:
     lines = [f"### `{a.branch}` ({a.suite} / {a.bucket}, iteration {a.iteration})", "",
              f"**Hypothesis.** {a.hypothesis}", ""]
-    if a.published is not None and a.published.pr_url:
-        lines += [f"PR: {a.published.pr_url}", ""]
-    return [*lines, "To publish by hand:", "", "```sh", *a.commands, "```", "",
-            "<details><summary>PR body</summary>", "", a.pr_body.rstrip(), "", "</details>", ""]
+    p = a.published
+    if p is not None and p.pr_url:
+        lines += [f"PR: {p.pr_url}", ""]
+    if p is not None and p.push_error:
+        lines += [f"**Push failed:** {p.push_error}", ""]
+    if p is not None and p.pr == "failed":
+        lines += [f"**Opening the PR failed:** {p.pr_error or 'gh pr create failed'}", ""]
+    # what is left to do by hand: everything when the night did not publish, else only
+    # what publishing could not do (never a second `gh pr create` for an opened PR)
+    todo = a.commands if p is None else p.commands
+    if todo:
+        lines += ["To publish by hand:", "", "```sh", *todo, "```", ""]
+    return [*lines, "<details><summary>PR body</summary>", "", a.pr_body.rstrip(), "",
+            "</details>", ""]
 
 
 def render_markdown(s: NightSummary) -> str:
