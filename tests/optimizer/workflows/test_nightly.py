@@ -523,3 +523,30 @@ def test_a_provider_outage_under_a_candidate_is_retried_by_resume(
     assert again.checkpoint.night_id == cp.night_id and again.exit_code == 0, outcomes(again)
     assert [s.outcome != "error" for s in steps] == [False, True]
     assert steps[1].bucket == steps[0].bucket and steps[1].iteration == 2
+
+
+def test_a_kill_during_a_baseline_is_charged_when_the_night_resumes(
+    repo: Path, state: Path, tmp_path: Path
+) -> None:
+    """A team killed four nights during their baselines: the real spend was never charged, so
+    kills let a night spend past its budget. A baseline in progress is checkpointed as an
+    iteration is, and charged at its estimate when the night resumes (docs/nightly.md)."""
+    marker = tmp_path / "killed"
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.optimizer.workflows.nightly_child", str(repo), str(state),
+         str(marker), "baseline"], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120)
+    assert child.returncode == -9, child.stderr[-2000:]
+    crashed = latest_unfinished(state)
+    assert crashed is not None and crashed.pending is not None
+    assert crashed.pending.step.startswith("baseline:")
+    estimate = crashed.pending.estimate.tokens
+    assert estimate > 0
+    result = night(repo, state, resume=True)
+    cp = result.checkpoint
+    assert cp.night_id == crashed.night_id and cp.status == "finished"
+    [note] = [n for n in cp.notes if n.startswith(crashed.pending.step)]
+    assert "was interrupted and runs again" in note and f"({estimate} tokens)" in note
+    steps = sum(s.spend.tokens for s in cp.steps)
+    assert cp.spend.tokens >= steps + estimate  # the killed attempt's spend is counted

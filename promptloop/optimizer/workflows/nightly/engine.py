@@ -388,6 +388,7 @@ class NightlyEngine:
             if self._stop(step_id, estimate):
                 return None
             self.book.begin(estimate)
+            self._pending(step_id, suite, estimate)
             baseline = await opt.run_baseline()
             trials = [t for r in baseline.runs for t in r.trials]
             errored = [t for t in trials if t.status == "errored"]
@@ -407,6 +408,7 @@ class NightlyEngine:
                     f"{step_id}: {len(errored)} errored trial(s), e.g. "
                     f"{errored[0].infra_error or errored[0].failure_reason}"
                 )
+            cp.pending = None
             self.save()
             return baseline
         finally:
@@ -434,6 +436,7 @@ class NightlyEngine:
         if self._stop(step_id, estimate):
             return False
         self.book.begin(estimate)
+        self._pending(step_id, suite, estimate)
         shared = self.c.model_dump(include={"agent_model", "judge_model", "base_url",
                                             "concurrency", "kinds", "policy", "state_dir"})
         config = ProfileConfig.model_validate(shared | {
@@ -442,12 +445,23 @@ class NightlyEngine:
             result = await profile(config, self._on_event, models=self.models)
         except (OSError, ValueError, KeyError) as exc:  # a night goes on without it
             cp.notes.append(f"{step_id}: not run ({exc})")
+            cp.pending = None
             self.save()
             return True
         self.book.record(cp, step_id, "profile", suite, runs=result.run_names,
                          outcome=f"{result.trials_run} trial(s) on {len(result.rows)} task(s)")
+        cp.pending = None
         self.save()
         return True
+
+    def _pending(self, step_id: str, suite: str, estimate: Estimate) -> None:
+        """Checkpoint a baseline or profile step as in progress: a kill -9 during it is
+        charged at its estimate when the night resumes (`recover_pending`), as an
+        iteration's is (a team's four kills during baselines spent unmetered)."""
+        cp = self._cp()
+        cp.pending = Pending(step=step_id, suite=suite, bucket="*", session="", iteration=0,
+                             estimate=estimate.spend, started_at=datetime.now(UTC))
+        self.save()
 
     def _load_baseline(self, opt: Optimizer, done: StepRecord) -> Baseline:
         """A finished baseline step, rebuilt from the saved runs (no trial is run again)."""
