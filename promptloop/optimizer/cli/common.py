@@ -361,6 +361,10 @@ def use_toml(ctx: typer.Context, path: Path | None, command: str | None = None) 
         raise typer.Exit(EXIT_USER) from None
 
 
+NOT_IN_FILES = frozenset({"json", "as_json", "config", "dry_run", "help", "repo", "resume"})
+"""Options a command takes that no promptloop.toml table sets (not offered as keys)."""
+
+
 def _check_tables(ctx: typer.Context, data: dict[str, Any], where: str) -> None:
     """Every table names a command and every key one of its options (or, for nightly, one of
     its settings): a misspelling is an error with a did-you-mean, never silently ignored."""
@@ -380,9 +384,14 @@ def _check_tables(ctx: typer.Context, data: dict[str, Any], where: str) -> None:
         for key in table:
             normal = key.replace("-", "_")
             if renamed.get(normal, normal) not in allowed:
-                options = sorted(a.replace("_", "-") for a in allowed)
+                # offered in the spelling the file uses (docs/nightly.md writes snake_case),
+                # without the options no file sets (output format, the file itself)
+                dash = "-" in key or "_" not in key
+                offered = sorted(a for a in allowed if a not in NOT_IN_FILES)
+                options = [a.replace("_", "-") if dash else a for a in offered]
+                asked = key.replace("_", "-") if dash else normal
                 problems.append(f"{where}: [{name}] key '{key}': unknown key."
-                                f"{did_you_mean(key.replace('_', '-'), options)} "
+                                f"{did_you_mean(asked, options)} "
                                 f"Keys: {', '.join(options)}")
     if problems:
         raise ConfigError("\n".join(problems))

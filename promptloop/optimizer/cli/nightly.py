@@ -235,9 +235,8 @@ def _dry_run(cfg: NightlyConfig, as_json: bool) -> int:
     for item in plan.awaiting_review:
         say(f"left out: {item} awaits review")
     lim = plan.budgets
-    say(f"budgets: tokens {lim['max_tokens'] or 'none'}, usd "
-        f"{'none' if lim['max_usd'] is None else lim['max_usd']}, minutes "
-        f"{lim['max_wall_minutes'] or 'none'}"
+    say(f"budgets: tokens {_limit(lim['max_tokens'])}, usd {_limit(lim['max_usd'])}, "
+        f"minutes {_limit(lim['max_wall_minutes'])}"
         + ("" if plan.baselines_fit else "; the baselines alone exceed the token budget"))
     return 0
 
@@ -298,9 +297,9 @@ def _show(result: Any) -> None:
     b = s.budget
     ui.out.print(f"spent: {fmt.tokens(b.used_tokens)} tokens, est. {fmt.usd(b.used_usd)}, "
                  f"{b.used_wall_minutes:.1f} min "
-                 f"(limits: tokens {b.max_tokens or 'none'}, usd "
+                 f"(limits: tokens {_limit(b.max_tokens)}, usd "
                  f"{'none' if b.max_usd is None else fmt.usd(b.max_usd)}, minutes "
-                 f"{b.max_wall_minutes or 'none'})", markup=False)
+                 f"{_limit(b.max_wall_minutes)})", markup=False)
     if s.ranking:
         ui.table("buckets with failing trials", ["suite", "bucket", "failing", "mean score"],
                  [[r.suite, r.bucket, r.failing, fmt.num(r.mean_score, 2)] for r in s.ranking])
@@ -321,3 +320,7 @@ def _show(result: Any) -> None:
         ui.out.print(f"infrastructure error: {e}", markup=False)
     ui.out.print("summary: " + ", ".join(str(p) for p in result.paths.values()), markup=False)
 
+
+def _limit(value: object) -> str:
+    """A budget's limit as set: "none" only when there is none (0 is a limit, and enforced)."""
+    return "none" if value is None else str(value)

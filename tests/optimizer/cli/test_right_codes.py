@@ -184,6 +184,13 @@ def test_an_unknown_key_in_promptloop_toml_is_an_error(
     (repo / "promptloop.toml").write_text("[eval]\ntrails = 2\n")
     code, out = _invoke(repo, monkeypatch, "suites")
     assert code == 1 and "[eval] key 'trails': unknown key" in out and "promptloop.toml" in out
+    # a team's snake_case slip in [nightly] (as docs/nightly.md spells its keys) was offered
+    # the hyphenated spelling, beside options no file sets (as-json, dry-run, config)
+    (repo / "promptloop.toml").write_text("[nightly]\nmax_wall_minuts = 100\n")
+    code, out = _invoke(repo, monkeypatch, "suites")
+    flat = _flat(out)
+    assert code == 1 and "Did you mean 'max_wall_minutes'?" in flat, flat
+    assert "as_json" not in flat and "dry_run" not in flat and "as-json" not in flat
 
 
 # The failing --json invocation of every command: test_json_envelope.py (one envelope, valid
