@@ -274,12 +274,14 @@ class Ledger:
         return [e for e in self.entries() if e.agent == agent and e.bucket == bucket]
 
     def rejected(self, agent: str, bucket: str) -> list[LedgerEntry]:
-        """Ideas that did not make it (candidates that lost their screening included)."""
+        """Ideas a proposer must not repeat: those that did not make it (candidates that lost
+        their screening included), and accepted ones (their branch awaits review, or was
+        declined and deleted: `seen_diff` refuses a repeat, so the proposer is told)."""
         return [
             idea
             for e in self.for_bucket(agent, bucket)
             for idea in e.ideas()
-            if idea.outcome in ("rejected", "refused", "inconclusive")
+            if idea.outcome in ("rejected", "refused", "inconclusive", "accepted")
         ]
 
     def seen_diff(self, agent: str, bucket: str, digest: str,

@@ -154,9 +154,11 @@ def rejected_block(entries: list[LedgerEntry], limit: int = 5) -> str:
         changed = "\n".join(
             ln for ln in e.diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
         )
+        why = ("accepted earlier: its branch awaits review or was declined; propose a "
+               "different change" if e.outcome == "accepted" else "; ".join(e.reasons) or "n/a")
         out.append(
             f"- {e.outcome}: {e.hypothesis or '(no hypothesis)'}\n  why: "
-            f"{'; '.join(e.reasons) or 'n/a'}\n  changed lines:\n"
+            f"{why}\n  changed lines:\n"
             + "\n".join("    " + ln for ln in changed.splitlines()[:12])
         )
     return "\n".join(out)
@@ -223,7 +225,8 @@ def build_package(p: PackageInput) -> Package:
             "</failing_trials>",
             "## Passing trials of other buckets (must keep passing)\n"
             f"<counter_examples>\n{counter}\n</counter_examples>",
-            f"## Proposals already rejected for this bucket\n<rejected>\n{rejected}\n</rejected>",
+            "## Proposals already tried for this bucket (do not repeat them)\n"
+            f"<rejected>\n{rejected}\n</rejected>",
             f"## Prompt-engineering manual\n<manual>\n{manual}\n</manual>",
             "Now answer in the required format.",
         ]

@@ -99,3 +99,19 @@ def test_the_same_idea_with_a_repeated_line_or_other_spacing_is_a_repeat(tmp_pat
     seen = ledger.seen_diff("pkm_agent", "skip_trivial", diff_hash(once), once)
     assert seen is not None and seen.id == "s-1"
     assert ledger.seen_diff("pkm_agent", "skip_trivial", diff_hash(other), other) is None
+
+
+def test_an_accepted_idea_is_among_those_a_proposer_must_not_repeat(tmp_path: Path) -> None:
+    """A team deleted a declined accepted branch; the next night's proposer, told nothing,
+    proposed the same change, which the duplicate guard refused: one proposer call and the
+    iteration wasted. Accepted ideas are listed too, saying why not to repeat them."""
+    from promptloop.optimizer.propose.proposer import rejected_block
+
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append(closed("s-1", outcome="accepted", diff="-a\n+kept rule\n"))
+    ledger.append(closed("s-2", outcome="error", diff="-a\n+never judged\n"))
+    ideas = ledger.rejected("pkm_agent", "skip_trivial")
+    assert [e.id for e in ideas] == ["s-1"]  # an idea never judged may be tried again
+    block = rejected_block(ideas)
+    assert "accepted" in block and "propose a different change" in block
+    assert "+kept rule" in block
