@@ -118,6 +118,11 @@ class AgentConfig(_Strict):
     """Any adapter: `package.module:function`, the agent's failure-package hook (views of a
     trial's outcome only this agent knows how to show); default: `<entry>_views` of a python
     or session entry."""
+    code: list[str] = plain(default_factory=list)
+    """Files or folders (relative to the repository root) whose change makes cached trials of
+    this agent stale (run/external.adapter_variant): an `http` agent's service source, which
+    promptloop cannot see from its table (without it, every code file of the repository
+    counts), or anything a command reads beyond the folders of its own files."""
 
     @field_validator("prompt")
     @classmethod
@@ -125,6 +130,11 @@ class AgentConfig(_Strict):
         """The short form's path, checked as a [[prompts]] table's (a path outside raised
         from `targets()` later, as a traceback of every command)."""
         return None if value is None else inside_repo(value)
+
+    @field_validator("code")
+    @classmethod
+    def _code_inside(cls, value: list[str]) -> list[str]:
+        return [inside_repo(v) for v in value]
 
     @field_validator("model", "judge")
     @classmethod

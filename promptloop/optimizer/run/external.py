@@ -51,10 +51,12 @@ WORKSPACE = "workspace"
 def adapter_variant(agent: Agent, root: Path) -> str:
     """What else decides the trials of an agent that runs outside promptloop's agent loop, for
     the trial cache: its table, the files its command names (a changed agent script is
-    never served from cache), the values of the variables its `env` passes (hashed: a trial
-    made with another value is another trial) and, for a command or worker, whether it runs
-    in a sandbox (a boxed trial cannot write outside; an unboxed one is checked for it). An
-    in-process (`session`) agent has none: its trials are keyed as they always were."""
+    never served from cache) and the files and folders its `code` key names (an `http`
+    agent without one: every code file of the repository), the values of the variables its
+    `env` passes (hashed: a trial made with another value is another trial) and, for a
+    command or worker, whether it runs in a sandbox (a boxed trial cannot write outside; an
+    unboxed one is checked for it). An in-process (`session`) agent has none: its trials are
+    keyed as they always were."""
     c = agent.config
     flat = {k: v for k, v in c.flat().items() if k != "description"}
     h = hashlib.sha256(json.dumps(flat, sort_keys=True).encode())
@@ -76,6 +78,20 @@ def adapter_variant(agent: Agent, root: Path) -> str:
             folders.add(path.parent)
     for target in agent.targets():
         h.update(_code_around(target, root).encode())
+    for rel in c.code:  # declared: the files and folders whose change makes trials stale
+        path = (root / rel).resolve()
+        if path.is_dir():
+            folders.add(path)
+        elif path.is_file():
+            h.update(f"{rel}\0".encode())
+            h.update(path.read_bytes())
+        else:
+            h.update(f"{rel}\0missing".encode())
+    if c.spec.adapter == "http" and not c.code:
+        # a service promptloop only calls: its source is somewhere in the repository, unseen
+        # from the table (a team's changed and reverted service was served from cache both
+        # times): every code file counts, until the table's `code` names the service's own
+        folders.add(top)
     skip = {(root / t.path).resolve() for t in agent.targets()}
     skip |= {(root / s).resolve() for s in c.suites}
     for rel, digest in _code_beside(sorted(folders), top, skip):

@@ -123,7 +123,7 @@ def trial_cache_path(suite: Suite, task: LoadedTask, index: int, options: RunOpt
 def uncached_trials(suite: Suite, options: RunOptions, prompt: str) -> int:
     """How many of the run's planned trials the trial cache cannot serve (these call the
     model): keyed exactly as `run_suite` keys them, judged when the suite has judge graders."""
-    if not options.reuse:
+    if not options.reuse or options.mode == "record":
         return len(_trial_plan(suite, options))
     project = active_project()
     variant = run_variant(options, project.agent(suite.agent_name), project.root or Path.cwd())
@@ -282,7 +282,9 @@ class _TrialRunner:
 
     async def __call__(self, task: LoadedTask, index: int) -> TrialResult:
         path = self._cache_path(task, index)
-        if self.options.reuse and path.is_file():
+        # a record run calls the models to record them: a cached trial would record nothing
+        # (a team's record run served every trial from cache, and the replay then missed)
+        if self.options.reuse and self.options.mode != "record" and path.is_file():
             result = TrialResult.model_validate_json(path.read_text(encoding="utf-8"))
             result = result.model_copy(update={"cached": True})
         else:

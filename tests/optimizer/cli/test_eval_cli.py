@@ -166,3 +166,15 @@ def test_a_partial_replay_names_the_trials_it_missed(state: Path) -> None:
     plain = runner.invoke(app, ["eval", "--out", str(state), *CARD_REGRESSION, "--trials", "2",
                                 "--mode", "replay", "--fresh"])
     assert plain.exit_code == 0 and f"{first}#1" in " ".join(plain.output.split())
+
+
+def test_a_record_run_records_even_what_the_cache_holds(state: Path) -> None:
+    """A team ran live, then `--mode record`: every trial came from the trial cache, nothing
+    was recorded, and the replay (server down) missed, telling them to record. A record run
+    calls the models: it never takes a trial from the cache."""
+    code, live = _eval(state, *CARD_REGRESSION)
+    assert code == 0 and live["summary"]["cached_trials"] == 0
+    code, rec = _eval(state, *CARD_REGRESSION, "--mode", "record")
+    assert code == 0 and rec["summary"]["cached_trials"] == 0, rec["_output"]
+    code, rep = _eval(state, *CARD_REGRESSION, "--mode", "replay", "--fresh")
+    assert code == 0 and rep["summary"]["errored_trials"] == 0, rep["_output"]

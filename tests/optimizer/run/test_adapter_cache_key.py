@@ -88,3 +88,35 @@ def test_a_module_beside_the_agent_keys_the_trials(tmp_path: Path) -> None:
     assert adapter_variant(a, tmp_path) == before
     (agent_dir / "rules.py").write_text("URGENT = 'low'\n")
     assert adapter_variant(a, tmp_path) != before
+
+
+def test_an_http_agents_service_code_keys_its_trials(tmp_path: Path) -> None:
+    """A team changed its http agent's service (agent/server.py), restarted it, and eval
+    served the old trials from the cache; reverted, it served the broken ones. promptloop
+    cannot see a service from its table: without `code`, every code file of the repository
+    keys the trials; with `code`, the files and folders it names (and nothing else)."""
+    svc, other = tmp_path / "agent", tmp_path / "docs"
+    svc.mkdir()
+    other.mkdir()
+    (svc / "server.py").write_text("FORCE = None\n")
+    (other / "build.py").write_text("x = 1\n")
+
+    def http(**extra: object) -> Agent:
+        config = AgentConfig.model_validate({"prompt": "p.md", "suites": ["evals/x"],
+                                             "adapter": "http",
+                                             "url": "http://127.0.0.1:9/trial", **extra})
+        return Agent("x", config, Project(tmp_path / "promptloop.toml", {"x": config}, {}))
+
+    bare, named = http(), http(code=["agent"])
+    first = (adapter_variant(bare, tmp_path), adapter_variant(named, tmp_path))
+    (svc / "server.py").write_text("FORCE = 'low'\n")
+    changed = (adapter_variant(bare, tmp_path), adapter_variant(named, tmp_path))
+    assert changed[0] != first[0] and changed[1] != first[1]
+    (svc / "server.py").write_text("FORCE = None\n")  # reverted: the first trials again
+    assert (adapter_variant(bare, tmp_path), adapter_variant(named, tmp_path)) == first
+    (other / "build.py").write_text("x = 2\n")  # outside `code`: only the bare key moves
+    assert adapter_variant(named, tmp_path) == first[1]
+    assert adapter_variant(bare, tmp_path) != first[0]
+    with pytest.raises(ValueError, match="relative to the repository root"):
+        AgentConfig.model_validate({"prompt": "p.md", "suites": ["e"], "adapter": "http",
+                                    "url": "http://127.0.0.1:9/t", "code": ["../svc"]})
