@@ -73,8 +73,8 @@ def row(e: RunIndexEntry) -> dict[str, str]:
                                                          or "?")[:7],
         # the rates eval prints first: errored trials count as failed (a run whose trials
         # mostly errored must not read 100%); the errored-excluded ones are in `report`
-        "task pass": fmt.pct(_first(e.original_task_pass_rate, e.task_pass_rate)),
-        "trial pass": fmt.pct(_first(e.original_trial_pass_rate, e.trial_pass_rate)),
+        "task pass": fmt.pct(e.listed_task_pass_rate),
+        "trial pass": fmt.pct(e.listed_trial_pass_rate),
         "trials": str(e.num_trials),
         "errored": str(e.errored_trials), "started (UTC)": f"{e.started_at:%Y-%m-%d %H:%M}",
     }
@@ -170,7 +170,3 @@ def runs(
             sys.stdout.write(render_table(entries, width))
 
     guarded(body)
-
-
-def _first(*rates: float | None) -> float | None:
-    return next((r for r in rates if r is not None), None)

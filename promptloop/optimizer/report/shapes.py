@@ -333,5 +333,6 @@ def index_docs(run: RunResult, summary: RunSummary) -> tuple[dict[str, Any], dic
         "verdict": run.provenance.verdict,
         "session": run.provenance.session,
         "freshTrials": sum(t.counts and not t.cached for t in run.trials),
+        "mode": run.provenance.mode,
     }
     return line, extras

@@ -85,6 +85,29 @@ class RunIndexEntry(BaseModel):
     fresh_trials: int | None = None
     """Counted trials not served from the trial cache (None: indexed before this was kept).
     A run without any is no evidence of its own (`lifecycle.lineage` leaves it out)."""
+    mode: str = ""
+    """live, record or replay (`Provenance.mode`); empty for runs indexed before it was."""
+
+    @property
+    def new_evidence(self) -> bool:
+        """The run measured something of its own, as `lifecycle.lineage` counts runs: not a
+        replay (recorded replies again), not served wholly from the trial cache, and not one
+        whose every trial errored (no counted trial)."""
+        return self.mode != "replay" and (self.fresh_trials is None or self.fresh_trials > 0)
+
+    @property
+    def listed_task_pass_rate(self) -> float | None:
+        """The task pass rate a listing shows (`runs`, the viewer): errored trials counted as
+        failed, as eval's first line (a run whose trials mostly errored must not read 100%);
+        ours (errored excluded) for a line saved before the original's was kept."""
+        return (self.original_task_pass_rate if self.original_task_pass_rate is not None
+                else self.task_pass_rate)
+
+    @property
+    def listed_trial_pass_rate(self) -> float | None:
+        """`listed_task_pass_rate` for trials."""
+        return (self.original_trial_pass_rate if self.original_trial_pass_rate is not None
+                else self.trial_pass_rate)
 
     @property
     def on_lineage(self) -> bool:

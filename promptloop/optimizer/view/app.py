@@ -24,7 +24,13 @@ from promptloop.optimizer.view.health import health_page, health_rows
 from promptloop.optimizer.view.render import render, static_file
 from promptloop.optimizer.view.runs import RunFilter, runs_page, same_suite
 from promptloop.optimizer.view.state import BadRequestError, NotFoundError, StateFolder
-from promptloop.optimizer.view.trend import DEFAULT_LIMIT, MAX_LIMIT, suite_runs, trend_page
+from promptloop.optimizer.view.trend import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    suite_runs,
+    trend_page,
+    trended,
+)
 
 HTML = "text/html; charset=utf-8"
 TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
@@ -167,7 +173,7 @@ class ViewApp:
                 readable.append(e)
             except (NotFoundError, ReportError):
                 continue  # a missing or unreadable report leaves a gap, not an error page
-        total = sum(e.suite_name == suite and e.on_lineage for e in entries)
+        total = sum(trended(e, suite) for e in entries)
         page = trend_page(suite, readable, summaries, total, len(runs) - len(readable))
         return self.page("view_trend.html.j2", active="/", p=page, limit=limit,
                          title=f"{suite}: trend per bucket")

@@ -118,10 +118,16 @@ class TrendPage:
 def suite_runs(entries: Sequence[RunIndexEntry], suite: str, limit: int) -> list[RunIndexEntry]:
     """The newest `limit` runs of `suite` on its lineage, oldest first: the runs of candidates
     (accepted ones too: not merged yet) and of review heads are left out
-    (`RunIndexEntry.on_lineage`)."""
-    runs = sorted((e for e in entries if e.suite_name == suite and e.on_lineage),
-                  key=lambda e: e.started_at)
+    (`RunIndexEntry.on_lineage`), and so are runs with no evidence of their own (replays,
+    runs served wholly from the cache, runs whose every trial errored), as `health` leaves
+    them out (`RunIndexEntry.new_evidence`)."""
+    runs = sorted((e for e in entries if trended(e, suite)), key=lambda e: e.started_at)
     return runs[-limit:]
+
+
+def trended(e: RunIndexEntry, suite: str) -> bool:
+    """A run of `suite` the trend plots (`suite_runs`)."""
+    return e.suite_name == suite and e.on_lineage and e.new_evidence
 
 
 def trend_page(suite: str, runs: list[RunIndexEntry], summaries: Sequence[RunSummary],

@@ -153,7 +153,9 @@ def test_trend_plots_every_bucket_with_its_slope(app: ViewApp, view_state: ViewS
     # the lineage only: a candidate is not the suite's trend, an accepted one neither (a team
     # read a +1.5 pp/run climb on a trend whose HEAD prompt never changed: the accepted
     # branch was not merged)
-    runs = [e for e in every if e.role != "candidate"]
+    # and, as `health`, only runs with evidence of their own: no replay, no run served wholly
+    # from the cache (a team's trend plotted 16 runs where health read 6)
+    runs = [e for e in every if e.role != "candidate" and e.new_evidence]
     left_out = [e for e in every if e not in runs]
     assert any(e.verdict == "accepted" for e in left_out)
     assert left_out and all(e.run_name not in text for e in left_out)
@@ -320,3 +322,22 @@ def test_runs_of_equal_time_list_the_later_saved_first(tmp_path: Path) -> None:
     save_run(later, store)
     text = page(ViewApp(tmp_path), "/")
     assert re.findall(r'name="base" value="([^"]+)"', text) == ["second", "first", "older"]
+
+
+def test_the_runs_list_shows_the_rates_runs_shows(tmp_path: Path) -> None:
+    """A team's run with an errored trial read 83.3% in `promptloop runs` and 100.0% in the
+    viewer, under the same "Task pass" header: both list the rate eval prints first (an
+    errored trial counts as failed)."""
+    from promptloop.optimizer.cli.runs import row
+    from promptloop.optimizer.report.store import save_run
+
+    store = tmp_path / "runs"
+    run = mk_run([tr("a", 0, "passed"), tr("b", 1, "passed"),
+                  tr("c", 2, "errored", infra_error="replay miss")], name="with-error")
+    save_run(run, store)
+    [entry] = list_runs(store)
+    assert entry.task_pass_rate == 1.0  # ours: errored excluded
+    listed = rows(page(ViewApp(tmp_path), "/"), "runs-table")
+    shown = row(entry)["task pass"]
+    assert shown == fmt.pct(2 / 3) and shown in listed[0], listed[0]
+    assert fmt.pct(1.0) not in listed[0]
