@@ -452,9 +452,9 @@ def _shown_transcript(ctx: GradeContext) -> str:
         "\n</transcript>")
 
 
-def scaled(raw: Any, low: float, high: float) -> float | None:
-    """A judge's grade on [low, high] normalised to [0, 1] (clamped); None when it is not a
-    number ("unknown", null, booleans, NaN, containers)."""
+def _number(raw: Any) -> float | None:
+    """A judge's grade as a number; None when it is none ("unknown", null, booleans, NaN,
+    containers)."""
     if isinstance(raw, bool):
         return None
     if isinstance(raw, str):
@@ -463,7 +463,24 @@ def scaled(raw: Any, low: float, high: float) -> float | None:
         raw = float(raw)
     if not isinstance(raw, int | float) or not math.isfinite(raw):
         return None
-    return (min(high, max(low, float(raw))) - low) / (high - low)
+    return float(raw)
+
+
+def scaled(raw: Any, low: float, high: float) -> float | None:
+    """A judge's grade on [low, high] normalised to [0, 1]; None when it is not a number or
+    falls outside the scale (`off_scale` says which: the reply is then unusable)."""
+    value = _number(raw)
+    if value is None or off_scale(value, low, high):
+        return None
+    return (min(high, max(low, value)) - low) / (high - low)
+
+
+def off_scale(value: float, low: float, high: float) -> bool:
+    """A grade outside [low, high] (past a rounding error): a judge answering on another scale
+    (40 on a 1-5 rubric, "out of 100"), whose grade no clamping can read (clamped, 40 passed
+    as 5/5 and optimize kept the patch)."""
+    slack = 1e-9 * max(1.0, abs(high - low))
+    return value < low - slack or value > high + slack
 
 
 JUDGE_UNUSABLE = "judge_unusable"
@@ -490,9 +507,16 @@ def rubric_score(config: RubricJudgeConfig, reply: str, model_id: str,
     if note is not None and not isinstance(note, str):
         return null_score(name, f"judge reply was unparseable: `rationale` is a "
                                 f"{type(note).__name__}", **meta)
+    meta["raw_dimensions"] = {d: data.get(d) for d in config.dimensions}
+    outside = {d: v for d in config.dimensions
+               if (v := _number(data.get(d))) is not None and off_scale(v, low, high)}
+    if outside:
+        shown = ", ".join(f"{d}={_fmt(v)}" for d, v in outside.items())
+        return null_score(name, f"judge graded outside the rubric's scale {_fmt(low)}-"
+                                f"{_fmt(high)} ({shown}): another scale's grade cannot be "
+                                "read on this one", **meta)
     values = {d: scaled(data.get(d), low, high) for d in config.dimensions}
     meta["dimensions"] = values
-    meta["raw_dimensions"] = {d: data.get(d) for d in config.dimensions}
     summary = ", ".join(
         f"{d}={'unknown' if v is None else _fmt(low + v * (high - low))}/{_fmt(high)}"
         for d, v in values.items())

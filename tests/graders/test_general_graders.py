@@ -285,8 +285,15 @@ async def test_rubric_judge_pass_threshold_and_custom_scale() -> None:
     got = await grade("rubric_judge", rubric(scale=[0, 10], pass_threshold=0.8),
                       judge=judge_of(reply_text))
     assert got.passed
-    clamped = await grade("rubric_judge", rubric(), judge=judge_of('{"owners": 9, "dates": 0}'))
-    assert clamped.metadata["dimensions"] == {"owners": 1.0, "dates": 0.0}
+    # a grade off the rubric's scale is another scale's (a team's judge answered 40 and 30 on
+    # a 1-5 rubric, "out of 100": clamped, they passed as 5/5 and optimize kept the patch)
+    for text in ('{"owners": 9, "dates": 0}', '{"owners": 40, "dates": 3}'):
+        off = await grade("rubric_judge", rubric(), judge=judge_of(text))
+        assert off.value is None and off.passed is None, off
+        assert off.metadata["judge_unusable"] is True
+        assert "outside the rubric's scale 1-5" in off.rationale and "owners=" in off.rationale
+    edge = await grade("rubric_judge", rubric(), judge=judge_of('{"owners": 5.0, "dates": 1}'))
+    assert edge.metadata["dimensions"] == {"owners": 1.0, "dates": 0.0}
 
 
 async def test_rubric_judge_unknown_and_unparseable_replies() -> None:
