@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import hashlib
 import json
 import math
 import os
@@ -42,6 +44,7 @@ from typing import Any
 import jsonschema
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from promptloop.agents.exits import start
 from promptloop.agents.names import did_you_mean
 from promptloop.agents.placeholders import render
 from promptloop.graders.base import (
@@ -598,6 +601,50 @@ def command_graders() -> dict[str, list[str]]:
     return {k: list(v) for k, v in _command_graders.items()}
 
 
+_GRADER_CODE = frozenset({".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".rb", ".json", ".yaml",
+                          ".yml", ".toml"})
+
+
+def command_grader_digest(names: Sequence[str]) -> str:
+    """What decides the grades of the command graders `names`, for the trial cache: each one's
+    argv and the bytes of the files it names and of the code beside them (a team fixed its
+    grading script and eval served the old grades from the cache, commit or not); '' when
+    none of them is a declared command grader."""
+    h = hashlib.sha256()
+    seen = False
+    for name in sorted(set(names)):
+        argv = _command_graders.get(name)
+        if argv is None:
+            continue
+        seen = True
+        h.update(json.dumps([name, *argv]).encode())
+        folders: set[Path] = set()
+        for arg in argv:
+            path = Path(arg) if os.path.isabs(arg) else (_command_root or Path.cwd()) / arg
+            if path.is_file():
+                h.update(_file_digest(path).encode())
+                folders.add(path.parent)
+        for folder in sorted(folders):
+            for f in sorted(folder.iterdir()):
+                if f.suffix in _GRADER_CODE and f.is_file():
+                    h.update(f"{f.name}\0{_file_digest(f)}".encode())
+    return h.hexdigest()[:16] if seen else ""
+
+
+def _file_digest(path: Path) -> str:
+    try:
+        st = path.stat()
+        return _digest_of(path, st.st_mtime_ns, st.st_size)
+    except OSError:
+        return "missing"
+
+
+@functools.lru_cache(maxsize=1024)
+def _digest_of(path: Path, mtime_ns: int, size: int) -> str:
+    """sha256 of a file's bytes, once per version of it (its mtime and size)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 class CommandConfig(GraderConfig):
     grader: str = Field(min_length=1)
     """A command grader declared in promptloop.toml."""
@@ -640,10 +687,12 @@ def _env() -> dict[str, str]:
 
 
 async def _read_capped(stream: asyncio.StreamReader | None, cap: int,
-                       on_overflow: Callable[[], None] = lambda: None) -> tuple[bytes, bool]:
+                       on_overflow: Callable[[], None] = lambda: None,
+                       into: bytearray | None = None) -> tuple[bytes, bool]:
     """Up to `cap` bytes, and whether there was more. Reads on to the end (discarding), so
-    the pipe closes and the process can be waited for; `on_overflow` runs once at the cap."""
-    data = bytearray()
+    the pipe closes and the process can be waited for; `on_overflow` runs once at the cap.
+    `into` holds what was read so far (a pipe a process left behind holds open never ends)."""
+    data = bytearray() if into is None else into
     over = False
     if stream is None:
         return b"", False
@@ -657,6 +706,11 @@ async def _read_capped(stream: asyncio.StreamReader | None, cap: int,
     return bytes(data[:cap]), over
 
 
+EOF_GRACE_S = 2.0
+"""How long a grading command's pipes may stay open after it exited (a process it left
+running, outside its process group, holds them): what it printed by then is its output."""
+
+
 def _kill(proc: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -667,9 +721,11 @@ async def _reap(proc: asyncio.subprocess.Process, readers: Sequence[asyncio.Futu
     hold a pipe open) for it and its pipes."""
     if proc.returncode is None:
         _kill(proc)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.gather(proc.wait(), *readers,
-                                              return_exceptions=True), 5)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(proc.wait(), *readers,
+                                                  return_exceptions=True), 5)
+    else:
+        _kill(proc)  # what the command left in its group (its exit was already waited for)
     for reader in readers:
         reader.cancel()
 
@@ -678,14 +734,13 @@ async def run_command(argv: Sequence[str], payload: bytes, timeout_s: float,
                       cwd: Path) -> bytes:
     """Run a grading command; its stdout, or CommandFailed naming the cause."""
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, cwd=cwd, env=_env(), start_new_session=True)
+        proc, exited = await start(argv, cwd=cwd, env=_env())
     except OSError as error:
         raise CommandFailed("start", f"could not start {argv[0]!r}: {error}") from None
+    printed, said = bytearray(), bytearray()
     out = asyncio.ensure_future(_read_capped(proc.stdout, COMMAND_OUTPUT_CAP,
-                                             lambda: _kill(proc)))
-    err = asyncio.ensure_future(_read_capped(proc.stderr, 64_000))
+                                             lambda: _kill(proc), printed))
+    err = asyncio.ensure_future(_read_capped(proc.stderr, 64_000, into=said))
 
     async def talk() -> None:
         assert proc.stdin is not None
@@ -694,8 +749,12 @@ async def run_command(argv: Sequence[str], payload: bytes, timeout_s: float,
             await proc.stdin.drain()
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             proc.stdin.close()
-        await asyncio.gather(out, err)
-        await proc.wait()
+        # the command's own exit ends it, not the end of its pipes: a process it left running
+        # (a team's grader started `sleep`) holds them open, and the grade it had printed was
+        # blamed as a timeout 30 s later, the sleep left running
+        await exited.wait()
+        _kill(proc)  # its process group: what it left running
+        await asyncio.wait({out, err}, timeout=EOF_GRACE_S)
 
     try:
         await asyncio.wait_for(talk(), timeout_s)
@@ -703,8 +762,11 @@ async def run_command(argv: Sequence[str], payload: bytes, timeout_s: float,
         raise CommandFailed("timeout", f"timed out after {timeout_s:g} s") from None
     finally:
         await _reap(proc, (out, err))
-    stdout, too_much = out.result()
-    tail = err.result()[0].decode("utf-8", "replace")[-2000:].strip()
+    stdout, too_much = (out.result() if out.done() and not out.cancelled()
+                        and out.exception() is None
+                        else (bytes(printed[:COMMAND_OUTPUT_CAP]),
+                              len(printed) > COMMAND_OUTPUT_CAP))
+    tail = bytes(said).decode("utf-8", "replace")[-2000:].strip()
     if too_much:
         raise CommandFailed("output", f"printed more than {COMMAND_OUTPUT_CAP} bytes", tail)
     if proc.returncode != 0:
@@ -785,6 +847,7 @@ __all__ = [
     "JsonSchemaConfig",
     "RubricJudgeConfig",
     "command",
+    "command_grader_digest",
     "command_graders",
     "json_path",
     "json_schema",

@@ -3,6 +3,7 @@ with their config errors and failure modes (the judge is a scripted model)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -544,3 +545,58 @@ async def test_rubric_judge_shows_an_input_of_its_own_keys_as_json() -> None:
     prompt = judge.calls[0].messages[0].content
     assert "(empty input)" not in prompt
     assert '"ingredients"' in prompt and "2 cups flour" in prompt and '"servings_to": 3' in prompt
+
+
+def test_a_changed_grading_script_keys_other_trials(tmp_path: Path) -> None:
+    """A team fixed its grading script (a score of 0.1 that should be 1.0) and eval served the
+    old grades from the trial cache, committed or not: the trial cache's variant of a task
+    holds its command graders' scripts (and the code beside them)."""
+    from promptloop.graders.general import command_grader_digest
+    from promptloop.optimizer.core.suites import load_suite
+    from promptloop.optimizer.run.trial_input import trial_variant
+    from tests.optimizer import suite_builder as sb
+
+    (tmp_path / "graders").mkdir()
+    grader = tmp_path / "graders" / "g.py"
+    grader.write_text("print('{\"score\": 0.1}')\n")
+    set_command_graders({"g": ["python3", "graders/g.py"]}, root=tmp_path)
+    suite = load_suite(sb.suite(tmp_path / "s", [sb.task("t", "hi", 1, trials=1, graders=[
+        {"name": "command", "config": {"grader": "g"}}])]))
+    task = suite.tasks[0]
+    before = trial_variant("base", suite, task)
+    assert "graders=" in before and command_grader_digest(["g"])
+    grader.write_text("print('{\"score\": 1.0}')\n")
+    assert trial_variant("base", suite, task) != before
+    (tmp_path / "graders" / "helper.py").write_text("X = 1\n")  # code beside it counts too
+    third = trial_variant("base", suite, task)
+    (tmp_path / "graders" / "helper.py").write_text("X = 22\n")
+    assert trial_variant("base", suite, task) != third
+    assert command_grader_digest(["not_declared"]) == ""
+
+
+async def test_a_grader_that_leaves_a_process_running_is_graded_and_reaped(
+        tmp_path: Path) -> None:
+    """A team's grader started `sleep` and exited after printing its grade: the grade was
+    blamed as a timeout 30 s later and the sleep was left running. Its exit ends it now, and
+    what it left in its process group is killed."""
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    started = time.monotonic()
+    got = await grade_command(tmp_path, (
+        "import subprocess\n"
+        "child = subprocess.Popen(['sleep', '4242'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "print(json.dumps({'score': 1.0, 'passed': True}))\n"), timeout_s=20)
+    assert got.passed is True and got.value == 1.0, got.rationale
+    assert time.monotonic() - started < 10
+    pid = int(pid_file.read_text())
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        raise AssertionError("the grader's child was left running")

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from promptloop.agents.exits import start
 from promptloop.optimizer.adapters.contract import TrialRequest
 from promptloop.optimizer.adapters.spec import MB, AdapterSpec
 from promptloop.optimizer.core.files import owned_dir
@@ -229,38 +230,14 @@ async def close_pipes(proc: asyncio.subprocess.Process, grace: float = 1.0) -> N
         transport.close()
 
 
-class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """asyncio's protocol for a subprocess, telling when the process itself exited (asyncio's
-    `Process.wait()` also waits for its pipes, which a child left running may hold open)."""
-
-    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(limit=limit, loop=loop)
-        self.exited = asyncio.Event()
-
-    def process_exited(self) -> None:
-        super().process_exited()
-        self.exited.set()
-
-
 async def spawn(
     argv: list[str], *, cwd: Path, env: dict[str, str], limit: int = 2**16
 ) -> tuple[asyncio.subprocess.Process, asyncio.Event]:
     """Start `argv` in its own session with piped stdin, stdout and stderr; the process and an
-    event set as soon as it exits."""
-    loop = asyncio.get_running_loop()
-    transport, protocol = await loop.subprocess_exec(
-        lambda: _Protocol(limit, loop),
-        *argv,
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
-    process = asyncio.subprocess.Process(transport, protocol, loop)
+    event set as soon as it exits (`agents.exits.start`)."""
+    process, exited = await start(argv, cwd=cwd, env=env, limit=limit)
     LIVE_GROUPS.add(process.pid)
-    return process, protocol.exited
+    return process, exited
 
 
 async def feed(proc: asyncio.subprocess.Process, data: bytes, close: bool = True) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from promptloop.agents.base import AgentInput
 from promptloop.agents.workspace import FactId, FactIdError, entry_time
+from promptloop.graders.general import command_grader_digest
 from promptloop.optimizer.core.suites import LoadedTask, Suite
 
 
@@ -92,7 +93,10 @@ def agent_input_for(suite: Suite, task: LoadedTask) -> AgentInput:
 def trial_variant(base: str, suite: Suite, task: LoadedTask, agent_options: str = "") -> str:
     """The cache variant of one task's trials: the runtime limits (`base`), plus what else
     decides its result: the publish time, the suite's pass threshold (a trial's pass is decided
-    with it) and the agent options."""
+    with it), the agent options and the command graders it names (their scripts' bytes)."""
     published = task_published_at(suite, task).isoformat()
     threshold = suite.config.task_pass_threshold
-    return f"{base},published={published},threshold={threshold:g},agent={agent_options}"
+    variant = f"{base},published={published},threshold={threshold:g},agent={agent_options}"
+    graders = command_grader_digest([str(g.config.get("grader", "")) for g in task.spec.graders
+                                     if g.name == "command"])
+    return f"{variant},graders={graders}" if graders else variant
