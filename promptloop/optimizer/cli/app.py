@@ -27,7 +27,7 @@ from promptloop.optimizer.cli.help import page as help_page
 from promptloop.optimizer.cli.runs import runs
 from promptloop.optimizer.cli.util import EXIT_INTERRUPTED, guarded
 from promptloop.optimizer.cli.view import view
-from promptloop.optimizer.workflows.context import ConfigError, did_you_mean
+from promptloop.optimizer.workflows.context import ConfigError, did_you_mean, isolate_git
 
 app = typer.Typer(
     name="promptloop",
@@ -73,6 +73,10 @@ def _root(
     ] = None,
 ) -> None:
     """Load defaults from promptloop.toml; command-line flags and env vars override them."""
+    dropped = isolate_git()
+    if dropped:
+        ui.info(f"note: {', '.join(dropped)} unset for promptloop: it finds the repository from "
+                "the current folder, and never writes your checkout, branch or index")
     use_toml(ctx, config)
 
 

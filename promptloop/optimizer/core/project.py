@@ -422,6 +422,20 @@ def packaged_project() -> Project:
 _ACTIVE: list[Project] = []
 
 
+def config_name(root: Path) -> str:
+    """The project file's path from the repository top `root`, as commits hold it: the
+    running command's (`--config promptloop.ci.toml`, PROMPTLOOP_CONFIG) when it lives inside
+    the repository, else promptloop.toml (a team's --config file was never read at a ref:
+    optimize fell back to promptloop's own agents, review found nothing to review)."""
+    path = active_project().path
+    if path is not None:
+        try:
+            return path.resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            pass
+    return CONFIG_FILE
+
+
 def active_project() -> Project:
     """The project of the running command: set by `use_project`, else the nearest
     promptloop.toml with agents from the current folder, else the packaged project."""
@@ -470,6 +484,7 @@ __all__ = [
     "Project",
     "PromptTarget",
     "active_project",
+    "config_name",
     "find_project",
     "load_project",
     "packaged_project",

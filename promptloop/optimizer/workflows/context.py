@@ -109,6 +109,25 @@ def open_project(explicit: Path | None = None) -> Project | None:
     return project
 
 
+GIT_LOCATION_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",
+                     "GIT_PREFIX", "GIT_NAMESPACE", "GIT_OBJECT_DIRECTORY",
+                     "GIT_ALTERNATE_OBJECT_DIRECTORIES")
+"""Variables that point git at another repository, index or work tree (a git hook sets them).
+Every git command promptloop runs would obey them: with GIT_DIR set, a candidate was committed
+onto the checked-out branch and its prompt written into the checkout; with GIT_INDEX_FILE, into
+the user's index."""
+
+
+def isolate_git() -> list[str]:
+    """Unset `GIT_LOCATION_VARS` in promptloop's environment (so in every git command and agent
+    it starts): the repository is the one the current folder is in, and a candidate's branch
+    and worktree never touch the checkout or its index. The names unset, to say so once."""
+    dropped = [name for name in GIT_LOCATION_VARS if name in os.environ]
+    for name in dropped:
+        del os.environ[name]
+    return dropped
+
+
 DOTENV = ".env"
 _DOTENV_NAME = re.compile(r"^(?:[A-Z][A-Z0-9_]*_API_KEY|OPENAI_BASE_URL|ANTHROPIC_BASE_URL)$")
 """What promptloop takes from a .env file: provider keys and base URLs, nothing else (the
@@ -310,6 +329,7 @@ def suite_agent_name(path: Path) -> str | None:
 
 __all__ = [
     "DEFAULT_AGENT_MODEL",
+    "GIT_LOCATION_VARS",
     "TASKS_DIR",
     "ConfigError",
     "GitOpsError",
@@ -320,6 +340,7 @@ __all__ = [
     "declared_suite_name",
     "did_you_mean",
     "extra_settings",
+    "isolate_git",
     "load_suite",
     "load_toml",
     "open_project",
@@ -353,7 +374,8 @@ def uncommitted(root: Path, ref: str = "HEAD",
     in the working tree (a file missing from both is another error)."""
     from promptloop.optimizer.git import GitOps
 
-    found = find_project(start=root)
+    active = active_project().path
+    found = active if active is not None and active.is_file() else find_project(start=root)
     with GitOps(root) as git:
         try:
             sha = git.resolve(ref)
@@ -391,9 +413,10 @@ def require_committed(root: Path, ref: str, command: str, agent: str | None = No
     ConfigError (exit 1) saying what to commit when the repository has no commit, when `ref`
     lacks promptloop.toml or a file it declares, or when `agent` is declared in the working
     tree only."""
-    from promptloop.optimizer.core.config import CONFIG_FILE
+    from promptloop.optimizer.core.project import config_name
     from promptloop.optimizer.git import GitOps
 
+    CONFIG_FILE = config_name(root)
     has_commit, missing = uncommitted(root, ref, agent)
     if not has_commit:
         raise ConfigError(f"this repository ({root}) has no commit yet: {command} reads "
@@ -405,7 +428,8 @@ def require_committed(root: Path, ref: str, command: str, agent: str | None = No
         also = f" and {', '.join(others)}" if others else ""
         raise ConfigError(f"commit {CONFIG_FILE} first ({command} reads {where}, which lacks "
                           f"it{also}): {COMMIT_HINT}")
-    if agent is not None and find_project(start=root) is not None:
+    if agent is not None and (active_project().path is not None
+                              or find_project(start=root) is not None):
         with GitOps(root) as git:
             try:
                 text = git.read_file(ref, CONFIG_FILE)

@@ -26,7 +26,7 @@ from promptloop.optimizer.core.events import EventSink, Phase, RunWarning, Trial
 from promptloop.optimizer.core.files import atomic_write_text
 from promptloop.optimizer.core.killpoint import kill_point
 from promptloop.optimizer.core.pricing import estimate_cost
-from promptloop.optimizer.core.project import project_scope
+from promptloop.optimizer.core.project import active_project, config_name, project_scope
 from promptloop.optimizer.core.prompt_target import PromptSource, open_target
 from promptloop.optimizer.core.results import (
     Provenance,
@@ -403,6 +403,20 @@ class Reviewer:
                          "tasks; review the task changes with the prompt")
         return notes
 
+    def _require_project(self, git: GitOps) -> None:
+        """A ConfigError when this checkout declares agents in a project file neither ref
+        holds (not committed yet, or under another name there): review would otherwise see
+        promptloop's own agents only and say "nothing to review", exit 0, for any PR (a
+        team's CI gate passed an uncommitted promptloop.toml's prompt change so)."""
+        assert self._projects is not None
+        if (self._projects.base.path is not None or self._projects.head.path is not None
+                or active_project().path is None):
+            return
+        name = config_name(git.root)
+        raise ConfigError(f"review reads {name} from the two commits it compares, and neither "
+                          f"{self.c.base} nor {self.c.head} holds it: commit it first "
+                          f"(git add {name} && git commit), then review the change")
+
     def _fork_point(self, git: GitOps, base: str, head: str) -> tuple[str, str] | None:
         """Where the head left the base, when the base moved on since (`--base origin/main` in
         CI is main's tip, with commits the PR never saw): (their merge base, the note saying
@@ -488,6 +502,7 @@ class Reviewer:
             self._projects = review_projects(git, (self.c.base, base_sha),
                                              (self.c.head, head_sha), self.c.trust_head,
                                              cache=self.c.state_dir / "sources")
+            self._require_project(git)
             for note in self._projects.ignored:
                 result.notes.append(note)
                 self.emit(RunWarning(message=note))

@@ -19,8 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from promptloop.optimizer.core.adapter_settings import code_keys, marked
-from promptloop.optimizer.core.config import CONFIG_FILE, ConfigError
-from promptloop.optimizer.core.project import AgentConfig, Project, packaged_project, parse_project
+from promptloop.optimizer.core.config import ConfigError
+from promptloop.optimizer.core.project import (
+    AgentConfig,
+    Project,
+    config_name,
+    packaged_project,
+    parse_project,
+)
 from promptloop.optimizer.core.suites import Suite
 from promptloop.optimizer.git import GitOps, GitOpsError
 from promptloop.optimizer.git_read import tree_files
@@ -62,11 +68,12 @@ def project_at(git: GitOps, sha: str, ref: str) -> Project:
     """promptloop.toml as commit `sha` holds it. Without one (or without agents), only
     promptloop's own agents are declared there, never the checkout's: a PR that adds
     promptloop.toml must not have its own commands run as if the base declared them."""
+    name = config_name(git.root)
     try:
-        text = git.read_file(sha, CONFIG_FILE)
+        text = git.read_file(sha, name)
     except GitOpsError:
         return Project(None, packaged_project().agents, {}, root_dir=git.root)
-    project = parse_project(text, Path(f"{CONFIG_FILE}@{ref}"))
+    project = parse_project(text, Path(f"{name}@{ref}"))
     # the label's folder is no folder ('promptloop.toml@pr' for ref 'pr/x'): commands run
     # from the repository
     agents = project.agents or packaged_project().agents

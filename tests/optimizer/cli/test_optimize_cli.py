@@ -116,3 +116,29 @@ def test_markup_in_engine_text_is_printed_literally(monkeypatch: pytest.MonkeyPa
                                      output_tokens=1, problem="quotes [bold]input[/bold]"))
     text = buf.getvalue()
     assert "unknown key '[/x]' ignored" in text and "quotes [bold]input[/bold]" in text
+
+
+def test_git_location_variables_never_turn_optimize_onto_the_checkout(
+    repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team ran optimize with GIT_DIR set (as a git hook sets it): the accepted candidate
+    was committed onto the checked-out branch and its prompt written into the checkout; with
+    GIT_INDEX_FILE, staged in the user's index. promptloop unsets them for itself."""
+    from tests.optimizer.workflows.test_optimize import _git, checkout_state
+
+    monkeypatch.setitem(SCRIPTED_MODELS, "proposer", lambda: ScriptedModel([reply(GOOD)]))
+    monkeypatch.chdir(repo)
+    before, main = checkout_state(repo), _git(repo, "rev-parse", "main").strip()
+    monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(repo / ".git" / "index"))
+    args = ["optimize", "--suite", "pkm_agent", "--bucket", "skip_trivial", "--iterations", "1",
+            "--agent-model", "scripted:pkm", "--proposer-model", "scripted:proposer",
+            "--proposer-format", "diff", "--out", str(state), "--json"]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, out.output
+    assert cli_result(out.stdout)["iterations"][0]["outcome"] == "accepted"
+    monkeypatch.delenv("GIT_DIR", raising=False)
+    monkeypatch.delenv("GIT_INDEX_FILE", raising=False)
+    assert _git(repo, "rev-parse", "main").strip() == main
+    assert checkout_state(repo) == before
+    assert "GIT_DIR, GIT_INDEX_FILE unset for promptloop" in out.stderr

@@ -558,3 +558,57 @@ def test_a_pr_that_introduces_an_agent_says_it_is_new(
     doc = cli_result(got.stdout)
     assert doc["status"] == "nothing_to_review"
     assert "new in the head" in doc["message"] and "example" in doc["message"]
+
+
+def test_review_reads_the_project_file_the_command_uses_or_says_to_commit_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two slips of a team's CI, each a gate passing any PR: promptloop.toml not committed
+    (review: "nothing to review", exit 0, though the prompt changed), and a project file
+    named promptloop.ci.toml given by --config (never read at the refs: the same, and
+    optimize fell back to promptloop's own agents)."""
+    from promptloop.optimizer.workflows.init import init_project
+    from tests.e2e.support import enter
+    from tests.llm.agent_server import AgentServer, FaultPlan
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
+    init_project(root)
+    toml = root / "promptloop.toml"
+    toml.write_text(toml.read_text().replace('model = "local:smollm2"', 'model = "openai:fake"')
+                    .replace('judge = "local:smollm2"', 'judge = "openai:fake"'))
+    # a prompt of our own words (the example's says "answer with", which the CLI scan of
+    # these tests reads as a proposer-directed phrase in the review's diff)
+    (root / "example_agent" / "prompt.md").write_text("Triage the support message.\n")
+    subprocess.run([*git, "add", "example_agent", "evals"], check=True)
+    subprocess.run([*git, "commit", "-qm", "agent, no project file"], check=True)
+    subprocess.run([*git, "checkout", "-qb", "pr"], check=True)
+    prompt = root / "example_agent" / "prompt.md"
+    prompt.write_text(prompt.read_text() + "Be brief.\n")
+    subprocess.run([*git, "commit", "-qam", "edit"], check=True)
+    subprocess.run([*git, "checkout", "-q", "main"], check=True)
+    enter(root, monkeypatch)
+    monkeypatch.setenv("PROMPTLOOP_HOME", str(tmp_path / "state"))
+    got = runner.invoke(app, ["review", "--base", "main", "--head", "pr",
+                              "--fail-on-regression", "--json"])
+    assert got.exit_code == 1, got.output
+    assert "neither main nor pr holds it" in json.loads(got.stdout)["error"]["message"]
+    # committed under another name, given by --config: read at both refs
+    toml.rename(root / "promptloop.ci.toml")
+    subprocess.run([*git, "add", "promptloop.ci.toml"], check=True)
+    subprocess.run([*git, "commit", "-qm", "ci project file"], check=True)
+    subprocess.run([*git, "checkout", "-qb", "pr2"], check=True)
+    prompt.write_text(prompt.read_text() + "Be brief.\n")
+    subprocess.run([*git, "commit", "-qam", "edit"], check=True)
+    subprocess.run([*git, "checkout", "-q", "main"], check=True)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy-0000")
+    with AgentServer(FaultPlan(every=0)) as api:
+        got = runner.invoke(app, ["--config", "promptloop.ci.toml", "review", "--base", "main",
+                                  "--head", "pr2", "--trials", "1", "--base-url",
+                                  f"{api.url}/v1", "--json"])
+    assert got.exit_code in (0, 3), got.output
+    doc = cli_result(got.stdout)
+    assert doc["status"] == "reviewed", (doc.get("message"), doc.get("notes"))
+    assert [a["agent"] for a in doc["agents"]] == ["example"]
