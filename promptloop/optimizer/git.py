@@ -30,7 +30,7 @@ from typing import Any, Self
 
 import git
 
-from promptloop.optimizer.core.config import STATE_ENV, STATE_FOLDER, state_folder
+from promptloop.optimizer.core.config import STATE_ENV, STATE_FOLDER, ConfigError, state_folder
 from promptloop.optimizer.core.killpoint import kill_point
 from promptloop.optimizer.core.results import Provenance, new_session
 
@@ -208,8 +208,24 @@ def _plain(cwd: Path, *args: str) -> str | None:
 
 
 def repo_root(start: Path | None = None) -> Path | None:
-    """Top folder of the working tree holding `start` (default: cwd); None outside a repo."""
-    top = _plain(start or Path.cwd(), "rev-parse", "--show-toplevel")
+    """Top folder of the working tree holding `start` (default: cwd); None outside a repo. A
+    repository git refuses because another user owns it (a CI container's checkout) is a
+    ConfigError giving git's own fix, not "not a repository"."""
+    where = start or Path.cwd()
+    try:
+        top = str(git.Git(str(where)).execute(["git", "rev-parse", "--show-toplevel"])).strip()
+    except git.GitCommandError as err:
+        said = str(err.stderr or "")
+        if "dubious ownership" in said:
+            fix = next((ln.strip() for ln in said.splitlines()
+                        if "safe.directory" in ln and ln.strip().startswith("git config")),
+                       "git config --global --add safe.directory <the repository>")
+            raise ConfigError(f"git refuses the repository holding {where}: another user owns "
+                              f"it (git's safe.directory check, common in CI containers). "
+                              f"Allow it with: {fix}") from None
+        return None
+    except (git.GitCommandNotFound, OSError):
+        return None
     return Path(top) if top else None
 
 
@@ -238,7 +254,9 @@ class GitOps:
 
     def __init__(self, repo_path: str | os.PathLike[str]) -> None:
         try:
-            self.repo = git.Repo(repo_path, search_parent_directories=False)
+            # expand_vars=False: a folder named `dollar$HOME` is that folder (GitPython would
+            # expand it, and call the repository missing)
+            self.repo = git.Repo(repo_path, search_parent_directories=False, expand_vars=False)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError) as err:
             raise GitOpsError(f"{repo_path}: not a git repository") from err
         if self.repo.working_tree_dir is None:
@@ -259,8 +277,12 @@ class GitOps:
         where = ("-C", str(cwd)) if cwd is not None else ()
         try:
             out = self.repo.git.execute(["git", *where, *_SAFE_CONFIG, *args], env=env,
-                                        strip_newline_in_stdout=False)
-            return str(out)
+                                        strip_newline_in_stdout=False,
+                                        stdout_as_string=False)
+            # git writes file contents and paths as they are (UTF-8 in practice): decoded as
+            # such, not with the locale's encoding (a Latin-1 locale garbled a prompt diff
+            # into the review comment)
+            return out.decode("utf-8", "replace") if isinstance(out, bytes) else str(out)
         except git.GitCommandError as err:
             detail = (err.stderr or err.stdout or "").strip().removeprefix("stderr: ").strip("'")
             raise GitOpsError(f"git {' '.join(args[:2])} failed: {detail}") from err

@@ -300,3 +300,37 @@ def test_an_unknown_base_in_a_ci_clone_says_what_to_fetch(tmp_path: Path) -> Non
     said = str(got.value)
     assert "git fetch origin +refs/heads/main:refs/remotes/origin/main" in said
     assert "shallow" in said
+
+
+def test_a_folder_named_like_a_variable_is_that_folder(tmp_path: Path) -> None:
+    """A team's repository at `dollar$HOME`: GitPython expanded the variable and every command
+    said "not a git repository"."""
+    root = tmp_path / "dollar$HOME"
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    with GitOps(root) as ops:
+        assert Path(ops.root).resolve() == root.resolve()
+
+
+def test_a_repository_another_user_owns_names_gits_fix(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CI container's checkout owned by another uid: git refuses it ("dubious ownership"),
+    and every command said "not in a git repository" (doctor listed promptloop's own suites):
+    the error now gives git's own fix."""
+    from promptloop.optimizer.core.config import ConfigError
+    from promptloop.optimizer.git import repo_root
+
+    root = tmp_path / "theirs"
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    try:
+        os.chown(root, 4321, 4321)
+        os.chown(root / ".git", 4321, 4321)
+    except PermissionError:
+        pytest.skip("changing a folder's owner needs root")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)  # no safe.directory of this machine
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    with pytest.raises(ConfigError, match=r"safe\.directory"):
+        repo_root(root)
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "safe.directory")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "*")
+    assert repo_root(root) is not None

@@ -73,6 +73,7 @@ def _root(
     ] = None,
 ) -> None:
     """Load defaults from promptloop.toml; command-line flags and env vars override them."""
+    ui.tolerate_encoding()
     dropped = isolate_git()
     if dropped:
         ui.info(f"note: {', '.join(dropped)} unset for promptloop: it finds the repository from "

@@ -297,13 +297,30 @@ def envelope(command: str, code: int, result: list[Any], errors: list[str]) -> d
     return doc
 
 
+def _utf8(stream: Any) -> bool:
+    return str(getattr(stream, "encoding", "") or "").lower().replace("-", "") in ("utf8", "")
+
+
+def tolerate_encoding() -> None:
+    """Under a locale that is not UTF-8 (LANG=en_US.ISO-8859-1, LC_ALL=C without Python's
+    UTF-8 coercion), a character the terminal's encoding lacks (an em dash, an emoji in a
+    task) crashed a command after its work was done, exit 1: it is replaced instead (the
+    --json envelope escapes it: `write_envelope`)."""
+    for stream in (sys.stdout, sys.stderr):
+        if not _utf8(stream) and hasattr(stream, "reconfigure"):
+            with contextlib.suppress(ValueError, OSError):
+                stream.reconfigure(errors="replace")
+
+
 def write_envelope(command: str, code: int) -> None:
     """Print the running command's envelope on stdout, once."""
     if JSON.printed:
         return
     JSON.printed = True
     doc = envelope(command, code, JSON.result, ERRORS)
-    sys.stdout.write(redact(json.dumps(doc, indent=2, ensure_ascii=False, default=str)) + "\n")
+    ascii_only = not _utf8(sys.stdout)  # \u escapes: valid JSON in any encoding
+    sys.stdout.write(redact(json.dumps(doc, indent=2, ensure_ascii=ascii_only, default=str))
+                     + "\n")
     sys.stdout.flush()
 
 

@@ -612,3 +612,24 @@ def test_review_reads_the_project_file_the_command_uses_or_says_to_commit_it(
     doc = cli_result(got.stdout)
     assert doc["status"] == "reviewed", (doc.get("message"), doc.get("notes"))
     assert [a["agent"] for a in doc["agents"]] == ["example"]
+
+
+def test_a_locale_without_utf8_still_gets_one_envelope(tmp_path: Path) -> None:
+    """Under a Latin-1 locale a team's commands crashed on an em dash or an emoji after their
+    work (exit 1), and --json printed nothing at all: the envelope escapes what the
+    encoding lacks, and plain output replaces it."""
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    env = os.environ | {"PYTHONIOENCODING": "latin-1", "PYTHONPATH": str(root),
+                        "PROMPTLOOP_HOME": str(tmp_path / "state")}
+    suite = str(tmp_path / "missing 😀—suite")
+    done = subprocess.run([sys.executable, "-m", "promptloop", "eval", "--suite", suite,
+                           "--json"], cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    assert done.returncode == 1, done.stderr[-500:]
+    doc = json.loads(done.stdout.decode("latin-1"))
+    assert doc["exit_code"] == 1 and "😀—suite" in doc["error"]["message"]
+    plain = subprocess.run([sys.executable, "-m", "promptloop", "eval", "--suite", suite],
+                           cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    assert plain.returncode == 1 and b"Traceback" not in plain.stderr
+    assert b"no suite.json here" in plain.stderr
