@@ -600,3 +600,20 @@ async def test_a_grader_that_leaves_a_process_running_is_graded_and_reaped(
     else:
         os.kill(pid, 9)
         raise AssertionError("the grader's child was left running")
+
+
+async def test_a_failing_grading_script_is_the_teams_not_a_promptloop_bug(
+        tmp_path: Path) -> None:
+    """A team's grading script exited 3: the trial errored (never a pass), but read
+    "promptloop bug: grader command failed"; it names the team's grader now."""
+    from promptloop.agents.transcript import Transcript
+    from promptloop.optimizer.run.trial import _Attempt, _decide
+
+    got = await grade_command(tmp_path, "sys.exit(3)\n")
+    attempt = _Attempt(scores=[Score(grader="json_path", value=1.0, passed=True,
+                                     rationale="ok"), got])
+    _decide(attempt, 1.0, Transcript())
+    assert attempt.status == "errored"
+    assert (attempt.reason or "").startswith("your command grader failed: command grader "
+                                             "'check'"), attempt.reason
+    assert "promptloop bug" not in (attempt.reason or "")

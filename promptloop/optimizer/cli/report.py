@@ -146,6 +146,9 @@ def report(
                                    "report JSON path; `promptloop runs` lists the runs")
 
     def body() -> None:
+        if bucket and not failing:  # a flag that would do nothing is a slip, said
+            raise ConfigError("--bucket chooses the buckets of --failing: add --failing, or "
+                              "leave --bucket out for the whole run")
         state = resolve_state(state_dir, write=False)
         if as_json:
             ui.print_json(_result(state, runs, base, failing, bucket or []))

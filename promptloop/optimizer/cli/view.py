@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import sys
 import webbrowser
 from typing import Annotated
 
@@ -59,7 +60,8 @@ def view(
         ui.warn(f"listening on {host}: anyone who can reach this address can read the runs")
     if not state.is_dir():
         ui.warn(f"{state} does not exist yet: the pages stay empty until a run is saved")
-    ui.info(f"promptloop view: serving {state} at {server.url} (Ctrl-C to stop)")
+    if not as_json or sys.stderr.isatty():  # --json: progress only on a terminal
+        ui.info(f"promptloop view: serving {state} at {server.url} (Ctrl-C to stop)")
     if as_json:
         ui.print_json({"url": server.url, "host": host, "port": server.port,
                        "pid": os.getpid(), "state_dir": str(state)})

@@ -24,7 +24,7 @@ from promptloop.agents.registry import AgentOptions
 from promptloop.agents.runtime import TOOL_EXCEPTION, RuntimeConfig
 from promptloop.agents.transcript import Transcript
 from promptloop.graders.base import GradeContext, Score
-from promptloop.graders.general import JUDGE_UNUSABLE
+from promptloop.graders.general import COMMAND_ERROR, JUDGE_UNUSABLE
 from promptloop.graders.registry import is_judge, run_grader, trial_passed
 from promptloop.optimizer.adapters.outcome import (
     AdapterConfigError,
@@ -383,9 +383,14 @@ def _decide(got: _Attempt, threshold: float, transcript: Transcript) -> None:
         # a grader that raised decides nothing: the original counts the trial as passed on its
         # other scores; we report it errored (a bug in promptloop or the task spec, never a pass)
         got.status = "errored"
-        got.infra = got.reason = (
-            f"promptloop bug: grader {broken[0].grader} failed: {broken[0].rationale}"
-        )
+        first = broken[0]
+        if first.metadata.get("error_type") == COMMAND_ERROR:
+            # the team's own grading script failed (exit, timeout, no score): theirs to fix,
+            # no bug of promptloop's (a team read "promptloop bug" for its grader's exit 3)
+            got.infra = got.reason = f"your command grader failed: {first.rationale}"
+        else:
+            got.infra = got.reason = f"promptloop bug: grader {first.grader} failed: " \
+                                     f"{first.rationale}"
     elif trial_passed(got.scores, threshold):
         got.status = "passed"
     else:

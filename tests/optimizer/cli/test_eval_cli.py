@@ -75,6 +75,10 @@ def test_eval_pkm_with_judge_and_report(state: Path) -> None:
     typo = runner.invoke(
         app, ["report", "latest", "--failing", "--bucket", "skip_trivia", "--out", str(state)])
     assert typo.exit_code == 1 and "Did you mean 'skip_trivial'" in typo.output, typo.output
+    # --bucket without --failing did nothing (the whole run, exit 0): a slip, said
+    alone = runner.invoke(app, ["report", "latest", "--bucket", "skip_trivial", "--out",
+                                str(state)])
+    assert alone.exit_code == 1 and "add --failing" in alone.output, alone.output
     as_json = runner.invoke(app, ["report", data["run"], "--format", "json", "--out", str(state)])
     report = json.loads(as_json.stdout)
     assert report["suite"]["name"] == "pkm_agent_regression"
