@@ -250,10 +250,10 @@ def test_review_killed_mid_run(user_repo: Path, state: Path) -> None:
 def test_nightly_killed_at_a_checkpoint_resumes_without_redoing_steps(
         user_repo: Path, state: Path) -> None:
     before = user_state(user_repo)
-    # checkpoints: start, baseline, profile, ranking, iteration 1 pending, its branch,
-    # iteration 1 done, iteration 2 pending, its branch: killed there, with its open record
-    # and no worktree yet
-    pid = kill("checkpoint@9", ROOT, "nightly", str(user_repo), str(state))
+    # checkpoints: start, baseline pending, baseline, profile pending, profile, ranking,
+    # iteration 1 pending, its branch, iteration 1 done, iteration 2 pending, its branch:
+    # killed there, with its open record and no worktree yet
+    pid = kill("checkpoint@11", ROOT, "nightly", str(user_repo), str(state))
     assert user_state(user_repo) == before
     crashed = latest_unfinished(state)
     assert crashed is not None and crashed.pending is not None
