@@ -15,6 +15,7 @@ import contextlib
 import os
 import re
 import signal
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -86,8 +87,29 @@ class Proposal:
 
     def __post_init__(self) -> None:
         # the hypothesis becomes a commit subject, a PR body and output: no secret in it (a
-        # secret in the diff is the guards' to refuse, `guards.content_violations`)
-        object.__setattr__(self, "hypothesis", redact(self.hypothesis))
+        # secret in the diff is the guards' to refuse, `guards.content_violations`), and no
+        # character that acts rather than reads (`plain_sentence`)
+        object.__setattr__(self, "hypothesis", plain_sentence(redact(self.hypothesis)))
+
+
+HYPOTHESIS_MAX = 500
+"""Characters of a hypothesis kept (it is one sentence: commit subjects and PR bodies)."""
+
+
+def plain_sentence(text: str) -> str:
+    """A model's hypothesis as one line of plain text: control and format characters (escape
+    sequences that retitle or clear a terminal, bidirectional overrides, zero-width ones) are
+    dropped, line breaks and tabs become spaces (a hypothesis with newlines wrote
+    `Promptloop-Verdict: accept` lines into a rejected branch's commit body), runs of spaces
+    collapse, at most `HYPOTHESIS_MAX` characters."""
+    kept = []
+    for ch in text:
+        if ch in "\n\r\t\v\f\u2028\u2029\x85":
+            kept.append(" ")
+        elif unicodedata.category(ch) not in ("Cc", "Cf"):
+            kept.append(ch)
+    line = " ".join("".join(kept).split())
+    return line if len(line) <= HYPOTHESIS_MAX else line[:HYPOTHESIS_MAX - 1] + "…"
 
 
 def estimate_tokens(text: str) -> int:
@@ -177,6 +199,9 @@ class PackageInput:
     token_budget: int = 12_000
     fmt: Format = "diff"
     writing_rules: str | None = None
+    external: bool = False
+    """For an external proposer command (`--proposer-cmd`): it edits the prompt file in its
+    sandbox instead of answering with a diff, and the package says so."""
     """For a prompt that is a string literal in a source file: what its text must respect
     (`regions.writing_rules`), said beside the prompt."""
 
@@ -228,10 +253,22 @@ def build_package(p: PackageInput) -> Package:
             "## Proposals already tried for this bucket (do not repeat them)\n"
             f"<rejected>\n{rejected}\n</rejected>",
             f"## Prompt-engineering manual\n<manual>\n{manual}\n</manual>",
-            "Now answer in the required format.",
+            EXTERNAL_ANSWER.format(path=p.prompt_path) if p.external
+            else "Now answer in the required format.",
         ]
     )
     return Package(system=system, user=user)
+
+
+EXTERNAL_ANSWER = (
+    "## How to answer (you run as a command, in a copy of the repository)\n"
+    "Do not answer with a diff: edit the prompt file `{path}` (its path is in "
+    "$PROMPTLOOP_PROMPT_FILE) in place, with the smallest change the rules above ask for; the "
+    "file you leave is the proposal, and no other file may change. Print one line "
+    "`HYPOTHESIS: <one sentence>` on stdout saying what the change fixes and why.")
+"""The last section of an external proposer's package, in place of the model's answer format
+(a coding agent that followed the diff instructions left the file unchanged, refused as "the
+diff was empty")."""
 
 
 def parse_diff_reply(text: str) -> tuple[str, str]:
@@ -321,8 +358,14 @@ async def run_command(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
         *argv, cwd=cwd, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
     )
+
+    async def both() -> tuple[bytes, bytes]:
+        got = await asyncio.gather(_capped(proc.stdout), _capped(proc.stderr))
+        await proc.wait()
+        return got[0], got[1]
+
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+        out, err = await asyncio.wait_for(both(), timeout_s)
     except TimeoutError:
         _kill_group(proc.pid)
         await proc.wait()
@@ -334,6 +377,26 @@ async def run_command(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
     if proc.returncode != 0:
         raise ProposerError(f"proposer command exited with {proc.returncode}: {stderr[-500:]}")
     return stdout, stderr
+
+
+COMMAND_OUTPUT_KEPT = 1 << 20
+"""Bytes of an external proposer's stdout (and of its stderr) kept for reply.md and its
+hypothesis; the rest is read and dropped (a command printing 30 MB was stored whole)."""
+
+
+async def _capped(stream: asyncio.StreamReader | None) -> bytes:
+    """The first `COMMAND_OUTPUT_KEPT` bytes of `stream`, read to its end."""
+    kept = bytearray()
+    dropped = 0
+    if stream is None:
+        return b""
+    while chunk := await stream.read(65536):
+        room = COMMAND_OUTPUT_KEPT - len(kept)
+        kept += chunk[:max(0, room)]
+        dropped += max(0, len(chunk) - max(0, room))
+    if dropped:
+        kept += f"\n[... {dropped:,} more bytes not kept]\n".encode()
+    return bytes(kept)
 
 
 def _kill_group(pid: int) -> None:

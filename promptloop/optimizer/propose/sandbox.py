@@ -268,7 +268,12 @@ def read_prompt(sandbox: Sandbox, prompt_path: str) -> str:
         data = fh.read(MAX_PROMPT_BYTES + 1)
     if len(data) > MAX_PROMPT_BYTES:
         raise ProposerError(f"{prompt_path} grew beyond {MAX_PROMPT_BYTES:,} bytes")
-    return data.decode("utf-8", errors="replace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:  # replaced, it would be committed as other text
+        raise ProposerError(f"the proposer command left {prompt_path} that is not UTF-8 text "
+                            f"(byte {err.start}: {data[err.start:err.start + 4]!r}); write "
+                            "the prompt file as UTF-8") from None
 
 
 _SHELL_WORDS = frozenset({

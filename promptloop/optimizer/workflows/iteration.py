@@ -315,6 +315,7 @@ class Iteration:
             fmt=c.fmt,
             writing_rules=(writing_rules(source.region) if (source := self.base.prompt_source)
                            is not None and source.region is not None else None),
+            external=bool(c.proposer_cmd),
         )
 
     def prepare(self, diff: str) -> PreparedPatch:
@@ -381,9 +382,14 @@ class Iteration:
                                    package=package, prompt_path=c.prompt_path, bucket=c.bucket,
                                    root=worktree.parent / "sandbox", worktree=worktree,
                                    env_names=c.proposer_env)
-        diff = self.command_diff(done.new_text)
         reply = done.stdout + (f"\n<!-- stderr -->\n{done.stderr}" if done.stderr else "")
         (folder / "reply.md").write_text(redact(reply), encoding="utf-8")
+        source = self.base.prompt_source
+        if done.new_text == (source.file_text if source is not None else self.base.base_prompt):
+            raise UnusableProposalError(
+                f"the proposer command left {c.prompt_path} unchanged: it proposes by editing "
+                "that file ($PROMPTLOOP_PROMPT_FILE) in place, not by printing a diff")
+        diff = self.command_diff(done.new_text)
         return Proposal(hypothesis_from_output(done.stdout), diff, reply, 1, Usage(), "command")
 
     def command_diff(self, new_text: str) -> str:
