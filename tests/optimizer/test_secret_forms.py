@@ -92,3 +92,11 @@ def test_a_provider_key_in_env_names_the_key_env() -> None:
         AgentConfig.model_validate({"suites": ["s"], "adapter": "command", "command": ["x"],
                                     "env": ["OPENAI_API_KEY"]})
     assert got.value.errors()[0]["loc"][-1] == "env"
+
+
+def test_a_rejected_key_that_is_not_set_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local --base-url server answered 401 with no key set: the error blamed the (unset)
+    environment variable; it says none is set and the server asks for one."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    err = CredentialsError("OPENAI_API_KEY", "rejected the API key (HTTP 401)")
+    assert "no OPENAI_API_KEY is set: the server asks for one" in str(err)

@@ -6,6 +6,8 @@ never an agent failure: the runner records trials that hit one as `errored`, not
 
 from __future__ import annotations
 
+import os
+
 from promptloop.agents.secrets import dotenv_source
 
 
@@ -25,9 +27,14 @@ class CredentialsError(ModelError):
 
     def __init__(self, variable: str, detail: str, *, missing: bool = False) -> None:
         source = dotenv_source(variable)
-        hint = f": set the environment variable {variable}" if missing else (
-            f" ({variable}, read from {source})" if source else
-            f" (environment variable {variable})")
+        if missing:
+            hint = f": set the environment variable {variable}"
+        elif source:
+            hint = f" ({variable}, read from {source})"
+        elif not os.environ.get(variable):  # a local server that asks for a key after all
+            hint = f" (no {variable} is set: the server asks for one; set it)"
+        else:
+            hint = f" (environment variable {variable})"
         super().__init__(f"{detail}{hint}")
         self.variable = variable
         self.missing = missing
