@@ -283,6 +283,38 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in text.split()]
 
 
+def _ns_of(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _descendants(roots: list[int]) -> list[int] | None:
+    """`roots` and every process below them (the children of each of their threads); None
+    when the kernel gives no children files (CONFIG_PROC_CHILDREN off: scan instead)."""
+    if not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists():
+        return None
+    seen: list[int] = []
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.append(pid)
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # gone meanwhile
+        for tid in tasks:
+            try:
+                text = Path(f"/proc/{pid}/task/{tid}/children").read_text()
+            except OSError:
+                continue
+            todo.extend(int(p) for p in text.split())
+    return seen
+
+
 def _ns_pid(pid: int) -> list[int]:
     """The process's pid in each PID namespace it belongs to (outermost first)."""
     try:
@@ -313,10 +345,18 @@ class BoxProcesses:
         return self.namespace
 
     def others(self) -> list[int]:
-        """Host pids of the box's processes but its PID 1."""
+        """Host pids of the box's processes but its PID 1: the descendants of the launcher's
+        child in the box (every process of a PID namespace descends from its PID 1: orphans
+        are reparented to it), read from /proc/<pid>/task/*/children; a scan of all of /proc
+        where those files are missing (a team measured the scan at 2 ms a trial with 90
+        processes on the host, 70 ms with 1,600)."""
         ns = self._namespace()
         if ns is None:
             return []
+        roots = [c for c in _children(self.launcher) if _ns_of(c) == ns]
+        tree = _descendants(roots) if roots else None
+        if tree is not None:
+            return [pid for pid in tree if (ids := _ns_pid(pid)) and ids[-1] != 1]
         out = []
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():

@@ -194,8 +194,8 @@ class WorkerPool:
             snap = Snapshot.take(Path(request.workspace), self.repo_root,
                                  deep=not sandboxed)
             got, died = await self._exchange(slot, request, label, retried)
-            if slot.boxed is not None:
-                slot.boxed.sweep()  # every process of the box but the worker
+            if slot.boxed is not None:  # every process of the box but the worker, off the
+                await asyncio.to_thread(slot.boxed.sweep)  # loop (other trials wait on it)
             return snap.judge(got, label, sandboxed=sandboxed), died
         finally:
             if slot.folder is not None and sandboxed:
