@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import functools
 import os
+import re
 import sys
 from collections.abc import Sequence
 from urllib.parse import quote
@@ -69,7 +70,8 @@ def encoded_forms(secret: str) -> tuple[str, ...]:
     inside a longer encoded text: the characters that depend on the secret alone, at least 8
     of them)."""
     raw = secret.encode("utf-8")
-    forms = {secret[::-1], raw.hex(), raw.hex().upper(), quote(secret, safe="")}
+    forms = {secret[::-1], raw.hex(), raw.hex().upper(), quote(secret, safe=""),
+             "".join(f"%{b:02X}" for b in raw), "".join(f"%{b:02x}" for b in raw)}
     for k in range(3):
         for enc in (base64.b64encode, base64.urlsafe_b64encode):
             text = enc(b"\0" * k + raw).decode("ascii").rstrip("=")
@@ -100,6 +102,16 @@ def _windows(secret: str) -> tuple[tuple[int, str], ...]:
         return ()
     starts = sorted({*range(0, n - WINDOW + 1, _STRIDE), n - WINDOW})
     return tuple((i, secret[i:i + WINDOW].lower()) for i in starts)
+
+
+@functools.cache
+def _spaced(secret: str) -> re.Pattern[str]:
+    """The secret, or any `WINDOW` run of it, with blanks between its characters (a key
+    written "s k - t e a m ..." passed the run check, and was committed in a prompt)."""
+    parts = [secret, *(run for _, run in _windows(secret))] if len(secret) >= WINDOW else [secret]
+    alternatives = sorted({r"\s*".join(re.escape(c) for c in p) for p in parts},
+                          key=len, reverse=True)
+    return re.compile("|".join(alternatives), re.IGNORECASE)
 
 
 def _spans(text: str, secrets: Sequence[str]) -> list[tuple[int, int]]:
@@ -146,6 +158,11 @@ def scrub(text: str, secrets: tuple[str | None, ...]) -> str:
             out.append(text[pos:max(pos, lo)] + ("***" if lo >= pos else ""))
             pos = hi
         text = "".join(out) + text[pos:]
+    squeezed = "".join(text.lower().split())  # blanks out: a spaced key reads whole here
+    for secret in known:
+        if len(secret) >= WINDOW and (secret.lower() in squeezed or any(
+                run in squeezed for _, run in _windows(secret))):
+            text = _spaced(secret).sub("***", text)
     for secret in known:
         if len(secret) > 16:
             text = text.replace(secret[:12], "***")

@@ -32,6 +32,8 @@ def test_a_key_sharing_its_first_characters_with_another_is_removed_whole() -> N
     KEY.encode().hex(),                         # hex
     KEY.upper(),                                # upper case
     urllib.parse.quote(KEY, safe="").replace("-", "%2D"),  # over-encoded URL
+    " ".join(KEY),                              # a blank between every character
+    "".join(f"%{b:02X}" for b in KEY.encode()),  # every byte percent-encoded
 ])
 def test_the_body_of_a_key_does_not_survive_in_any_simple_form(form: str) -> None:
     got = scrub(f"outcome: {form} end", (KEY,))

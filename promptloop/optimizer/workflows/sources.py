@@ -186,7 +186,7 @@ class RepoSource:
                     raise GitOpsError(f"{rel} does not exist at {at}") from err
                 return self._bundled_file(rel, f"not at {self.ref}")
         if self.root is not None and (self.root / rel).is_file():
-            text = _text(self.root / rel) or ""
+            text = self._as_committed(rel, _text(self.root / rel) or "")
             origin = Origin("worktree", note=self._file_note(rel, text))
             return self._serve(Sourced(rel, origin, text, kind=kind))
         if not bundled:
@@ -226,6 +226,20 @@ class RepoSource:
             raise ConfigError(f"{rel} exists neither in the repository nor in promptloop")
         return self._serve(Sourced(rel, Origin("bundled", note=note),
                                    path.read_text(encoding="utf-8")))
+
+    def _as_committed(self, rel: str, text: str) -> str:
+        """The working tree's `text` of `rel`, or HEAD's when they differ only in line endings
+        (a checkout with `eol=crlf` or core.autocrlf writes CRLF where the blob holds LF): the
+        text a commit holds, so eval runs what optimize and review run at a ref, and their
+        trials are shared (a team's eval said "same as HEAD" and paid the baseline again)."""
+        head = self.head()
+        if head is None or self.ops is None or "\r" not in text:
+            return text
+        try:
+            committed = self.ops.read_file(head, rel)
+        except GitOpsError:
+            return text
+        return committed if committed != text and _same_text(committed, text) else text
 
     def _file_note(self, rel: str, text: str) -> str:
         head = self.head()

@@ -316,7 +316,8 @@ def test_a_patch_that_writes_a_known_secret_is_refused(
     show it. Refused like any guard, and the message does not repeat it."""
     key = "sk-test-Zq81XpL4mN7vR2tY9wK3bH6jD0fG5sA1cE8uI"
     monkeypatch.setenv("OPENAI_API_KEY", key)
-    for line in (f"Authenticate with API key {key}.", f"Use key {key.replace('-', ' ')}."):
+    for line in (f"Authenticate with API key {key}.", f"Use key {key.replace('-', ' ')}.",
+                 f"Use token {' '.join(key)}."):  # a blank between every character
         got = guard(add_rule(line), index)
         assert [v.code for v in got] == ["secret"], got
         assert key not in got[0].message and "Zq81XpL4" not in got[0].message

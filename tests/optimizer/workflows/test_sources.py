@@ -202,3 +202,23 @@ def test_a_committed_crlf_prompt_reads_the_same_bytes_everywhere(repo: Path,
     with RepoSource(repo, "HEAD", state / "sources") as at:
         assert at.read(PROMPT_PATH).text == crlf
         assert at.unevaluated_warning(PROMPT_PATH, "optimize") is None
+
+
+def test_a_checkout_with_crlf_line_endings_reads_the_committed_text(repo: Path,
+                                                                   state: Path) -> None:
+    """`*.md text eol=crlf` checks an LF blob out with CRLF: eval ran the CRLF text ("same as
+    HEAD") and optimize the LF one at its ref, so a team's baseline was paid again. The
+    working tree's file is read as the commit holds it when only line endings differ."""
+    (repo / ".gitattributes").write_text("*.md text eol=crlf\n")
+    _git(repo, "add", ".gitattributes")
+    _git(repo, "commit", "-qm", "crlf checkouts")
+    (repo / PROMPT_PATH).unlink()
+    _git(repo, "checkout", "--", PROMPT_PATH)
+    assert b"\r\n" in (repo / PROMPT_PATH).read_bytes()  # checked out with CRLF
+    with RepoSource(repo, None, state / "sources") as wt:
+        got = wt.read(PROMPT_PATH)
+        assert got.text == PROMPT and "\r" not in got.text
+        assert got.describe().endswith(f"(same as HEAD {_head(repo)[:7]})")
+    (repo / PROMPT_PATH).write_bytes((PROMPT + EDIT).replace("\n", "\r\n").encode())
+    with RepoSource(repo, None, state / "sources") as wt:  # an edit stays the edit
+        assert wt.read(PROMPT_PATH).text == (PROMPT + EDIT).replace("\n", "\r\n")
