@@ -3,6 +3,7 @@ how runs compare."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from enum import StrEnum
@@ -164,6 +165,9 @@ def report(
             output.write_text(text, encoding="utf-8")
             ui.info(f"wrote {output}")
         else:
+            if chosen is ReportFormat.json and not ui.utf8_stream(sys.stdout):
+                # a terminal that cannot show every character: JSON escapes, not '?'
+                text = json.dumps(json.loads(text), indent=2, ensure_ascii=True)
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
     guarded(body)

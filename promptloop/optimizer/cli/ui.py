@@ -297,7 +297,8 @@ def envelope(command: str, code: int, result: list[Any], errors: list[str]) -> d
     return doc
 
 
-def _utf8(stream: Any) -> bool:
+def utf8_stream(stream: Any) -> bool:
+    """Whether `stream` writes UTF-8 (or has no encoding of its own: a test's buffer)."""
     return str(getattr(stream, "encoding", "") or "").lower().replace("-", "") in ("utf8", "")
 
 
@@ -307,7 +308,7 @@ def tolerate_encoding() -> None:
     task) crashed a command after its work was done, exit 1: it is replaced instead (the
     --json envelope escapes it: `write_envelope`)."""
     for stream in (sys.stdout, sys.stderr):
-        if not _utf8(stream) and hasattr(stream, "reconfigure"):
+        if not utf8_stream(stream) and hasattr(stream, "reconfigure"):
             with contextlib.suppress(ValueError, OSError):
                 stream.reconfigure(errors="replace")
 
@@ -318,7 +319,7 @@ def write_envelope(command: str, code: int) -> None:
         return
     JSON.printed = True
     doc = envelope(command, code, JSON.result, ERRORS)
-    ascii_only = not _utf8(sys.stdout)  # \u escapes: valid JSON in any encoding
+    ascii_only = not utf8_stream(sys.stdout)  # \u escapes: valid JSON in any encoding
     sys.stdout.write(redact(json.dumps(doc, indent=2, ensure_ascii=ascii_only, default=str))
                      + "\n")
     sys.stdout.flush()

@@ -633,3 +633,23 @@ def test_a_locale_without_utf8_still_gets_one_envelope(tmp_path: Path) -> None:
                            cwd=tmp_path, env=env, capture_output=True, timeout=120)
     assert plain.returncode == 1 and b"Traceback" not in plain.stderr
     assert b"no suite.json here" in plain.stderr
+
+
+def test_a_json_report_under_latin1_escapes_what_the_terminal_lacks(
+        tmp_path: Path) -> None:
+    """`report --format json` under a Latin-1 locale printed a task id `紧急` as `??`."""
+    import sys
+
+    from promptloop.optimizer.report.store import save_run
+    from tests.optimizer.report.test_report import mk_run, tr
+
+    state = tmp_path / "state"
+    save_run(mk_run([tr("紧急-task", 0, "passed")], name="unicode-run"), state / "runs")
+    root = Path(__file__).resolve().parents[3]
+    env = os.environ | {"PYTHONIOENCODING": "latin-1", "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-m", "promptloop", "report", "unicode-run",
+                           "--format", "json", "--state-dir", str(state)], cwd=tmp_path,
+                          env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert "紧急-task" in json.dumps(json.loads(done.stdout.decode("latin-1")),
+                                   ensure_ascii=False)
