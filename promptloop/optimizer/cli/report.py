@@ -228,6 +228,13 @@ def _compare(state: Path, runs: list[str], base: list[str], fmt: ReportFormat,
     from promptloop.optimizer.report.table import comparison_table, gate_rows
 
     suites, comparisons = paired_comparison(state, runs, base)
+    if comparisons and not any(c.n_pairs for c in comparisons):
+        # a team compared a candidate's third harm run (trial index 2) with an eval (index 0):
+        # every bucket read "inconclusive", with no word of why
+        raise ConfigError(f"{', '.join(runs)} and {', '.join(base)} share no trial pair (the "
+                          "same task at the same trial index): nothing to compare. Compare "
+                          "runs of the same trials, e.g. a candidate's runs with the "
+                          "baseline's and the gate's base runs (optimize prints the command)")
     if fmt is ReportFormat.json:
         return fmt_json({"runs": runs, "base": base, "suites": suites,
                          "buckets": [r.model_dump() for r in gate_rows(comparisons)]})

@@ -134,3 +134,19 @@ def test_report_base_says_in_one_line_that_no_bucket_changed(
     every = runner.invoke(app, ["report", names[1], "--base", names[0], "--all",
                                 "--state-dir", str(state)], env={"COLUMNS": "80"})
     assert every.exit_code == 0 and "plain" in every.stdout
+
+
+def test_runs_that_share_no_trial_pair_are_refused_saying_why(tmp_path: Path) -> None:
+    """A team compared a candidate's third harm run (trial index 2) with an eval (index 0):
+    every bucket read "inconclusive", with no word of why."""
+    from promptloop.optimizer.report.store import save_run
+    from tests.optimizer.report.test_report import mk_run, tr
+
+    state = tmp_path / "state"
+    save_run(mk_run([tr("a", 0, "passed"), tr("b", 0, "failed")], name="eval-run"),
+             state / "runs")
+    save_run(mk_run([tr("a", 2, "passed"), tr("b", 2, "passed")], name="harm-run"),
+             state / "runs")
+    out = runner.invoke(app, ["report", "harm-run", "--base-run", "eval-run", "--state-dir",
+                              str(state)])
+    assert out.exit_code == 1 and "share no trial pair" in out.output, out.output
