@@ -258,5 +258,10 @@ def verdict_markdown(verdict: Verdict, comparisons: Sequence[BucketComparison]) 
     harm = harm_lines(verdict)
     if harm:
         lines += ["", "**Harm per bucket**", "", *(f"- {cell(h)}" for h in harm)]
-    table = comparison_table(comparisons, verdict.target_bucket)
+    # the table's Status as the verdict decided it (a team's accepted PR body read "[no harm]"
+    # above a table calling every bucket "inconclusive", the improved target included)
+    said: dict[str, str] = {b.bucket: b.state for b in verdict.buckets}
+    if verdict.decision == "accept":
+        said[verdict.target_bucket] = "improved"
+    table = comparison_table(comparisons, verdict.target_bucket, harm=said)
     return "\n".join([*lines, "", *table_lines(table)]) + "\n"

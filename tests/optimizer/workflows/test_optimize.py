@@ -546,3 +546,24 @@ def test_an_external_proposer_is_told_to_edit_and_its_slips_are_named(
     tricked = one("escapes")
     assert tricked.hypothesis == "skip rule]0;PWNED[2Jevil"  # ESC, BEL, RLO dropped
     assert "\x1b" not in _git(repo, "log", "-1", "--format=%B", tricked.branch or "HEAD")
+
+
+def test_the_pr_bodys_table_says_what_the_verdict_decided() -> None:
+    """A team's accepted PR body listed "[no harm]" for every bucket above a table whose Status
+    called them all "inconclusive", the improved target included (the fixed-sample tests of
+    the paired trials at the gate's few trials): the table's Status is the verdict's."""
+    from promptloop.optimizer.gate.verdict import BucketVerdict, Verdict
+    from promptloop.optimizer.report.markdown import verdict_markdown
+    from tests.optimizer.workflows.test_review import _comp
+
+    verdict = Verdict(decision="accept", target_bucket="judged", buckets=[
+        BucketVerdict(bucket="other", state="no harm", statement="no harm"),
+        BucketVerdict(bucket="third", state="harm not ruled out", statement="open")])
+    text = verdict_markdown(verdict, [_comp("judged", "inconclusive"),
+                                      _comp("other", "inconclusive"),
+                                      _comp("third", "inconclusive")])
+    rows = {r.split("|")[1].strip().strip("`"): r for r in text.splitlines()
+            if r.startswith("| ") and "inconclusive" not in r.split("|")[1]}
+    assert "improved" in rows["judged"] and "no harm" in rows["other"], text
+    assert "harm not ruled out" in rows["third"] and "inconclusive" not in text.split(
+        "| Bucket")[-1], text
