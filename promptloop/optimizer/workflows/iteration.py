@@ -493,6 +493,7 @@ class Iteration:
             cost_usd=self.usd(),
             base_commit=self.base.base_sha,
             runners_up=self.runners_up,
+            notes=self._judge_notes(base),  # a reviewer weighs an uncalibrated judge's say
         )
         path = self.opt.session_dir / f"iter-{self.n}" / "PR.md"
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -65,9 +65,11 @@ def pr_body(
     cost_usd: float | None,
     base_commit: str,
     runners_up: list[str] | None = None,
+    notes: list[str] | None = None,
 ) -> str:
     """The PR body of an accepted candidate; `runners_up` (one line each) names the candidates
-    it was screened against (`--candidates K`)."""
+    it was screened against (`--candidates K`); `notes` what a reviewer must weigh beside the
+    verdict (a judge that drove the target's scores without a calibration to trust)."""
     fixed = [x for f, _ in changes for x in f]
     broken = [x for _, b in changes for x in b]
     lines = [
@@ -78,6 +80,7 @@ def pr_body(
         f"**Verdict: {verdict.decision}.** {_sentence(optimize_headline(verdict))}",
         "",
         *(f"- {r}" for r in verdict.reasons),
+        *(f"- **Note:** {n}" for n in notes or []),
         "",
         f"Branch `{branch}` from `{base_commit[:12]}`.",
         "",

@@ -162,3 +162,15 @@ def test_the_status_column_agrees_with_harm_detection() -> None:
                             {"bucket": "t", "status": "improved"}], verdict)
     assert [r["status"] for r in rows] == ["no harm", "regressed", "unchanged", "improved"]
     assert "uncorrected" in LEGEND["status"] and "gate's call" not in LEGEND["status"]
+
+
+def test_a_pr_body_carries_the_notes_a_reviewer_must_weigh() -> None:
+    """A judge that drove the accept decision with 6 labelled trials (20 needed) was named in
+    the terminal and the ledger, not in the PR body a reviewer reads (commands.md: verdicts
+    say when an uncalibrated judge drives a decision)."""
+    note = "judge rubric_judge: only 6 labelled trials (needs 20)"
+    body = pr_body(suite="pkm_agent", bucket="routing", branch="b", hypothesis="h", diff="",
+                   verdict=REJECT, comparisons=COMPS, changes=[], tokens=1, cost_usd=None,
+                   base_commit="0" * 40, notes=[note])
+    assert f"- **Note:** {note}" in body
+    assert body.index("**Note:**") < body.index("### Diff")
