@@ -485,14 +485,18 @@ async def test_bad_commands_give_errored_scores(tmp_path: Path, body: str, cause
     assert words in got.rationale and "command grader 'check'" in got.rationale
 
 
+def with_child(pid_file: Path, seconds: int, then: str) -> str:
+    """A grading script that starts `sleep seconds`, writes its pid, then runs `then`."""
+    return ("import subprocess\n"
+            f"child = subprocess.Popen(['sleep', '{seconds}'])\n"
+            f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n" + then)
+
+
 async def test_a_hanging_command_is_killed_with_its_children(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     started = time.monotonic()
-    got = await grade_command(tmp_path, (
-        "import subprocess\n"
-        "child = subprocess.Popen(['sleep', '30'])\n"
-        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
-        "child.wait()\n"), timeout_s=1)
+    got = await grade_command(tmp_path, with_child(pid_file, 30, "child.wait()\n"),
+                              timeout_s=1)
     assert time.monotonic() - started < 10
     assert got.metadata["cause"] == "timeout" and "timed out after 1 s" in got.rationale
     child = int(pid_file.read_text())
@@ -579,15 +583,10 @@ async def test_a_grader_that_leaves_a_process_running_is_graded_and_reaped(
     """A team's grader started `sleep` and exited after printing its grade: the grade was
     blamed as a timeout 30 s later and the sleep was left running. Its exit ends it now, and
     what it left in its process group is killed."""
-    import time
-
     pid_file = tmp_path / "child.pid"
     started = time.monotonic()
-    got = await grade_command(tmp_path, (
-        "import subprocess\n"
-        "child = subprocess.Popen(['sleep', '4242'])\n"
-        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
-        "print(json.dumps({'score': 1.0, 'passed': True}))\n"), timeout_s=20)
+    got = await grade_command(tmp_path, with_child(
+        pid_file, 4242, "print(json.dumps({'score': 1.0, 'passed': True}))\n"), timeout_s=20)
     assert got.passed is True and got.value == 1.0, got.rationale
     assert time.monotonic() - started < 10
     pid = int(pid_file.read_text())
