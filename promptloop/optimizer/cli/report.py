@@ -264,12 +264,20 @@ def paired_comparison(state: Path, runs: list[str], base: list[str]
     from promptloop.optimizer.workflows.paired import compare_suite_runs
 
     store = default_store_dir(state)
-    cand = _pool([load_run(store, name) for name in runs])
-    before = _pool([load_run(store, name) for name in base])
+    loaded = [load_run(store, name) for name in runs]
+    loaded_base = [load_run(store, name) for name in base]
+    cand, before = _pool(loaded), _pool(loaded_base)
     suites = [s for s in cand if s in before]
     if not suites:
         raise ConfigError(f"the runs ({', '.join(sorted(cand))}) and the base runs "
                           f"({', '.join(sorted(before))}) share no suite")
+    for suite in suites:  # the tasks changed between the sides: say so, before the table
+        hashes = [{r.provenance.suite_hash for r in side if r.suite_name == suite} - {""}
+                  for side in (loaded_base, loaded)]
+        if hashes[0] and hashes[1] and hashes[0] != hashes[1]:
+            ui.warn(f"suite {suite} differs between the base runs and the runs (its tasks or "
+                    "graders changed): a bucket that moved may have moved for that, not for "
+                    "the prompt")
     return suites, compare_suite_runs([before[s] for s in suites], [cand[s] for s in suites],
                                       GatePolicy())
 

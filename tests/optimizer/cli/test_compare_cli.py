@@ -150,3 +150,22 @@ def test_runs_that_share_no_trial_pair_are_refused_saying_why(tmp_path: Path) ->
     out = runner.invoke(app, ["report", "harm-run", "--base-run", "eval-run", "--state-dir",
                               str(state)])
     assert out.exit_code == 1 and "share no trial pair" in out.output, out.output
+
+
+def test_a_comparison_across_a_changed_suite_says_so(tmp_path: Path) -> None:
+    """A team compared two runs between which a task's grader changed: a pass -> fail flip
+    read as the prompt's doing. The suites' hashes differ, and the comparison says so."""
+    from promptloop.optimizer.report.store import save_run
+    from tests.optimizer.report.test_report import mk_run, tr
+
+    state = tmp_path / "state"
+    for name, digest, status in (("before", "aaaa", "passed"), ("after", "bbbb", "failed")):
+        run = mk_run([tr("a", 0, status)], name=name)
+        run = run.model_copy(update={"provenance": run.provenance.model_copy(
+            update={"suite_hash": digest})})
+        save_run(run, state / "runs")
+    out = runner.invoke(app, ["report", "after", "--base-run", "before", "--state-dir",
+                              str(state), "--all"])
+    assert out.exit_code == 0, out.output
+    assert "suite demo differs between the base runs and the runs" in " ".join(
+        out.output.split())
