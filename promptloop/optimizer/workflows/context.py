@@ -416,35 +416,35 @@ def require_committed(root: Path, ref: str, command: str, agent: str | None = No
     from promptloop.optimizer.core.project import config_name
     from promptloop.optimizer.git import GitOps
 
-    CONFIG_FILE = config_name(root)
+    name = config_name(root)  # the project file as commits hold it (--config names it)
     has_commit, missing = uncommitted(root, ref, agent)
     if not has_commit:
         raise ConfigError(f"this repository ({root}) has no commit yet: {command} reads "
                           f"promptloop.toml, the prompt and the suites from a commit ({ref}). "
                           f"Commit them first: {COMMIT_HINT}")
     where = "HEAD" if ref == "HEAD" else ref
-    if CONFIG_FILE in missing:
-        others = [m for m in missing if m != CONFIG_FILE]
+    if name in missing:
+        others = [m for m in missing if m != name]
         also = f" and {', '.join(others)}" if others else ""
-        raise ConfigError(f"commit {CONFIG_FILE} first ({command} reads {where}, which lacks "
+        raise ConfigError(f"commit {name} first ({command} reads {where}, which lacks "
                           f"it{also}): {COMMIT_HINT}")
     if agent is not None and (active_project().path is not None
                               or find_project(start=root) is not None):
         with GitOps(root) as git:
             try:
-                text = git.read_file(ref, CONFIG_FILE)
+                text = git.read_file(ref, name)
             except GitOpsError:
                 text = None
         if text is not None:
             from promptloop.optimizer.core.project import parse_project
 
             try:
-                declared = parse_project(text, Path(f"{CONFIG_FILE}@{ref}")).agents
+                declared = parse_project(text, Path(f"{name}@{ref}")).agents
             except ConfigError:
                 declared = {}
             if agent not in declared and agent in active_project().agents:
                 raise ConfigError(f"agent {agent!r} is declared in the working tree's "
-                                  f"{CONFIG_FILE} but not in {where}'s: commit {CONFIG_FILE} "
+                                  f"{name} but not in {where}'s: commit {name} "
                                   f"first ({command} reads {where}): {COMMIT_HINT}")
     if missing:
         raise ConfigError(f"commit {', '.join(missing)} first ({command} reads {where}, which "

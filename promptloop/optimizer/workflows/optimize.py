@@ -167,10 +167,11 @@ class Optimizer:
         others = sum(1 for bucket, _ in where if bucket != c.bucket)
         clean = 3 if c.policy.harm_sensitivity == "half" else 2  # a reliable task's floor
         more = (f"{n} for the baseline, then at least {each} per iteration{screening} ({most}); "
-                f"a candidate that improves its target then goes to harm detection, about "
+                f"a candidate that improves its target then goes to harm detection, at least "
                 f"{clean} trials for each of the {others} other task(s) that passes on its "
-                f"record (up to {clean * others:,} more per iteration, not in the figures "
-                "above), more where the gate needs them; the proposer's time not counted")
+                f"record (about {clean * others:,} more per iteration if all pass, not in the "
+                "figures above), more where the gate needs them; the proposer's time not "
+                "counted")
         return estimate("optimize", c.agent_model, c.state_dir,
                         [(s, t + extra) for (s, t), (_, extra) in zip(base, rounds, strict=True)],
                         more=more)

@@ -385,14 +385,9 @@ class Reviewer:
             after = tree_files(git, head_sha, entry) or {}
             if before == after:
                 continue
-            def task_of(path: str) -> str:
-                """The task folder a file is in (`.../tasks/<bucket>/<id>/...`), else itself."""
-                parts = path.split("/")
-                at = parts.index("tasks") if "tasks" in parts else -1
-                return "/".join(parts[:at + 3]) if 0 <= at < len(parts) - 3 else path
-            added = sorted({task_of(p) for p in after.keys() - before.keys()})
-            removed = sorted({task_of(p) for p in before.keys() - after.keys()})
-            edited = sorted({task_of(p) for p in before.keys() & after.keys()
+            added = sorted({_task_folder(p) for p in after.keys() - before.keys()})
+            removed = sorted({_task_folder(p) for p in before.keys() - after.keys()})
+            edited = sorted({_task_folder(p) for p in before.keys() & after.keys()
                              if before[p] != after[p]} - set(added) - set(removed))
             parts = [f"{len(xs)} {what} ({', '.join(x.rsplit('/', 1)[-1] for x in xs[:5])}"
                      f"{', ...' if len(xs) > 5 else ''})"
@@ -654,3 +649,10 @@ def regress_on_outside_writes(verdict: ReviewVerdict, base: list[RunResult],
                                       "open": [b for b in verdict.open if b not in hit],
                                       "buckets": states,
                                       "reasons": [reason, *verdict.reasons]})
+
+
+def _task_folder(path: str) -> str:
+    """The task folder a suite file is in (`.../tasks/<bucket>/<id>/...`), else the path."""
+    parts = path.split("/")
+    at = parts.index("tasks") if "tasks" in parts else -1
+    return "/".join(parts[:at + 3]) if 0 <= at < len(parts) - 3 else path

@@ -491,8 +491,8 @@ def test_optimize_and_eval_say_their_trials_and_time_before_they_start(
            "by; 16 for the baseline, then at least 4 per iteration (1 iteration at most)" in flat
     # and what harm detection adds when the target improves (a team's iteration ran 1,934
     # trials where the estimate said "at least 20"): 3 clean trials a passing task, `half`
-    assert ("about 3 trials for each of the 6 other task(s) that passes on its record (up to "
-            "18 more per iteration, not in the figures above)") in flat
+    assert ("at least 3 trials for each of the 6 other task(s) that passes on its record "
+            "(about 18 more per iteration if all pass, not in the figures above)") in flat
     assert stderr.index("» optimize: about") < stderr.index("run started: ")
     _, again = invoke(["eval", "--suite", "pkm_agent", "--agent-model", "scripted:pkm",
                        "--state-dir", str(state), "--fresh"])

@@ -269,9 +269,9 @@ class NightlyEngine:
                               "continues it")
             raise
         finally:
-            if (cp.status in ("running", "stopped") and cp.pending is not None
+            if (cp.status in ("running", "stopped", "failed") and cp.pending is not None
                     and self._book is not None):
-                cp.pending.metered = self._book.spent  # stopped, not killed: what it spent
+                cp.pending.metered = self._book.spent  # stopped or failed, not killed: spent
             self.save()  # a crash leaves status "running", a stop "stopped": resumable
 
     def _open(self) -> Checkpoint:
